@@ -1,0 +1,344 @@
+//! On-disk layout of the `_source` segment file (`<segment>.src`).
+//!
+//! ```text
+//! blocks      block*                    block = [block codec u8][compressed payload]
+//! descriptor  [codec id u8][level u8][block size u32][has dict u8]
+//!             (if has dict: [dict len u32][stored len u32][dict, zstd-compressed w/o dict])
+//! index       per block: [first doc u32][offset u64][raw len u32]       (16 bytes)
+//! footer      [descriptor offset u64][index offset u64][num docs u32][num blocks u32]
+//!             [format version u32][magic u32]                          (32 bytes)
+//! ```
+//! (then tantivy's own footer/checksum, stripped by the directory on read.)
+//!
+//! A raw (decompressed) block is `[varint (len + 1) per doc, 0 = no source][doc bytes...]`.
+//! A block holds the documents `first_doc .. next block's first_doc`; its compressed bytes run
+//! from `offset` to the next block's offset (the last one to the descriptor offset).
+//! All integers are little-endian.
+
+use std::io::{self, Write};
+
+use crate::codec::SourceCodec;
+use crate::compress::{BlockCodec, BlockEncoder};
+
+pub(crate) const MAGIC: u32 = u32::from_le_bytes(*b"SHSR");
+pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FOOTER_LEN: usize = 32;
+pub(crate) const INDEX_ENTRY_LEN: usize = 16;
+/// A block is cut after this many documents even if it is still small (bounds the header
+/// scan of a block holding many absent/tiny sources).
+pub(crate) const MAX_DOCS_PER_BLOCK: u32 = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlockMeta {
+    pub first_doc: u32,
+    pub offset: u64,
+    pub raw_len: u32,
+}
+
+/// Streams documents into blocks and writes the whole file.
+pub(crate) struct SourceFileWriter<W: Write> {
+    out: W,
+    written: u64,
+    codec: SourceCodec,
+    block_size: usize,
+    encoder: BlockEncoder,
+    dictionary: Option<Vec<u8>>,
+    header: Vec<u8>,
+    body: Vec<u8>,
+    docs_in_block: u32,
+    num_docs: u32,
+    index: Vec<BlockMeta>,
+    raw_scratch: Vec<u8>,
+    out_scratch: Vec<u8>,
+}
+
+impl<W: Write> SourceFileWriter<W> {
+    pub(crate) fn new(
+        out: W,
+        codec: SourceCodec,
+        block_size: usize,
+        dictionary: Option<Vec<u8>>,
+    ) -> io::Result<Self> {
+        let encoder = BlockEncoder::new(codec, dictionary.as_deref())?;
+        Ok(SourceFileWriter {
+            out,
+            written: 0,
+            codec,
+            block_size: block_size.max(1),
+            encoder,
+            dictionary,
+            header: Vec::new(),
+            body: Vec::new(),
+            docs_in_block: 0,
+            num_docs: 0,
+            index: Vec::new(),
+            raw_scratch: Vec::new(),
+            out_scratch: Vec::new(),
+        })
+    }
+
+    /// Appends the next document's source (`None` = document without source).
+    pub(crate) fn add(&mut self, doc: Option<&[u8]>) -> io::Result<()> {
+        match doc {
+            Some(bytes) => {
+                write_varint(&mut self.header, bytes.len() as u64 + 1);
+                self.body.extend_from_slice(bytes);
+            }
+            None => write_varint(&mut self.header, 0),
+        }
+        self.docs_in_block += 1;
+        self.num_docs += 1;
+        if self.header.len() + self.body.len() >= self.block_size
+            || self.docs_in_block >= MAX_DOCS_PER_BLOCK
+        {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> io::Result<()> {
+        if self.docs_in_block == 0 {
+            return Ok(());
+        }
+        self.raw_scratch.clear();
+        self.raw_scratch.extend_from_slice(&self.header);
+        self.raw_scratch.extend_from_slice(&self.body);
+        let raw_len = u32::try_from(self.raw_scratch.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "source block over 4 GiB"))?;
+        self.out_scratch.clear();
+        self.out_scratch.push(0);
+        let block_codec = self
+            .encoder
+            .encode(&self.raw_scratch, &mut self.out_scratch)?;
+        self.out_scratch[0] = block_codec as u8;
+        self.index.push(BlockMeta {
+            first_doc: self.num_docs - self.docs_in_block,
+            offset: self.written,
+            raw_len,
+        });
+        self.out.write_all(&self.out_scratch)?;
+        self.written += self.out_scratch.len() as u64;
+        self.header.clear();
+        self.body.clear();
+        self.docs_in_block = 0;
+        Ok(())
+    }
+
+    /// Writes the last block, descriptor, index and footer; returns the inner writer.
+    pub(crate) fn finish(mut self) -> io::Result<W> {
+        self.flush_block()?;
+        let descriptor_offset = self.written;
+        let mut tail = Vec::with_capacity(64 + self.index.len() * INDEX_ENTRY_LEN);
+        tail.push(self.codec.id());
+        tail.push(self.codec.compression_level().unwrap_or(0));
+        tail.extend_from_slice(&(self.block_size.min(u32::MAX as usize) as u32).to_le_bytes());
+        match &self.dictionary {
+            Some(dict) => {
+                let stored = zstd::bulk::compress(dict, 3)?;
+                tail.push(1);
+                tail.extend_from_slice(&(dict.len() as u32).to_le_bytes());
+                tail.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+                tail.extend_from_slice(&stored);
+            }
+            None => tail.push(0),
+        }
+        let index_offset = descriptor_offset + tail.len() as u64;
+        for block in &self.index {
+            tail.extend_from_slice(&block.first_doc.to_le_bytes());
+            tail.extend_from_slice(&block.offset.to_le_bytes());
+            tail.extend_from_slice(&block.raw_len.to_le_bytes());
+        }
+        tail.extend_from_slice(&descriptor_offset.to_le_bytes());
+        tail.extend_from_slice(&index_offset.to_le_bytes());
+        tail.extend_from_slice(&self.num_docs.to_le_bytes());
+        tail.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
+        tail.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        tail.extend_from_slice(&MAGIC.to_le_bytes());
+        self.out.write_all(&tail)?;
+        Ok(self.out)
+    }
+}
+
+/// Everything but the blocks, parsed from the file's tail.
+pub(crate) struct FileMeta {
+    pub descriptor_offset: u64,
+    pub codec: SourceCodec,
+    pub block_size: u32,
+    pub dictionary: Option<Vec<u8>>,
+    pub index: Vec<BlockMeta>,
+    pub num_docs: u32,
+}
+
+fn corrupt(msg: impl Into<String>) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("corrupt _source file: {}", msg.into()),
+    )
+}
+
+pub(crate) fn parse_footer(footer: &[u8]) -> io::Result<(u64, u64, u32, u32)> {
+    if footer.len() != FOOTER_LEN {
+        return Err(corrupt("file too short"));
+    }
+    let u64_at = |i: usize| u64::from_le_bytes(footer[i..i + 8].try_into().unwrap());
+    let u32_at = |i: usize| u32::from_le_bytes(footer[i..i + 4].try_into().unwrap());
+    if u32_at(28) != MAGIC {
+        return Err(corrupt("bad magic"));
+    }
+    let version = u32_at(24);
+    if version != FORMAT_VERSION {
+        return Err(corrupt(format!("unsupported format version {version}")));
+    }
+    Ok((u64_at(0), u64_at(8), u32_at(16), u32_at(20)))
+}
+
+/// Parses descriptor + index. `tail` is the file from `descriptor_offset` up to (excluding)
+/// the footer.
+pub(crate) fn parse_tail(
+    tail: &[u8],
+    descriptor_offset: u64,
+    index_offset: u64,
+    num_docs: u32,
+    num_blocks: u32,
+) -> io::Result<FileMeta> {
+    let desc_len = index_offset
+        .checked_sub(descriptor_offset)
+        .ok_or_else(|| corrupt("index before descriptor"))? as usize;
+    if desc_len < 7 || tail.len() != desc_len + num_blocks as usize * INDEX_ENTRY_LEN {
+        return Err(corrupt("bad descriptor/index length"));
+    }
+    let (desc, index_bytes) = tail.split_at(desc_len);
+    let codec = SourceCodec::from_id(desc[0], desc[1])
+        .ok_or_else(|| corrupt(format!("unknown codec id {}", desc[0])))?;
+    let block_size = u32::from_le_bytes(desc[2..6].try_into().unwrap());
+    let dictionary = match desc[6] {
+        0 => None,
+        1 => {
+            if desc.len() < 15 {
+                return Err(corrupt("truncated dictionary header"));
+            }
+            let dict_len = u32::from_le_bytes(desc[7..11].try_into().unwrap()) as usize;
+            let stored_len = u32::from_le_bytes(desc[11..15].try_into().unwrap()) as usize;
+            let stored = desc
+                .get(15..15 + stored_len)
+                .ok_or_else(|| corrupt("truncated dictionary"))?;
+            let dict = zstd::bulk::decompress(stored, dict_len)?;
+            if dict.len() != dict_len {
+                return Err(corrupt("dictionary length mismatch"));
+            }
+            Some(dict)
+        }
+        other => return Err(corrupt(format!("bad dictionary flag {other}"))),
+    };
+    let mut index = Vec::with_capacity(num_blocks as usize);
+    for entry in index_bytes.chunks_exact(INDEX_ENTRY_LEN) {
+        let block = BlockMeta {
+            first_doc: u32::from_le_bytes(entry[0..4].try_into().unwrap()),
+            offset: u64::from_le_bytes(entry[4..12].try_into().unwrap()),
+            raw_len: u32::from_le_bytes(entry[12..16].try_into().unwrap()),
+        };
+        if let Some(prev) = index.last() {
+            let prev: &BlockMeta = prev;
+            if block.first_doc <= prev.first_doc || block.offset <= prev.offset {
+                return Err(corrupt("block index not increasing"));
+            }
+        } else if block.first_doc != 0 || block.offset != 0 {
+            return Err(corrupt("first block does not start at 0"));
+        }
+        if block.offset >= descriptor_offset || block.first_doc >= num_docs {
+            return Err(corrupt("block out of range"));
+        }
+        index.push(block);
+    }
+    if num_docs > 0 && index.is_empty() {
+        return Err(corrupt("documents without blocks"));
+    }
+    Ok(FileMeta {
+        descriptor_offset,
+        codec,
+        block_size,
+        dictionary,
+        index,
+        num_docs,
+    })
+}
+
+/// A decompressed block: its bytes and each document's span.
+pub(crate) struct DecodedBlock {
+    data: Vec<u8>,
+    /// Per document: (start, len) in `data`; `start == u32::MAX` for no source.
+    spans: Vec<(u32, u32)>,
+}
+
+const ABSENT: u32 = u32::MAX;
+
+impl DecodedBlock {
+    pub(crate) fn parse(data: Vec<u8>, num_docs: usize) -> io::Result<DecodedBlock> {
+        let mut spans = Vec::with_capacity(num_docs);
+        let mut pos = 0usize;
+        let mut lens = Vec::with_capacity(num_docs);
+        for _ in 0..num_docs {
+            let (v, read) =
+                read_varint(&data[pos..]).ok_or_else(|| corrupt("truncated block header"))?;
+            pos += read;
+            lens.push(v);
+        }
+        let mut start = pos as u64;
+        for v in lens {
+            if v == 0 {
+                spans.push((ABSENT, 0));
+                continue;
+            }
+            let len = v - 1;
+            let end = start + len;
+            if end > data.len() as u64 {
+                return Err(corrupt("document runs past its block"));
+            }
+            spans.push((start as u32, len as u32));
+            start = end;
+        }
+        if start != data.len() as u64 {
+            return Err(corrupt("trailing bytes in block"));
+        }
+        Ok(DecodedBlock { data, spans })
+    }
+
+    /// The source of the `i`-th document of the block.
+    pub(crate) fn doc(&self, i: usize) -> Option<&[u8]> {
+        let (start, len) = self.spans[i];
+        if start == ABSENT {
+            return None;
+        }
+        Some(&self.data[start as usize..start as usize + len as usize])
+    }
+
+    pub(crate) fn heap_size(&self) -> usize {
+        self.data.capacity() + self.spans.capacity() * 8
+    }
+}
+
+pub(crate) fn decode_block_record(record: &[u8]) -> io::Result<(BlockCodec, &[u8])> {
+    let (&codec, payload) = record.split_first().ok_or_else(|| corrupt("empty block"))?;
+    let codec = BlockCodec::from_u8(codec)
+        .ok_or_else(|| corrupt(format!("unknown block codec {codec}")))?;
+    Ok((codec, payload))
+}
+
+fn write_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn read_varint(buf: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &b) in buf.iter().enumerate().take(10) {
+        v |= ((b & 0x7f) as u64) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}

@@ -1,0 +1,304 @@
+//! [`SourceStorePlugin`]: the tantivy segment plugin that writes and merges `_source`.
+
+use std::any::Any;
+use std::io;
+
+use tantivy::directory::TerminatingWrite;
+use tantivy::index::SegmentComponent;
+use tantivy::indexer::doc_id_mapping::{DocIdMapping, MappingType};
+use tantivy::schema::document::{ErasedDocument, ErasedValue, ReferenceValueLeaf, Value};
+use tantivy::schema::{Field, FieldType, Schema};
+use tantivy::{
+    DocId, PluginMergeContext, PluginWriter, PluginWriterContext, Segment, SegmentPlugin,
+    TantivyDocument, TantivyError,
+};
+
+use crate::codec::SourceCodec;
+use crate::compress::DictTrainer;
+use crate::format::SourceFileWriter;
+use crate::reader::SourceReader;
+use crate::{SOURCE_EXTENSION, SOURCE_TYPE_NAME};
+
+/// Keeps `_source` out of tantivy's doc store, in a segment file of its own (`<segment>.src`)
+/// compressed with the index's [`SourceCodec`].
+///
+/// The codec only decides how *new* segments (flushes and merges) are written; every file
+/// records its codec, so segments written with different codecs coexist in one index. The
+/// plugin set is fixed per index by extension (`src`), not by codec: reopening an index with a
+/// plugin carrying another codec is allowed.
+///
+/// Index sorting (`IndexSettings::sort_by_field`) is not supported: tantivy 0.27 hands plugins
+/// the doc id remapping but keeps its accessors crate-private, so the plugin fails the flush /
+/// merge rather than misalign sources with doc ids.
+pub struct SourceStorePlugin {
+    codec: SourceCodec,
+    block_size: usize,
+}
+
+impl SourceStorePlugin {
+    /// A plugin writing new segments with `codec`, at the codec's default block size.
+    pub fn new(codec: SourceCodec) -> SourceStorePlugin {
+        SourceStorePlugin {
+            codec,
+            block_size: codec.default_block_size(),
+        }
+    }
+
+    /// Overrides the raw bytes per compressed block (min 1).
+    pub fn with_block_size(mut self, block_size: usize) -> SourceStorePlugin {
+        self.block_size = block_size.max(1);
+        self
+    }
+
+    /// The codec new segments are written with.
+    pub fn codec(&self) -> SourceCodec {
+        self.codec
+    }
+
+    /// Raw bytes per compressed block.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    fn write_file(
+        &self,
+        segment: &Segment,
+        num_docs: u64,
+        total_bytes: u64,
+        docs: &mut DocFeeder<'_>,
+        sample: impl FnOnce(&mut DictTrainer, u64) -> tantivy::Result<()>,
+    ) -> tantivy::Result<()> {
+        let dictionary = if matches!(self.codec, SourceCodec::Zstd { .. }) {
+            let mut trainer = DictTrainer::default();
+            sample(&mut trainer, DictTrainer::stride(num_docs, total_bytes))?;
+            trainer.train()
+        } else {
+            None
+        };
+        let write = segment.open_write(SegmentComponent::Custom(SOURCE_EXTENSION.to_string()))?;
+        let mut writer = SourceFileWriter::new(write, self.codec, self.block_size, dictionary)?;
+        docs(&mut |doc| writer.add(doc))?;
+        writer.finish()?.terminate()?;
+        Ok(())
+    }
+}
+
+/// Receives each document's source in doc id order.
+type DocSink<'a> = dyn FnMut(Option<&[u8]>) -> io::Result<()> + 'a;
+/// Feeds every document of the new segment, in doc id order, to a [`DocSink`].
+type DocFeeder<'a> = dyn FnMut(&mut DocSink<'_>) -> tantivy::Result<()> + 'a;
+
+/// Finds the `_source` custom field of a schema (by custom type name).
+pub(crate) fn find_source_field(schema: &Schema) -> Option<Field> {
+    schema
+        .fields()
+        .find_map(|(field, entry)| match entry.field_type() {
+            FieldType::Custom(options) if options.type_name() == SOURCE_TYPE_NAME => Some(field),
+            _ => None,
+        })
+}
+
+fn remapping_unsupported() -> TantivyError {
+    TantivyError::InvalidArgument(
+        "shoal-codec: the _source store does not support index sorting / doc id remapping \
+         (tantivy 0.27 does not expose the mapping to plugins)"
+            .to_string(),
+    )
+}
+
+impl SegmentPlugin for SourceStorePlugin {
+    fn extensions(&self) -> &[&str] {
+        &[SOURCE_EXTENSION]
+    }
+
+    fn create_writer(&self, ctx: &PluginWriterContext) -> tantivy::Result<Box<dyn PluginWriter>> {
+        let settings = ctx.segment.index().settings();
+        if settings.sort_by_field.is_some() || settings.manual_doc_id_mapping {
+            return Err(remapping_unsupported());
+        }
+        Ok(Box::new(SourcePluginWriter {
+            plugin: SourceStorePlugin {
+                codec: self.codec,
+                block_size: self.block_size,
+            },
+            field: find_source_field(&ctx.segment.schema()),
+            data: Vec::new(),
+            lens: Vec::new(),
+        }))
+    }
+
+    fn merge(&self, ctx: PluginMergeContext) -> tantivy::Result<()> {
+        if ctx.doc_id_mapping.mapping_type() == MappingType::Shuffled {
+            return Err(remapping_unsupported());
+        }
+        // Stacked / StackedWithDeletes: the new doc ids are the alive docs of each reader, in
+        // reader order — exactly what tantivy's merger builds for a trivial mapping.
+        let sources: Vec<SourceReader> = ctx
+            .readers
+            .iter()
+            .map(|reader| SourceReader::open_with_cache(reader, 1))
+            .collect::<tantivy::Result<_>>()?;
+        let num_docs: u64 = ctx.readers.iter().map(|r| r.num_docs() as u64).sum();
+        let total_bytes: u64 = ctx
+            .readers
+            .iter()
+            .zip(&sources)
+            .map(|(reader, source)| {
+                let max_doc = reader.max_doc().max(1) as u64;
+                source.raw_bytes() * reader.num_docs() as u64 / max_doc
+            })
+            .sum();
+        let sample = |trainer: &mut DictTrainer, stride: u64| -> tantivy::Result<()> {
+            let mut ord = 0u64;
+            'readers: for (reader, source) in ctx.readers.iter().zip(&sources) {
+                for doc in reader.doc_ids_alive() {
+                    if DictTrainer::is_sampled(ord, stride) {
+                        if trainer.is_full() {
+                            break 'readers;
+                        }
+                        source.with_source(doc, |bytes| {
+                            if let Some(bytes) = bytes {
+                                trainer.add(bytes)
+                            }
+                        })?;
+                    }
+                    ord += 1;
+                }
+            }
+            Ok(())
+        };
+        let mut docs = |add: &mut DocSink<'_>| {
+            for (reader, source) in ctx.readers.iter().zip(&sources) {
+                for doc in reader.doc_ids_alive() {
+                    source.with_source(doc, &mut *add)??;
+                }
+            }
+            Ok(())
+        };
+        self.write_file(ctx.target_segment, num_docs, total_bytes, &mut docs, sample)
+    }
+}
+
+/// Collects the sources of a segment being indexed.
+pub struct SourcePluginWriter {
+    plugin: SourceStorePlugin,
+    field: Option<Field>,
+    /// Concatenated source bytes.
+    data: Vec<u8>,
+    /// Per document: source length, `u32::MAX` = no source.
+    lens: Vec<u32>,
+}
+
+const NO_SOURCE: u32 = u32::MAX;
+
+impl SourcePluginWriter {
+    fn push(&mut self, source: Option<&[u8]>) -> tantivy::Result<()> {
+        match source {
+            Some(bytes) => {
+                let len = u32::try_from(bytes.len())
+                    .ok()
+                    .filter(|len| *len != NO_SOURCE)
+                    .ok_or_else(|| {
+                        TantivyError::InvalidArgument("_source larger than 4 GiB".to_string())
+                    })?;
+                self.data.extend_from_slice(bytes);
+                self.lens.push(len);
+            }
+            None => self.lens.push(NO_SOURCE),
+        }
+        Ok(())
+    }
+
+    /// Number of documents collected so far.
+    pub fn num_docs(&self) -> usize {
+        self.lens.len()
+    }
+}
+
+/// The first custom value of `field` in a type-erased document.
+fn erased_source(doc: &dyn ErasedDocument, field: Field) -> Option<&[u8]> {
+    doc.erased_fields().find_map(|(f, value)| match value {
+        ErasedValue::Leaf(ReferenceValueLeaf::Custom(bytes)) if f == field => Some(bytes),
+        _ => None,
+    })
+}
+
+impl PluginWriter for SourcePluginWriter {
+    fn add_document(
+        &mut self,
+        doc_id: DocId,
+        doc: &dyn ErasedDocument,
+        _schema: &Schema,
+    ) -> tantivy::Result<()> {
+        debug_assert_eq!(doc_id as usize, self.lens.len());
+        let source = match self.field {
+            None => None,
+            // If a document carries several values, the first one is the source.
+            Some(field) => match doc.as_any().downcast_ref::<TantivyDocument>() {
+                Some(doc) => doc.get_all(field).find_map(|value| value.as_custom()),
+                None => erased_source(doc, field),
+            },
+        };
+        self.push(source)
+    }
+
+    fn serialize(
+        self: Box<Self>,
+        segment: &Segment,
+        doc_id_map: Option<&DocIdMapping>,
+    ) -> tantivy::Result<()> {
+        if doc_id_map.is_some() {
+            return Err(remapping_unsupported());
+        }
+        let this = *self;
+        let doc = |i: usize, start: usize| -> (Option<&[u8]>, usize) {
+            match this.lens[i] {
+                NO_SOURCE => (None, start),
+                len => {
+                    let end = start + len as usize;
+                    (Some(&this.data[start..end]), end)
+                }
+            }
+        };
+        let num_docs = this.lens.len() as u64;
+        let sample = |trainer: &mut DictTrainer, stride: u64| -> tantivy::Result<()> {
+            let mut start = 0;
+            for i in 0..this.lens.len() {
+                let (bytes, next) = doc(i, start);
+                start = next;
+                if DictTrainer::is_sampled(i as u64, stride) {
+                    if trainer.is_full() {
+                        break;
+                    }
+                    if let Some(bytes) = bytes {
+                        trainer.add(bytes);
+                    }
+                }
+            }
+            Ok(())
+        };
+        let mut docs = |add: &mut DocSink<'_>| {
+            let mut start = 0;
+            for i in 0..this.lens.len() {
+                let (bytes, next) = doc(i, start);
+                start = next;
+                add(bytes)?;
+            }
+            Ok(())
+        };
+        this.plugin
+            .write_file(segment, num_docs, this.data.len() as u64, &mut docs, sample)
+    }
+
+    fn mem_usage(&self) -> usize {
+        self.data.capacity() + self.lens.capacity() * std::mem::size_of::<u32>()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

@@ -1,0 +1,77 @@
+//! Counters the engine keeps for `_stats`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub index_total: AtomicU64,
+    pub index_time_nanos: AtomicU64,
+    pub index_current: AtomicU64,
+    pub index_failed: AtomicU64,
+    pub delete_total: AtomicU64,
+    pub delete_time_nanos: AtomicU64,
+    pub noop_update_total: AtomicU64,
+    pub refresh_total: AtomicU64,
+    pub refresh_time_nanos: AtomicU64,
+    pub external_refresh_total: AtomicU64,
+    pub flush_total: AtomicU64,
+    pub flush_time_nanos: AtomicU64,
+    pub merge_total: AtomicU64,
+    pub merge_time_nanos: AtomicU64,
+    pub merge_docs: AtomicU64,
+    pub merge_current: AtomicU64,
+    pub get_total: AtomicU64,
+    pub get_exists: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, value: u64) {
+        counter.fetch_add(value, Ordering::Relaxed);
+    }
+}
+
+/// One segment as `_cat/segments` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SegmentInfo {
+    pub name: String,
+    pub generation: u64,
+    pub docs_count: u64,
+    pub docs_deleted: u64,
+    pub size_in_bytes: u64,
+    pub committed: bool,
+    pub searchable: bool,
+}
+
+/// A snapshot of a shard's statistics.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EngineStats {
+    pub docs_count: u64,
+    pub docs_deleted: u64,
+    pub store_size_in_bytes: u64,
+    pub index_total: u64,
+    pub index_time_in_millis: u64,
+    pub index_current: u64,
+    pub index_failed: u64,
+    pub delete_total: u64,
+    pub delete_time_in_millis: u64,
+    pub noop_update_total: u64,
+    pub refresh_total: u64,
+    pub refresh_time_in_millis: u64,
+    pub external_refresh_total: u64,
+    pub flush_total: u64,
+    pub flush_time_in_millis: u64,
+    pub merge_total: u64,
+    pub merge_time_in_millis: u64,
+    pub merge_docs: u64,
+    pub merge_current: u64,
+    pub segments_count: u64,
+    pub version_map_memory_in_bytes: u64,
+    pub get_total: u64,
+    pub get_exists: u64,
+    pub translog: shoal_translog::TranslogStats,
+    pub max_seq_no: i64,
+    pub local_checkpoint: i64,
+    pub global_checkpoint: i64,
+}

@@ -1,0 +1,324 @@
+//! Engine behaviour on a real tantivy index and translog in a temp directory.
+
+use serde_json::json;
+use shoal_mapping::{DocumentParser, MapperError, Mapping};
+use tantivy::TantivyDocument;
+
+use crate::*;
+
+fn parse_fn(
+    mapping: &Mapping,
+) -> impl Fn(&str, &[u8]) -> Result<TantivyDocument, MapperError> + '_ {
+    move |id, source| {
+        let schema = shoal_mapping::ShardSchema::build(shoal_codec::add_source_field);
+        Ok(DocumentParser::new(mapping, &schema).parse(id, source)?.doc)
+    }
+}
+
+fn open(dir: &std::path::Path, mapping: &Mapping) -> Engine {
+    Engine::open(EngineConfig::new(dir.to_path_buf()), 1, &parse_fn(mapping)).unwrap()
+}
+
+fn index_op(
+    engine: &Engine,
+    mapping: &Mapping,
+    id: &str,
+    source: serde_json::Value,
+    request: DocRequest,
+) -> WriteOp {
+    let bytes = serde_json::to_vec(&source).unwrap();
+    let doc = DocumentParser::new(mapping, engine.schema())
+        .parse(id, &bytes)
+        .unwrap()
+        .doc;
+    WriteOp::Index {
+        id: id.into(),
+        routing: None,
+        source: bytes,
+        doc,
+        request,
+        seq_no: UNASSIGNED_SEQ_NO,
+        primary_term: 0,
+        version: 0,
+    }
+}
+
+fn apply_one(engine: &Engine, op: WriteOp) -> Result<OpResult, EngineError> {
+    let result = engine.apply(vec![op], Origin::Primary).pop().unwrap()?;
+    if let Some(loc) = result.location {
+        engine.sync_to(&loc).unwrap();
+    }
+    Ok(result)
+}
+
+fn mapping() -> Mapping {
+    Mapping::from_json(&json!({"properties": {"n": {"type": "long"}, "t": {"type": "text"}}}))
+        .unwrap()
+}
+
+#[test]
+fn seq_nos_versions_and_results_follow_opensearch() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    let r1 = apply_one(
+        &engine,
+        index_op(&engine, &m, "1", json!({"n": 1}), DocRequest::default()),
+    )
+    .unwrap();
+    assert_eq!(
+        (r1.kind, r1.seq_no, r1.version),
+        (OpResultKind::Created, 0, 1)
+    );
+    let r2 = apply_one(
+        &engine,
+        index_op(&engine, &m, "1", json!({"n": 2}), DocRequest::default()),
+    )
+    .unwrap();
+    assert_eq!(
+        (r2.kind, r2.seq_no, r2.version),
+        (OpResultKind::Updated, 1, 2)
+    );
+    let del = WriteOp::Delete {
+        id: "1".into(),
+        routing: None,
+        request: DocRequest::default(),
+        seq_no: -2,
+        primary_term: 0,
+        version: 0,
+    };
+    let r3 = apply_one(&engine, del).unwrap();
+    assert_eq!(
+        (r3.kind, r3.seq_no, r3.version),
+        (OpResultKind::Deleted, 2, 3)
+    );
+    let del = WriteOp::Delete {
+        id: "1".into(),
+        routing: None,
+        request: DocRequest::default(),
+        seq_no: -2,
+        primary_term: 0,
+        version: 0,
+    };
+    assert_eq!(
+        apply_one(&engine, del).unwrap().kind,
+        OpResultKind::NotFound
+    );
+    assert_eq!(engine.local_checkpoint(), 3);
+}
+
+#[test]
+fn realtime_get_sees_unrefreshed_writes_and_refresh_makes_them_searchable() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    apply_one(
+        &engine,
+        index_op(&engine, &m, "a", json!({"n": 7}), DocRequest::default()),
+    )
+    .unwrap();
+    assert_eq!(engine.searcher().num_docs(), 0);
+    let got = engine.get("a").unwrap().unwrap();
+    assert_eq!(got.source, br#"{"n":7}"#);
+    engine.refresh().unwrap();
+    assert_eq!(engine.searcher().num_docs(), 1);
+    // After refresh the version map is pruned: get reads the index.
+    assert_eq!(engine.get("a").unwrap().unwrap().version, 1);
+}
+
+#[test]
+fn if_seq_no_conflicts_use_opensearch_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    apply_one(
+        &engine,
+        index_op(&engine, &m, "1", json!({"n": 1}), DocRequest::default()),
+    )
+    .unwrap();
+    let req = DocRequest {
+        if_seq_no: Some(5),
+        if_primary_term: Some(1),
+        ..Default::default()
+    };
+    let err = apply_one(&engine, index_op(&engine, &m, "1", json!({"n": 1}), req)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[1]: version conflict, required seqNo [5], primary term [1]. current document has seqNo [0] and primary term [1]"
+    );
+    let create = DocRequest {
+        create_only: true,
+        ..Default::default()
+    };
+    let err = apply_one(&engine, index_op(&engine, &m, "1", json!({"n": 1}), create)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[1]: version conflict, document already exists (current version [1])"
+    );
+}
+
+#[test]
+fn external_versions_must_increase() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    let ext = |v| DocRequest {
+        version: Some(v),
+        version_type: VersionType::External,
+        ..Default::default()
+    };
+    assert_eq!(
+        apply_one(&engine, index_op(&engine, &m, "1", json!({}), ext(5)))
+            .unwrap()
+            .version,
+        5
+    );
+    let err = apply_one(&engine, index_op(&engine, &m, "1", json!({}), ext(5))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[1]: version conflict, current version [5] is higher or equal to the one provided [5]"
+    );
+    assert_eq!(
+        apply_one(&engine, index_op(&engine, &m, "1", json!({}), ext(9)))
+            .unwrap()
+            .version,
+        9
+    );
+}
+
+#[test]
+fn unflushed_writes_survive_a_crash_through_translog_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    {
+        let engine = open(dir.path(), &m);
+        for i in 0..50 {
+            apply_one(
+                &engine,
+                index_op(
+                    &engine,
+                    &m,
+                    &i.to_string(),
+                    json!({"n": i}),
+                    DocRequest::default(),
+                ),
+            )
+            .unwrap();
+        }
+        engine.refresh().unwrap();
+        for i in 0..10 {
+            apply_one(
+                &engine,
+                index_op(
+                    &engine,
+                    &m,
+                    &i.to_string(),
+                    json!({"n": i + 100}),
+                    DocRequest::default(),
+                ),
+            )
+            .unwrap();
+        }
+        let del = WriteOp::Delete {
+            id: "20".into(),
+            routing: None,
+            request: DocRequest::default(),
+            seq_no: -2,
+            primary_term: 0,
+            version: 0,
+        };
+        apply_one(&engine, del).unwrap();
+        // Crash: no flush, no close (dropping commits nothing; a real kill -9 test is in pytest).
+        drop(engine);
+    }
+    let engine = open(dir.path(), &m);
+    assert_eq!(engine.local_checkpoint(), 60);
+    assert_eq!(engine.get("3").unwrap().unwrap().source, br#"{"n":103}"#);
+    assert_eq!(engine.get("3").unwrap().unwrap().version, 2);
+    assert!(engine.get("20").unwrap().is_none());
+    assert_eq!(engine.get("30").unwrap().unwrap().version, 1);
+    assert_eq!(engine.searcher().num_docs(), 49);
+    // New writes continue the sequence.
+    let r = apply_one(
+        &engine,
+        index_op(&engine, &m, "new", json!({}), DocRequest::default()),
+    )
+    .unwrap();
+    assert_eq!(r.seq_no, 61);
+}
+
+#[test]
+fn replica_ops_keep_primary_seq_nos_and_stale_ops_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    let replica_op = |seq_no: i64, n: i64| {
+        let bytes = serde_json::to_vec(&json!({"n": n})).unwrap();
+        let doc = DocumentParser::new(&m, engine.schema())
+            .parse("x", &bytes)
+            .unwrap()
+            .doc;
+        WriteOp::Index {
+            id: "x".into(),
+            routing: None,
+            source: bytes,
+            doc,
+            request: DocRequest::default(),
+            seq_no,
+            primary_term: 1,
+            version: seq_no + 1,
+        }
+    };
+    let r = engine
+        .apply(vec![replica_op(4, 4)], Origin::Replica)
+        .pop()
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.seq_no, 4);
+    let r = engine
+        .apply(vec![replica_op(2, 2)], Origin::Replica)
+        .pop()
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.kind, OpResultKind::Noop);
+    assert_eq!(engine.get("x").unwrap().unwrap().source, br#"{"n":4}"#);
+    assert_eq!(
+        engine.local_checkpoint(),
+        -1,
+        "seq_nos 0,1,3 are still missing"
+    );
+    assert_eq!(engine.max_seq_no(), 4);
+}
+
+#[test]
+fn flush_trims_translog_and_force_merge_reduces_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    for round in 0..3 {
+        for i in 0..20 {
+            apply_one(
+                &engine,
+                index_op(
+                    &engine,
+                    &m,
+                    &format!("{round}-{i}"),
+                    json!({"t": "hello world"}),
+                    DocRequest::default(),
+                ),
+            )
+            .unwrap();
+        }
+        engine.refresh().unwrap();
+    }
+    assert!(engine.segments().unwrap().len() >= 2);
+    engine.flush(true).unwrap();
+    assert_eq!(engine.stats().translog.uncommitted_operations, 0);
+    engine.force_merge(1).unwrap();
+    assert_eq!(engine.segments().unwrap().len(), 1);
+    assert_eq!(engine.searcher().num_docs(), 60);
+    assert_eq!(
+        engine.get("1-5").unwrap().unwrap().source,
+        br#"{"t":"hello world"}"#
+    );
+}
