@@ -1,0 +1,318 @@
+//! The document write path on this node: resolve the index (auto-creating it), route to a
+//! shard, parse against the mapping (updating it durably for new fields), apply to the
+//! engine in batches, wait for translog durability, refresh if asked.
+//! Tomorrow the same coordinator forwards each shard batch to the node holding the primary.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use shoal_engine::{DocRequest, Engine, OpResult, OpResultKind, Origin, WriteOp, UNASSIGNED_SEQ_NO};
+use shoal_mapping::{DocumentParser, Mapping};
+use shoal_translog::Durability;
+
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::node::Node;
+
+/// `refresh` request parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Refresh {
+    #[default]
+    False,
+    True,
+    WaitFor,
+}
+
+impl Refresh {
+    pub fn parse(value: Option<&str>) -> ApiResult<Refresh> {
+        match value {
+            None | Some("false") => Ok(Refresh::False),
+            Some("") | Some("true") => Ok(Refresh::True),
+            Some("wait_for") => Ok(Refresh::WaitFor),
+            Some(other) => Err(ApiError::bad_request(format!("Unknown value for refresh: [{other}]."))),
+        }
+    }
+}
+
+/// One document write, before routing.
+#[derive(Debug, Clone)]
+pub enum DocWrite {
+    Index { index: String, id: Option<String>, routing: Option<String>, source: Vec<u8>, request: DocRequest },
+    Delete { index: String, id: String, routing: Option<String>, request: DocRequest },
+}
+
+impl DocWrite {
+    fn index_name(&self) -> &str {
+        match self {
+            DocWrite::Index { index, .. } | DocWrite::Delete { index, .. } => index,
+        }
+    }
+}
+
+/// The outcome of one write, rendered as OpenSearch's write response.
+#[derive(Debug, Clone)]
+pub struct WriteOutcome {
+    pub index: String,
+    pub id: String,
+    pub shard: usize,
+    pub result: OpResult,
+    pub shards_total: usize,
+    pub forced_refresh: bool,
+}
+
+impl WriteOutcome {
+    pub fn status(&self) -> u16 {
+        match self.result.kind {
+            OpResultKind::Created => 201,
+            OpResultKind::NotFound => 404,
+            _ => 200,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut body = json!({
+            "_index": self.index,
+            "_id": self.id,
+            "_version": self.result.version,
+            "result": self.result.kind.as_str(),
+        });
+        let map = body.as_object_mut().expect("object");
+        if self.forced_refresh {
+            map.insert("forced_refresh".into(), json!(true));
+        }
+        map.insert("_shards".into(), json!({"total": self.shards_total, "successful": 1, "failed": 0}));
+        map.insert("_seq_no".into(), json!(self.result.seq_no));
+        map.insert("_primary_term".into(), json!(self.result.primary_term));
+        body
+    }
+}
+
+/// Options of a batch of writes.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    pub refresh: Refresh,
+    pub require_alias: bool,
+}
+
+/// Generates ids like OpenSearch's time-based UUIDs: 20 URL-safe base64 characters.
+pub fn auto_id() -> String {
+    use base64::Engine as _;
+    let mut bytes = [0u8; 15];
+    let now = crate::node::now_millis() as u64;
+    bytes[..6].copy_from_slice(&now.to_be_bytes()[2..]);
+    let random: [u8; 9] = rand::random();
+    bytes[6..].copy_from_slice(&random);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+struct Prepared {
+    slot: usize,
+    service: Arc<IndexService>,
+    shard: usize,
+    id: String,
+    op: WriteOp,
+}
+
+impl Node {
+    /// Executes writes; one result per item, in order.
+    pub fn execute_writes(&self, items: Vec<DocWrite>, options: &WriteOptions) -> Vec<ApiResult<WriteOutcome>> {
+        let mut results: Vec<Option<ApiResult<WriteOutcome>>> = (0..items.len()).map(|_| None).collect();
+        let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
+        let mut prepared = Vec::with_capacity(items.len());
+        for (slot, item) in items.into_iter().enumerate() {
+            let name = item.index_name().to_string();
+            let service = services
+                .entry(name.clone())
+                .or_insert_with(|| self.write_target(&name, options.require_alias, matches!(item, DocWrite::Index { .. })))
+                .clone();
+            match service.and_then(|s| prepare(s, item, slot)) {
+                Ok(p) => prepared.push(p),
+                Err(e) => results[slot] = Some(Err(e)),
+            }
+        }
+        // Group by shard, keeping item order within a shard.
+        let mut groups: BTreeMap<(String, usize), Vec<Prepared>> = BTreeMap::new();
+        for p in prepared {
+            groups.entry((p.service.uuid(), p.shard)).or_default().push(p);
+        }
+        let mut touched: Vec<Arc<Engine>> = Vec::new();
+        for ((_, shard), group) in groups {
+            let service = group[0].service.clone();
+            let engine = match service.shard(shard) {
+                Ok(engine) => engine,
+                Err(e) => {
+                    for p in group {
+                        results[p.slot] = Some(Err(e.clone()));
+                    }
+                    continue;
+                }
+            };
+            let (slots, ids_ops): (Vec<usize>, Vec<(String, WriteOp)>) = group.into_iter().map(|p| (p.slot, (p.id, p.op))).unzip();
+            let (ids, ops): (Vec<String>, Vec<WriteOp>) = ids_ops.into_iter().unzip();
+            let outcomes = engine.apply(ops, Origin::Primary);
+            let max_location = outcomes.iter().flatten().filter_map(|r| r.location).max();
+            let durable = match (service.with_meta(|m| m.settings().durability()), max_location) {
+                (Durability::Request, Some(location)) => engine.sync_to(&location).map_err(ApiError::from),
+                _ => Ok(()),
+            };
+            if durable.is_ok() {
+                // No replicas yet: the global checkpoint follows the local one.
+                engine.update_global_checkpoint(engine.local_checkpoint());
+            }
+            let (name, uuid, replicas) = service.with_meta(|m| (m.name.clone(), m.uuid.clone(), m.settings().number_of_replicas()));
+            for ((slot, id), outcome) in slots.into_iter().zip(ids).zip(outcomes) {
+                let result = match (&durable, outcome) {
+                    (Err(e), _) => Err(e.clone()),
+                    (Ok(()), Ok(result)) => Ok(WriteOutcome {
+                        index: name.clone(),
+                        id,
+                        shard,
+                        result,
+                        shards_total: 1 + replicas,
+                        forced_refresh: options.refresh == Refresh::True,
+                    }),
+                    (Ok(()), Err(shoal_engine::EngineError::VersionConflict { id: conflict_id, detail })) => Err(
+                        ApiError::version_conflict(&name, &uuid, shard, format!("[{conflict_id}]: version conflict, {detail}")),
+                    ),
+                    (Ok(()), Err(e)) => Err(ApiError::from(e)),
+                };
+                results[slot] = Some(result);
+            }
+            touched.push(engine);
+        }
+        if options.refresh != Refresh::False {
+            for engine in touched {
+                if let Err(e) = engine.refresh() {
+                    tracing::warn!(error = %e, "refresh after write failed");
+                }
+            }
+        }
+        results.into_iter().map(|r| r.expect("every item has a result")).collect()
+    }
+
+    /// The index a write goes to, auto-creating it when allowed.
+    fn write_target(&self, name: &str, require_alias: bool, may_create: bool) -> ApiResult<Arc<IndexService>> {
+        if let Some(service) = self.resolve_write_index(name)? {
+            if require_alias && service.name() == name {
+                return Err(ApiError::index_not_found(name).with_reason(format!("[{name}] is not an alias")));
+            }
+            if !service.is_open() {
+                return Err(ApiError::index_closed(&service.name(), &service.uuid()));
+            }
+            return Ok(service);
+        }
+        if require_alias {
+            return Err(ApiError::index_not_found(name).with_reason(format!("[{name}] is not an alias")));
+        }
+        if !may_create || !self.auto_create_allowed(name) {
+            let mut err = ApiError::index_not_found(name);
+            if may_create {
+                err = err.with_reason(format!("no such index [{name}] and [action.auto_create_index] ([{}]) doesn't match", self.cluster_setting("action.auto_create_index").unwrap_or_default()));
+            }
+            return Err(err);
+        }
+        match self.create_index(name, &Value::Null) {
+            Ok(service) => Ok(service),
+            // Another request created it meanwhile.
+            Err(e) if e.error_type == "resource_already_exists_exception" => self.require_index(name),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Realtime get by id.
+    pub fn get_document(&self, index: &str, id: &str, routing: Option<&str>) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
+        let service = self.resolve_single_for_read(index)?;
+        let shard = service.route(routing.unwrap_or(id));
+        let engine = service.shard(shard)?;
+        Ok((service, engine.get(id)?))
+    }
+
+    /// Resolves a read target that must be exactly one index (an alias to one index works).
+    pub fn resolve_single_for_read(&self, name: &str) -> ApiResult<Arc<IndexService>> {
+        if let Some(service) = self.index(name) {
+            if !service.is_open() {
+                return Err(ApiError::index_closed(&service.name(), &service.uuid()));
+            }
+            return Ok(service);
+        }
+        let resolved = self.resolve(name, crate::node::ResolveOptions::admin())?;
+        match resolved.len() {
+            1 => {
+                let service = resolved.into_iter().next().expect("one");
+                if !service.is_open() {
+                    return Err(ApiError::index_closed(&service.name(), &service.uuid()));
+                }
+                Ok(service)
+            }
+            0 => Err(ApiError::index_not_found(name)),
+            _ => Err(ApiError::bad_request(format!(
+                "alias [{name}] has more than one index associated with it [{}], can't execute a single index op",
+                resolved.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+}
+
+impl ApiError {
+    fn with_reason(mut self, reason: String) -> ApiError {
+        self.reason = reason;
+        self
+    }
+}
+
+/// Parses and routes one write (mapping updates included).
+fn prepare(service: Arc<IndexService>, item: DocWrite, slot: usize) -> ApiResult<Prepared> {
+    match item {
+        DocWrite::Index { id, routing, source, mut request, .. } => {
+            let id = match id {
+                Some(id) => {
+                    validate_id(&id)?;
+                    id
+                }
+                None => {
+                    request.auto_generated_id = true;
+                    auto_id()
+                }
+            };
+            let doc = parse_with_mapping_updates(&service, &id, &source)?;
+            let shard = service.route(routing.as_deref().unwrap_or(&id));
+            let op = WriteOp::Index { id: id.clone(), routing, source, doc, request, seq_no: UNASSIGNED_SEQ_NO, primary_term: 0, version: 0 };
+            Ok(Prepared { slot, service, shard, id, op })
+        }
+        DocWrite::Delete { id, routing, request, .. } => {
+            validate_id(&id)?;
+            let shard = service.route(routing.as_deref().unwrap_or(&id));
+            let op = WriteOp::Delete { id: id.clone(), routing, request, seq_no: UNASSIGNED_SEQ_NO, primary_term: 0, version: 0 };
+            Ok(Prepared { slot, service, shard, id, op })
+        }
+    }
+}
+
+fn validate_id(id: &str) -> ApiResult<()> {
+    if id.is_empty() {
+        return Err(ApiError::action_request_validation(&["if _id is specified it must not be empty".to_string()]));
+    }
+    if id.len() > 512 {
+        return Err(ApiError::action_request_validation(&[format!(
+            "id [{id}] is too long, must be no longer than 512 bytes but was: {}",
+            id.len()
+        )]));
+    }
+    Ok(())
+}
+
+/// Parses a document; if it introduces fields, merges them into the mapping durably
+/// (before the write can be acknowledged) and re-parses against the merged mapping.
+fn parse_with_mapping_updates(service: &IndexService, id: &str, source: &[u8]) -> ApiResult<tantivy::TantivyDocument> {
+    let schema = service.shards().first().map(|e| e.schema().clone()).unwrap_or_else(|| shoal_mapping::ShardSchema::build(shoal_codec::add_source_field));
+    let mut mapping: Arc<Mapping> = service.mapping();
+    for _ in 0..3 {
+        let parsed = DocumentParser::new(&mapping, &schema).parse(id, source)?;
+        match parsed.dynamic_update {
+            None => return Ok(parsed.doc),
+            Some(update) => mapping = service.merge_mapping(&update)?,
+        }
+    }
+    Err(ApiError::internal("mapping kept changing while parsing the document; retry the request"))
+}

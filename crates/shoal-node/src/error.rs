@@ -1,0 +1,181 @@
+//! The error every node service returns: an OpenSearch exception with its HTTP status.
+
+use serde_json::{json, Map, Value};
+
+/// An OpenSearch-shaped error: `{"type", "reason", "index", ...}` plus the HTTP status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub error_type: String,
+    pub reason: String,
+    /// Extra fields shown beside type/reason (`index`, `index_uuid`, `shard`, `line`, `col`).
+    pub extra: Map<String, Value>,
+    pub caused_by: Option<Box<ApiError>>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.error_type, self.reason)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(status: u16, error_type: &str, reason: impl Into<String>) -> ApiError {
+        ApiError { status, error_type: error_type.to_string(), reason: reason.into(), extra: Map::new(), caused_by: None }
+    }
+
+    pub fn bad_request(reason: impl Into<String>) -> ApiError {
+        ApiError::new(400, "illegal_argument_exception", reason)
+    }
+
+    pub fn parsing(reason: impl Into<String>) -> ApiError {
+        ApiError::new(400, "parsing_exception", reason)
+    }
+
+    pub fn parse_exception(reason: impl Into<String>) -> ApiError {
+        ApiError::new(400, "parse_exception", reason)
+    }
+
+    pub fn action_request_validation(problems: &[String]) -> ApiError {
+        let numbered: String = problems.iter().enumerate().map(|(i, p)| format!("{}: {p};", i + 1)).collect();
+        ApiError::new(400, "action_request_validation_exception", format!("Validation Failed: {numbered}"))
+    }
+
+    pub fn internal(reason: impl Into<String>) -> ApiError {
+        ApiError::new(500, "exception", reason)
+    }
+
+    pub fn index_not_found(index: &str) -> ApiError {
+        ApiError::new(404, "index_not_found_exception", "no such index [".to_string() + index + "]")
+            .with("index", json!(index))
+            .with("resource.type", json!("index_or_alias"))
+            .with("resource.id", json!(index))
+            .with("index_uuid", json!("_na_"))
+    }
+
+    pub fn index_closed(index: &str, uuid: &str) -> ApiError {
+        ApiError::new(400, "index_closed_exception", "closed")
+            .with("index", json!(index))
+            .with("index_uuid", json!(uuid))
+    }
+
+    pub fn resource_already_exists(index: &str, uuid: &str) -> ApiError {
+        ApiError::new(400, "resource_already_exists_exception", format!("index [{index}/{uuid}] already exists"))
+            .with("index", json!(index))
+            .with("index_uuid", json!(uuid))
+    }
+
+    pub fn invalid_index_name(index: &str, why: &str) -> ApiError {
+        ApiError::new(400, "invalid_index_name_exception", format!("Invalid index name [{index}], {why}"))
+            .with("index", json!(index))
+            .with("index_uuid", json!("_na_"))
+    }
+
+    pub fn version_conflict(index: &str, uuid: &str, shard: usize, reason: String) -> ApiError {
+        ApiError::new(409, "version_conflict_engine_exception", reason)
+            .with("index", json!(index))
+            .with("shard", json!(shard.to_string()))
+            .with("index_uuid", json!(uuid))
+    }
+
+    pub fn document_missing(index: &str, uuid: &str, shard: usize, id: &str) -> ApiError {
+        ApiError::new(404, "document_missing_exception", format!("[{id}]: document missing"))
+            .with("index", json!(index))
+            .with("shard", json!(shard.to_string()))
+            .with("index_uuid", json!(uuid))
+    }
+
+    pub fn mapper_parsing(reason: impl Into<String>) -> ApiError {
+        ApiError::new(400, "mapper_parsing_exception", reason)
+    }
+
+    pub fn cluster_block(reason: impl Into<String>, status: u16) -> ApiError {
+        ApiError::new(status, "cluster_block_exception", reason)
+    }
+
+    pub fn with(mut self, key: &str, value: Value) -> ApiError {
+        self.extra.insert(key.to_string(), value);
+        self
+    }
+
+    pub fn caused_by(mut self, cause: ApiError) -> ApiError {
+        self.caused_by = Some(Box::new(cause));
+        self
+    }
+
+    /// The inner object: `{"type", "reason", ...extra, "caused_by"}`.
+    pub fn to_cause_json(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("type".into(), json!(self.error_type));
+        body.insert("reason".into(), json!(self.reason));
+        for (k, v) in &self.extra {
+            body.insert(k.clone(), v.clone());
+        }
+        if let Some(cause) = &self.caused_by {
+            body.insert("caused_by".into(), cause.to_cause_json());
+        }
+        Value::Object(body)
+    }
+
+    /// The full response body OpenSearch sends for an error.
+    pub fn to_response_json(&self) -> Value {
+        let mut root_cause = self.to_cause_json();
+        if let Value::Object(map) = &mut root_cause {
+            map.remove("caused_by");
+        }
+        let mut error = self.to_cause_json();
+        if let Value::Object(map) = &mut error {
+            // `root_cause` comes first in OpenSearch's rendering.
+            let mut ordered = Map::new();
+            ordered.insert("root_cause".into(), json!([root_cause]));
+            ordered.extend(std::mem::take(map));
+            *map = ordered;
+        }
+        json!({"error": error, "status": self.status})
+    }
+}
+
+impl From<shoal_mapping::MapperError> for ApiError {
+    fn from(e: shoal_mapping::MapperError) -> Self {
+        ApiError::new(400, e.error_type(), e.to_string())
+    }
+}
+
+impl From<shoal_query::QueryError> for ApiError {
+    fn from(e: shoal_query::QueryError) -> Self {
+        match &e {
+            shoal_query::QueryError::SearchPhase { reason, cause_type, cause_reason } => {
+                ApiError::new(400, "search_phase_execution_exception", reason.clone())
+                    .with("phase", json!("query"))
+                    .with("grouped", json!(true))
+                    .caused_by(ApiError::new(400, cause_type, cause_reason.clone()))
+            }
+            other => ApiError::new(other.status(), other.error_type(), other.to_string()),
+        }
+    }
+}
+
+impl From<shoal_engine::EngineError> for ApiError {
+    fn from(e: shoal_engine::EngineError) -> Self {
+        match e {
+            shoal_engine::EngineError::Mapper(m) => m.into(),
+            shoal_engine::EngineError::VersionConflict { .. } => {
+                ApiError::new(409, "version_conflict_engine_exception", e.to_string())
+            }
+            shoal_engine::EngineError::Closed(reason) => {
+                ApiError::new(500, "engine_closed_exception", reason)
+            }
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> Self {
+        ApiError::internal(format!("io error: {e}"))
+    }
+}

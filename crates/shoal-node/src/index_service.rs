@@ -1,0 +1,186 @@
+//! One index on this node: its metadata, its mapping, and its shard engines.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use shoal_engine::{Engine, EngineConfig};
+use shoal_mapping::{DocumentParser, Mapping, MapperError};
+use tantivy::TantivyDocument;
+
+use crate::error::{ApiError, ApiResult};
+use crate::metadata::{IndexMetadata, IndexState, NodePaths};
+use crate::routing;
+
+/// Search-side counters of an index (`_stats.search`).
+#[derive(Debug, Default)]
+pub struct SearchCounters {
+    pub query_total: AtomicU64,
+    pub query_time_nanos: AtomicU64,
+    pub query_current: AtomicU64,
+    pub fetch_total: AtomicU64,
+    pub fetch_time_nanos: AtomicU64,
+    pub scroll_total: AtomicU64,
+    pub scroll_current: AtomicU64,
+    pub scroll_time_nanos: AtomicU64,
+}
+
+/// Scheduling state of periodic work (refresh, async fsync).
+#[derive(Debug)]
+pub struct Schedule {
+    pub last_refresh: Instant,
+    pub last_sync: Instant,
+}
+
+pub struct IndexService {
+    meta: RwLock<IndexMetadata>,
+    mapping: RwLock<Arc<Mapping>>,
+    shards: RwLock<Vec<Arc<Engine>>>,
+    /// Serializes metadata changes of this index (mapping updates, settings).
+    pub update_lock: Mutex<()>,
+    pub search: SearchCounters,
+    pub schedule: Mutex<Schedule>,
+    paths: NodePaths,
+}
+
+impl IndexService {
+    /// Opens the shards of an open index (creating them if new) and returns the service.
+    pub fn open(meta: IndexMetadata, paths: NodePaths) -> ApiResult<IndexService> {
+        let service = IndexService {
+            mapping: RwLock::new(Arc::new(meta.mapping.clone())),
+            meta: RwLock::new(meta),
+            shards: RwLock::new(Vec::new()),
+            update_lock: Mutex::new(()),
+            search: SearchCounters::default(),
+            schedule: Mutex::new(Schedule { last_refresh: Instant::now(), last_sync: Instant::now() }),
+            paths,
+        };
+        if service.meta.read().state == IndexState::Open {
+            service.open_shards()?;
+        }
+        Ok(service)
+    }
+
+    /// Opens every shard engine, replaying their translogs.
+    pub fn open_shards(&self) -> ApiResult<()> {
+        let meta = self.meta.read().clone();
+        let mapping = meta.mapping.clone();
+        let schema = shoal_mapping::ShardSchema::build(shoal_codec::add_source_field);
+        let parse = |id: &str, source: &[u8]| -> Result<TantivyDocument, MapperError> {
+            Ok(DocumentParser::new(&mapping, &schema).parse(id, source)?.doc)
+        };
+        let mut shards = Vec::new();
+        for shard in 0..meta.settings().number_of_shards() {
+            let config = self.engine_config(&meta, shard);
+            let term = meta.primary_terms.get(shard).copied().unwrap_or(1);
+            let engine = Engine::open(config, term, &parse).map_err(|e| {
+                ApiError::internal(format!("failed to open shard [{}][{shard}]: {e}", meta.name))
+            })?;
+            shards.push(Arc::new(engine));
+        }
+        *self.shards.write() = shards;
+        Ok(())
+    }
+
+    fn engine_config(&self, meta: &IndexMetadata, shard: usize) -> EngineConfig {
+        let settings = meta.settings();
+        let mut config = EngineConfig::new(self.paths.shard_dir(&meta.uuid, shard));
+        config.codec = settings.codec();
+        config.durability = settings.durability();
+        config.flush_threshold_size = settings.flush_threshold_size();
+        config.gc_deletes = settings.gc_deletes();
+        // Two cores: one indexing thread per shard beyond the first keeps merges breathing.
+        config.indexing_threads = if settings.number_of_shards() > 1 { 1 } else { 2 };
+        config
+    }
+
+    /// Flushes and drops the engines (close index, node shutdown).
+    pub fn close_shards(&self) -> ApiResult<()> {
+        let shards = std::mem::take(&mut *self.shards.write());
+        for engine in shards {
+            engine.close()?;
+        }
+        Ok(())
+    }
+
+    pub fn meta(&self) -> IndexMetadata {
+        self.meta.read().clone()
+    }
+
+    pub fn with_meta<R>(&self, f: impl FnOnce(&IndexMetadata) -> R) -> R {
+        f(&self.meta.read())
+    }
+
+    pub fn name(&self) -> String {
+        self.meta.read().name.clone()
+    }
+
+    pub fn uuid(&self) -> String {
+        self.meta.read().uuid.clone()
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.meta.read().state == IndexState::Open
+    }
+
+    pub fn mapping(&self) -> Arc<Mapping> {
+        self.mapping.read().clone()
+    }
+
+    pub fn shards(&self) -> Vec<Arc<Engine>> {
+        self.shards.read().clone()
+    }
+
+    pub fn shard(&self, shard: usize) -> ApiResult<Arc<Engine>> {
+        let shards = self.shards.read();
+        match shards.get(shard) {
+            Some(engine) => Ok(engine.clone()),
+            None => {
+                let meta = self.meta.read();
+                Err(ApiError::index_closed(&meta.name, &meta.uuid))
+            }
+        }
+    }
+
+    /// Replaces the metadata and persists it first, so what is acknowledged is durable.
+    pub fn update_meta(&self, change: impl FnOnce(&mut IndexMetadata) -> ApiResult<()>) -> ApiResult<IndexMetadata> {
+        let mut updated = self.meta.read().clone();
+        change(&mut updated)?;
+        updated.version += 1;
+        self.paths.persist_index(&updated)?;
+        *self.mapping.write() = Arc::new(updated.mapping.clone());
+        *self.meta.write() = updated.clone();
+        Ok(updated)
+    }
+
+    /// Merges a dynamic mapping update durably. Returns the new mapping.
+    pub fn merge_mapping(&self, update: &Mapping) -> ApiResult<Arc<Mapping>> {
+        let _guard = self.update_lock.lock();
+        let mut merged = (*self.mapping()).clone();
+        merged.merge(update)?;
+        if merged == *self.mapping() {
+            return Ok(self.mapping());
+        }
+        self.update_meta(|meta| {
+            meta.mapping = merged;
+            meta.mapping_version += 1;
+            Ok(())
+        })?;
+        Ok(self.mapping())
+    }
+
+    /// The shard a document with this routing value (or id) belongs to.
+    pub fn route(&self, routing_value: &str) -> usize {
+        let meta = self.meta.read();
+        let settings = meta.settings();
+        routing::shard_id(routing_value, settings.number_of_shards(), settings.routing_num_shards())
+    }
+
+    pub fn count_search(&self, started: Instant) {
+        let nanos = started.elapsed().as_nanos() as u64;
+        self.search.query_total.fetch_add(1, Ordering::Relaxed);
+        self.search.query_time_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.search.fetch_total.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,494 @@
+//! The node: configuration, startup, the indices it holds, and index lifecycle.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use serde_json::{json, Value};
+use shoal_mapping::Mapping;
+use tracing::info;
+
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::metadata::{AliasMetadata, IndexMetadata, IndexState, NodePaths};
+use crate::routing::{validate_index_name, wildcard_match};
+use crate::settings::{self, FlatSettings};
+
+/// Node settings, from `config/shoal.yml` and `-E key=value`.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub cluster_name: String,
+    pub node_name: String,
+    pub data_path: PathBuf,
+    pub http_host: String,
+    pub http_port: u16,
+    pub transport_port: u16,
+    /// Every setting given, flat (for `_nodes` and index defaults such as `index.codec`).
+    pub settings: FlatSettings,
+}
+
+impl NodeConfig {
+    pub fn from_settings(settings: FlatSettings) -> ApiResult<NodeConfig> {
+        let get = |k: &str| settings.get(k).and_then(Value::as_str).map(str::to_string);
+        let port = |k: &str, default: u16| -> ApiResult<u16> {
+            match get(k) {
+                Some(p) => p.parse().map_err(|_| ApiError::bad_request(format!("Failed to parse value [{p}] for setting [{k}]"))),
+                None => Ok(default),
+            }
+        };
+        Ok(NodeConfig {
+            cluster_name: get("cluster.name").unwrap_or_else(|| "shoal".to_string()),
+            node_name: get("node.name").unwrap_or_else(|| hostname()),
+            data_path: PathBuf::from(get("path.data").unwrap_or_else(|| "data".to_string())),
+            http_host: get("http.host").or_else(|| get("network.host")).unwrap_or_else(|| "127.0.0.1".to_string()),
+            http_port: port("http.port", 9200)?,
+            transport_port: port("transport.port", 9300)?,
+            settings,
+        })
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.settings.get(key).and_then(Value::as_str)
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "shoal-node".to_string())
+}
+
+/// Persistent and transient cluster settings.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterSettings {
+    pub persistent: FlatSettings,
+    pub transient: FlatSettings,
+}
+
+pub struct Node {
+    pub config: NodeConfig,
+    pub node_id: String,
+    pub cluster_uuid: String,
+    pub paths: NodePaths,
+    pub started: Instant,
+    indices: RwLock<BTreeMap<String, Arc<IndexService>>>,
+    cluster_settings: RwLock<ClusterSettings>,
+    /// Serializes index creation/deletion/rename so names stay unique.
+    lifecycle_lock: Mutex<()>,
+    pub scrolls: crate::search::ScrollRegistry,
+}
+
+impl Node {
+    /// Starts the node: loads its identity and every index, replaying shard translogs.
+    pub fn start(config: NodeConfig) -> ApiResult<Arc<Node>> {
+        let paths = NodePaths { data: config.data_path.clone() };
+        std::fs::create_dir_all(&paths.data)?;
+        let state = paths.load_node_state()?;
+        let node_id = state.as_ref().and_then(|s| s["node_id"].as_str().map(str::to_string)).unwrap_or_else(new_id);
+        let cluster_uuid = state.as_ref().and_then(|s| s["cluster_uuid"].as_str().map(str::to_string)).unwrap_or_else(new_id);
+        let persistent: FlatSettings = state
+            .as_ref()
+            .and_then(|s| s["persistent_settings"].as_object().cloned())
+            .map(|m| m.into_iter().collect())
+            .unwrap_or_default();
+        let node = Node {
+            node_id,
+            cluster_uuid,
+            started: Instant::now(),
+            indices: RwLock::new(BTreeMap::new()),
+            cluster_settings: RwLock::new(ClusterSettings { persistent, transient: FlatSettings::new() }),
+            lifecycle_lock: Mutex::new(()),
+            scrolls: crate::search::ScrollRegistry::default(),
+            paths,
+            config,
+        };
+        node.persist_node_state()?;
+        for meta in node.paths.load_indices()? {
+            let name = meta.name.clone();
+            let opened = Instant::now();
+            let service = IndexService::open(meta, node.paths.clone())?;
+            info!(index = %name, elapsed_ms = opened.elapsed().as_millis() as u64, "index recovered");
+            node.indices.write().insert(name, Arc::new(service));
+        }
+        let node = Arc::new(node);
+        crate::scheduler::spawn(Arc::downgrade(&node));
+        Ok(node)
+    }
+
+    fn persist_node_state(&self) -> ApiResult<()> {
+        let settings = self.cluster_settings.read();
+        self.paths.persist_node_state(&json!({
+            "node_id": self.node_id,
+            "cluster_uuid": self.cluster_uuid,
+            "persistent_settings": settings.persistent,
+        }))
+    }
+
+    /// Flushes every shard (graceful shutdown).
+    pub fn shutdown(&self) {
+        for index in self.all_indices() {
+            if let Err(e) = index.close_shards() {
+                tracing::warn!(index = %index.name(), error = %e, "flush at shutdown failed");
+            }
+        }
+    }
+
+    pub fn all_indices(&self) -> Vec<Arc<IndexService>> {
+        self.indices.read().values().cloned().collect()
+    }
+
+    pub fn index(&self, name: &str) -> Option<Arc<IndexService>> {
+        self.indices.read().get(name).cloned()
+    }
+
+    /// An index by exact name, or 404 `index_not_found_exception`.
+    pub fn require_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
+        self.index(name).ok_or_else(|| ApiError::index_not_found(name))
+    }
+
+    /// The effective value of a cluster-level setting (transient > persistent > node > default).
+    pub fn cluster_setting(&self, key: &str) -> Option<String> {
+        let settings = self.cluster_settings.read();
+        let pick = |flat: &FlatSettings| flat.get(key).map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
+        pick(&settings.transient)
+            .or_else(|| pick(&settings.persistent))
+            .or_else(|| self.config.get(key).map(str::to_string))
+            .or_else(|| settings::registry().get(key).map(|d| d.default.clone()))
+    }
+
+    pub fn cluster_settings(&self) -> ClusterSettings {
+        self.cluster_settings.read().clone()
+    }
+
+    /// `PUT /_cluster/settings`: null values reset a setting.
+    pub fn update_cluster_settings(&self, persistent: FlatSettings, transient: FlatSettings) -> ApiResult<ClusterSettings> {
+        for key in persistent.keys().chain(transient.keys()) {
+            let def = settings::registry().get(key);
+            let known = def.is_some_and(|d| !d.index_scope) || key.starts_with("index.");
+            if !known {
+                return Err(ApiError::bad_request(format!(
+                    "persistent setting [{key}], not recognized"
+                )));
+            }
+            if def.is_some_and(|d| !d.dynamic) {
+                return Err(ApiError::bad_request(format!("persistent setting [{key}], not dynamically updateable")));
+            }
+        }
+        let mut settings = self.cluster_settings.write();
+        apply_update(&mut settings.persistent, persistent);
+        apply_update(&mut settings.transient, transient);
+        drop(settings);
+        self.persist_node_state()?;
+        Ok(self.cluster_settings())
+    }
+
+    /// Resolves an index expression (`a,b`, `logs-*`, `-logs-old`, aliases, `_all`) to indices.
+    /// Missing concrete names fail with 404 unless `ignore_unavailable`; wildcards that match
+    /// nothing fail unless `allow_no_indices`.
+    pub fn resolve(&self, expression: &str, options: ResolveOptions) -> ApiResult<Vec<Arc<IndexService>>> {
+        let indices = self.indices.read();
+        let mut out: Vec<String> = Vec::new();
+        let parts: Vec<&str> = if expression.is_empty() { vec!["_all"] } else { expression.split(',').map(str::trim).collect() };
+        for part in parts {
+            if part == "_all" || part == "*" {
+                out.extend(indices.iter().filter(|(_, s)| options.include_closed || s.is_open()).map(|(n, _)| n.clone()));
+                continue;
+            }
+            if let Some(excluded) = part.strip_prefix('-').filter(|_| !out.is_empty()) {
+                out.retain(|n| !wildcard_match(excluded, n));
+                continue;
+            }
+            if part.contains('*') {
+                let before = out.len();
+                for (name, service) in indices.iter() {
+                    let aliases = service.with_meta(|m| m.aliases.keys().cloned().collect::<Vec<_>>());
+                    let matches = wildcard_match(part, name) || aliases.iter().any(|a| wildcard_match(part, a));
+                    if matches && (options.include_closed || service.is_open()) {
+                        out.push(name.clone());
+                    }
+                }
+                if out.len() == before && !options.allow_no_indices {
+                    return Err(ApiError::index_not_found(part));
+                }
+                continue;
+            }
+            if indices.contains_key(part) {
+                out.push(part.to_string());
+                continue;
+            }
+            let aliased: Vec<String> = indices
+                .iter()
+                .filter(|(_, s)| s.with_meta(|m| m.aliases.contains_key(part)))
+                .map(|(n, _)| n.clone())
+                .collect();
+            if !aliased.is_empty() {
+                out.extend(aliased);
+                continue;
+            }
+            if !options.ignore_unavailable {
+                return Err(ApiError::index_not_found(part));
+            }
+        }
+        out.sort();
+        out.dedup();
+        let resolved: Vec<Arc<IndexService>> = out.iter().filter_map(|n| indices.get(n).cloned()).collect();
+        if !options.include_closed && !options.ignore_unavailable {
+            if let Some(closed) = resolved.iter().find(|s| !s.is_open()) {
+                return Err(ApiError::index_closed(&closed.name(), &closed.uuid()));
+            }
+        }
+        Ok(resolved.into_iter().filter(|s| options.include_closed || s.is_open()).collect())
+    }
+
+    /// The index a write to `name` goes to: the index itself, or an alias's write index.
+    pub fn resolve_write_index(&self, name: &str) -> ApiResult<Option<Arc<IndexService>>> {
+        if let Some(index) = self.index(name) {
+            return Ok(Some(index));
+        }
+        let indices = self.indices.read();
+        let targets: Vec<(Arc<IndexService>, Option<bool>)> = indices
+            .values()
+            .filter_map(|s| s.with_meta(|m| m.aliases.get(name).map(|a| a.is_write_index)).map(|w| (s.clone(), w)))
+            .collect();
+        match targets.len() {
+            0 => Ok(None),
+            1 if targets[0].1 != Some(false) => Ok(Some(targets[0].0.clone())),
+            _ => match targets.iter().find(|(_, w)| *w == Some(true)) {
+                Some((s, _)) => Ok(Some(s.clone())),
+                None => Err(ApiError::bad_request(format!(
+                    "no write index is defined for alias [{name}]. The write index may be explicitly disabled using is_write_index=false or the alias points to multiple indices without one being designated as a write index"
+                ))),
+            },
+        }
+    }
+
+    /// Whether `action.auto_create_index` allows creating `name` on first write.
+    pub fn auto_create_allowed(&self, name: &str) -> bool {
+        let value = self.cluster_setting("action.auto_create_index").unwrap_or_else(|| "true".into());
+        match value.as_str() {
+            "true" => true,
+            "false" => false,
+            patterns => {
+                for pattern in patterns.split(',').map(str::trim) {
+                    if let Some(p) = pattern.strip_prefix('-') {
+                        if wildcard_match(p, name) {
+                            return false;
+                        }
+                    } else if wildcard_match(pattern.trim_start_matches('+'), name) {
+                        return true;
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    /// Creates an index from a create-index body (`settings`, `mappings`, `aliases`).
+    pub fn create_index(&self, name: &str, body: &Value) -> ApiResult<Arc<IndexService>> {
+        validate_index_name(name)?;
+        if let Some(other) = body.as_object().and_then(|m| m.keys().find(|k| !matches!(k.as_str(), "settings" | "mappings" | "aliases"))) {
+            return Err(ApiError::parsing(format!("unknown key [{other}] for create index")));
+        }
+        let mut flat = settings::flatten_settings(body.get("settings").unwrap_or(&Value::Null), true)?;
+        flat.retain(|_, v| !v.is_null());
+        settings::validate_new_index_settings(&flat)?;
+        for (key, value) in &self.config.settings {
+            if key.starts_with("index.") && !flat.contains_key(key) {
+                flat.insert(key.clone(), value.clone());
+            }
+        }
+        let mapping = Mapping::from_json(body.get("mappings").unwrap_or(&Value::Null))?;
+        let mut aliases = BTreeMap::new();
+        if let Some(map) = body.get("aliases").and_then(Value::as_object) {
+            for (alias, spec) in map {
+                validate_alias_name(alias, name)?;
+                aliases.insert(alias.clone(), AliasMetadata::from_json(spec)?);
+            }
+        }
+        let _guard = self.lifecycle_lock.lock();
+        if let Some(existing) = self.index(name) {
+            return Err(ApiError::resource_already_exists(name, &existing.uuid()));
+        }
+        if self.indices.read().values().any(|s| s.with_meta(|m| m.aliases.contains_key(name))) {
+            return Err(ApiError::invalid_index_name(name, "already exists as alias"));
+        }
+        let uuid = new_id();
+        flat.entry("index.number_of_shards".into()).or_insert(json!("1"));
+        flat.entry("index.number_of_replicas".into()).or_insert(json!("1"));
+        flat.insert("index.uuid".into(), json!(uuid));
+        flat.insert("index.creation_date".into(), json!(now_millis().to_string()));
+        flat.insert("index.provided_name".into(), json!(name));
+        flat.insert("index.version.created".into(), json!("136387927"));
+        if let Some(t) = flat.get_mut("index.replication.type") {
+            *t = json!(t.as_str().unwrap_or("DOCUMENT").to_uppercase());
+        }
+        let shards = settings::IndexSettings(&flat).number_of_shards();
+        let meta = IndexMetadata {
+            name: name.to_string(),
+            uuid,
+            state: IndexState::Open,
+            settings: flat,
+            mapping,
+            aliases,
+            primary_terms: vec![1; shards],
+            version: 1,
+            mapping_version: 1,
+            settings_version: 1,
+            aliases_version: 1,
+        };
+        self.paths.persist_index(&meta)?;
+        let service = Arc::new(IndexService::open(meta, self.paths.clone())?);
+        self.indices.write().insert(name.to_string(), service.clone());
+        info!(index = %name, shards, "index created");
+        Ok(service)
+    }
+
+    /// Deletes indices: metadata first (so a crash never resurrects them), then files.
+    pub fn delete_indices(&self, services: &[Arc<IndexService>]) -> ApiResult<()> {
+        let _guard = self.lifecycle_lock.lock();
+        for service in services {
+            let name = service.name();
+            self.indices.write().remove(&name);
+            let _ = service.close_shards();
+            let dir = self.paths.index_dir(&service.uuid());
+            let state = dir.join("_state").join("index.json");
+            std::fs::remove_file(&state).ok();
+            std::fs::remove_dir_all(&dir)?;
+            info!(index = %name, "index deleted");
+        }
+        Ok(())
+    }
+
+    pub fn close_index(&self, service: &IndexService) -> ApiResult<()> {
+        let _guard = service.update_lock.lock();
+        if !service.is_open() {
+            return Ok(());
+        }
+        service.close_shards()?;
+        service.update_meta(|m| {
+            m.state = IndexState::Close;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    pub fn open_index(&self, service: &IndexService) -> ApiResult<()> {
+        let _guard = service.update_lock.lock();
+        if service.is_open() {
+            return Ok(());
+        }
+        service.update_meta(|m| {
+            m.state = IndexState::Open;
+            Ok(())
+        })?;
+        service.open_shards()
+    }
+
+    /// Applies `POST /_aliases` actions atomically.
+    pub fn update_aliases(&self, actions: &[AliasAction]) -> ApiResult<()> {
+        let _guard = self.lifecycle_lock.lock();
+        for action in actions {
+            match action {
+                AliasAction::Add { index, alias, .. } => validate_alias_name(alias, index)?,
+                AliasAction::Remove { index, alias, must_exist } => {
+                    let service = self.require_index(index)?;
+                    let exists = service.with_meta(|m| m.aliases.keys().any(|a| wildcard_match(alias, a)));
+                    if !exists && *must_exist != Some(false) {
+                        return Err(ApiError::new(404, "aliases_not_found_exception", format!("aliases [{alias}] missing"))
+                            .with("resource.type", json!("aliases"))
+                            .with("resource.id", json!(alias)));
+                    }
+                }
+                AliasAction::RemoveIndex { .. } => {}
+            }
+        }
+        for action in actions {
+            match action {
+                AliasAction::Add { index, alias, spec } => {
+                    let service = self.require_index(index)?;
+                    service.update_meta(|m| {
+                        m.aliases.insert(alias.clone(), spec.clone());
+                        m.aliases_version += 1;
+                        Ok(())
+                    })?;
+                }
+                AliasAction::Remove { index, alias, .. } => {
+                    let service = self.require_index(index)?;
+                    service.update_meta(|m| {
+                        m.aliases.retain(|a, _| !wildcard_match(alias, a));
+                        m.aliases_version += 1;
+                        Ok(())
+                    })?;
+                }
+                AliasAction::RemoveIndex { index } => {
+                    if let Some(service) = self.index(index) {
+                        drop(_guard);
+                        return self.delete_indices(&[service]);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One action of `POST /_aliases`, expanded to a concrete index.
+#[derive(Debug, Clone)]
+pub enum AliasAction {
+    Add { index: String, alias: String, spec: AliasMetadata },
+    Remove { index: String, alias: String, must_exist: Option<bool> },
+    RemoveIndex { index: String },
+}
+
+fn validate_alias_name(alias: &str, index: &str) -> ApiResult<()> {
+    if alias == index {
+        return Err(ApiError::invalid_index_name(alias, "an index or data stream exists with the same name as the alias"));
+    }
+    validate_index_name(alias).map_err(|e| {
+        ApiError::new(400, "invalid_alias_name_exception", e.reason.replace("Invalid index name", "Invalid alias name"))
+    })
+}
+
+fn apply_update(target: &mut FlatSettings, update: FlatSettings) {
+    for (key, value) in update {
+        if value.is_null() {
+            // `"cluster.routing.*": null` resets a whole group.
+            if let Some(prefix) = key.strip_suffix('*') {
+                target.retain(|k, _| !k.starts_with(prefix));
+            } else {
+                target.remove(&key);
+            }
+        } else {
+            target.insert(key, value);
+        }
+    }
+}
+
+/// How an index expression resolves.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResolveOptions {
+    pub ignore_unavailable: bool,
+    pub allow_no_indices: bool,
+    pub include_closed: bool,
+}
+
+impl ResolveOptions {
+    /// Searches: missing concrete indices fail, empty wildcards are fine.
+    pub fn search() -> ResolveOptions {
+        ResolveOptions { ignore_unavailable: false, allow_no_indices: true, include_closed: false }
+    }
+
+    /// Admin APIs on indices (get, delete, settings): closed indices included.
+    pub fn admin() -> ResolveOptions {
+        ResolveOptions { ignore_unavailable: false, allow_no_indices: true, include_closed: true }
+    }
+}
+
+pub fn new_id() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+}
+
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

@@ -1,0 +1,385 @@
+//! Settings: flattening OpenSearch settings bodies, validating index settings, and typed
+//! access to the ones Shoal acts on.
+
+mod registry;
+mod values;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use shoal_codec::SourceCodec;
+use shoal_translog::Durability;
+
+pub use registry::{registry, SettingDef};
+pub use values::{parse_byte_size, parse_time, format_bytes};
+
+use crate::error::{ApiError, ApiResult};
+
+/// Flat settings: `index.number_of_shards` → `"1"`. Scalars are kept as strings, as
+/// OpenSearch returns them; lists stay JSON arrays of strings.
+pub type FlatSettings = BTreeMap<String, Value>;
+
+/// Flattens a settings body (`{"index": {"refresh_interval": "1s"}}`, `{"number_of_shards": 1}`,
+/// or flat keys) and prefixes keys with `index.` when `index_scope` is set.
+pub fn flatten_settings(body: &Value, index_scope: bool) -> ApiResult<FlatSettings> {
+    let mut flat = FlatSettings::new();
+    match body {
+        Value::Object(map) => flatten_into("", map, &mut flat),
+        Value::Null => {}
+        other => {
+            return Err(ApiError::parse_exception(format!(
+                "Failed to load settings from [{other}]"
+            )))
+        }
+    }
+    if !index_scope {
+        return Ok(flat);
+    }
+    Ok(flat
+        .into_iter()
+        .map(|(k, v)| if k.starts_with("index.") { (k, v) } else { (format!("index.{k}"), v) })
+        .collect())
+}
+
+fn flatten_into(prefix: &str, map: &Map<String, Value>, out: &mut FlatSettings) {
+    for (key, value) in map {
+        let full = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        match value {
+            Value::Object(inner) => flatten_into(&full, inner, out),
+            Value::Array(items) => {
+                out.insert(full, Value::Array(items.iter().map(scalar_to_setting).collect()));
+            }
+            other => {
+                out.insert(full, scalar_to_setting(other));
+            }
+        }
+    }
+}
+
+fn scalar_to_setting(value: &Value) -> Value {
+    match value {
+        Value::String(_) | Value::Null => value.clone(),
+        Value::Array(_) | Value::Object(_) => Value::String(value.to_string()),
+        other => Value::String(other.to_string()),
+    }
+}
+
+/// Renders flat settings as OpenSearch's nested form (`flat_settings=false`).
+pub fn nest_settings(flat: &FlatSettings) -> Value {
+    let mut root = Map::new();
+    for (key, value) in flat {
+        let parts: Vec<&str> = key.split('.').collect();
+        insert_nested(&mut root, &parts, value.clone());
+    }
+    Value::Object(root)
+}
+
+fn insert_nested(map: &mut Map<String, Value>, parts: &[&str], value: Value) {
+    if parts.len() == 1 {
+        // A leaf that collides with an object (`index.codec` and `index.codec.compression_level`)
+        // is kept under the object only in flat form; nested form keeps both like OpenSearch.
+        match map.get_mut(parts[0]) {
+            Some(Value::Object(existing)) => {
+                existing.insert(String::new(), value);
+            }
+            _ => {
+                map.insert(parts[0].to_string(), value);
+            }
+        }
+        return;
+    }
+    let entry = map.entry(parts[0].to_string()).or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        let leaf = entry.take();
+        let mut object = Map::new();
+        object.insert(String::new(), leaf);
+        *entry = Value::Object(object);
+    }
+    if let Value::Object(inner) = entry {
+        insert_nested(inner, &parts[1..], value);
+    }
+}
+
+/// Drops the `""` keys `insert_nested` uses for leaf/object collisions by renaming them
+/// to the joined flat key, as OpenSearch does (`"codec": "zstd", "codec.compression_level"` is
+/// rendered `"codec": {..}` — we keep the leaf at `codec` and the child at `codec.compression_level`).
+pub fn nest_settings_opensearch(flat: &FlatSettings) -> Value {
+    let mut value = nest_settings(flat);
+    fix_collisions(&mut value);
+    value
+}
+
+fn fix_collisions(value: &mut Value) {
+    let Value::Object(map) = value else { return };
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for key in keys {
+        let Some(Value::Object(inner)) = map.get_mut(&key) else { continue };
+        if let Some(leaf) = inner.remove("") {
+            let children = std::mem::take(inner);
+            map.insert(key.clone(), leaf);
+            for (child, child_value) in flatten_children(&children) {
+                map.insert(format!("{key}.{child}"), child_value);
+            }
+        } else if let Some(v) = map.get_mut(&key) {
+            fix_collisions(v);
+        }
+    }
+}
+
+fn flatten_children(map: &Map<String, Value>) -> Vec<(String, Value)> {
+    let mut flat = FlatSettings::new();
+    flatten_into("", map, &mut flat);
+    flat.into_iter().collect()
+}
+
+/// Validates index settings given at creation; returns them normalized.
+pub fn validate_new_index_settings(settings: &FlatSettings) -> ApiResult<()> {
+    for (key, value) in settings {
+        check_known_index_setting(key)?;
+        if !value.is_null() {
+            validate_value(key, value)?;
+        }
+    }
+    codec_of(settings)?;
+    Ok(())
+}
+
+/// Validates an update of index settings on an existing index.
+pub fn validate_settings_update(
+    update: &FlatSettings,
+    index_name: &str,
+    index_uuid: &str,
+    open: bool,
+) -> ApiResult<()> {
+    let mut non_dynamic = Vec::new();
+    for (key, value) in update {
+        let def = check_known_index_setting(key)?;
+        if def.is_final || def.private || key == "index.number_of_shards" || key == "index.number_of_routing_shards" {
+            return Err(ApiError::bad_request(format!("final index setting [{key}], not updateable")));
+        }
+        if !def.dynamic {
+            non_dynamic.push(key.clone());
+        }
+        if !value.is_null() {
+            validate_value(key, value)?;
+        }
+    }
+    if open && !non_dynamic.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "Can't update non dynamic settings [[{}]] for open indices [[{index_name}/{index_uuid}]]",
+            non_dynamic.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn check_known_index_setting(key: &str) -> ApiResult<&'static SettingDef> {
+    match registry().get(key) {
+        Some(def) if def.index_scope => Ok(def),
+        _ => Err(ApiError::bad_request(format!(
+            "unknown setting [{key}] please check that any required plugins are installed, or check the breaking changes documentation for removed settings"
+        ))),
+    }
+}
+
+fn failed_to_parse(key: &str, value: &str) -> ApiError {
+    ApiError::bad_request(format!("Failed to parse value [{value}] for setting [{key}]"))
+}
+
+fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
+    let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+    let int_at_least = |min: i64| -> ApiResult<()> {
+        let n: i64 = text.parse().map_err(|_| failed_to_parse(key, &text))?;
+        if n < min {
+            return Err(ApiError::bad_request(format!(
+                "Failed to parse value [{text}] for setting [{key}] must be >= {min}"
+            )));
+        }
+        Ok(())
+    };
+    match key {
+        "index.number_of_shards" => {
+            int_at_least(1)?;
+            let n: i64 = text.parse().unwrap_or(1);
+            if n > 1024 {
+                return Err(ApiError::bad_request(format!(
+                    "Failed to parse value [{text}] for setting [{key}] must be <= 1024"
+                )));
+            }
+        }
+        "index.number_of_replicas" | "index.max_result_window" | "index.number_of_routing_shards" => {
+            int_at_least(if key == "index.number_of_replicas" { 0 } else { 1 })?
+        }
+        "index.refresh_interval" | "index.translog.sync_interval" | "index.gc_deletes"
+        | "index.soft_deletes.retention_lease.period" | "index.unassigned.node_left.delayed_timeout" => {
+            let parsed = parse_time(&text).map_err(|reason| {
+                ApiError::bad_request(format!("failed to parse setting [{key}] with value [{text}] as a time value: {reason}"))
+            })?;
+            if key == "index.translog.sync_interval" && parsed.is_some_and(|d| d < Duration::from_millis(100)) {
+                return Err(ApiError::bad_request(format!(
+                    "failed to parse value [{text}] for setting [{key}], must be >= [100ms]"
+                )));
+            }
+        }
+        "index.translog.flush_threshold_size" | "index.translog.generation_threshold_size" => {
+            parse_byte_size(&text).map_err(|reason| {
+                ApiError::parse_exception(format!("failed to parse setting [{key}] with value [{text}] as a size in bytes: {reason}"))
+            })?;
+        }
+        "index.translog.durability" => {
+            text.parse::<Durability>().map_err(|_| {
+                ApiError::bad_request(format!("No enum constant org.opensearch.index.translog.Translog.Durability.{}", text.to_uppercase()))
+            })?;
+        }
+        "index.replication.type" => {
+            if !matches!(text.as_str(), "DOCUMENT" | "SEGMENT") {
+                return Err(ApiError::bad_request(format!(
+                    "No enum constant org.opensearch.indices.replication.common.ReplicationType.{text}"
+                )));
+            }
+        }
+        "index.blocks.read_only" | "index.blocks.write" | "index.blocks.read" | "index.blocks.metadata"
+        | "index.blocks.read_only_allow_delete" | "index.hidden" => {
+            if !matches!(text.as_str(), "true" | "false") {
+                return Err(ApiError::bad_request(format!(
+                    "Failed to parse value [{text}] as only [true] or [false] are allowed."
+                )));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The `_source` codec chosen by `index.codec` and `index.codec.compression_level`.
+pub fn codec_of(settings: &FlatSettings) -> ApiResult<SourceCodec> {
+    let codec = settings.get("index.codec").and_then(Value::as_str);
+    let level = match settings.get("index.codec.compression_level").and_then(Value::as_str) {
+        Some(text) => Some(text.parse::<i64>().map_err(|_| failed_to_parse("index.codec.compression_level", text))?),
+        None => None,
+    };
+    SourceCodec::from_optional_settings(codec, level).map_err(|e| ApiError::new(400, e.error_type(), e.message()))
+}
+
+/// Typed view of an index's settings.
+#[derive(Debug, Clone)]
+pub struct IndexSettings<'a>(pub &'a FlatSettings);
+
+impl IndexSettings<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+
+    fn get_or_default(&self, key: &str) -> String {
+        self.get(key)
+            .map(str::to_string)
+            .or_else(|| registry().get(key).map(|d| d.default.clone()))
+            .unwrap_or_default()
+    }
+
+    pub fn number_of_shards(&self) -> usize {
+        self.get_or_default("index.number_of_shards").parse().unwrap_or(1)
+    }
+
+    pub fn number_of_replicas(&self) -> usize {
+        self.get_or_default("index.number_of_replicas").parse().unwrap_or(1)
+    }
+
+    /// `None` when refresh is disabled (`-1`).
+    pub fn refresh_interval(&self) -> Option<Duration> {
+        parse_time(&self.get_or_default("index.refresh_interval")).ok().flatten()
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.get_or_default("index.translog.durability").parse().unwrap_or(Durability::Request)
+    }
+
+    pub fn sync_interval(&self) -> Duration {
+        parse_time(&self.get_or_default("index.translog.sync_interval")).ok().flatten().unwrap_or(Duration::from_secs(5))
+    }
+
+    pub fn flush_threshold_size(&self) -> u64 {
+        parse_byte_size(&self.get_or_default("index.translog.flush_threshold_size")).unwrap_or(512 * 1024 * 1024)
+    }
+
+    pub fn max_result_window(&self) -> usize {
+        self.get_or_default("index.max_result_window").parse().unwrap_or(10_000)
+    }
+
+    pub fn gc_deletes(&self) -> Duration {
+        parse_time(&self.get_or_default("index.gc_deletes")).ok().flatten().unwrap_or(Duration::from_secs(60))
+    }
+
+    pub fn codec(&self) -> SourceCodec {
+        codec_of(self.0).unwrap_or_default()
+    }
+
+    pub fn is_true(&self, key: &str) -> bool {
+        self.get(key) == Some("true")
+    }
+
+    /// `index.number_of_routing_shards`, defaulting like OpenSearch so that the index can be
+    /// split by powers of two up to 1024 shards.
+    pub fn routing_num_shards(&self) -> usize {
+        if let Some(n) = self.get("index.number_of_routing_shards").and_then(|v| v.parse().ok()) {
+            return n;
+        }
+        default_routing_num_shards(self.number_of_shards())
+    }
+}
+
+/// OpenSearch's `MetadataCreateIndexService.calculateNumRoutingShards` for new indices.
+pub fn default_routing_num_shards(number_of_shards: usize) -> usize {
+    let shards = number_of_shards.max(1) as u32;
+    let log2_max = 10u32;
+    let log2_shards = 32 - (shards - 1).leading_zeros();
+    let splits = log2_max.saturating_sub(log2_shards);
+    (shards as usize) << splits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nested_and_short_forms_flatten_to_index_keys() {
+        let flat = flatten_settings(&json!({"number_of_shards": 3, "index": {"refresh_interval": "5s"}}), true).unwrap();
+        assert_eq!(flat.get("index.number_of_shards"), Some(&json!("3")));
+        assert_eq!(flat.get("index.refresh_interval"), Some(&json!("5s")));
+    }
+
+    #[test]
+    fn unknown_index_settings_are_refused() {
+        let flat = flatten_settings(&json!({"index.bogus": 1}), true).unwrap();
+        let err = validate_new_index_settings(&flat).unwrap_err();
+        assert!(err.reason.starts_with("unknown setting [index.bogus]"), "{}", err.reason);
+    }
+
+    #[test]
+    fn static_settings_refused_on_open_index() {
+        let flat = flatten_settings(&json!({"index.codec": "best_compression"}), true).unwrap();
+        let err = validate_settings_update(&flat, "i", "u", true).unwrap_err();
+        assert_eq!(err.reason, "Can't update non dynamic settings [[index.codec]] for open indices [[i/u]]");
+        assert!(validate_settings_update(&flat, "i", "u", false).is_ok());
+        let flat = flatten_settings(&json!({"index.number_of_shards": 2}), true).unwrap();
+        assert_eq!(
+            validate_settings_update(&flat, "i", "u", false).unwrap_err().reason,
+            "final index setting [index.number_of_shards], not updateable"
+        );
+    }
+
+    #[test]
+    fn routing_shards_default_matches_opensearch() {
+        assert_eq!(default_routing_num_shards(1), 1024);
+        assert_eq!(default_routing_num_shards(3), 768);
+        assert_eq!(default_routing_num_shards(5), 640);
+    }
+
+    #[test]
+    fn nested_rendering_keeps_leaf_and_child() {
+        let flat: FlatSettings = [("index.codec".to_string(), json!("zstd")), ("index.codec.compression_level".to_string(), json!("3"))].into();
+        assert_eq!(nest_settings_opensearch(&flat), json!({"index": {"codec": "zstd", "codec.compression_level": "3"}}));
+    }
+}

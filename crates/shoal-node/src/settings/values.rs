@@ -1,0 +1,79 @@
+//! Time values (`1s`, `500ms`, `-1`) and byte sizes (`512mb`) as OpenSearch writes them.
+
+use std::time::Duration;
+
+/// Parses a time value; `Ok(None)` for `-1` (disabled).
+pub fn parse_time(text: &str) -> Result<Option<Duration>, String> {
+    let text = text.trim();
+    if text == "-1" {
+        return Ok(None);
+    }
+    if text == "0" {
+        return Ok(Some(Duration::ZERO));
+    }
+    let units: [(&str, f64); 7] = [("nanos", 1e-9), ("micros", 1e-6), ("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0)];
+    for (suffix, seconds) in units {
+        if let Some(number) = text.strip_suffix(suffix) {
+            // "ms" also ends with "s": only accept when what is left is a number.
+            if let Ok(n) = number.trim().parse::<f64>() {
+                if n < 0.0 {
+                    return Err(format!("negative durations are not supported: [{text}]"));
+                }
+                return Ok(Some(Duration::from_secs_f64(n * seconds)));
+            }
+        }
+    }
+    Err("unit is missing or unrecognized".to_string())
+}
+
+/// Parses a byte size (`512mb`, `1gb`, `100b`, `10kb`).
+pub fn parse_byte_size(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    if lower == "-1" {
+        return Ok(u64::MAX);
+    }
+    let units: [(&str, u64); 6] = [("pb", 1 << 50), ("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10), ("b", 1)];
+    for (suffix, multiplier) in units {
+        if let Some(number) = lower.strip_suffix(suffix) {
+            let n: f64 = number.trim().parse().map_err(|_| format!("failed to parse [{text}]"))?;
+            return Ok((n * multiplier as f64) as u64);
+        }
+    }
+    Err("unit is missing or unrecognized".to_string())
+}
+
+/// Human-readable bytes as `_cat` prints them (`4.5kb`, `12mb`).
+pub fn format_bytes(bytes: u64) -> String {
+    let units = [("pb", 1u64 << 50), ("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)];
+    for (suffix, size) in units {
+        if bytes >= size {
+            let value = bytes as f64 / size as f64;
+            let text = format!("{value:.1}");
+            let text = text.strip_suffix(".0").unwrap_or(&text);
+            return format!("{text}{suffix}");
+        }
+    }
+    format!("{bytes}b")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_values_parse_like_opensearch() {
+        assert_eq!(parse_time("1s"), Ok(Some(Duration::from_secs(1))));
+        assert_eq!(parse_time("500ms"), Ok(Some(Duration::from_millis(500))));
+        assert_eq!(parse_time("-1"), Ok(None));
+        assert_eq!(parse_time("2m"), Ok(Some(Duration::from_secs(120))));
+        assert!(parse_time("abc").is_err());
+    }
+
+    #[test]
+    fn byte_sizes_parse_and_print() {
+        assert_eq!(parse_byte_size("512mb"), Ok(512 << 20));
+        assert_eq!(parse_byte_size("100b"), Ok(100));
+        assert_eq!(format_bytes(4608), "4.5kb");
+        assert_eq!(format_bytes(208), "208b");
+    }
+}

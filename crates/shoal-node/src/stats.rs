@@ -1,0 +1,172 @@
+//! Index and node statistics in OpenSearch's `_stats` shapes, and cluster health.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{json, Value};
+use shoal_engine::EngineStats;
+
+use crate::index_service::IndexService;
+use crate::metadata::IndexState;
+
+/// Health of one index on a single node: primaries are local, replicas unassigned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Health {
+    Green,
+    Yellow,
+    Red,
+}
+
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Green => "green",
+            Health::Yellow => "yellow",
+            Health::Red => "red",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Health> {
+        match text {
+            "green" => Some(Health::Green),
+            "yellow" => Some(Health::Yellow),
+            "red" => Some(Health::Red),
+            _ => None,
+        }
+    }
+}
+
+/// Shard counts of one index as health reports them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShardCounts {
+    pub primaries: usize,
+    pub active_primaries: usize,
+    pub active: usize,
+    pub unassigned: usize,
+    pub replicas: usize,
+}
+
+pub fn shard_counts(service: &IndexService) -> ShardCounts {
+    let (shards, replicas) = service.with_meta(|m| (m.settings().number_of_shards(), m.settings().number_of_replicas()));
+    let started = if service.is_open() { service.shards().len() } else { shards };
+    ShardCounts {
+        primaries: shards,
+        active_primaries: started,
+        active: started,
+        unassigned: (shards - started) + shards * replicas,
+        replicas,
+    }
+}
+
+pub fn index_health(service: &IndexService) -> Health {
+    let counts = shard_counts(service);
+    if counts.active_primaries < counts.primaries {
+        Health::Red
+    } else if counts.unassigned > 0 {
+        Health::Yellow
+    } else {
+        Health::Green
+    }
+}
+
+/// Sums engine stats of the shards of an index.
+pub fn sum_engine_stats(service: &IndexService) -> EngineStats {
+    let mut total = EngineStats::default();
+    for engine in service.shards() {
+        let s = engine.stats();
+        total.docs_count += s.docs_count;
+        total.docs_deleted += s.docs_deleted;
+        total.store_size_in_bytes += s.store_size_in_bytes;
+        total.index_total += s.index_total;
+        total.index_time_in_millis += s.index_time_in_millis;
+        total.index_current += s.index_current;
+        total.index_failed += s.index_failed;
+        total.delete_total += s.delete_total;
+        total.delete_time_in_millis += s.delete_time_in_millis;
+        total.noop_update_total += s.noop_update_total;
+        total.refresh_total += s.refresh_total;
+        total.refresh_time_in_millis += s.refresh_time_in_millis;
+        total.external_refresh_total += s.external_refresh_total;
+        total.flush_total += s.flush_total;
+        total.flush_time_in_millis += s.flush_time_in_millis;
+        total.merge_total += s.merge_total;
+        total.merge_time_in_millis += s.merge_time_in_millis;
+        total.merge_docs += s.merge_docs;
+        total.merge_current += s.merge_current;
+        total.segments_count += s.segments_count;
+        total.version_map_memory_in_bytes += s.version_map_memory_in_bytes;
+        total.get_total += s.get_total;
+        total.get_exists += s.get_exists;
+        total.translog.operations += s.translog.operations;
+        total.translog.size_in_bytes += s.translog.size_in_bytes;
+        total.translog.uncommitted_operations += s.translog.uncommitted_operations;
+        total.translog.uncommitted_size_in_bytes += s.translog.uncommitted_size_in_bytes;
+        total.translog.earliest_last_modified_age_ms = total.translog.earliest_last_modified_age_ms.max(s.translog.earliest_last_modified_age_ms);
+    }
+    total
+}
+
+/// The `primaries`/`total` section of `_stats` for one index.
+pub fn stats_section(service: &IndexService, s: &EngineStats) -> Value {
+    let search = &service.search;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    json!({
+        "docs": {"count": s.docs_count, "deleted": s.docs_deleted},
+        "store": {"size_in_bytes": s.store_size_in_bytes, "reserved_in_bytes": 0},
+        "indexing": {
+            "index_total": s.index_total, "index_time_in_millis": s.index_time_in_millis, "index_current": s.index_current,
+            "index_failed": s.index_failed, "delete_total": s.delete_total, "delete_time_in_millis": s.delete_time_in_millis,
+            "delete_current": 0, "noop_update_total": s.noop_update_total, "is_throttled": false, "throttle_time_in_millis": 0
+        },
+        "get": {"total": s.get_total, "time_in_millis": 0, "exists_total": s.get_exists, "exists_time_in_millis": 0,
+                "missing_total": s.get_total - s.get_exists.min(s.get_total), "missing_time_in_millis": 0, "current": 0},
+        "search": {
+            "open_contexts": load(&search.scroll_current), "query_total": load(&search.query_total),
+            "query_time_in_millis": load(&search.query_time_nanos) / 1_000_000, "query_current": load(&search.query_current),
+            "fetch_total": load(&search.fetch_total), "fetch_time_in_millis": load(&search.fetch_time_nanos) / 1_000_000, "fetch_current": 0,
+            "scroll_total": load(&search.scroll_total), "scroll_time_in_millis": load(&search.scroll_time_nanos) / 1_000_000,
+            "scroll_current": load(&search.scroll_current), "suggest_total": 0, "suggest_time_in_millis": 0, "suggest_current": 0
+        },
+        "merges": {"current": s.merge_current, "current_docs": 0, "current_size_in_bytes": 0, "total": s.merge_total,
+                   "total_time_in_millis": s.merge_time_in_millis, "total_docs": s.merge_docs, "total_size_in_bytes": 0,
+                   "total_stopped_time_in_millis": 0, "total_throttled_time_in_millis": 0, "total_auto_throttle_in_bytes": 0},
+        "refresh": {"total": s.refresh_total, "total_time_in_millis": s.refresh_time_in_millis, "external_total": s.external_refresh_total,
+                    "external_total_time_in_millis": s.refresh_time_in_millis, "listeners": 0},
+        "flush": {"total": s.flush_total, "periodic": 0, "total_time_in_millis": s.flush_time_in_millis},
+        "translog": {"operations": s.translog.operations, "size_in_bytes": s.translog.size_in_bytes,
+                     "uncommitted_operations": s.translog.uncommitted_operations, "uncommitted_size_in_bytes": s.translog.uncommitted_size_in_bytes,
+                     "earliest_last_modified_age": s.translog.earliest_last_modified_age_ms},
+        "segments": {"count": s.segments_count, "memory_in_bytes": 0, "terms_memory_in_bytes": 0, "stored_fields_memory_in_bytes": 0,
+                     "term_vectors_memory_in_bytes": 0, "norms_memory_in_bytes": 0, "points_memory_in_bytes": 0,
+                     "doc_values_memory_in_bytes": 0, "index_writer_memory_in_bytes": 0,
+                     "version_map_memory_in_bytes": s.version_map_memory_in_bytes, "fixed_bit_set_memory_in_bytes": 0,
+                     "max_unsafe_auto_id_timestamp": -1, "file_sizes": {}},
+    })
+}
+
+/// Adds two `_stats` sections (numbers summed recursively).
+pub fn add_sections(a: &mut Value, b: &Value) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(existing) => add_sections(existing, v),
+                    None => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (a @ Value::Number(_), Value::Number(b)) => {
+            if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
+                *a = json!(x + y);
+            } else if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+                *a = json!(x.max(y));
+            }
+        }
+        _ => {}
+    }
+}
+
+pub fn is_open(service: &IndexService) -> bool {
+    service.with_meta(|m| m.state == IndexState::Open)
+}

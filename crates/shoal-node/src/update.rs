@@ -1,0 +1,206 @@
+//! The update API: read the current document, merge the partial `doc` (or use the upsert),
+//! and write it back guarded by `if_seq_no`/`if_primary_term`, retrying on conflicts.
+
+use serde_json::{json, Map, Value};
+use shoal_engine::{DocRequest, OpResult, OpResultKind};
+
+use crate::documents::{DocWrite, WriteOptions, WriteOutcome};
+use crate::error::{ApiError, ApiResult};
+use crate::node::Node;
+
+/// A parsed update request body plus its parameters.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateRequest {
+    pub doc: Option<Value>,
+    pub upsert: Option<Value>,
+    pub doc_as_upsert: bool,
+    pub detect_noop: bool,
+    pub retry_on_conflict: u32,
+    pub routing: Option<String>,
+    pub if_seq_no: Option<i64>,
+    pub if_primary_term: Option<i64>,
+    /// `_source` requested back in `get`.
+    pub fetch_source: Option<crate::source_filter::SourceFilter>,
+}
+
+impl UpdateRequest {
+    pub fn parse(body: &Value) -> ApiResult<UpdateRequest> {
+        let Value::Object(map) = body else {
+            return Err(ApiError::action_request_validation(&["script or doc is missing".to_string()]));
+        };
+        let mut request = UpdateRequest { detect_noop: true, ..UpdateRequest::default() };
+        for (key, value) in map {
+            match key.as_str() {
+                "doc" => request.doc = Some(value.clone()),
+                "upsert" => request.upsert = Some(value.clone()),
+                "doc_as_upsert" => request.doc_as_upsert = value.as_bool().unwrap_or(false),
+                "detect_noop" => request.detect_noop = value.as_bool().unwrap_or(true),
+                "_source" => request.fetch_source = Some(source_filter_from_body(value)),
+                "script" | "scripted_upsert" => {
+                    return Err(ApiError::bad_request(
+                        "scripted updates are not supported by Shoal yet: send a partial [doc] (with [doc_as_upsert] or [upsert]) instead",
+                    ))
+                }
+                other => {
+                    return Err(ApiError::new(400, "x_content_parse_exception", format!("[1:2] [UpdateRequest] unknown field [{other}]")))
+                }
+            }
+        }
+        if request.doc.is_none() {
+            return Err(ApiError::action_request_validation(&["script or doc is missing".to_string()]));
+        }
+        if !request.doc.as_ref().is_some_and(Value::is_object) {
+            return Err(ApiError::parse_exception("[doc] must be an object"));
+        }
+        Ok(request)
+    }
+}
+
+fn source_filter_from_body(value: &Value) -> crate::source_filter::SourceFilter {
+    use crate::source_filter::SourceFilter;
+    match value {
+        Value::Bool(b) => SourceFilter { enabled: *b, ..SourceFilter::all() },
+        Value::String(s) => SourceFilter::from_params(Some(s), None, None),
+        Value::Array(items) => {
+            let fields: Vec<String> = items.iter().filter_map(Value::as_str).map(str::to_string).collect();
+            SourceFilter { enabled: true, includes: fields, excludes: Vec::new() }
+        }
+        Value::Object(map) => {
+            let list = |k: &str| match map.get(k) {
+                Some(Value::String(s)) => vec![s.clone()],
+                Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+                _ => Vec::new(),
+            };
+            SourceFilter { enabled: true, includes: list("includes"), excludes: list("excludes") }
+        }
+        _ => SourceFilter::all(),
+    }
+}
+
+/// The result of an update: the write outcome and the updated source when asked.
+pub struct UpdateOutcome {
+    pub outcome: WriteOutcome,
+    pub noop: bool,
+    pub source: Option<Value>,
+}
+
+impl Node {
+    pub fn update_document(&self, index: &str, id: &str, request: &UpdateRequest, options: &WriteOptions) -> ApiResult<UpdateOutcome> {
+        let mut attempt = 0;
+        loop {
+            match self.try_update(index, id, request, options) {
+                Err(e) if e.status == 409 && attempt < request.retry_on_conflict => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    fn try_update(&self, index: &str, id: &str, request: &UpdateRequest, options: &WriteOptions) -> ApiResult<UpdateOutcome> {
+        let current = match self.get_document(index, id, request.routing.as_deref()) {
+            Ok((service, doc)) => doc.map(|d| (service, d)),
+            Err(e) if e.error_type == "index_not_found_exception" => None,
+            Err(e) => return Err(e),
+        };
+        let doc = request.doc.clone().unwrap_or_else(|| json!({}));
+        let (source, write_request) = match &current {
+            None => {
+                let upsert = match (&request.upsert, request.doc_as_upsert) {
+                    (Some(upsert), _) => upsert.clone(),
+                    (None, true) => doc.clone(),
+                    (None, false) => {
+                        let service = self.resolve_single_for_read(index)?;
+                        let shard = service.route(request.routing.as_deref().unwrap_or(id));
+                        return Err(ApiError::document_missing(&service.name(), &service.uuid(), shard, id));
+                    }
+                };
+                (upsert, DocRequest { create_only: true, ..DocRequest::default() })
+            }
+            Some((service, existing)) => {
+                if let Some(if_seq_no) = request.if_seq_no {
+                    let if_term = request.if_primary_term.unwrap_or(0);
+                    if existing.seq_no != if_seq_no || existing.primary_term != if_term {
+                        let shard = service.route(request.routing.as_deref().unwrap_or(id));
+                        return Err(ApiError::version_conflict(&service.name(), &service.uuid(), shard, format!(
+                            "[{id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_term}]. current document has seqNo [{}] and primary term [{}]",
+                            existing.seq_no, existing.primary_term
+                        )));
+                    }
+                }
+                let old: Value = serde_json::from_slice(&existing.source).unwrap_or_else(|_| json!({}));
+                let mut merged = old.clone();
+                let changed = deep_merge(&mut merged, &doc);
+                if request.detect_noop && !changed {
+                    let shard = service.route(request.routing.as_deref().unwrap_or(id));
+                    if let Ok(engine) = service.shard(shard) {
+                        engine.record_noop_update();
+                    }
+                    let outcome = WriteOutcome {
+                        index: service.name(),
+                        id: id.to_string(),
+                        shard,
+                        result: OpResult { kind: OpResultKind::Noop, seq_no: existing.seq_no, primary_term: existing.primary_term, version: existing.version, location: None },
+                        shards_total: 0,
+                        forced_refresh: false,
+                    };
+                    let source = request.fetch_source.as_ref().map(|f| f.apply(&old));
+                    return Ok(UpdateOutcome { outcome, noop: true, source });
+                }
+                let guard = DocRequest { if_seq_no: Some(existing.seq_no), if_primary_term: Some(existing.primary_term), ..DocRequest::default() };
+                (merged, guard)
+            }
+        };
+        let index_name = current.as_ref().map(|(s, _)| s.name()).unwrap_or_else(|| index.to_string());
+        let bytes = serde_json::to_vec(&source).expect("json");
+        let write = DocWrite::Index { index: index_name, id: Some(id.to_string()), routing: request.routing.clone(), source: bytes, request: write_request };
+        let outcome = self.execute_writes(vec![write], options).pop().expect("one result")?;
+        let fetched = request.fetch_source.as_ref().map(|f| f.apply(&source));
+        Ok(UpdateOutcome { outcome, noop: false, source: fetched })
+    }
+}
+
+/// Merges `update` into `target` like OpenSearch's `XContentHelper.update`: objects merge
+/// recursively, everything else is replaced. Returns whether anything changed.
+pub fn deep_merge(target: &mut Value, update: &Value) -> bool {
+    let (Value::Object(target_map), Value::Object(update_map)) = (&mut *target, update) else {
+        if target != update {
+            *target = update.clone();
+            return true;
+        }
+        return false;
+    };
+    let mut changed = false;
+    for (key, value) in update_map {
+        match target_map.get_mut(key) {
+            Some(existing @ Value::Object(_)) if value.is_object() => changed |= deep_merge(existing, value),
+            Some(existing) => {
+                if existing != value {
+                    *existing = value.clone();
+                    changed = true;
+                }
+            }
+            None => {
+                target_map.insert(key.clone(), value.clone());
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+#[allow(dead_code)]
+fn empty() -> Map<String, Value> {
+    Map::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_merge_merges_objects_and_detects_noops() {
+        let mut doc = json!({"a": 1, "o": {"x": 1, "y": 2}});
+        assert!(!deep_merge(&mut doc, &json!({"a": 1, "o": {"x": 1}})));
+        assert!(deep_merge(&mut doc, &json!({"o": {"z": 3}, "b": [1]})));
+        assert_eq!(doc, json!({"a": 1, "o": {"x": 1, "y": 2, "z": 3}, "b": [1]}));
+    }
+}

@@ -1,0 +1,475 @@
+//! `_cat` APIs: tables with `v`, `h`, `s`, `help`, `format=json` and `bytes`.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use shoal_node::settings::format_bytes;
+use shoal_node::stats;
+use shoal_node::{ApiResult, Node, ResolveOptions};
+
+use crate::request::Params;
+use crate::response::{json, text, RestResult};
+use crate::router::blocking;
+
+/// One cell: raw value (for sorting and `bytes`) and how it prints.
+#[derive(Debug, Clone)]
+enum Cell {
+    Text(String),
+    Number(i64),
+    Bytes(u64),
+    Null,
+}
+
+struct Column {
+    name: &'static str,
+    aliases: &'static [&'static str],
+    default: bool,
+    description: &'static str,
+}
+
+struct Table {
+    columns: Vec<Column>,
+    rows: Vec<Vec<Cell>>,
+}
+
+macro_rules! col {
+    ($name:expr, [$($alias:expr),*], $default:expr, $desc:expr) => {
+        Column { name: $name, aliases: &[$($alias),*], default: $default, description: $desc }
+    };
+}
+
+impl Table {
+    fn render(self, params: &Params) -> RestResult {
+        if params.flag("help") {
+            let lines: Vec<String> = self.columns.iter().map(|c| format!("{:<15} | {:<10} | {}", c.name, c.aliases.join(","), c.description)).collect();
+            return Ok(text(StatusCode::OK, lines.join("\n") + "\n"));
+        }
+        let selected = self.select_columns(params.get("h"));
+        let mut rows = self.rows;
+        if let Some(sort) = params.get("s") {
+            sort_rows(&self.columns, &mut rows, sort);
+        }
+        let bytes_unit = params.get("bytes");
+        let cell_text = |cell: &Cell| -> Option<String> {
+            match cell {
+                Cell::Text(s) => Some(s.clone()),
+                Cell::Number(n) => Some(n.to_string()),
+                Cell::Bytes(b) => Some(match bytes_unit {
+                    Some("b") => b.to_string(),
+                    Some("kb") => (b / 1024).to_string(),
+                    Some("mb") => (b >> 20).to_string(),
+                    Some("gb") => (b >> 30).to_string(),
+                    _ => format_bytes(*b),
+                }),
+                Cell::Null => None,
+            }
+        };
+        if params.get("format") == Some("json") {
+            let out: Vec<Value> = rows
+                .iter()
+                .map(|row| {
+                    let obj: serde_json::Map<String, Value> = selected.iter().map(|&i| (self.columns[i].name.to_string(), cell_text(&row[i]).map(Value::String).unwrap_or(Value::Null))).collect();
+                    Value::Object(obj)
+                })
+                .collect();
+            return Ok(json(StatusCode::OK, Value::Array(out), params));
+        }
+        let mut table: Vec<Vec<(String, bool)>> = Vec::new();
+        if params.flag("v") {
+            table.push(selected.iter().map(|&i| (self.columns[i].name.to_string(), false)).collect());
+        }
+        for row in &rows {
+            table.push(selected.iter().map(|&i| (cell_text(&row[i]).unwrap_or_default(), matches!(row[i], Cell::Number(_) | Cell::Bytes(_)))).collect());
+        }
+        let widths: Vec<usize> = (0..selected.len()).map(|c| table.iter().map(|r| r[c].0.chars().count()).max().unwrap_or(0)).collect();
+        let mut out = String::new();
+        for row in table {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|((s, right), w)| if *right { format!("{s:>w$}") } else { format!("{s:<w$}") })
+                .collect();
+            out.push_str(line.join(" ").trim_end());
+            out.push('\n');
+        }
+        Ok(text(StatusCode::OK, out))
+    }
+
+    fn select_columns(&self, h: Option<&str>) -> Vec<usize> {
+        match h {
+            None => (0..self.columns.len()).filter(|&i| self.columns[i].default).collect(),
+            Some(spec) => spec
+                .split(',')
+                .flat_map(|name| {
+                    let name = name.trim();
+                    self.columns
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| shoal_node::routing::wildcard_match(name, c.name) || c.aliases.contains(&name))
+                        .map(|(i, _)| i)
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        }
+    }
+}
+
+fn sort_rows(columns: &[Column], rows: &mut [Vec<Cell>], spec: &str) {
+    let keys: Vec<(usize, bool)> = spec
+        .split(',')
+        .filter_map(|k| {
+            let (name, desc) = match k.split_once(':') {
+                Some((n, order)) => (n, order == "desc"),
+                None => (k, false),
+            };
+            columns.iter().position(|c| c.name == name || c.aliases.contains(&name)).map(|i| (i, desc))
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        for &(i, desc) in &keys {
+            let ord = compare(&a[i], &b[i]);
+            let ord = if desc { ord.reverse() } else { ord };
+            if ord != std::cmp::Ordering::Equal {
+                return ord;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+}
+
+fn compare(a: &Cell, b: &Cell) -> std::cmp::Ordering {
+    match (a, b) {
+        (Cell::Number(x), Cell::Number(y)) => x.cmp(y),
+        (Cell::Bytes(x), Cell::Bytes(y)) => x.cmp(y),
+        (Cell::Text(x), Cell::Text(y)) => x.cmp(y),
+        (Cell::Null, Cell::Null) => std::cmp::Ordering::Equal,
+        (Cell::Null, _) => std::cmp::Ordering::Greater,
+        (_, Cell::Null) => std::cmp::Ordering::Less,
+        _ => std::cmp::Ordering::Equal,
+    }
+}
+
+fn t(s: impl Into<String>) -> Cell {
+    Cell::Text(s.into())
+}
+
+fn n(v: impl TryInto<i64>) -> Cell {
+    Cell::Number(v.try_into().unwrap_or(i64::MAX))
+}
+
+/// `GET /_cat/indices[/{index}]`.
+pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let table = blocking(move || -> ApiResult<Table> {
+        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let mut rows = Vec::new();
+        for service in services {
+            let counts = stats::shard_counts(&service);
+            let open = service.is_open();
+            let s = stats::sum_engine_stats(&service);
+            let (docs, deleted, store) = if open { (n(s.docs_count), n(s.docs_deleted), Cell::Bytes(s.store_size_in_bytes)) } else { (Cell::Null, Cell::Null, Cell::Null) };
+            rows.push(vec![
+                t(stats::index_health(&service).as_str()),
+                t(if open { "open" } else { "close" }),
+                t(service.name()),
+                t(service.uuid()),
+                n(counts.primaries),
+                n(counts.replicas),
+                docs,
+                deleted,
+                store.clone(),
+                store,
+                n(service.with_meta(|m| m.creation_date())),
+                t(shoal_mapping::date::format_iso(service.with_meta(|m| m.creation_date()))),
+            ]);
+        }
+        Ok(Table {
+            columns: vec![
+                col!("health", ["h"], true, "current health status"),
+                col!("status", ["s"], true, "open/close status"),
+                col!("index", ["i", "idx"], true, "index name"),
+                col!("uuid", ["id", "uuid"], true, "index uuid"),
+                col!("pri", ["p", "shards.primary", "shardsPrimary"], true, "number of primary shards"),
+                col!("rep", ["r", "shards.replica", "shardsReplica"], true, "number of replica shards"),
+                col!("docs.count", ["dc", "docsCount"], true, "available docs"),
+                col!("docs.deleted", ["dd", "docsDeleted"], true, "deleted docs"),
+                col!("store.size", ["ss", "storeSize"], true, "store size of primaries & replicas"),
+                col!("pri.store.size", [], true, "store size of primaries"),
+                col!("creation.date", ["cd"], false, "index creation date (millisecond value)"),
+                col!("creation.date.string", ["cds"], false, "index creation date (as string)"),
+            ],
+            rows,
+        })
+    })
+    .await?;
+    table.render(&params)
+}
+
+/// `GET /_cat/shards[/{index}]`.
+pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let table = blocking(move || -> ApiResult<Table> {
+        let mut rows = Vec::new();
+        for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())? {
+            let counts = stats::shard_counts(&service);
+            let engines = service.shards();
+            for shard in 0..counts.primaries {
+                let s = engines.get(shard).map(|e| e.stats());
+                rows.push(vec![
+                    t(service.name()),
+                    n(shard),
+                    t("p"),
+                    t("STARTED"),
+                    s.as_ref().map_or(Cell::Null, |s| n(s.docs_count)),
+                    s.as_ref().map_or(Cell::Null, |s| Cell::Bytes(s.store_size_in_bytes)),
+                    t(node.config.http_host.clone()),
+                    t(node.config.node_name.clone()),
+                    Cell::Null,
+                    s.as_ref().map_or(Cell::Null, |s| n(s.max_seq_no)),
+                    s.as_ref().map_or(Cell::Null, |s| n(s.local_checkpoint)),
+                    s.as_ref().map_or(Cell::Null, |s| n(s.global_checkpoint)),
+                ]);
+                for _ in 0..counts.replicas {
+                    rows.push(vec![t(service.name()), n(shard), t("r"), t("UNASSIGNED"), Cell::Null, Cell::Null, Cell::Null, Cell::Null, t("INDEX_CREATED"), Cell::Null, Cell::Null, Cell::Null]);
+                }
+            }
+        }
+        Ok(Table {
+            columns: vec![
+                col!("index", ["i", "idx"], true, "index name"),
+                col!("shard", ["s", "sh"], true, "shard name"),
+                col!("prirep", ["p", "pr", "primaryOrReplica"], true, "primary or replica"),
+                col!("state", ["st"], true, "shard state"),
+                col!("docs", ["d", "dc"], true, "number of docs in shard"),
+                col!("store", ["sto"], true, "store size of shard (how much disk it uses)"),
+                col!("ip", [], true, "ip of node where it lives"),
+                col!("node", ["n"], true, "name of node where it lives"),
+                col!("unassigned.reason", ["ur"], false, "reason shard is unassigned"),
+                col!("seq_no.max", ["sqm", "maxSeqNo"], false, "max sequence number"),
+                col!("seq_no.local_checkpoint", ["sql", "localCheckpoint"], false, "local checkpoint"),
+                col!("seq_no.global_checkpoint", ["sqg", "globalCheckpoint"], false, "global checkpoint"),
+            ],
+            rows,
+        })
+    })
+    .await?;
+    table.render(&params)
+}
+
+/// `GET /_cat/health`.
+pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
+    let table = blocking(move || -> ApiResult<Table> {
+        let now = shoal_node::node::now_millis();
+        let (mut pri, mut active, mut unassigned) = (0, 0, 0);
+        let mut overall = stats::Health::Green;
+        for service in node.all_indices() {
+            let c = stats::shard_counts(&service);
+            pri += c.active_primaries;
+            active += c.active;
+            unassigned += c.unassigned;
+            overall = overall.max(stats::index_health(&service));
+        }
+        let total = active + unassigned;
+        let percent = if total == 0 { 100.0 } else { active as f64 * 100.0 / total as f64 };
+        let time = chrono_time(now);
+        Ok(Table {
+            columns: vec![
+                col!("epoch", ["t", "time"], true, "seconds since 1970-01-01 00:00:00"),
+                col!("timestamp", ["ts", "hms", "hhmmss"], true, "time in HH:MM:SS"),
+                col!("cluster", ["cl"], true, "cluster name"),
+                col!("status", ["st"], true, "health status"),
+                col!("node.total", ["nt", "nodeTotal"], true, "total number of nodes"),
+                col!("node.data", ["nd", "nodeData"], true, "number of nodes that can store data"),
+                col!("discovered_cluster_manager", ["dcm"], true, "cluster manager is discovered"),
+                col!("shards", ["t", "sh", "shards.total", "shardsTotal"], true, "total number of shards"),
+                col!("pri", ["p", "shards.primary", "shardsPrimary"], true, "number of primary shards"),
+                col!("relo", ["r", "shards.relocating", "shardsRelocating"], true, "number of relocating nodes"),
+                col!("init", ["i", "shards.initializing", "shardsInitializing"], true, "number of initializing nodes"),
+                col!("unassign", ["u", "shards.unassigned", "shardsUnassigned"], true, "number of unassigned shards"),
+                col!("pending_tasks", ["pt", "pendingTasks"], true, "number of pending tasks"),
+                col!("max_task_wait_time", ["mtwt", "maxTaskWaitTime"], true, "wait time of longest task pending"),
+                col!("active_shards_percent", ["asp", "activeShardsPercent"], true, "active number of shards in percent"),
+            ],
+            rows: vec![vec![
+                n(now / 1000),
+                t(time),
+                t(node.config.cluster_name.clone()),
+                t(overall.as_str()),
+                n(1),
+                n(1),
+                t("true"),
+                n(active),
+                n(pri),
+                n(0),
+                n(0),
+                n(unassigned),
+                n(0),
+                t("-"),
+                t(format!("{percent:.1}%")),
+            ]],
+        })
+    })
+    .await?;
+    table.render(&params)
+}
+
+fn chrono_time(millis: i64) -> String {
+    let secs = millis / 1000 % 86400;
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
+/// `GET /_cat/count[/{index}]`.
+pub async fn count(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let table = blocking(move || -> ApiResult<Table> {
+        let total: u64 = node
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?
+            .iter()
+            .flat_map(|s| s.shards())
+            .map(|e| e.searcher().num_docs())
+            .sum();
+        let now = shoal_node::node::now_millis();
+        Ok(Table {
+            columns: vec![
+                col!("epoch", ["t", "time"], true, "seconds since 1970-01-01 00:00:00"),
+                col!("timestamp", ["ts", "hms", "hhmmss"], true, "time in HH:MM:SS"),
+                col!("count", ["dc", "docs.count", "docsCount"], true, "the document count"),
+            ],
+            rows: vec![vec![n(now / 1000), t(chrono_time(now)), n(total)]],
+        })
+    })
+    .await?;
+    table.render(&params)
+}
+
+/// `GET /_cat/nodes`.
+pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let loads: Vec<String> = load.split_whitespace().take(3).map(str::to_string).collect();
+    let table = Table {
+        columns: vec![
+            col!("ip", ["i"], true, "ip address"),
+            col!("heap.percent", ["hp", "heapPercent"], true, "used heap ratio"),
+            col!("ram.percent", ["rp", "ramPercent"], true, "used machine memory ratio"),
+            col!("cpu", [], true, "recent cpu usage"),
+            col!("load_1m", ["l"], true, "1m load avg"),
+            col!("load_5m", ["l"], true, "5m load avg"),
+            col!("load_15m", ["l"], true, "15m load avg"),
+            col!("node.role", ["r", "role", "nodeRole"], true, "m:master eligible node, d:data node, i:ingest node, -:coordinating node only"),
+            col!("node.roles", ["rs", "all roles"], true, "node roles"),
+            col!("cluster_manager", ["cm", "m"], true, "*:current cluster manager"),
+            col!("name", ["n"], true, "node name"),
+            col!("id", ["nodeId"], false, "unique node id"),
+        ],
+        rows: vec![vec![
+            t(node.config.http_host.clone()),
+            n(0),
+            n(0),
+            n(0),
+            t(loads.first().cloned().unwrap_or_default()),
+            t(loads.get(1).cloned().unwrap_or_default()),
+            t(loads.get(2).cloned().unwrap_or_default()),
+            t("dimr"),
+            t("cluster_manager,data,ingest,remote_cluster_client"),
+            t("*"),
+            t(node.config.node_name.clone()),
+            t(node.node_id.clone()),
+        ]],
+    };
+    table.render(&params)
+}
+
+/// `GET /_cat/segments[/{index}]`.
+pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let table = blocking(move || -> ApiResult<Table> {
+        let mut rows = Vec::new();
+        for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())? {
+            for (shard, engine) in service.shards().iter().enumerate() {
+                for seg in engine.segments().map_err(shoal_node::ApiError::from)? {
+                    rows.push(vec![
+                        t(service.name()),
+                        n(shard),
+                        t("p"),
+                        t(node.config.http_host.clone()),
+                        t(seg.name.clone()),
+                        n(seg.generation),
+                        n(seg.docs_count),
+                        n(seg.docs_deleted),
+                        Cell::Bytes(seg.size_in_bytes),
+                        Cell::Bytes(0),
+                        t(seg.committed.to_string()),
+                        t(seg.searchable.to_string()),
+                        t("tantivy-0.27"),
+                        t("false"),
+                    ]);
+                }
+            }
+        }
+        Ok(Table {
+            columns: vec![
+                col!("index", ["i", "idx"], true, "index name"),
+                col!("shard", ["s", "sh"], true, "shard name"),
+                col!("prirep", ["p", "pr", "primaryOrReplica"], true, "primary or replica"),
+                col!("ip", [], true, "ip of node where it lives"),
+                col!("segment", ["seg"], true, "segment name"),
+                col!("generation", ["g", "gen"], true, "segment generation"),
+                col!("docs.count", ["dc", "docsCount"], true, "number of docs in segment"),
+                col!("docs.deleted", ["dd", "docsDeleted"], true, "number of deleted docs in segment"),
+                col!("size", ["si"], true, "segment size in bytes"),
+                col!("size.memory", ["sm", "sizeMemory"], true, "segment memory in bytes"),
+                col!("committed", ["ic", "isCommitted"], true, "is segment committed"),
+                col!("searchable", ["is", "isSearchable"], true, "is segment searched"),
+                col!("version", ["v", "ver"], true, "version"),
+                col!("compound", ["ico", "isCompound"], true, "is segment compound"),
+            ],
+            rows,
+        })
+    })
+    .await?;
+    table.render(&params)
+}
+
+/// `GET /_cat/aliases[/{alias}]`.
+pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> RestResult {
+    let table = blocking(move || -> ApiResult<Table> {
+        let mut rows = Vec::new();
+        for service in node.all_indices() {
+            let meta = service.meta();
+            for (name, spec) in &meta.aliases {
+                if alias.as_deref().is_some_and(|a| !a.split(',').any(|p| shoal_node::routing::wildcard_match(p, name))) {
+                    continue;
+                }
+                rows.push(vec![
+                    t(name.clone()),
+                    t(meta.name.clone()),
+                    t(if spec.filter.is_some() { "*" } else { "-" }),
+                    t(spec.index_routing.clone().unwrap_or_else(|| "-".into())),
+                    t(spec.search_routing.clone().unwrap_or_else(|| "-".into())),
+                    t(spec.is_write_index.map(|w| w.to_string()).unwrap_or_else(|| "-".into())),
+                ]);
+            }
+        }
+        Ok(Table {
+            columns: vec![
+                col!("alias", ["a"], true, "alias name"),
+                col!("index", ["i", "idx"], true, "index alias points to"),
+                col!("filter", ["f", "fi"], true, "filter"),
+                col!("routing.index", ["ri", "routingIndex"], true, "index routing"),
+                col!("routing.search", ["rs", "routingSearch"], true, "search routing"),
+                col!("is_write_index", ["w", "isWriteIndex"], true, "write index"),
+            ],
+            rows,
+        })
+    })
+    .await?;
+    table.render(&params)
+}
+
+/// `GET /_cat`.
+pub async fn help() -> RestResult {
+    let endpoints = ["/_cat/aliases", "/_cat/aliases/{alias}", "/_cat/count", "/_cat/count/{index}", "/_cat/health", "/_cat/indices", "/_cat/indices/{index}", "/_cat/nodes", "/_cat/segments", "/_cat/segments/{index}", "/_cat/shards", "/_cat/shards/{index}"];
+    Ok(text(StatusCode::OK, format!("=^.^=\n{}\n", endpoints.join("\n"))))
+}
+
+#[allow(dead_code)]
+fn unused() -> Value {
+    json!(null)
+}

@@ -1,0 +1,360 @@
+//! Root, cluster and node APIs, and `_stats`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+use shoal_node::settings::{self, parse_time};
+use shoal_node::stats::{self, Health};
+use shoal_node::{ApiError, ApiResult, Node, ResolveOptions, OPENSEARCH_VERSION};
+
+use crate::request::{object_body, Params};
+use crate::response::{json, ok, status_only, RestResult};
+use crate::router::blocking;
+
+/// `GET /`.
+pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
+    if head {
+        return Ok(status_only(StatusCode::OK));
+    }
+    ok(
+        json!({
+            "name": node.config.node_name,
+            "cluster_name": node.config.cluster_name,
+            "cluster_uuid": node.cluster_uuid,
+            "version": {
+                "distribution": "shoal",
+                "number": OPENSEARCH_VERSION,
+                "build_type": "tar",
+                "build_hash": env!("CARGO_PKG_VERSION"),
+                "build_date": "2026-11-22T00:00:00.000Z",
+                "build_snapshot": false,
+                "lucene_version": "9.12.0",
+                "minimum_wire_compatibility_version": "7.10.0",
+                "minimum_index_compatibility_version": "7.0.0",
+                "shoal_version": env!("CARGO_PKG_VERSION")
+            },
+            "tagline": "The OpenSearch Project: https://opensearch.org/"
+        }),
+        &params,
+    )
+}
+
+fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Value, Health)> {
+    let services = match index {
+        Some(expr) => node.resolve(expr, ResolveOptions::admin())?,
+        None => node.all_indices(),
+    };
+    let mut overall = Health::Green;
+    let (mut active_primaries, mut active, mut unassigned) = (0, 0, 0);
+    let mut indices = Map::new();
+    for service in &services {
+        let counts = stats::shard_counts(service);
+        let health = stats::index_health(service);
+        overall = overall.max(health);
+        active_primaries += counts.active_primaries;
+        active += counts.active;
+        unassigned += counts.unassigned;
+        if level == "indices" || level == "shards" {
+            let mut entry = json!({
+                "status": health.as_str(), "number_of_shards": counts.primaries, "number_of_replicas": counts.replicas,
+                "active_primary_shards": counts.active_primaries, "active_shards": counts.active, "relocating_shards": 0,
+                "initializing_shards": 0, "unassigned_shards": counts.unassigned
+            });
+            if level == "shards" {
+                let shards: Map<String, Value> = (0..counts.primaries)
+                    .map(|s| {
+                        (s.to_string(), json!({"status": health.as_str(), "primary_active": true, "active_shards": 1, "relocating_shards": 0, "initializing_shards": 0, "unassigned_shards": counts.replicas}))
+                    })
+                    .collect();
+                entry["shards"] = Value::Object(shards);
+            }
+            indices.insert(service.name(), entry);
+        }
+    }
+    let total = active + unassigned;
+    let percent = if total == 0 { 100.0 } else { active as f64 * 100.0 / total as f64 };
+    let mut body = json!({
+        "cluster_name": node.config.cluster_name,
+        "status": overall.as_str(),
+        "timed_out": false,
+        "number_of_nodes": 1,
+        "number_of_data_nodes": 1,
+        "discovered_master": true,
+        "discovered_cluster_manager": true,
+        "active_primary_shards": active_primaries,
+        "active_shards": active,
+        "relocating_shards": 0,
+        "initializing_shards": 0,
+        "unassigned_shards": unassigned,
+        "delayed_unassigned_shards": 0,
+        "number_of_pending_tasks": 0,
+        "number_of_in_flight_fetch": 0,
+        "task_max_waiting_in_queue_millis": 0,
+        "active_shards_percent_as_number": percent
+    });
+    if level == "indices" || level == "shards" {
+        body["indices"] = Value::Object(indices);
+    }
+    Ok((body, overall))
+}
+
+/// `GET /_cluster/health[/{index}]` with `wait_for_status` and `timeout`.
+pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let level = params.get("level").unwrap_or("cluster").to_string();
+    let wait_for = match params.get("wait_for_status") {
+        Some(s) => Some(Health::parse(s).ok_or_else(|| ApiError::bad_request(format!("unknown cluster health status [{s}]")))?),
+        None => None,
+    };
+    let timeout = match params.get("timeout") {
+        Some(t) => parse_time(t).map_err(ApiError::bad_request)?.unwrap_or(Duration::from_secs(30)),
+        None => Duration::from_secs(30),
+    };
+    let started = Instant::now();
+    loop {
+        let (node2, index2, level2) = (node.clone(), index.clone(), level.clone());
+        let (mut body, status) = blocking(move || health_body(&node2, index2.as_deref(), &level2)).await?;
+        let satisfied = wait_for.is_none_or(|w| status <= w);
+        if satisfied || started.elapsed() >= timeout {
+            if !satisfied {
+                body["timed_out"] = json!(true);
+                return Ok(json(StatusCode::REQUEST_TIMEOUT, body, &params));
+            }
+            return ok(body, &params);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `GET /_cluster/state[/{metrics}[/{indices}]]`.
+pub async fn state(node: Arc<Node>, metrics: Option<String>, index: Option<String>, params: Params) -> RestResult {
+    let body = blocking(move || {
+        let metrics: Vec<String> = metrics.unwrap_or_else(|| "_all".into()).split(',').map(str::to_string).collect();
+        let want = |m: &str| metrics.iter().any(|x| x == "_all" || x == m);
+        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let mut body = json!({"cluster_name": node.config.cluster_name, "cluster_uuid": node.cluster_uuid});
+        if want("version") {
+            body["version"] = json!(services.iter().map(|s| s.with_meta(|m| m.version)).sum::<u64>() + 1);
+            body["state_uuid"] = json!(node.cluster_uuid);
+        }
+        if want("master_node") || want("cluster_manager_node") {
+            body["master_node"] = json!(node.node_id);
+            body["cluster_manager_node"] = json!(node.node_id);
+        }
+        if want("nodes") {
+            body["nodes"] = json!({node.node_id.clone(): {"name": node.config.node_name, "ephemeral_id": node.node_id,
+                "transport_address": format!("{}:{}", node.config.http_host, node.config.transport_port), "attributes": {}}});
+        }
+        if want("metadata") {
+            let indices: Map<String, Value> = services
+                .iter()
+                .map(|s| {
+                    let m = s.meta();
+                    (m.name.clone(), json!({
+                        "version": m.version, "mapping_version": m.mapping_version, "settings_version": m.settings_version,
+                        "aliases_version": m.aliases_version, "routing_num_shards": m.settings().routing_num_shards(),
+                        "state": m.state.as_str(), "settings": settings::nest_settings_opensearch(&m.settings),
+                        "mappings": {"_doc": m.mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
+                        "primary_terms": m.primary_terms.iter().enumerate().map(|(i, t)| (i.to_string(), json!(t))).collect::<Map<String, Value>>(),
+                        "in_sync_allocations": {}
+                    }))
+                })
+                .collect();
+            let cluster = node.cluster_settings();
+            body["metadata"] = json!({"cluster_uuid": node.cluster_uuid, "cluster_uuid_committed": true,
+                "persistent_settings": settings::nest_settings(&cluster.persistent), "transient_settings": settings::nest_settings(&cluster.transient),
+                "indices": indices});
+        }
+        if want("routing_table") {
+            let indices: Map<String, Value> = services
+                .iter()
+                .map(|s| {
+                    let counts = stats::shard_counts(s);
+                    let name = s.name();
+                    let shards: Map<String, Value> = (0..counts.primaries)
+                        .map(|shard| {
+                            let mut copies = vec![json!({"state": if s.is_open() { "STARTED" } else { "STARTED" }, "primary": true, "node": node.node_id, "relocating_node": null, "shard": shard, "index": name})];
+                            for _ in 0..counts.replicas {
+                                copies.push(json!({"state": "UNASSIGNED", "primary": false, "node": null, "relocating_node": null, "shard": shard, "index": name,
+                                    "unassigned_info": {"reason": "INDEX_CREATED", "delayed": false, "allocation_status": "no_attempt"}}));
+                            }
+                            (shard.to_string(), Value::Array(copies))
+                        })
+                        .collect();
+                    (name.clone(), json!({"shards": shards}))
+                })
+                .collect();
+            body["routing_table"] = json!({"indices": indices});
+        }
+        if want("blocks") {
+            body["blocks"] = json!({});
+        }
+        Ok(body)
+    })
+    .await?;
+    ok(body, &params)
+}
+
+/// `GET /_cluster/settings`.
+pub async fn get_settings(node: Arc<Node>, params: Params) -> RestResult {
+    let cluster = node.cluster_settings();
+    let flat = params.flag("flat_settings");
+    let render = |s: &settings::FlatSettings| if flat { json!(s) } else { settings::nest_settings(s) };
+    let mut body = json!({"persistent": render(&cluster.persistent), "transient": render(&cluster.transient)});
+    if params.flag("include_defaults") {
+        let defaults: settings::FlatSettings = settings::registry().cluster_defaults().map(|d| (d.key.clone(), json!(d.default))).collect();
+        body["defaults"] = render(&defaults);
+    }
+    ok(body, &params)
+}
+
+/// `PUT /_cluster/settings`.
+pub async fn put_settings(node: Arc<Node>, params: Params, body: axum::body::Bytes) -> RestResult {
+    let body = object_body(&body)?;
+    let persistent = settings::flatten_settings(body.get("persistent").unwrap_or(&Value::Null), false)?;
+    let transient = settings::flatten_settings(body.get("transient").unwrap_or(&Value::Null), false)?;
+    if persistent.is_empty() && transient.is_empty() {
+        return Err(ApiError::action_request_validation(&["no settings to update".to_string()]).into());
+    }
+    let (p, t) = (persistent.clone(), transient.clone());
+    blocking(move || node.update_cluster_settings(p, t)).await?;
+    let strip_nulls = |s: settings::FlatSettings| -> settings::FlatSettings { s.into_iter().filter(|(_, v)| !v.is_null()).collect() };
+    ok(json!({"acknowledged": true, "persistent": settings::nest_settings(&strip_nulls(persistent)), "transient": settings::nest_settings(&strip_nulls(transient))}), &params)
+}
+
+fn node_info(node: &Node) -> Value {
+    let config = &node.config;
+    json!({
+        "name": config.node_name,
+        "transport_address": format!("{}:{}", config.http_host, config.transport_port),
+        "host": config.http_host, "ip": config.http_host,
+        "version": OPENSEARCH_VERSION, "build_type": "tar", "build_hash": env!("CARGO_PKG_VERSION"),
+        "total_indexing_buffer": 134217728,
+        "roles": ["cluster_manager", "data", "ingest", "remote_cluster_client"],
+        "attributes": {"shard_indexing_pressure_enabled": "true"},
+        "settings": settings::nest_settings(&config.settings),
+        "os": {"name": std::env::consts::OS, "arch": std::env::consts::ARCH, "available_processors": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), "allocated_processors": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)},
+        "process": {"id": std::process::id(), "mlockall": false},
+        "http": {"bound_address": [format!("{}:{}", config.http_host, config.http_port)], "publish_address": format!("{}:{}", config.http_host, config.http_port), "max_content_length_in_bytes": 104857600},
+        "plugins": [], "modules": []
+    })
+}
+
+/// `GET /_nodes[/{node}][/{metric}]`.
+pub async fn nodes_info(node: Arc<Node>, params: Params) -> RestResult {
+    let info = node_info(&node);
+    ok(json!({"_nodes": {"total": 1, "successful": 1, "failed": 0}, "cluster_name": node.config.cluster_name, "nodes": {node.node_id.clone(): info}}), &params)
+}
+
+/// `GET /_nodes/stats`: process, os, fs and indices sections (no JVM).
+pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
+    let body = blocking(move || {
+        let mut indices = json!({});
+        for service in node.all_indices() {
+            let s = stats::sum_engine_stats(&service);
+            stats::add_sections(&mut indices, &stats::stats_section(&service, &s));
+        }
+        let process = process_stats();
+        let fs = fs_stats(&node.paths.data);
+        Ok(json!({
+            "_nodes": {"total": 1, "successful": 1, "failed": 0},
+            "cluster_name": node.config.cluster_name,
+            "nodes": {node.node_id.clone(): {
+                "timestamp": shoal_node::node::now_millis(),
+                "name": node.config.node_name,
+                "transport_address": format!("{}:{}", node.config.http_host, node.config.transport_port),
+                "host": node.config.http_host, "ip": node.config.http_host,
+                "roles": ["cluster_manager", "data", "ingest", "remote_cluster_client"],
+                "attributes": {},
+                "indices": indices,
+                "os": os_stats(),
+                "process": process,
+                "fs": fs,
+                "thread_pool": {}, "breakers": {}, "http": {"current_open": 0, "total_opened": 0}
+            }}
+        }))
+    })
+    .await?;
+    ok(body, &params)
+}
+
+fn process_stats() -> Value {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let page = 4096u64;
+    let mut fields = statm.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
+    let virt = fields.next().unwrap_or(0) * page;
+    let rss = fields.next().unwrap_or(0) * page;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_comm = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let parts: Vec<u64> = after_comm.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+    let ticks = 100u64;
+    let cpu_ms = (parts.get(11).copied().unwrap_or(0) + parts.get(12).copied().unwrap_or(0)) * 1000 / ticks;
+    let open_fds = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    json!({"timestamp": shoal_node::node::now_millis(), "open_file_descriptors": open_fds, "max_file_descriptors": 1048576,
+        "cpu": {"percent": 0, "total_in_millis": cpu_ms}, "mem": {"total_virtual_in_bytes": virt, "resident_in_bytes": rss}})
+}
+
+fn os_stats() -> Value {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let read = |key: &str| -> u64 {
+        meminfo.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0) * 1024
+    };
+    let (total, free) = (read("MemTotal:"), read("MemAvailable:"));
+    let load: Vec<f64> = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).filter_map(|v| v.parse().ok()).collect();
+    json!({"timestamp": shoal_node::node::now_millis(), "cpu": {"percent": 0, "load_average": {"1m": load.first(), "5m": load.get(1), "15m": load.get(2)}},
+        "mem": {"total_in_bytes": total, "free_in_bytes": free, "used_in_bytes": total.saturating_sub(free),
+                "free_percent": if total > 0 { free * 100 / total } else { 0 }, "used_percent": if total > 0 { (total - free) * 100 / total } else { 0 }}})
+}
+
+fn fs_stats(path: &std::path::Path) -> Value {
+    let (total, available) = disk_space(path);
+    json!({"timestamp": shoal_node::node::now_millis(), "total": {"total_in_bytes": total, "free_in_bytes": available, "available_in_bytes": available},
+        "data": [{"path": path.display().to_string(), "total_in_bytes": total, "free_in_bytes": available, "available_in_bytes": available}]})
+}
+
+/// Total and available bytes of the filesystem holding `path` (via `df`-like statvfs).
+pub fn disk_space(path: &std::path::Path) -> (u64, u64) {
+    let output = std::process::Command::new("df").arg("-k").arg("-P").arg(path).output();
+    let Ok(output) = output else { return (0, 0) };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let Some(line) = text.lines().nth(1) else { return (0, 0) };
+    let fields: Vec<u64> = line.split_whitespace().skip(1).take(3).filter_map(|f| f.parse().ok()).collect();
+    match fields.as_slice() {
+        [total, _used, available] => (total * 1024, available * 1024),
+        _ => (0, 0),
+    }
+}
+
+/// `GET /_stats`, `/{index}/_stats[/{metric}]`.
+pub async fn index_stats(node: Arc<Node>, index: Option<String>, metric: Option<String>, params: Params) -> RestResult {
+    let body = blocking(move || {
+        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let mut all_primaries = json!({});
+        let mut all_total = json!({});
+        let mut indices = Map::new();
+        let (mut total_shards, mut successful) = (0, 0);
+        for service in &services {
+            let engine_stats = stats::sum_engine_stats(service);
+            let mut section = stats::stats_section(service, &engine_stats);
+            if let Some(metrics) = &metric {
+                if metrics != "_all" {
+                    let keep: Vec<&str> = metrics.split(',').collect();
+                    if let Value::Object(map) = &mut section {
+                        map.retain(|k, _| keep.contains(&k.as_str()));
+                    }
+                }
+            }
+            let counts = stats::shard_counts(service);
+            total_shards += counts.primaries * (1 + counts.replicas);
+            successful += counts.active;
+            stats::add_sections(&mut all_primaries, &section);
+            stats::add_sections(&mut all_total, &section);
+            indices.insert(service.name(), json!({"uuid": service.uuid(), "health": stats::index_health(service).as_str(), "status": "open", "primaries": section.clone(), "total": section}));
+        }
+        Ok(json!({"_shards": {"total": total_shards, "successful": successful, "failed": 0},
+            "_all": {"primaries": all_primaries, "total": all_total}, "indices": indices}))
+    })
+    .await?;
+    ok(body, &params)
+}

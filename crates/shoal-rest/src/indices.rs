@@ -1,0 +1,405 @@
+//! Index management APIs.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+use shoal_node::index_service::IndexService;
+use shoal_node::metadata::AliasMetadata;
+use shoal_node::node::AliasAction;
+use shoal_node::settings::{self, FlatSettings};
+use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
+
+use crate::request::{object_body, Params};
+use crate::response::{json, ok, status_only, RestResult};
+use crate::router::blocking;
+
+fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
+    Ok(ResolveOptions {
+        ignore_unavailable: params.bool_or("ignore_unavailable", base.ignore_unavailable)?,
+        allow_no_indices: params.bool_or("allow_no_indices", base.allow_no_indices)?,
+        include_closed: base.include_closed,
+    })
+}
+
+fn ack() -> Value {
+    json!({"acknowledged": true})
+}
+
+/// `PUT /{index}`.
+pub async fn create(node: Arc<Node>, index: String, params: Params, body: axum::body::Bytes) -> RestResult {
+    let body = object_body(&body)?;
+    let name = index.clone();
+    blocking(move || node.create_index(&name, &body)).await?;
+    ok(json!({"acknowledged": true, "shards_acknowledged": true, "index": index}), &params)
+}
+
+/// `DELETE /{index}` (lists and wildcards; `_all`/`*` need `action.destructive_requires_name=false`).
+pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResult {
+    let opts = options(&params, ResolveOptions { ignore_unavailable: false, allow_no_indices: true, include_closed: true })?;
+    blocking(move || {
+        let destructive = index.split(',').any(|p| p == "_all" || p == "*" || (p.contains('*') && !p.starts_with('-')));
+        if destructive && node.cluster_setting("action.destructive_requires_name").as_deref() == Some("true") {
+            return Err(ApiError::bad_request("Wildcard expressions or all indices are not allowed"));
+        }
+        // Deleting through an alias is refused, like OpenSearch.
+        for part in index.split(',') {
+            if !part.contains('*') && part != "_all" && node.index(part).is_none() {
+                let via_alias = node.resolve(part, ResolveOptions::admin()).map(|r| !r.is_empty()).unwrap_or(false);
+                if via_alias {
+                    return Err(ApiError::bad_request(format!(
+                        "The provided expression [{part}] matches an alias, specify the corresponding concrete indices instead."
+                    )));
+                }
+            }
+        }
+        let services = node.resolve(&index, opts)?;
+        node.delete_indices(&services)
+    })
+    .await?;
+    ok(ack(), &params)
+}
+
+/// `HEAD /{index}`.
+pub async fn exists(node: Arc<Node>, index: String) -> RestResult {
+    let found = blocking(move || Ok(node.resolve(&index, ResolveOptions::admin()).map(|r| !r.is_empty()).unwrap_or(false))).await?;
+    Ok(status_only(if found { StatusCode::OK } else { StatusCode::NOT_FOUND }))
+}
+
+/// `GET /{index}`.
+pub async fn get(node: Arc<Node>, index: String, params: Params) -> RestResult {
+    let opts = options(&params, ResolveOptions::admin())?;
+    let flat = params.flag("flat_settings");
+    let body = blocking(move || {
+        let mut out = Map::new();
+        for service in node.resolve(&index, opts)? {
+            let meta = service.meta();
+            out.insert(
+                meta.name.clone(),
+                json!({
+                    "aliases": aliases_json(&meta.aliases),
+                    "mappings": meta.mapping.to_json(),
+                    "settings": render_settings(&meta.settings, flat),
+                }),
+            );
+        }
+        Ok(Value::Object(out))
+    })
+    .await?;
+    ok(body, &params)
+}
+
+fn aliases_json(aliases: &std::collections::BTreeMap<String, AliasMetadata>) -> Value {
+    Value::Object(aliases.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+}
+
+fn render_settings(flat: &FlatSettings, flat_form: bool) -> Value {
+    if flat_form {
+        json!(flat)
+    } else {
+        settings::nest_settings_opensearch(flat)
+    }
+}
+
+/// `GET /_mapping`, `/{index}/_mapping`.
+pub async fn get_mapping(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let opts = options(&params, ResolveOptions::admin())?;
+    let body = blocking(move || {
+        let mut out = Map::new();
+        for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
+            out.insert(service.name(), json!({"mappings": service.mapping().to_json()}));
+        }
+        Ok(Value::Object(out))
+    })
+    .await?;
+    ok(body, &params)
+}
+
+/// `PUT|POST /{index}/_mapping`.
+pub async fn put_mapping(node: Arc<Node>, index: String, params: Params, body: axum::body::Bytes) -> RestResult {
+    let body = object_body(&body)?;
+    if body.is_null() {
+        return Err(ApiError::action_request_validation(&["mapping source is empty".to_string()]).into());
+    }
+    blocking(move || {
+        let update = shoal_mapping::Mapping::from_json(&body)?;
+        for service in node.resolve(&index, ResolveOptions::admin())? {
+            service.merge_mapping(&update)?;
+        }
+        Ok(())
+    })
+    .await?;
+    ok(ack(), &params)
+}
+
+/// `GET /_settings`, `/{index}/_settings`, `/{index}/_settings/{name}`.
+pub async fn get_settings(node: Arc<Node>, index: Option<String>, name: Option<String>, params: Params) -> RestResult {
+    let opts = options(&params, ResolveOptions::admin())?;
+    let flat = params.flag("flat_settings");
+    let include_defaults = params.flag("include_defaults");
+    let body = blocking(move || {
+        let mut out = Map::new();
+        for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
+            let meta = service.meta();
+            let filter = |s: &FlatSettings| -> FlatSettings {
+                s.iter()
+                    .filter(|(k, _)| name.as_deref().is_none_or(|n| n.split(',').any(|p| shoal_node::routing::wildcard_match(p, k))))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            };
+            let mut entry = Map::new();
+            entry.insert("settings".into(), render_settings(&filter(&meta.settings), flat));
+            if include_defaults {
+                let defaults: FlatSettings = settings::registry()
+                    .index_defaults()
+                    .filter(|d| !meta.settings.contains_key(&d.key))
+                    .map(|d| (d.key.clone(), json!(d.default)))
+                    .collect();
+                entry.insert("defaults".into(), render_settings(&filter(&defaults), flat));
+            }
+            out.insert(meta.name.clone(), Value::Object(entry));
+        }
+        Ok(Value::Object(out))
+    })
+    .await?;
+    ok(body, &params)
+}
+
+/// `PUT /{index}/_settings`.
+pub async fn put_settings(node: Arc<Node>, index: Option<String>, params: Params, body: axum::body::Bytes) -> RestResult {
+    let body = object_body(&body)?;
+    let body = body.get("settings").cloned().unwrap_or(body);
+    let update = settings::flatten_settings(&body, true)?;
+    if update.is_empty() {
+        return Err(ApiError::action_request_validation(&["no settings to update".to_string()]).into());
+    }
+    blocking(move || {
+        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        for service in &services {
+            let meta = service.meta();
+            settings::validate_settings_update(&update, &meta.name, &meta.uuid, service.is_open())?;
+        }
+        for service in services {
+            apply_settings_update(&service, &update)?;
+        }
+        Ok(())
+    })
+    .await?;
+    ok(ack(), &params)
+}
+
+fn apply_settings_update(service: &IndexService, update: &FlatSettings) -> ApiResult<()> {
+    let mut candidate = service.meta().settings.clone();
+    for (key, value) in update {
+        if value.is_null() {
+            candidate.remove(key);
+        } else {
+            candidate.insert(key.clone(), value.clone());
+        }
+    }
+    settings::codec_of(&candidate)?;
+    service.update_meta(|meta| {
+        meta.settings = candidate;
+        meta.settings_version += 1;
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// `POST /{index}/_close` and `/_open`.
+pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Params) -> RestResult {
+    let names = blocking(move || {
+        let services = node.resolve(&index, ResolveOptions::admin())?;
+        let mut names = Vec::new();
+        for service in services {
+            if open {
+                node.open_index(&service)?;
+            } else {
+                node.close_index(&service)?;
+            }
+            names.push(service.name());
+        }
+        Ok(names)
+    })
+    .await?;
+    if open {
+        return ok(json!({"acknowledged": true, "shards_acknowledged": true}), &params);
+    }
+    let indices: Map<String, Value> = names.into_iter().map(|n| (n, json!({"closed": true}))).collect();
+    ok(json!({"acknowledged": true, "shards_acknowledged": true, "indices": indices}), &params)
+}
+
+fn shards_summary(total: usize, successful: usize) -> Value {
+    json!({"total": total, "successful": successful, "failed": 0})
+}
+
+/// `POST /_refresh`, `/_flush`, `/_forcemerge` (and per index).
+pub async fn maintenance(node: Arc<Node>, index: Option<String>, action: &'static str, params: Params) -> RestResult {
+    let opts = options(&params, ResolveOptions::search())?;
+    let max_segments = params.usize("max_num_segments")?;
+    let only_expunge = params.flag("only_expunge_deletes");
+    let summary = blocking(move || {
+        let (mut total, mut successful) = (0, 0);
+        for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
+            let replicas = service.with_meta(|m| m.settings().number_of_replicas());
+            for engine in service.shards() {
+                total += 1 + replicas;
+                match action {
+                    "refresh" => {
+                        engine.refresh()?;
+                    }
+                    "flush" => {
+                        engine.flush(true)?;
+                    }
+                    _ => {
+                        let target = if only_expunge { usize::MAX } else { max_segments.unwrap_or(1) };
+                        engine.force_merge(target)?;
+                        engine.flush(true)?;
+                    }
+                }
+                successful += 1;
+            }
+        }
+        Ok(shards_summary(total, successful))
+    })
+    .await?;
+    ok(json!({"_shards": summary}), &params)
+}
+
+/// `POST /_aliases`.
+pub async fn update_aliases(node: Arc<Node>, params: Params, body: axum::body::Bytes) -> RestResult {
+    let body = object_body(&body)?;
+    let Some(actions) = body.get("actions").and_then(Value::as_array) else {
+        return Err(ApiError::action_request_validation(&["No action specified".to_string()]).into());
+    };
+    let actions = actions.clone();
+    blocking(move || {
+        let mut expanded = Vec::new();
+        for action in &actions {
+            let Some((kind, spec)) = action.as_object().and_then(|m| m.iter().next()) else {
+                return Err(ApiError::parsing("[aliases] failed to parse field [actions]"));
+            };
+            let list = |single: &str, plural: &str| -> Vec<String> {
+                match (spec.get(single), spec.get(plural)) {
+                    (Some(Value::String(s)), _) => vec![s.clone()],
+                    (_, Some(Value::Array(a))) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+                    _ => Vec::new(),
+                }
+            };
+            let indices = list("index", "indices");
+            if indices.is_empty() {
+                return Err(ApiError::action_request_validation(&["One of [index] or [indices] is required".to_string()]));
+            }
+            let mut concrete = Vec::new();
+            for pattern in &indices {
+                concrete.extend(node.resolve(pattern, ResolveOptions::admin())?.into_iter().map(|s| s.name()));
+            }
+            match kind.as_str() {
+                "add" => {
+                    let aliases = list("alias", "aliases");
+                    if aliases.is_empty() {
+                        return Err(ApiError::action_request_validation(&["One of [alias] or [aliases] is required".to_string()]));
+                    }
+                    let mut meta_spec = spec.clone();
+                    if let Some(m) = meta_spec.as_object_mut() {
+                        for k in ["index", "indices", "alias", "aliases", "must_exist"] {
+                            m.remove(k);
+                        }
+                    }
+                    let alias_meta = AliasMetadata::from_json(&meta_spec)?;
+                    for index in &concrete {
+                        for alias in &aliases {
+                            expanded.push(AliasAction::Add { index: index.clone(), alias: alias.clone(), spec: alias_meta.clone() });
+                        }
+                    }
+                }
+                "remove" => {
+                    let aliases = list("alias", "aliases");
+                    let must_exist = spec.get("must_exist").and_then(Value::as_bool);
+                    for index in &concrete {
+                        for alias in &aliases {
+                            expanded.push(AliasAction::Remove { index: index.clone(), alias: alias.clone(), must_exist });
+                        }
+                    }
+                }
+                "remove_index" => {
+                    for index in &concrete {
+                        expanded.push(AliasAction::RemoveIndex { index: index.clone() });
+                    }
+                }
+                other => return Err(ApiError::parsing(format!("[aliases] unknown field [{other}]"))),
+            }
+        }
+        node.update_aliases(&expanded)
+    })
+    .await?;
+    ok(ack(), &params)
+}
+
+/// `PUT|POST /{index}/_alias/{name}`.
+pub async fn put_alias(node: Arc<Node>, index: String, alias: String, params: Params, body: axum::body::Bytes) -> RestResult {
+    let body = object_body(&body)?;
+    blocking(move || {
+        let spec = AliasMetadata::from_json(&body)?;
+        let actions: Vec<AliasAction> = node
+            .resolve(&index, ResolveOptions::admin())?
+            .into_iter()
+            .map(|s| AliasAction::Add { index: s.name(), alias: alias.clone(), spec: spec.clone() })
+            .collect();
+        node.update_aliases(&actions)
+    })
+    .await?;
+    ok(ack(), &params)
+}
+
+/// `DELETE /{index}/_alias/{name}`.
+pub async fn delete_alias(node: Arc<Node>, index: String, alias: String, params: Params) -> RestResult {
+    blocking(move || {
+        let actions: Vec<AliasAction> = node
+            .resolve(&index, ResolveOptions::admin())?
+            .into_iter()
+            .map(|s| AliasAction::Remove { index: s.name(), alias: alias.clone(), must_exist: None })
+            .collect();
+        node.update_aliases(&actions)
+    })
+    .await?;
+    ok(ack(), &params)
+}
+
+/// `GET /_alias`, `/_alias/{name}`, `/{index}/_alias`, `/{index}/_alias/{name}`, `/_aliases`.
+pub async fn get_aliases(node: Arc<Node>, index: Option<String>, alias: Option<String>, params: Params) -> RestResult {
+    let alias_filter = alias.clone();
+    let (body, missing) = blocking(move || {
+        let mut out = Map::new();
+        let mut found_names = std::collections::BTreeSet::new();
+        for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())? {
+            let meta = service.meta();
+            let selected: Map<String, Value> = meta
+                .aliases
+                .iter()
+                .filter(|(name, _)| alias_filter.as_deref().is_none_or(|f| f.split(',').any(|p| p == "_all" || shoal_node::routing::wildcard_match(p, name))))
+                .map(|(name, spec)| {
+                    found_names.insert(name.clone());
+                    (name.clone(), spec.to_json())
+                })
+                .collect();
+            if alias_filter.is_some() && selected.is_empty() {
+                continue;
+            }
+            out.insert(meta.name.clone(), json!({"aliases": selected}));
+        }
+        let missing: Vec<String> = alias_filter
+            .map(|f| f.split(',').filter(|p| !p.contains('*') && *p != "_all" && !found_names.contains(*p)).map(str::to_string).collect())
+            .unwrap_or_default();
+        Ok((Value::Object(out), missing))
+    })
+    .await?;
+    if !missing.is_empty() {
+        let mut body = body;
+        let reason = if missing.len() == 1 { format!("alias [{}] missing", missing[0]) } else { format!("aliases [{}] missing", missing.join(",")) };
+        body["error"] = json!(reason);
+        body["status"] = json!(404);
+        return Ok(json(StatusCode::NOT_FOUND, body, &params));
+    }
+    ok(body, &params)
+}

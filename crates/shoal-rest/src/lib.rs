@@ -1,0 +1,13 @@
+//! The OpenSearch-compatible REST API (axum). Handlers are thin: they parse the request,
+//! call the node's coordinator on a blocking thread, and render OpenSearch's JSON.
+
+mod cat;
+mod cluster;
+mod documents;
+mod indices;
+mod request;
+mod response;
+mod router;
+mod search;
+
+pub use router::{router, serve};

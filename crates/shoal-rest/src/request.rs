@@ -1,0 +1,75 @@
+//! Request parsing helpers: URL parameters and bodies.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use shoal_node::{ApiError, ApiResult};
+
+/// URL query parameters.
+#[derive(Debug, Clone, Default)]
+pub struct Params(pub HashMap<String, String>);
+
+impl Params {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    /// A boolean flag: present with no value or `true`.
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("") | Some("true"))
+    }
+
+    pub fn bool_or(&self, key: &str, default: bool) -> ApiResult<bool> {
+        match self.get(key) {
+            None => Ok(default),
+            Some("") | Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "Failed to parse value [{other}] as only [true] or [false] are allowed."
+            ))),
+        }
+    }
+
+    pub fn i64(&self, key: &str) -> ApiResult<Option<i64>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(text) => text.parse().map(Some).map_err(|_| ApiError::bad_request(format!("Failed to parse int parameter [{key}] with value [{text}]"))),
+        }
+    }
+
+    pub fn usize(&self, key: &str) -> ApiResult<Option<usize>> {
+        Ok(self.i64(key)?.map(|n| n.max(0) as usize))
+    }
+
+    pub fn as_map(&self) -> &HashMap<String, String> {
+        &self.0
+    }
+}
+
+/// Parses a JSON body; empty bodies are `Null`. Malformed JSON is OpenSearch's 400
+/// `parse_exception` naming the position.
+pub fn json_body(bytes: &[u8]) -> ApiResult<Value> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(400, "parse_exception", format!("Failed to parse content to map: {e}"))
+            .caused_by(ApiError::new(400, "json_parse_exception", format!("{e} at [line: {}, column: {}]", e.line(), e.column())))
+    })
+}
+
+/// Like `json_body`, but the body must be a JSON object (or empty).
+pub fn object_body(bytes: &[u8]) -> ApiResult<Value> {
+    let value = json_body(bytes)?;
+    match value {
+        Value::Null | Value::Object(_) => Ok(value),
+        other => Err(ApiError::parse_exception(format!(
+            "request body is required to be a JSON object, found [{}]",
+            match other {
+                Value::Array(_) => "START_ARRAY",
+                Value::String(_) => "VALUE_STRING",
+                _ => "VALUE",
+            }
+        ))),
+    }
+}

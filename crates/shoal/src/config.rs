@@ -1,0 +1,51 @@
+//! Settings loading (`config/shoal.yml`, then `-E` overrides) and logging setup.
+
+use std::path::Path;
+
+use serde_json::Value;
+use shoal_node::settings::FlatSettings;
+
+/// Loads settings: the YAML file (nested or dotted keys), then `-E key=value` on top.
+pub fn load(config: Option<&Path>, overrides: &[String]) -> Result<FlatSettings, String> {
+    let mut settings = FlatSettings::new();
+    let default_path = Path::new("config/shoal.yml");
+    let path = config.or_else(|| default_path.exists().then_some(default_path));
+    if let Some(path) = path {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let yaml: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| format!("invalid YAML in {}: {e}", path.display()))?;
+        let json: Value = serde_json::to_value(yaml).map_err(|e| format!("unsupported YAML in {}: {e}", path.display()))?;
+        if !json.is_null() {
+            settings = shoal_node::settings::flatten_settings(&json, false).map_err(|e| e.reason)?;
+        }
+    }
+    for item in overrides {
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(format!("setting [{item}] must be in the form key=value"));
+        };
+        let value = if value.starts_with('[') && value.ends_with(']') {
+            Value::Array(value[1..value.len() - 1].split(',').map(|v| Value::String(v.trim().to_string())).filter(|v| v.as_str() != Some("")).collect())
+        } else {
+            Value::String(value.to_string())
+        };
+        settings.insert(key.trim().to_string(), value);
+    }
+    Ok(settings)
+}
+
+/// Logs to stderr, and also to `<path.logs>/<cluster.name>.log` when `path.logs` is set.
+pub fn init_logging(settings: &FlatSettings) -> Result<(), String> {
+    use tracing_subscriber::fmt;
+    use tracing_subscriber::prelude::*;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tantivy=warn"));
+    let stderr = fmt::layer().with_writer(std::io::stderr).with_target(false);
+    let file_layer = match settings.get("path.logs").and_then(Value::as_str) {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create path.logs {dir}: {e}"))?;
+            let cluster = settings.get("cluster.name").and_then(Value::as_str).unwrap_or("shoal");
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(Path::new(dir).join(format!("{cluster}.log"))).map_err(|e| e.to_string())?;
+            Some(fmt::layer().with_writer(std::sync::Mutex::new(file)).with_ansi(false).with_target(false))
+        }
+        None => None,
+    };
+    tracing_subscriber::registry().with(filter).with(stderr).with(file_layer).try_init().map_err(|e| e.to_string())
+}
