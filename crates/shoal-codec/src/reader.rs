@@ -303,3 +303,21 @@ pub fn segment_source_bytes(segment_reader: &SegmentReader) -> u64 {
         .map(|file| file.len() as u64)
         .unwrap_or(0)
 }
+
+/// Opening `_source` files eagerly when a searcher generation is created matters: tantivy
+/// opens its own components under its meta lock, but a plugin file opened lazily may already
+/// be garbage-collected after a merge. The cache keeps every segment of a live generation.
+impl tantivy::Warmer for SourceReaderCache {
+    fn warm(&self, searcher: &tantivy::Searcher) -> tantivy::Result<()> {
+        for segment_reader in searcher.segment_readers() {
+            self.get_or_open(segment_reader)?;
+        }
+        Ok(())
+    }
+
+    fn garbage_collect(&self, live_generations: &[&tantivy::SearcherGeneration]) {
+        let live: std::collections::HashSet<SegmentId> =
+            live_generations.iter().flat_map(|generation| generation.segments().keys().copied()).collect();
+        self.readers.write().retain(|id, _| live.contains(id));
+    }
+}

@@ -156,7 +156,10 @@ pub struct Engine {
     primary_term: AtomicI64,
     global_checkpoint: AtomicI64,
     history_uuid: String,
-    source_cache: SourceReaderCache,
+    /// Also the reader's warmer: it opens `_source` files of every new searcher generation.
+    source_cache: Arc<SourceReaderCache>,
+    /// Keeps the warmer alive (the reader only holds a weak reference).
+    _warmer: Arc<dyn tantivy::Warmer>,
     counters: Counters,
     failure: Mutex<Option<String>>,
 }
@@ -194,9 +197,12 @@ impl Engine {
             .as_ref()
             .map_or(NO_OPS_PERFORMED, |p| p.global_checkpoint);
         let writer = new_writer(&index, &config)?;
+        let source_cache = Arc::new(SourceReaderCache::new());
+        let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
+            .warmers(vec![Arc::downgrade(&warmer)])
             .try_into()?;
         let engine = Engine {
             state: Mutex::new(WriteState {
@@ -213,7 +219,8 @@ impl Engine {
             primary_term: AtomicI64::new(primary_term),
             global_checkpoint: AtomicI64::new(global_checkpoint),
             history_uuid,
-            source_cache: SourceReaderCache::new(),
+            source_cache,
+            _warmer: warmer,
             counters: Counters::default(),
             failure: Mutex::new(None),
         };
@@ -639,6 +646,16 @@ impl Engine {
         }))
     }
 
+    /// Get from the last refreshed searcher only (`realtime=false`).
+    pub fn get_refreshed(&self, id: &str) -> Result<Option<GetResult>, EngineError> {
+        Counters::add(&self.counters.get_total, 1);
+        let searcher = self.reader.searcher();
+        let Some(doc) = find_doc(&searcher, &self.schema, id)? else { return Ok(None) };
+        let source = read_source(&searcher, &self.source_cache, doc.address)?.unwrap_or_default();
+        Counters::add(&self.counters.get_exists, 1);
+        Ok(Some(GetResult { seq_no: doc.seq_no, primary_term: doc.primary_term, version: doc.version, source, routing: None }))
+    }
+
     /// Makes every write so far searchable (a tantivy commit). Cheap when nothing changed.
     pub fn refresh(&self) -> Result<bool, EngineError> {
         let mut state = self.state.lock();
@@ -687,14 +704,6 @@ impl Engine {
             .version_map
             .prune_refreshed(max_seq_no, self.config.gc_deletes);
         state.dirty = false;
-        let live = self
-            .reader
-            .searcher()
-            .segment_readers()
-            .iter()
-            .map(|s| s.segment_id())
-            .collect::<Vec<_>>();
-        self.source_cache.retain_segments(live);
         Ok(())
     }
 

@@ -5,6 +5,10 @@ pub enum MapperError {
     /// A document could not be parsed against the mapping (`mapper_parsing_exception`).
     #[error("{0}")]
     Parsing(String),
+    /// A field value does not fit its type; `cause` is the low-level reason, shown by
+    /// OpenSearch as a `caused_by` `illegal_argument_exception`.
+    #[error("{reason}")]
+    FieldValue { reason: String, cause: String },
     /// A mapping definition is invalid (`mapper_parsing_exception`).
     #[error("{0}")]
     InvalidMapping(String),
@@ -18,7 +22,7 @@ pub enum MapperError {
     Conflict(String),
     /// The document is not a JSON object or not valid JSON (`mapper_parsing_exception`
     /// caused by a `json_parse_exception`).
-    #[error("failed to parse: {0}")]
+    #[error("failed to parse")]
     NotJson(String),
 }
 
@@ -26,7 +30,7 @@ impl MapperError {
     /// The OpenSearch exception type name for this error.
     pub fn error_type(&self) -> &'static str {
         match self {
-            MapperError::Parsing(_) | MapperError::InvalidMapping(_) | MapperError::NotJson(_) => {
+            MapperError::Parsing(_) | MapperError::InvalidMapping(_) | MapperError::NotJson(_) | MapperError::FieldValue { .. } => {
                 "mapper_parsing_exception"
             }
             MapperError::StrictDynamic { .. } => "strict_dynamic_mapping_exception",

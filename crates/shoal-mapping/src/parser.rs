@@ -51,7 +51,7 @@ impl<'a> DocumentParser<'a> {
     /// Parses raw `_source` bytes. `id` only appears in error messages.
     pub fn parse(&self, id: &str, source: &[u8]) -> Result<ParsedDocument, MapperError> {
         let value: Value = serde_json::from_slice(source).map_err(|e| {
-            MapperError::NotJson(format!("failed to parse, document is malformed: {e}"))
+            MapperError::NotJson(format!("{e}: [line: {}, column: {}]", e.line(), e.column()))
         })?;
         self.parse_value(id, &value)
     }
@@ -225,12 +225,14 @@ impl<'a> DocumentParser<'a> {
             Ok(converted) => converted,
             Err(_) if field.ignore_malformed == Some(true) => return Ok(()),
             Err(cause) => {
-                return Err(MapperError::Parsing(format!(
-                    "failed to parse field [{path}] of type [{}] in document with id '{id}'. Preview of field's value: '{}'{}",
-                    field.field_type.name(),
-                    preview(value),
-                    cause.map(|c| format!(": {c}")).unwrap_or_default()
-                )))
+                return Err(MapperError::FieldValue {
+                    reason: format!(
+                        "failed to parse field [{path}] of type [{}] in document with id '{id}'. Preview of field's value: '{}'",
+                        field.field_type.name(),
+                        preview(value)
+                    ),
+                    cause: cause.unwrap_or_else(|| format!("failed to parse [{}] as [{}]", number_text(value), field.field_type.name())),
+                })
             }
         };
         if let Some(converted) = converted {

@@ -43,6 +43,12 @@ impl BulkAction {
 /// Parses a bulk body. Structural problems fail the whole request, as in OpenSearch;
 /// bad documents only fail their item later.
 pub fn parse_bulk(body: &[u8], default_index: Option<&str>, default_routing: Option<&str>) -> ApiResult<Vec<BulkItem>> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::parse_exception("request body is required"));
+    }
+    if body.last() != Some(&b'\n') {
+        return Err(ApiError::bad_request("The bulk request must be terminated by a newline [\\n]"));
+    }
     let mut items = Vec::new();
     let mut lines = body.split(|b| *b == b'\n').enumerate().peekable();
     while let Some((line_no, line)) = lines.next() {
@@ -50,13 +56,7 @@ pub fn parse_bulk(body: &[u8], default_index: Option<&str>, default_routing: Opt
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let action_line: Value = serde_json::from_slice(line).map_err(|e| {
-            ApiError::bad_request(format!(
-                "Malformed action/metadata line [{}], expected START_OBJECT but found [{}]: {e}",
-                line_no + 1,
-                token_name(line)
-            ))
-        })?;
+        let action_line: Value = serde_json::from_slice(line).map_err(|e| json_error(&e, line_no + 1))?;
         let Value::Object(action_map) = action_line else {
             return Err(ApiError::bad_request(format!(
                 "Malformed action/metadata line [{}], expected START_OBJECT or END_OBJECT but found [{}]",
@@ -79,7 +79,7 @@ pub fn parse_bulk(body: &[u8], default_index: Option<&str>, default_routing: Opt
             "delete" => BulkAction::Delete,
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "Malformed action/metadata line [{}], expected field [create], [delete], [index] or [update] but found [{other}]",
+                    "Malformed action/metadata line [{}], expected one of [create, delete, index, update] but found [{other}]",
                     line_no + 1
                 )))
             }
@@ -167,6 +167,12 @@ pub fn parse_version_type(text: &str) -> ApiResult<VersionType> {
     }
 }
 
+/// A JSON syntax error in the bulk body, named like Jackson's errors with the position.
+fn json_error(e: &serde_json::Error, line: usize) -> ApiError {
+    let error_type = if e.is_eof() { "json_e_o_f_exception" } else { "json_parse_exception" };
+    ApiError::new(400, error_type, format!("{e}: [line: {line}, column: {}]", e.column()))
+}
+
 fn trim_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
@@ -200,7 +206,7 @@ mod tests {
     #[test]
     fn unknown_action_fails_the_request() {
         let err = parse_bulk(b"{\"foo\":{}}\n", Some("d"), None).unwrap_err();
-        assert!(err.reason.contains("expected field [create], [delete], [index] or [update] but found [foo]"), "{}", err.reason);
+        assert!(err.reason.contains("expected one of [create, delete, index, update] but found [foo]"), "{}", err.reason);
     }
 
     #[test]

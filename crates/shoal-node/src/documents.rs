@@ -195,7 +195,7 @@ impl Node {
     fn write_target(&self, name: &str, require_alias: bool, may_create: bool) -> ApiResult<Arc<IndexService>> {
         if let Some(service) = self.resolve_write_index(name)? {
             if require_alias && service.name() == name {
-                return Err(ApiError::index_not_found(name).with_reason(format!("[{name}] is not an alias")));
+                return Err(require_alias_error(name));
             }
             if !service.is_open() {
                 return Err(ApiError::index_closed(&service.name(), &service.uuid()));
@@ -203,14 +203,10 @@ impl Node {
             return Ok(service);
         }
         if require_alias {
-            return Err(ApiError::index_not_found(name).with_reason(format!("[{name}] is not an alias")));
+            return Err(require_alias_error(name));
         }
         if !may_create || !self.auto_create_allowed(name) {
-            let mut err = ApiError::index_not_found(name);
-            if may_create {
-                err = err.with_reason(format!("no such index [{name}] and [action.auto_create_index] ([{}]) doesn't match", self.cluster_setting("action.auto_create_index").unwrap_or_default()));
-            }
-            return Err(err);
+            return Err(ApiError::index_not_found(name));
         }
         match self.create_index(name, &Value::Null) {
             Ok(service) => Ok(service),
@@ -220,12 +216,17 @@ impl Node {
         }
     }
 
-    /// Realtime get by id.
+    /// Get by id: realtime (sees unrefreshed writes) unless `realtime` is false.
     pub fn get_document(&self, index: &str, id: &str, routing: Option<&str>) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
+        self.get_document_with(index, id, routing, true)
+    }
+
+    pub fn get_document_with(&self, index: &str, id: &str, routing: Option<&str>, realtime: bool) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
         let service = self.resolve_single_for_read(index)?;
         let shard = service.route(routing.unwrap_or(id));
         let engine = service.shard(shard)?;
-        Ok((service, engine.get(id)?))
+        let doc = if realtime { engine.get(id)? } else { engine.get_refreshed(id)? };
+        Ok((service, doc))
     }
 
     /// Resolves a read target that must be exactly one index (an alias to one index works).
@@ -252,6 +253,12 @@ impl Node {
             ))),
         }
     }
+}
+
+fn require_alias_error(name: &str) -> ApiError {
+    ApiError::index_not_found(name).with_reason(format!(
+        "no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias"
+    ))
 }
 
 impl ApiError {

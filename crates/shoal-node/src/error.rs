@@ -141,7 +141,13 @@ impl ApiError {
 
 impl From<shoal_mapping::MapperError> for ApiError {
     fn from(e: shoal_mapping::MapperError) -> Self {
-        ApiError::new(400, e.error_type(), e.to_string())
+        use shoal_mapping::MapperError;
+        let error = ApiError::new(400, e.error_type(), e.to_string());
+        match &e {
+            MapperError::FieldValue { cause, .. } => error.caused_by(ApiError::new(400, "illegal_argument_exception", cause.clone())),
+            MapperError::NotJson(detail) => error.caused_by(ApiError::new(400, "json_parse_exception", detail.clone())),
+            _ => error,
+        }
     }
 }
 

@@ -216,6 +216,9 @@ impl Node {
                 out.push(part.to_string());
                 continue;
             }
+            if part.starts_with('_') {
+                return Err(ApiError::invalid_index_name(part, "must not start with '_'."));
+            }
             let aliased: Vec<String> = indices
                 .iter()
                 .filter(|(_, s)| s.with_meta(|m| m.aliases.contains_key(part)))
@@ -297,7 +300,9 @@ impl Node {
                 flat.insert(key.clone(), value.clone());
             }
         }
-        let mapping = Mapping::from_json(body.get("mappings").unwrap_or(&Value::Null))?;
+        let mapping = Mapping::from_json(body.get("mappings").unwrap_or(&Value::Null)).map_err(|e| {
+            ApiError::mapper_parsing(format!("Failed to parse mapping [_doc]: {e}")).caused_by(ApiError::from(e))
+        })?;
         let mut aliases = BTreeMap::new();
         if let Some(map) = body.get("aliases").and_then(Value::as_object) {
             for (alias, spec) in map {
@@ -315,6 +320,7 @@ impl Node {
         let uuid = new_id();
         flat.entry("index.number_of_shards".into()).or_insert(json!("1"));
         flat.entry("index.number_of_replicas".into()).or_insert(json!("1"));
+        flat.entry("index.replication.type".into()).or_insert(json!("DOCUMENT"));
         flat.insert("index.uuid".into(), json!(uuid));
         flat.insert("index.creation_date".into(), json!(now_millis().to_string()));
         flat.insert("index.provided_name".into(), json!(name));
@@ -389,7 +395,14 @@ impl Node {
         let _guard = self.lifecycle_lock.lock();
         for action in actions {
             match action {
-                AliasAction::Add { index, alias, .. } => validate_alias_name(alias, index)?,
+                AliasAction::Add { index, alias, .. } => {
+                    validate_alias_name(alias, index)?;
+                    if self.index(alias).is_some() {
+                        return Err(ApiError::new(400, "invalid_alias_name_exception", format!("Invalid alias name [{alias}], an index exists with the same name as the alias"))
+                            .with("index", json!(alias)));
+                    }
+                    self.require_index(index)?;
+                }
                 AliasAction::Remove { index, alias, must_exist } => {
                     let service = self.require_index(index)?;
                     let exists = service.with_meta(|m| m.aliases.keys().any(|a| wildcard_match(alias, a)));

@@ -46,6 +46,7 @@ impl Table {
             return Ok(text(StatusCode::OK, lines.join("\n") + "\n"));
         }
         let selected = self.select_columns(params.get("h"));
+        let names = self.display_names(params.get("h"));
         let mut rows = self.rows;
         if let Some(sort) = params.get("s") {
             sort_rows(&self.columns, &mut rows, sort);
@@ -69,7 +70,7 @@ impl Table {
             let out: Vec<Value> = rows
                 .iter()
                 .map(|row| {
-                    let obj: serde_json::Map<String, Value> = selected.iter().map(|&i| (self.columns[i].name.to_string(), cell_text(&row[i]).map(Value::String).unwrap_or(Value::Null))).collect();
+                    let obj: serde_json::Map<String, Value> = selected.iter().zip(&names).map(|(&i, name)| (name.clone(), cell_text(&row[i]).map(Value::String).unwrap_or(Value::Null))).collect();
                     Value::Object(obj)
                 })
                 .collect();
@@ -77,7 +78,7 @@ impl Table {
         }
         let mut table: Vec<Vec<(String, bool)>> = Vec::new();
         if params.flag("v") {
-            table.push(selected.iter().map(|&i| (self.columns[i].name.to_string(), false)).collect());
+            table.push(names.iter().map(|name| (name.clone(), false)).collect());
         }
         for row in &rows {
             table.push(selected.iter().map(|&i| (cell_text(&row[i]).unwrap_or_default(), matches!(row[i], Cell::Number(_) | Cell::Bytes(_)))).collect());
@@ -94,6 +95,24 @@ impl Table {
             out.push('\n');
         }
         Ok(text(StatusCode::OK, out))
+    }
+
+    /// Header names as requested in `h` (an alias stays an alias, like OpenSearch).
+    fn display_names(&self, h: Option<&str>) -> Vec<String> {
+        match h {
+            None => self.select_columns(None).into_iter().map(|i| self.columns[i].name.to_string()).collect(),
+            Some(spec) => spec
+                .split(',')
+                .flat_map(|name| {
+                    let name = name.trim();
+                    self.columns
+                        .iter()
+                        .filter(|c| shoal_node::routing::wildcard_match(name, c.name) || c.aliases.contains(&name))
+                        .map(|c| if c.aliases.contains(&name) { name.to_string() } else { c.name.to_string() })
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        }
     }
 
     fn select_columns(&self, h: Option<&str>) -> Vec<usize> {

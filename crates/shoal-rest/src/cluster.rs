@@ -41,12 +41,22 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
     )
 }
 
-fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Value, Health)> {
+fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Value, Health, bool)> {
+    let mut overall = Health::Green;
+    let mut missing = false;
     let services = match index {
-        Some(expr) => node.resolve(expr, ResolveOptions::admin())?,
+        Some(expr) => match node.resolve(expr, ResolveOptions::admin()) {
+            Ok(services) => services,
+            // A missing index is red until it is created, like OpenSearch.
+            Err(e) if e.status == 404 => {
+                overall = Health::Red;
+                missing = true;
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        },
         None => node.all_indices(),
     };
-    let mut overall = Health::Green;
     let (mut active_primaries, mut active, mut unassigned) = (0, 0, 0);
     let mut indices = Map::new();
     for service in &services {
@@ -97,7 +107,7 @@ fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Valu
     if level == "indices" || level == "shards" {
         body["indices"] = Value::Object(indices);
     }
-    Ok((body, overall))
+    Ok((body, overall, missing))
 }
 
 /// `GET /_cluster/health[/{index}]` with `wait_for_status` and `timeout`.
@@ -114,8 +124,8 @@ pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> R
     let started = Instant::now();
     loop {
         let (node2, index2, level2) = (node.clone(), index.clone(), level.clone());
-        let (mut body, status) = blocking(move || health_body(&node2, index2.as_deref(), &level2)).await?;
-        let satisfied = wait_for.is_none_or(|w| status <= w);
+        let (mut body, status, missing) = blocking(move || health_body(&node2, index2.as_deref(), &level2)).await?;
+        let satisfied = !missing && wait_for.is_none_or(|w| status <= w);
         if satisfied || started.elapsed() >= timeout {
             if !satisfied {
                 body["timed_out"] = json!(true);

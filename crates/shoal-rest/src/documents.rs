@@ -41,9 +41,14 @@ fn doc_request(params: &Params, create: bool) -> ApiResult<DocRequest> {
     }
     let if_seq_no = params.i64("if_seq_no")?;
     let if_primary_term = params.i64("if_primary_term")?;
-    if if_seq_no.is_some() != if_primary_term.is_some() {
-        let missing = if if_seq_no.is_some() { "ifPrimaryTerm" } else { "ifSeqNo" };
-        return Err(ApiError::action_request_validation(&[format!("{missing} is unassigned, but ifSeqNo/ifPrimaryTerm must be set together")]));
+    match (if_seq_no, if_primary_term) {
+        (Some(_), None | Some(0)) => {
+            return Err(ApiError::action_request_validation(&["ifSeqNo is set, but primary term is [0]".to_string()]))
+        }
+        (None, Some(term)) if term != 0 => {
+            return Err(ApiError::action_request_validation(&["ifSeqNo is unassigned, but primary term is [".to_string() + &term.to_string() + "]"]))
+        }
+        _ => {}
     }
     Ok(DocRequest { if_seq_no, if_primary_term, version, version_type, create_only: create || op_type_create, auto_generated_id: false })
 }
@@ -53,11 +58,18 @@ pub async fn index_doc(node: Arc<Node>, index: String, id: Option<String>, creat
     let request = doc_request(&params, create)?;
     let options = write_options(&params)?;
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::action_request_validation(&["source is missing".to_string()]).into());
+        return Err(ApiError::parse_exception("request body is required").into());
     }
     let write = DocWrite::Index { index, id, routing: params.get("routing").map(str::to_string), source: body.to_vec(), request };
     let outcome = blocking(move || node.execute_writes(vec![write], &options).pop().expect("one result")).await?;
-    Ok(json(status_of(outcome.status()), outcome.to_json(), &params))
+    let mut response = json(status_of(outcome.status()), outcome.to_json(), &params);
+    if outcome.status() == 201 {
+        let location = format!("/{}/_doc/{}", outcome.index, percent_encode(&outcome.id));
+        if let Ok(value) = axum::http::HeaderValue::from_str(&location) {
+            response.headers_mut().insert(axum::http::header::LOCATION, value);
+        }
+    }
+    Ok(response)
 }
 
 /// `DELETE /{index}/_doc/{id}`.
@@ -73,6 +85,13 @@ pub async fn delete_doc(node: Arc<Node>, index: String, id: String, params: Para
     Ok(json(status_of(outcome.status()), outcome.to_json(), &params))
 }
 
+/// Percent-encodes an id for the `Location` header.
+fn percent_encode(id: &str) -> String {
+    id.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
 fn source_filter(params: &Params) -> SourceFilter {
     SourceFilter::from_params(params.get("_source"), params.get("_source_includes").or(params.get("_source_include")), params.get("_source_excludes").or(params.get("_source_exclude")))
 }
@@ -80,8 +99,9 @@ fn source_filter(params: &Params) -> SourceFilter {
 /// `GET|HEAD /{index}/_doc/{id}` and `/{index}/_source/{id}`.
 pub async fn get_doc(node: Arc<Node>, index: String, id: String, params: Params, head: bool, source_only: bool) -> RestResult {
     let routing = params.get("routing").map(str::to_string);
+    let realtime = params.bool_or("realtime", true)?;
     let id2 = id.clone();
-    let (service, doc) = blocking(move || node.get_document(&index, &id2, routing.as_deref())).await?;
+    let (service, doc) = blocking(move || node.get_document_with(&index, &id2, routing.as_deref(), realtime)).await?;
     let index_name = service.name();
     let Some(doc) = doc else {
         if head {
@@ -177,6 +197,9 @@ pub async fn mget(node: Arc<Node>, index: Option<String>, params: Params, body: 
                 match node.get_document(&index, &id, routing.as_deref()) {
                     Ok((service, Some(doc))) => {
                         let mut body = json!({"_index": service.name(), "_id": id, "_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": doc.primary_term, "found": true});
+                        if let Some(routing) = doc.routing.clone().or_else(|| routing.clone()) {
+                            body["_routing"] = json!(routing);
+                        }
                         if filter.enabled {
                             let source: Value = serde_json::from_slice(&doc.source).unwrap_or(Value::Null);
                             body["_source"] = filter.apply(&source);

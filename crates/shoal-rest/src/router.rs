@@ -51,6 +51,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(index_routes())
         .fallback(no_handler)
         .layer(middleware::from_fn(render_method_not_allowed))
+        .layer(middleware::from_fn(check_content_type))
         .layer(middleware::from_fn(move |req: Request, next: Next| check_content_length(req, next, max_content_length)))
         .layer(DefaultBodyLimit::max(max_content_length))
         .layer(tower_http::decompression::RequestDecompressionLayer::new())
@@ -238,7 +239,7 @@ fn index_routes() -> Router<S> {
 
 /// OpenSearch answers unknown paths with 400 and a plain `error` string.
 async fn no_handler(method: Method, uri: axum::http::Uri) -> Response {
-    let body = json!({"error": format!("no handler found for uri [{}] and method [{}]", uri, method), "status": 400});
+    let body = json!({"error": format!("no handler found for uri [{}] and method [{}]", uri, method)});
     (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json; charset=UTF-8")], body.to_string()).into_response()
 }
 
@@ -256,6 +257,23 @@ async fn render_method_not_allowed(req: Request, next: Next) -> Response {
         out.headers_mut().insert(header::ALLOW, allow.clone());
     }
     out
+}
+
+/// OpenSearch accepts JSON-family bodies only (406 otherwise).
+async fn check_content_type(req: Request, next: Next) -> Response {
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Some(content_type) = content_type {
+        let mime = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let accepted = mime.is_empty()
+            || mime.ends_with("/json")
+            || mime.ends_with("+json")
+            || matches!(mime.as_str(), "application/x-ndjson" | "application/smile" | "application/yaml" | "application/cbor" | "application/x-www-form-urlencoded");
+        if !accepted {
+            let body = json!({"error": format!("Content-Type header [{content_type}] is not supported"), "status": 406});
+            return (StatusCode::NOT_ACCEPTABLE, [(header::CONTENT_TYPE, "application/json; charset=UTF-8")], body.to_string()).into_response();
+        }
+    }
+    next.run(req).await
 }
 
 /// `http.max_content_length`: 413 before reading a body that is too large.

@@ -155,7 +155,9 @@ pub fn validate_settings_update(
     let mut non_dynamic = Vec::new();
     for (key, value) in update {
         let def = check_known_index_setting(key)?;
-        if def.is_final || def.private || key == "index.number_of_shards" || key == "index.number_of_routing_shards" {
+        let is_final = def.is_final || def.private || key == "index.number_of_shards" || key == "index.number_of_routing_shards";
+        // On open indices OpenSearch reports final settings as non-dynamic ones.
+        if is_final && !open {
             return Err(ApiError::bad_request(format!("final index setting [{key}], not updateable")));
         }
         if !def.dynamic {
