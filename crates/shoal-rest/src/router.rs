@@ -42,7 +42,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .cluster_setting("http.max_content_length")
         .and_then(|v| shoal_node::settings::parse_byte_size(&v).ok())
         .unwrap_or(100 * 1024 * 1024) as usize;
-    Router::new()
+    let api = Router::new()
         .route("/", get(|State(n): State<S>, Query(q): Q| cluster::root(n, p(q), false)).head(|State(n): State<S>, Query(q): Q| cluster::root(n, p(q), true)))
         .merge(cluster_routes())
         .merge(cat_routes())
@@ -50,13 +50,14 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(document_routes())
         .merge(index_routes())
         .fallback(no_handler)
-        .layer(middleware::from_fn(render_method_not_allowed))
         .layer(middleware::from_fn(check_content_type))
         .layer(middleware::from_fn(move |req: Request, next: Next| check_content_length(req, next, max_content_length)))
         .layer(DefaultBodyLimit::max(max_content_length))
         .layer(tower_http::decompression::RequestDecompressionLayer::new())
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
-        .with_state(node)
+        .with_state(node);
+    // axum adds `Allow` to a 405 outside the routes' layers: render it from outside the router.
+    Router::new().fallback_service(api).layer(middleware::from_fn(render_method_not_allowed))
 }
 
 fn cluster_routes() -> Router<S> {

@@ -1,32 +1,137 @@
-//! Search APIs (filled in with the search execution module).
+//! Search APIs: `_search`, `_count`, `_msearch`, scroll, delete/update by query.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use serde_json::{json, Value};
 use shoal_node::{ApiError, Node};
 
-use crate::request::Params;
-use crate::response::RestResult;
+use crate::request::{json_body, object_body, Params};
+use crate::response::{ok, RestResult};
+use crate::router::blocking;
 
-fn not_yet(what: &str) -> RestResult {
-    Err(ApiError::bad_request(format!("[{what}] is not available in this build yet")).into())
+/// A search body must be a JSON object; OpenSearch names the token and position otherwise.
+fn search_body(bytes: &[u8]) -> Result<Value, ApiError> {
+    let body = json_body(bytes).map_err(|e| {
+        // Malformed JSON in a search body is a top-level json_parse_exception in OpenSearch.
+        match e.caused_by {
+            Some(cause) => *cause,
+            None => e,
+        }
+    })?;
+    match body {
+        Value::Null | Value::Object(_) => Ok(body),
+        Value::Array(_) => Err(ApiError::parsing("Expected [START_OBJECT] but found [START_ARRAY]").with("line", json!(1)).with("col", json!(1))),
+        _ => Err(ApiError::parsing("Expected [START_OBJECT] but found [VALUE_STRING]").with("line", json!(1)).with("col", json!(1))),
+    }
 }
 
-pub async fn search(_n: Arc<Node>, _i: Option<String>, _p: Params, _b: Bytes) -> RestResult {
-    not_yet("_search")
+pub async fn search(node: Arc<Node>, index: Option<String>, params: Params, body: Bytes) -> RestResult {
+    let body = search_body(&body)?;
+    let map = params.0.clone();
+    let response = blocking(move || node.search(index.as_deref().unwrap_or("_all"), &body, &map)).await?;
+    ok(response, &params)
 }
-pub async fn count(_n: Arc<Node>, _i: Option<String>, _p: Params, _b: Bytes) -> RestResult {
-    not_yet("_count")
+
+pub async fn count(node: Arc<Node>, index: Option<String>, params: Params, body: Bytes) -> RestResult {
+    let body = search_body(&body)?;
+    let map = params.0.clone();
+    let response = blocking(move || node.count(index.as_deref().unwrap_or("_all"), &body, &map)).await?;
+    ok(response, &params)
 }
-pub async fn msearch(_n: Arc<Node>, _i: Option<String>, _p: Params, _b: Bytes) -> RestResult {
-    not_yet("_msearch")
+
+/// `_msearch`: NDJSON header/body pairs; each search fails or succeeds on its own.
+pub async fn msearch(node: Arc<Node>, index: Option<String>, params: Params, body: Bytes) -> RestResult {
+    let started = std::time::Instant::now();
+    let mut lines = body.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+    let mut requests = Vec::new();
+    while let Some(header) = lines.next() {
+        let header: Value = serde_json::from_slice(header).map_err(|e| ApiError::parse_exception(format!("failed to parse msearch header: {e}")))?;
+        let Some(body) = lines.next() else {
+            return Err(ApiError::bad_request("msearch request must be terminated by a body line").into());
+        };
+        let body = search_body(body)?;
+        requests.push((header, body));
+    }
+    if requests.is_empty() {
+        return Err(ApiError::action_request_validation(&["no requests added".to_string()]).into());
+    }
+    let base = params.0.clone();
+    let responses = blocking(move || {
+        Ok(requests
+            .into_iter()
+            .map(|(header, body)| {
+                let mut map = base.clone();
+                map.remove("max_concurrent_searches");
+                let target = match header.get("index") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+                    _ => index.clone().unwrap_or_else(|| "_all".into()),
+                };
+                for key in ["routing", "preference", "search_type", "ignore_unavailable", "allow_no_indices"] {
+                    if let Some(v) = header.get(key) {
+                        map.insert(key.into(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
+                    }
+                }
+                match node.search(&target, &body, &map) {
+                    Ok(mut response) => {
+                        response["status"] = json!(200);
+                        response
+                    }
+                    Err(e) => {
+                        let mut response = e.to_response_json();
+                        response["status"] = json!(e.status);
+                        response
+                    }
+                }
+            })
+            .collect::<Vec<_>>())
+    })
+    .await?;
+    ok(json!({"took": started.elapsed().as_millis() as u64, "responses": responses}), &params)
 }
-pub async fn scroll(_n: Arc<Node>, _i: Option<String>, _p: Params, _b: Bytes) -> RestResult {
-    not_yet("_search/scroll")
+
+fn scroll_ids(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => s.split(',').map(str::to_string).collect(),
+        Value::Array(a) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        _ => Vec::new(),
+    }
 }
-pub async fn clear_scroll(_n: Arc<Node>, _i: Option<String>, _p: Params, _b: Bytes) -> RestResult {
-    not_yet("_search/scroll")
+
+pub async fn scroll(node: Arc<Node>, id: Option<String>, params: Params, body: Bytes) -> RestResult {
+    let body = object_body(&body)?;
+    let scroll_id = id
+        .or_else(|| params.get("scroll_id").map(str::to_string))
+        .or_else(|| body.get("scroll_id").and_then(Value::as_str).map(str::to_string));
+    let Some(scroll_id) = scroll_id else {
+        return Err(ApiError::action_request_validation(&["scrollId is missing".to_string()]).into());
+    };
+    let keep_alive = params.get("scroll").map(str::to_string).or_else(|| body.get("scroll").and_then(Value::as_str).map(str::to_string));
+    let response = blocking(move || node.scroll(&scroll_id, keep_alive.as_deref())).await?;
+    ok(response, &params)
 }
-pub async fn by_query(_n: Arc<Node>, _i: String, _u: bool, _p: Params, _b: Bytes) -> RestResult {
-    not_yet("_delete_by_query")
+
+pub async fn clear_scroll(node: Arc<Node>, id: Option<String>, params: Params, body: Bytes) -> RestResult {
+    let body = object_body(&body)?;
+    let mut ids = id.map(|i| i.split(',').map(str::to_string).collect::<Vec<_>>()).unwrap_or_default();
+    if let Some(v) = body.get("scroll_id") {
+        ids.extend(scroll_ids(v));
+    }
+    if let Some(v) = params.get("scroll_id") {
+        ids.extend(v.split(',').map(str::to_string));
+    }
+    if ids.is_empty() {
+        return Err(ApiError::action_request_validation(&["no scroll ids specified".to_string()]).into());
+    }
+    let freed = blocking(move || Ok(node.clear_scroll(&ids))).await?;
+    let status = if freed == 0 { axum::http::StatusCode::NOT_FOUND } else { axum::http::StatusCode::OK };
+    Ok(crate::response::json(status, json!({"succeeded": true, "num_freed": freed}), &params))
+}
+
+pub async fn by_query(node: Arc<Node>, index: String, update: bool, params: Params, body: Bytes) -> RestResult {
+    let body = search_body(&body)?;
+    let map = params.0.clone();
+    let response = blocking(move || node.by_query(&index, &body, &map, update)).await?;
+    ok(response, &params)
 }
