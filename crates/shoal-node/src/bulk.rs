@@ -56,7 +56,7 @@ pub fn parse_bulk(body: &[u8], default_index: Option<&str>, default_routing: Opt
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let action_line: Value = serde_json::from_slice(line).map_err(|e| json_error(&e, line_no + 1))?;
+        let action_line: Value = serde_json::from_slice(line).map_err(|e| json_error(&e, line, line_no + 1))?;
         let Value::Object(action_map) = action_line else {
             return Err(ApiError::bad_request(format!(
                 "Malformed action/metadata line [{}], expected START_OBJECT or END_OBJECT but found [{}]",
@@ -168,9 +168,13 @@ pub fn parse_version_type(text: &str) -> ApiResult<VersionType> {
 }
 
 /// A JSON syntax error in the bulk body, named like Jackson's errors with the position.
-fn json_error(e: &serde_json::Error, line: usize) -> ApiError {
+fn json_error(e: &serde_json::Error, text: &[u8], line: usize) -> ApiError {
     let error_type = if e.is_eof() { "json_e_o_f_exception" } else { "json_parse_exception" };
-    ApiError::new(400, error_type, format!("{e}: [line: {line}, column: {}]", e.column()))
+    // serde points at the first bad byte; Jackson reads a bare word to its end first.
+    let start = e.column().saturating_sub(1);
+    let word_len = text.iter().skip(start).take_while(|b| b.is_ascii_alphanumeric()).count();
+    let column = if word_len > 1 { start + word_len + 1 } else { e.column() };
+    ApiError::new(400, error_type, format!("{e}: [line: {line}, column: {column}]"))
 }
 
 fn trim_cr(line: &[u8]) -> &[u8] {

@@ -123,7 +123,12 @@ impl ApiError {
 
     /// The full response body OpenSearch sends for an error.
     pub fn to_response_json(&self) -> Value {
-        let mut root_cause = self.to_cause_json();
+        // A search phase failure names the shard failures' causes as root causes.
+        let root = match (&self.caused_by, self.error_type.as_str()) {
+            (Some(cause), "search_phase_execution_exception") => cause.as_ref(),
+            _ => self,
+        };
+        let mut root_cause = root.to_cause_json();
         if let Value::Object(map) = &mut root_cause {
             map.remove("caused_by");
         }

@@ -88,6 +88,8 @@ fn scroll_id() -> String {
 #[derive(Debug, Clone, Default)]
 pub struct SearchScope {
     pub routing: Option<String>,
+    /// `preference=_shards:0,2`: only these shard numbers.
+    pub only_shards: Option<Vec<usize>>,
     pub options: ResolveOptions,
 }
 
@@ -101,8 +103,20 @@ impl SearchScope {
                 Some(other) => Err(ApiError::bad_request(format!("Failed to parse value [{other}] as only [true] or [false] are allowed."))),
             }
         };
+        let only_shards = match params.get("preference").and_then(|p| p.strip_prefix("_shards:")) {
+            Some(list) => Some(
+                list.split('|')
+                    .next()
+                    .unwrap_or("")
+                    .split(',')
+                    .map(|s| s.trim().parse::<usize>().map_err(|_| ApiError::bad_request(format!("No shard id [{s}] found"))))
+                    .collect::<ApiResult<Vec<usize>>>()?,
+            ),
+            None => None,
+        };
         Ok(SearchScope {
             routing: params.get("routing").cloned(),
+            only_shards,
             options: ResolveOptions {
                 ignore_unavailable: flag("ignore_unavailable", false)?,
                 allow_no_indices: flag("allow_no_indices", true)?,
@@ -129,6 +143,9 @@ impl Node {
                 None => (0..shards.len()).collect(),
             };
             for shard in selected {
+                if scope.only_shards.as_ref().is_some_and(|only| !only.contains(&shard)) {
+                    continue;
+                }
                 let Some(engine) = shards.get(shard) else { continue };
                 targets.push(ShardTarget { service: service.clone(), engine: engine.clone(), searcher: engine.searcher() });
             }
@@ -299,7 +316,9 @@ impl Node {
             "total": total,
         });
         let map = response.as_object_mut().expect("object");
-        map.insert(if update { "updated" } else { "deleted" }.into(), json!(done));
+        map.insert("updated".into(), json!(if update { done } else { 0 }));
+        map.insert("created".into(), json!(0));
+        map.insert("deleted".into(), json!(if update { 0 } else { done }));
         map.insert("batches".into(), json!(if total == 0 { 0 } else { 1 + (total - 1) / 1000 }));
         map.insert("version_conflicts".into(), json!(conflicts));
         map.insert("noops".into(), json!(0));
@@ -336,6 +355,17 @@ fn build(request: &SearchRequest, ctx: &QueryContext) -> Result<Box<dyn Query>, 
     }
 }
 
+/// Adds OpenSearch's `failed_shards` entry to a shard-level search failure.
+fn with_failed_shard(error: QueryError, target: &ShardTarget) -> ApiError {
+    let error = ApiError::from(error);
+    if error.error_type != "search_phase_execution_exception" {
+        return error;
+    }
+    let reason = error.caused_by.as_ref().map(|c| c.to_cause_json()).unwrap_or(json!(null));
+    let shard = target.service.shards().iter().position(|e| Arc::ptr_eq(e, &target.engine)).unwrap_or(0);
+    error.with("failed_shards", json!([{"shard": shard, "index": target.service.name(), "node": "local", "reason": reason}]))
+}
+
 /// Runs a request on pinned shards and renders the merged response.
 fn run_search(targets: &[ShardTarget], request: &SearchRequest, started: Instant) -> ApiResult<Value> {
     let now = now_millis();
@@ -349,7 +379,7 @@ fn run_search(targets: &[ShardTarget], request: &SearchRequest, started: Instant
         let outcome = build(request, &ctx).and_then(|query| search_shard(&target.searcher, query.as_ref(), request, &ctx, shard_index));
         target.service.search.query_current.fetch_sub(1, Ordering::Relaxed);
         target.service.count_search(query_started);
-        results.push(outcome?);
+        results.push(outcome.map_err(|e| with_failed_shard(e, target))?);
     }
     let mut fetch = |shard: usize, address: tantivy::DocAddress| -> Result<Option<Value>, QueryError> {
         let target = &targets[shard];

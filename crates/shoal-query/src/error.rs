@@ -10,7 +10,11 @@ pub enum QueryError {
     IllegalArgument(String),
     /// `search_phase_execution_exception` wrapping a shard failure (e.g. too large a window).
     #[error("{reason}")]
-    SearchPhase { reason: String, cause_type: String, cause_reason: String },
+    SearchPhase {
+        reason: String,
+        cause_type: String,
+        cause_reason: String,
+    },
     /// An error from tantivy while executing (500).
     #[error("{0}")]
     Internal(String),

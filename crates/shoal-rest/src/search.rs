@@ -11,7 +11,35 @@ use crate::response::{ok, RestResult};
 use crate::router::blocking;
 
 /// A search body must be a JSON object; OpenSearch names the token and position otherwise.
+/// URL parameters `_search` accepts; anything else is refused like OpenSearch does.
+const SEARCH_PARAMS: &[&str] = &[
+    "q", "df", "analyzer", "analyze_wildcard", "default_operator", "lenient", "from", "size", "sort", "_source",
+    "_source_includes", "_source_excludes", "_source_include", "_source_exclude", "track_total_hits", "rest_total_hits_as_int",
+    "typed_keys", "track_scores", "timeout", "terminate_after", "scroll", "routing", "preference", "search_type",
+    "request_cache", "allow_no_indices", "ignore_unavailable", "expand_wildcards", "ignore_throttled", "batched_reduce_size",
+    "max_concurrent_shard_requests", "pre_filter_shard_size", "allow_partial_search_results", "version",
+    "seq_no_primary_term", "stored_fields", "docvalue_fields", "explain", "stats", "suggest_field", "suggest_mode",
+    "suggest_size", "suggest_text", "ccs_minimize_roundtrips", "pretty", "human", "error_trace", "filter_path", "format",
+    "source", "source_content_type", "cancel_after_time_interval", "phase_took", "include_named_queries_score",
+    "search_pipeline", "min_score", "conflicts", "max_docs", "refresh", "wait_for_completion", "requests_per_second",
+    "slices", "scroll_size", "wait_for_active_shards", "max_concurrent_searches", "verbose_pipeline",
+];
+
+fn check_params(path: &str, params: &Params) -> Result<(), ApiError> {
+    let mut unknown: Vec<&str> = params.0.keys().map(String::as_str).filter(|k| !SEARCH_PARAMS.contains(k)).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    unknown.sort();
+    let list = unknown.iter().map(|k| format!("[{k}]")).collect::<Vec<_>>().join(", ");
+    let noun = if unknown.len() == 1 { "parameter" } else { "parameters" };
+    Err(ApiError::bad_request(format!("request [{path}] contains unrecognized {noun}: {list}")))
+}
+
 fn search_body(bytes: &[u8]) -> Result<Value, ApiError> {
+    if !bytes.iter().all(u8::is_ascii_whitespace) && serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v.is_null()) {
+        return Err(ApiError::parsing("Expected [START_OBJECT] but found [VALUE_NULL]").with("line", json!(1)).with("col", json!(1)));
+    }
     let body = json_body(bytes).map_err(|e| {
         // Malformed JSON in a search body is a top-level json_parse_exception in OpenSearch.
         match e.caused_by {
@@ -27,6 +55,11 @@ fn search_body(bytes: &[u8]) -> Result<Value, ApiError> {
 }
 
 pub async fn search(node: Arc<Node>, index: Option<String>, params: Params, body: Bytes) -> RestResult {
+    let path = match &index {
+        Some(i) => format!("/{i}/_search"),
+        None => "/_search".to_string(),
+    };
+    check_params(&path, &params)?;
     let body = search_body(&body)?;
     let map = params.0.clone();
     let response = blocking(move || node.search(index.as_deref().unwrap_or("_all"), &body, &map)).await?;

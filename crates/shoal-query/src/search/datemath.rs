@@ -1,7 +1,10 @@
 //! Dates in search requests: date math (`now-1d/d`, `2020-01-01||+1M`), time zones, and the
 //! rounding of date histograms (fixed and calendar intervals, in any time zone).
 
-use chrono::{Datelike, Duration, Months, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone, Timelike, Utc};
+use chrono::{
+    Datelike, Duration, Months, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone, Timelike,
+    Utc,
+};
 use serde_json::Value;
 use shoal_mapping::date::DateFormat;
 
@@ -24,7 +27,10 @@ impl Zone {
             let digits: String = t[1..].chars().filter(|c| *c != ':').collect();
             let (h, m) = match digits.len() {
                 1 | 2 => (digits.parse::<i32>().ok(), Some(0)),
-                4 => (digits[..2].parse::<i32>().ok(), digits[2..].parse::<i32>().ok()),
+                4 => (
+                    digits[..2].parse::<i32>().ok(),
+                    digits[2..].parse::<i32>().ok(),
+                ),
                 _ => (None, None),
             };
             if let (Some(h), Some(m)) = (h, m) {
@@ -49,7 +55,12 @@ impl Zone {
         match self {
             Zone::Fixed(secs) => secs as i64 * 1000,
             Zone::Named(tz) => match Utc.timestamp_millis_opt(ms).single() {
-                Some(utc) => tz.offset_from_utc_datetime(&utc.naive_utc()).fix().local_minus_utc() as i64 * 1000,
+                Some(utc) => {
+                    tz.offset_from_utc_datetime(&utc.naive_utc())
+                        .fix()
+                        .local_minus_utc() as i64
+                        * 1000
+                }
                 None => 0,
             },
         }
@@ -58,7 +69,10 @@ impl Zone {
     /// Wall-clock time in this zone at the instant `ms`.
     pub fn local_time(self, ms: i64) -> NaiveDateTime {
         let local = ms + self.offset_ms_at(ms);
-        Utc.timestamp_millis_opt(local).single().unwrap_or_default().naive_utc()
+        Utc.timestamp_millis_opt(local)
+            .single()
+            .unwrap_or_default()
+            .naive_utc()
     }
 
     /// The instant of a wall-clock time (earliest for ambiguous times; times in a DST gap move
@@ -155,9 +169,17 @@ impl Rounding {
                 Zone::Named(_) => {
                     let off = self.zone.offset_ms_at(shifted);
                     let local_floor = (shifted + off).div_euclid(interval) * interval;
-                    let local = Utc.timestamp_millis_opt(local_floor).single().unwrap_or_default().naive_utc();
+                    let local = Utc
+                        .timestamp_millis_opt(local_floor)
+                        .single()
+                        .unwrap_or_default()
+                        .naive_utc();
                     let back = self.zone.instant_of(local);
-                    if back > shifted { local_floor - off } else { back }
+                    if back > shifted {
+                        local_floor - off
+                    } else {
+                        back
+                    }
                 }
             },
             Interval::Calendar(unit) => {
@@ -196,7 +218,9 @@ impl Rounding {
 }
 
 fn add_months(local: NaiveDateTime, months: u32) -> NaiveDateTime {
-    local.checked_add_months(Months::new(months)).unwrap_or(local)
+    local
+        .checked_add_months(Months::new(months))
+        .unwrap_or(local)
 }
 
 fn truncate(local: NaiveDateTime, unit: CalendarUnit) -> NaiveDateTime {
@@ -204,10 +228,14 @@ fn truncate(local: NaiveDateTime, unit: CalendarUnit) -> NaiveDateTime {
     let midnight = |d: NaiveDate| d.and_time(NaiveTime::MIN);
     match unit {
         CalendarUnit::Second => local.with_nanosecond(0).unwrap_or(local),
-        CalendarUnit::Minute => date.and_hms_opt(local.hour(), local.minute(), 0).unwrap_or(local),
+        CalendarUnit::Minute => date
+            .and_hms_opt(local.hour(), local.minute(), 0)
+            .unwrap_or(local),
         CalendarUnit::Hour => date.and_hms_opt(local.hour(), 0, 0).unwrap_or(local),
         CalendarUnit::Day => midnight(date),
-        CalendarUnit::Week => midnight(date - Duration::days(date.weekday().num_days_from_monday() as i64)),
+        CalendarUnit::Week => {
+            midnight(date - Duration::days(date.weekday().num_days_from_monday() as i64))
+        }
         CalendarUnit::Month => midnight(date.with_day(1).unwrap_or(date)),
         CalendarUnit::Quarter => {
             let month = (date.month() - 1) / 3 * 3 + 1;
@@ -225,7 +253,8 @@ pub fn parse_date(value: &Value, format: &DateFormat, now_millis: i64) -> Result
             .as_i64()
             .or_else(|| n.as_f64().map(|f| f as i64))
             .ok_or_else(|| format!("failed to parse date field [{n}]")),
-        Value::String(s) => crate::dsl::parse_date_math(s, Some(format), now_millis, false, None).map_err(|e| e.to_string()),
+        Value::String(s) => crate::dsl::parse_date_math(s, Some(format), now_millis, false, None)
+            .map_err(|e| e.to_string()),
         other => Err(format!("failed to parse date field [{other}]")),
     }
 }
@@ -245,7 +274,10 @@ pub fn format_date(ms: i64, format_spec: &str, zone: Zone) -> String {
         return format.format_millis(ms);
     }
     if first.contains("date") || first.contains("year") || first.contains("time") {
-        let local = Utc.timestamp_millis_opt(ms + offset).single().unwrap_or_default();
+        let local = Utc
+            .timestamp_millis_opt(ms + offset)
+            .single()
+            .unwrap_or_default();
         let secs = offset / 1000;
         let sign = if secs < 0 { '-' } else { '+' };
         let secs = secs.abs();
@@ -277,9 +309,18 @@ mod tests {
     fn date_math_adds_and_rounds() {
         let now = parse_date(&json!("2020-03-15T10:20:30Z"), &default_format(), 0).unwrap();
         let f = default_format();
-        assert_eq!(iso(parse_date(&json!("now-1d/d"), &f, now).unwrap()), "2020-03-14T00:00:00.000Z");
-        assert_eq!(iso(parse_date(&json!("now/M"), &f, now).unwrap()), "2020-03-01T00:00:00.000Z");
-        assert_eq!(iso(parse_date(&json!("2020-01-31||+1M"), &f, now).unwrap()), "2020-02-29T00:00:00.000Z");
+        assert_eq!(
+            iso(parse_date(&json!("now-1d/d"), &f, now).unwrap()),
+            "2020-03-14T00:00:00.000Z"
+        );
+        assert_eq!(
+            iso(parse_date(&json!("now/M"), &f, now).unwrap()),
+            "2020-03-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            iso(parse_date(&json!("2020-01-31||+1M"), &f, now).unwrap()),
+            "2020-02-29T00:00:00.000Z"
+        );
         assert_eq!(parse_date(&json!(1000), &f, now).unwrap(), 1000);
         assert!(parse_date(&json!("yesterday"), &f, now).is_err());
     }
@@ -288,20 +329,39 @@ mod tests {
     fn calendar_rounding_follows_the_time_zone() {
         let f = default_format();
         let ms = parse_date(&json!("2020-03-29T00:30:00Z"), &f, 0).unwrap();
-        let month = Rounding { interval: Interval::Calendar(CalendarUnit::Month), zone: Zone::UTC, offset_ms: 0 };
+        let month = Rounding {
+            interval: Interval::Calendar(CalendarUnit::Month),
+            zone: Zone::UTC,
+            offset_ms: 0,
+        };
         assert_eq!(iso(month.round(ms)), "2020-03-01T00:00:00.000Z");
         assert_eq!(iso(month.next(month.round(ms))), "2020-04-01T00:00:00.000Z");
         let paris = Zone::parse("Europe/Paris").unwrap();
-        let day = Rounding { interval: Interval::Calendar(CalendarUnit::Day), zone: paris, offset_ms: 0 };
+        let day = Rounding {
+            interval: Interval::Calendar(CalendarUnit::Day),
+            zone: paris,
+            offset_ms: 0,
+        };
         // 00:30Z is 01:30 in Paris (UTC+1 before the switch at 02:00 local).
         assert_eq!(iso(day.round(ms)), "2020-03-28T23:00:00.000Z");
         // The next Paris day starts at 22:00Z: the day of the switch lasts 23 hours.
         assert_eq!(iso(day.next(day.round(ms))), "2020-03-29T22:00:00.000Z");
-        let week = Rounding { interval: Interval::Calendar(CalendarUnit::Week), zone: Zone::UTC, offset_ms: 0 };
+        let week = Rounding {
+            interval: Interval::Calendar(CalendarUnit::Week),
+            zone: Zone::UTC,
+            offset_ms: 0,
+        };
         assert_eq!(iso(week.round(ms)), "2020-03-23T00:00:00.000Z");
-        let fixed = Rounding { interval: Interval::Fixed(3_600_000), zone: Zone::parse("+05:30").unwrap(), offset_ms: 0 };
+        let fixed = Rounding {
+            interval: Interval::Fixed(3_600_000),
+            zone: Zone::parse("+05:30").unwrap(),
+            offset_ms: 0,
+        };
         assert_eq!(iso(fixed.round(ms)), "2020-03-29T00:30:00.000Z");
-        assert_eq!(format_date(fixed.round(ms), "strict_date_optional_time", fixed.zone), "2020-03-29T06:00:00.000+05:30");
+        assert_eq!(
+            format_date(fixed.round(ms), "strict_date_optional_time", fixed.zone),
+            "2020-03-29T06:00:00.000+05:30"
+        );
     }
 
     #[test]

@@ -38,8 +38,16 @@ pub struct HighlightFieldSpec {
 }
 
 const STYLED_PRE_TAGS: [&str; 10] = [
-    "<em class=\"hlt1\">", "<em class=\"hlt2\">", "<em class=\"hlt3\">", "<em class=\"hlt4\">", "<em class=\"hlt5\">",
-    "<em class=\"hlt6\">", "<em class=\"hlt7\">", "<em class=\"hlt8\">", "<em class=\"hlt9\">", "<em class=\"hlt10\">",
+    "<em class=\"hlt1\">",
+    "<em class=\"hlt2\">",
+    "<em class=\"hlt3\">",
+    "<em class=\"hlt4\">",
+    "<em class=\"hlt5\">",
+    "<em class=\"hlt6\">",
+    "<em class=\"hlt7\">",
+    "<em class=\"hlt8\">",
+    "<em class=\"hlt9\">",
+    "<em class=\"hlt10\">",
 ];
 
 impl HighlightSpec {
@@ -72,10 +80,25 @@ impl HighlightSpec {
                 "require_field_match" => spec.require_field_match = value.as_bool().unwrap_or(true),
                 "encoder" => spec.html_encoder = value.as_str() == Some("html"),
                 "highlight_query" => spec.highlight_query = Some(value.clone()),
-                "type" | "order" | "fragmenter" | "boundary_scanner" | "boundary_chars"
-                | "boundary_max_scan" | "boundary_scanner_locale" | "phrase_limit" | "max_analyzed_offset"
-                | "options" | "force_source" | "fragment_offset" | "matched_fields" | "max_fragment_length" => {}
-                other => return Err(QueryError::Parsing(format!("[highlight] unknown field [{other}]"))),
+                "type"
+                | "order"
+                | "fragmenter"
+                | "boundary_scanner"
+                | "boundary_chars"
+                | "boundary_max_scan"
+                | "boundary_scanner_locale"
+                | "phrase_limit"
+                | "max_analyzed_offset"
+                | "options"
+                | "force_source"
+                | "fragment_offset"
+                | "matched_fields"
+                | "max_fragment_length" => {}
+                other => {
+                    return Err(QueryError::Parsing(format!(
+                        "[highlight] unknown field [{other}]"
+                    )))
+                }
             }
         }
         Ok(spec)
@@ -85,7 +108,10 @@ impl HighlightSpec {
 fn parse_fields(value: &Value) -> Result<Vec<HighlightFieldSpec>, QueryError> {
     let mut out = Vec::new();
     let mut add = |name: &str, options: &Value| -> Result<(), QueryError> {
-        let mut field = HighlightFieldSpec { name: name.to_string(), ..Default::default() };
+        let mut field = HighlightFieldSpec {
+            name: name.to_string(),
+            ..Default::default()
+        };
         if let Value::Object(map) = options {
             for (key, value) in map {
                 match key.as_str() {
@@ -111,7 +137,10 @@ fn parse_fields(value: &Value) -> Result<Vec<HighlightFieldSpec>, QueryError> {
         Value::Array(items) => {
             for item in items {
                 let map = item.as_object().filter(|m| m.len() == 1).ok_or_else(|| {
-                    QueryError::Parsing("[highlight] fields must be an object or an array of single-field objects".into())
+                    QueryError::Parsing(
+                        "[highlight] fields must be an object or an array of single-field objects"
+                            .into(),
+                    )
                 })?;
                 for (name, options) in map {
                     add(name, options)?;
@@ -131,8 +160,14 @@ fn parse_fields(value: &Value) -> Result<Vec<HighlightFieldSpec>, QueryError> {
 fn tags(key: &str, value: &Value) -> Result<Vec<String>, QueryError> {
     match value {
         Value::String(s) => Ok(vec![s.clone()]),
-        Value::Array(items) => Ok(items.iter().filter_map(|v| v.as_str().map(String::from)).collect()),
-        other => Err(QueryError::Parsing(format!("[highlight] {key} expected an array but found [{}]", token_name(other)))),
+        Value::Array(items) => Ok(items
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect()),
+        other => Err(QueryError::Parsing(format!(
+            "[highlight] {key} expected an array but found [{}]",
+            token_name(other)
+        ))),
     }
 }
 
@@ -141,7 +176,9 @@ fn count(key: &str, value: &Value) -> Result<usize, QueryError> {
         .as_u64()
         .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
         .map(|n| n as usize)
-        .ok_or_else(|| QueryError::Parsing(format!("[highlight] {key} must be a non-negative integer")))
+        .ok_or_else(|| {
+            QueryError::Parsing(format!("[highlight] {key} must be a non-negative integer"))
+        })
 }
 
 /// A term to highlight, as indexed (already analyzed).
@@ -180,7 +217,11 @@ struct PlannedField {
 }
 
 /// Resolves a highlight clause against an index mapping and the request's query.
-pub(crate) fn plan_highlight(spec: &HighlightSpec, query: Option<&Value>, ctx: &QueryContext) -> HighlightPlan {
+pub(crate) fn plan_highlight(
+    spec: &HighlightSpec,
+    query: Option<&Value>,
+    ctx: &QueryContext,
+) -> HighlightPlan {
     let mut all_terms = Vec::new();
     if let Some(q) = spec.highlight_query.as_ref().or(query) {
         query_terms(q, ctx, &mut all_terms);
@@ -202,10 +243,17 @@ pub(crate) fn plan_highlight(spec: &HighlightSpec, query: Option<&Value>, ctx: &
             } else {
                 field_spec.name == path
             };
-            if !wanted || !matches!(field.field_type, FieldType::Text | FieldType::Keyword) || !seen.insert(path.clone()) {
+            if !wanted
+                || !matches!(field.field_type, FieldType::Text | FieldType::Keyword)
+                || !seen.insert(path.clone())
+            {
                 continue;
             }
-            let analyzer = if field.field_type == FieldType::Text { field.index_analyzer() } else { Analyzer::Keyword };
+            let analyzer = if field.field_type == FieldType::Text {
+                field.index_analyzer()
+            } else {
+                Analyzer::Keyword
+            };
             let field_terms: Vec<HlTerm> = terms
                 .iter()
                 .filter(|(f, _)| !spec.require_field_match || *f == path)
@@ -215,15 +263,26 @@ pub(crate) fn plan_highlight(spec: &HighlightSpec, query: Option<&Value>, ctx: &
                 path,
                 analyzer,
                 terms: field_terms,
-                pre_tags: field_spec.pre_tags.clone().unwrap_or_else(|| spec.pre_tags.clone()),
-                post_tags: field_spec.post_tags.clone().unwrap_or_else(|| spec.post_tags.clone()),
+                pre_tags: field_spec
+                    .pre_tags
+                    .clone()
+                    .unwrap_or_else(|| spec.pre_tags.clone()),
+                post_tags: field_spec
+                    .post_tags
+                    .clone()
+                    .unwrap_or_else(|| spec.post_tags.clone()),
                 fragment_size: field_spec.fragment_size.unwrap_or(spec.fragment_size),
-                number_of_fragments: field_spec.number_of_fragments.unwrap_or(spec.number_of_fragments),
+                number_of_fragments: field_spec
+                    .number_of_fragments
+                    .unwrap_or(spec.number_of_fragments),
                 no_match_size: field_spec.no_match_size.unwrap_or(spec.no_match_size),
             });
         }
     }
-    HighlightPlan { fields, html_encoder: spec.html_encoder }
+    HighlightPlan {
+        fields,
+        html_encoder: spec.html_encoder,
+    }
 }
 
 impl HighlightPlan {
@@ -253,7 +312,11 @@ impl HighlightPlan {
                 fragments.truncate(field.number_of_fragments);
             }
             if fragments.is_empty() && field.no_match_size > 0 {
-                fragments.push(no_match_fragment(&texts[0], field.no_match_size, self.html_encoder));
+                fragments.push(no_match_fragment(
+                    &texts[0],
+                    field.no_match_size,
+                    self.html_encoder,
+                ));
             }
             if !fragments.is_empty() {
                 out.insert(field.path.clone(), json!(fragments));
@@ -322,7 +385,16 @@ pub fn highlight_field(
     number_of_fragments: usize,
 ) -> Vec<String> {
     let terms: Vec<HlTerm> = terms.iter().map(|t| HlTerm::Exact(t.clone())).collect();
-    highlight_terms(text, analyzer, &terms, &[pre.to_string()], &[post.to_string()], fragment_size, number_of_fragments, false)
+    highlight_terms(
+        text,
+        analyzer,
+        &terms,
+        &[pre.to_string()],
+        &[post.to_string()],
+        fragment_size,
+        number_of_fragments,
+        false,
+    )
 }
 
 struct Fragment {
@@ -349,12 +421,28 @@ fn highlight_terms(
     let tag_of = |term_index: usize| {
         let i = term_index % pre_tags.len().max(1);
         (
-            pre_tags.get(i).or(pre_tags.first()).cloned().unwrap_or_default(),
-            post_tags.get(i).or(post_tags.first()).cloned().unwrap_or_default(),
+            pre_tags
+                .get(i)
+                .or(pre_tags.first())
+                .cloned()
+                .unwrap_or_default(),
+            post_tags
+                .get(i)
+                .or(post_tags.first())
+                .cloned()
+                .unwrap_or_default(),
         )
     };
-    let fragment_size = if number_of_fragments == 0 { usize::MAX / 2 } else { fragment_size.max(1) };
-    let mut fragments = vec![Fragment { text: String::new(), matched: HashSet::new(), num: 0 }];
+    let fragment_size = if number_of_fragments == 0 {
+        usize::MAX / 2
+    } else {
+        fragment_size.max(1)
+    };
+    let mut fragments = vec![Fragment {
+        text: String::new(),
+        matched: HashSet::new(),
+        num: 0,
+    }];
     let mut last_end = 0;
     let mut num_frags = 1usize;
     let mut term_order: Vec<String> = Vec::new();
@@ -368,10 +456,16 @@ fn highlight_terms(
         {
             num_frags += 1;
             let num = fragments.len();
-            fragments.push(Fragment { text: String::new(), matched: HashSet::new(), num });
+            fragments.push(Fragment {
+                text: String::new(),
+                matched: HashSet::new(),
+                num,
+            });
         }
         let current = fragments.last_mut().expect("one fragment");
-        current.text.push_str(&encode(&text[last_end..token.offset_from], html));
+        current
+            .text
+            .push_str(&encode(&text[last_end..token.offset_from], html));
         let original = &text[token.offset_from..token.offset_to];
         if terms.iter().any(|t| t.matches(&token.text)) {
             let index = match term_order.iter().position(|t| *t == token.text) {
@@ -394,8 +488,16 @@ fn highlight_terms(
     if let Some(last) = fragments.last_mut() {
         last.text.push_str(&encode(&text[last_end..], html));
     }
-    let mut scored: Vec<Fragment> = fragments.into_iter().filter(|f| !f.matched.is_empty()).collect();
-    scored.sort_by(|a, b| b.matched.len().cmp(&a.matched.len()).then(a.num.cmp(&b.num)));
+    let mut scored: Vec<Fragment> = fragments
+        .into_iter()
+        .filter(|f| !f.matched.is_empty())
+        .collect();
+    scored.sort_by(|a, b| {
+        b.matched
+            .len()
+            .cmp(&a.matched.len())
+            .then(a.num.cmp(&b.num))
+    });
     if number_of_fragments > 0 {
         scored.truncate(number_of_fragments);
     }
@@ -425,7 +527,11 @@ fn encode(text: &str, html: bool) -> String {
 /// or patterns (`*`, `?`) for prefix-like clauses.
 pub(crate) fn query_terms(query: &Value, ctx: &QueryContext, out: &mut Vec<(String, HlTerm)>) {
     for (field, term) in crate::dsl::query_terms_for_highlight(query, ctx) {
-        let term = if term.contains(['*', '?']) { HlTerm::Glob(term) } else { HlTerm::Exact(term) };
+        let term = if term.contains(['*', '?']) {
+            HlTerm::Glob(term)
+        } else {
+            HlTerm::Exact(term)
+        };
         out.push((field, term));
     }
 }
@@ -436,12 +542,23 @@ mod tests {
 
     fn hl(text: &str, terms: &[&str], fragment_size: usize, n: usize) -> Vec<String> {
         let terms: Vec<String> = terms.iter().map(|s| s.to_string()).collect();
-        highlight_field(text, Analyzer::Standard, &terms, "<em>", "</em>", fragment_size, n)
+        highlight_field(
+            text,
+            Analyzer::Standard,
+            &terms,
+            "<em>",
+            "</em>",
+            fragment_size,
+            n,
+        )
     }
 
     #[test]
     fn short_text_is_one_fragment_with_tagged_tokens() {
-        assert_eq!(hl("The Quick brown fox", &["quick"], 100, 5), ["The <em>Quick</em> brown fox"]);
+        assert_eq!(
+            hl("The Quick brown fox", &["quick"], 100, 5),
+            ["The <em>Quick</em> brown fox"]
+        );
         assert!(hl("The quick brown fox", &["dog"], 100, 5).is_empty());
     }
 
@@ -462,7 +579,8 @@ mod tests {
 
     #[test]
     fn fragments_with_more_distinct_terms_come_first() {
-        let text = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen";
+        let text =
+            "one two three four five six seven eight nine ten eleven twelve thirteen fourteen";
         let frags = hl(text, &["one", "twelve", "thirteen"], 25, 2);
         assert!(frags[0].contains("<em>twelve</em>"), "{frags:?}");
         assert!(frags[1].contains("<em>one</em>"), "{frags:?}");

@@ -30,7 +30,10 @@ pub fn merge_and_render(
     let timed_out = shard_results.iter().any(|r| r.timed_out);
     let terminated_early = shard_results.iter().any(|r| r.terminated_early);
     let reports_scores = req.sorts_by_score() || req.track_scores;
-    let max_score = shard_results.iter().filter_map(|r| r.max_score).reduce(f32::max);
+    let max_score = shard_results
+        .iter()
+        .filter_map(|r| r.max_score)
+        .reduce(f32::max);
 
     let mut aggs_state: Option<(std::sync::Arc<super::aggs::AggPlan>, LevelFruit, u64)> = None;
     let mut top_hits_docs: HashMap<String, TopHitDoc> = HashMap::new();
@@ -65,7 +68,11 @@ pub fn merge_and_render(
     let mut hits = Vec::new();
     for (shard, hit) in all_hits.into_iter().skip(req.from).take(req.size) {
         let highlight = highlights.get(&shard);
-        let source = if req.source.fetch || highlight.is_some() { fetch(shard, hit.address)? } else { None };
+        let source = if req.source.fetch || highlight.is_some() {
+            fetch(shard, hit.address)?
+        } else {
+            None
+        };
         let mut h = Map::new();
         h.insert("_index".into(), json!(index_name_of_shard(shard)));
         h.insert("_id".into(), json!(hit.id));
@@ -78,7 +85,11 @@ pub fn merge_and_render(
         }
         h.insert(
             "_score".into(),
-            if reports_scores && hit.score.is_finite() { json!(hit.score) } else { Value::Null },
+            if reports_scores && hit.score.is_finite() {
+                json!(hit.score)
+            } else {
+                Value::Null
+            },
         );
         if let Some(source) = &source {
             if req.source.fetch {
@@ -105,12 +116,18 @@ pub fn merge_and_render(
         }
         tracking => {
             let (value, relation) = match tracking {
-                TrackTotalHits::UpTo(limit) if total > limit && req.terminate_after.is_none() => (limit, "gte"),
+                TrackTotalHits::UpTo(limit) if total > limit && req.terminate_after.is_none() => {
+                    (limit, "gte")
+                }
                 _ => (total, "eq"),
             };
             hits_obj.insert(
                 "total".into(),
-                if req.total_hits_as_int { json!(value) } else { json!({"value": value, "relation": relation}) },
+                if req.total_hits_as_int {
+                    json!(value)
+                } else {
+                    json!({"value": value, "relation": relation})
+                },
             );
         }
     }

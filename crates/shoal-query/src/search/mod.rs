@@ -43,5 +43,9 @@ pub type BuildQuery<'a> = dyn Fn(&Value) -> Result<Box<dyn Query>, QueryError> +
 /// An error raised while executing on a shard: OpenSearch reports it as a
 /// `search_phase_execution_exception` ("all shards failed") caused by `cause_type`.
 pub(crate) fn shard_error(cause_type: &str, reason: String) -> QueryError {
-    QueryError::SearchPhase { reason: "all shards failed".into(), cause_type: cause_type.into(), cause_reason: reason }
+    QueryError::SearchPhase {
+        reason: "all shards failed".into(),
+        cause_type: cause_type.into(),
+        cause_reason: reason,
+    }
 }

@@ -86,7 +86,10 @@ fn refuse(what: &str) -> QueryError {
 impl SearchRequest {
     /// Parses a `_search` body (`Value::Null` for no body) and its URL parameters; URL
     /// parameters override the body as in OpenSearch.
-    pub fn parse(body: &Value, params: &HashMap<String, String>) -> Result<SearchRequest, QueryError> {
+    pub fn parse(
+        body: &Value,
+        params: &HashMap<String, String>,
+    ) -> Result<SearchRequest, QueryError> {
         let mut req = SearchRequest::default();
         match body {
             Value::Null => {}
@@ -100,7 +103,9 @@ impl SearchRequest {
         }
         req.apply_params(params)?;
         if req.search_after.is_some() && req.sort.is_empty() {
-            return Err(QueryError::IllegalArgument("Sort must contain at least one field.".into()));
+            return Err(QueryError::IllegalArgument(
+                "Sort must contain at least one field.".into(),
+            ));
         }
         Ok(req)
     }
@@ -109,7 +114,9 @@ impl SearchRequest {
         for (key, value) in map {
             match key.as_str() {
                 "query" => self.query = Some(Value::Object(expect_object(key, value)?.clone())),
-                "post_filter" => self.post_filter = Some(Value::Object(expect_object(key, value)?.clone())),
+                "post_filter" => {
+                    self.post_filter = Some(Value::Object(expect_object(key, value)?.clone()))
+                }
                 "from" => self.from = non_negative(key, value)?,
                 "size" => self.size = non_negative(key, value)?,
                 "sort" => self.sort = parse_sort(value)?,
@@ -128,7 +135,9 @@ impl SearchRequest {
                 "terminate_after" => {
                     let n = integer(key, value)?;
                     if n < 0 {
-                        return Err(QueryError::IllegalArgument("terminateAfter must be > 0".into()));
+                        return Err(QueryError::IllegalArgument(
+                            "terminateAfter must be > 0".into(),
+                        ));
                     }
                     self.terminate_after = (n > 0).then_some(n as u64);
                 }
@@ -141,10 +150,15 @@ impl SearchRequest {
                     }
                     self.aggs = Some(AggRequest::parse(expect_object(key, value)?)?)
                 }
-                "highlight" => self.highlight = Some(HighlightSpec::from_json(expect_object(key, value)?)?),
+                "highlight" => {
+                    self.highlight = Some(HighlightSpec::from_json(expect_object(key, value)?)?)
+                }
                 "min_score" => {
                     self.min_score = Some(value.as_f64().ok_or_else(|| {
-                        QueryError::Parsing(format!("[min_score] expected a number but got [{}]", token_name(value)))
+                        QueryError::Parsing(format!(
+                            "[min_score] expected a number but got [{}]",
+                            token_name(value)
+                        ))
                     })? as f32)
                 }
                 "version" => self.version = boolean(key, value)?,
@@ -167,9 +181,8 @@ impl SearchRequest {
                 }
                 "stats" | "ext" | "indices_boost_ignored" => {}
                 "rescore" | "collapse" | "suggest" | "indices_boost" | "slice" | "pit"
-                | "runtime_mappings" | "search_pipeline" | "knn" | "point_in_time" | "verbose_pipeline" => {
-                    return Err(refuse(key))
-                }
+                | "runtime_mappings" | "search_pipeline" | "knn" | "point_in_time"
+                | "verbose_pipeline" => return Err(refuse(key)),
                 _ => {
                     return Err(QueryError::Parsing(format!(
                         "Unknown key for a {} in [{key}].",
@@ -190,7 +203,10 @@ impl SearchRequest {
         if names == ["_none_"] {
             self.source.fetch = false;
             Ok(())
-        } else if names.iter().all(|n| *n == "_source" || *n == "_id" || *n == "_routing") {
+        } else if names
+            .iter()
+            .all(|n| *n == "_source" || *n == "_id" || *n == "_routing")
+        {
             Ok(())
         } else {
             Err(refuse("stored_fields"))
@@ -210,7 +226,10 @@ impl SearchRequest {
                     qs.insert(key.into(), json!(v));
                 }
             }
-            for (param, key) in [("lenient", "lenient"), ("analyze_wildcard", "analyze_wildcard")] {
+            for (param, key) in [
+                ("lenient", "lenient"),
+                ("analyze_wildcard", "analyze_wildcard"),
+            ] {
                 if let Some(v) = params.get(param) {
                     qs.insert(key.into(), json!(v == "true"));
                 }
@@ -232,14 +251,18 @@ impl SearchRequest {
                 "true" => json!(true),
                 "false" => json!(false),
                 n => json!(n.parse::<i64>().map_err(|_| {
-                    QueryError::IllegalArgument(format!("Failed to parse value [{n}] as only [true] or [false] are allowed."))
+                    QueryError::IllegalArgument(format!(
+                        "Failed to parse value [{n}] as only [true] or [false] are allowed."
+                    ))
                 })?),
             };
             self.track_total_hits = parse_track_total_hits(&value)?;
         }
         if let Some(v) = params.get("rest_total_hits_as_int") {
             self.total_hits_as_int = v == "true" || v.is_empty();
-            if self.total_hits_as_int && self.track_total_hits == TrackTotalHits::UpTo(DEFAULT_TRACK_TOTAL_HITS) {
+            if self.total_hits_as_int
+                && self.track_total_hits == TrackTotalHits::UpTo(DEFAULT_TRACK_TOTAL_HITS)
+            {
                 self.track_total_hits = TrackTotalHits::Exact;
             }
         }
@@ -266,7 +289,9 @@ impl SearchRequest {
             return Err(refuse("explain"));
         }
         if let Some(v) = params.get("stored_fields") {
-            self.apply_stored_fields(&Value::Array(v.split(',').map(|s| json!(s.trim())).collect()))?;
+            self.apply_stored_fields(&Value::Array(
+                v.split(',').map(|s| json!(s.trim())).collect(),
+            ))?;
         }
         if params.get("docvalue_fields").is_some_and(|v| !v.is_empty()) {
             return Err(refuse("docvalue_fields"));
@@ -290,7 +315,8 @@ impl SearchRequest {
             return Err(QueryError::SearchPhase {
                 reason: "all shards failed".into(),
                 cause_type: "illegal_argument_exception".into(),
-                cause_reason: "`from` parameter must be set to 0 when `search_after` is used.".into(),
+                cause_reason: "`from` parameter must be set to 0 when `search_after` is used."
+                    .into(),
             });
         }
         Ok(())
@@ -298,7 +324,11 @@ impl SearchRequest {
 
     /// Whether scores are needed to order hits or to report them.
     pub fn sorts_by_score(&self) -> bool {
-        self.sort.is_empty() || self.sort.iter().any(|s| s.target == super::sort::SortTarget::Score)
+        self.sort.is_empty()
+            || self
+                .sort
+                .iter()
+                .any(|s| s.target == super::sort::SortTarget::Score)
     }
 
     /// The sort criteria, `_score` when none were given.
@@ -313,7 +343,10 @@ impl SearchRequest {
 
 fn expect_object<'a>(key: &str, value: &'a Value) -> Result<&'a Map<String, Value>, QueryError> {
     value.as_object().ok_or_else(|| {
-        QueryError::Parsing(format!("[{key}] expected START_OBJECT but found [{}]", token_name(value)))
+        QueryError::Parsing(format!(
+            "[{key}] expected START_OBJECT but found [{}]",
+            token_name(value)
+        ))
     })
 }
 
@@ -321,7 +354,10 @@ fn scalar_text(key: &str, value: &Value) -> Result<String, QueryError> {
     match value {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
-        other => Err(QueryError::Parsing(format!("Unknown key for a {} in [{key}].", token_name(other)))),
+        other => Err(QueryError::Parsing(format!(
+            "Unknown key for a {} in [{key}].",
+            token_name(other)
+        ))),
     }
 }
 
@@ -335,25 +371,33 @@ fn integer(key: &str, value: &Value) -> Result<i64, QueryError> {
             .trim()
             .parse::<i64>()
             .map_err(|_| QueryError::Parsing(format!("[{key}] failed to parse field [{s}]"))),
-        other => Err(QueryError::Parsing(format!("Unknown key for a {} in [{key}].", token_name(other)))),
+        other => Err(QueryError::Parsing(format!(
+            "Unknown key for a {} in [{key}].",
+            token_name(other)
+        ))),
     }
 }
 
 fn non_negative(key: &str, value: &Value) -> Result<usize, QueryError> {
     let n = integer(key, value)?;
     if n < 0 {
-        return Err(QueryError::IllegalArgument(format!("[{key}] parameter cannot be negative, found [{n}]")));
+        return Err(QueryError::IllegalArgument(format!(
+            "[{key}] parameter cannot be negative, found [{n}]"
+        )));
     }
     Ok(n as usize)
 }
 
 fn param_usize(key: &str, value: &str) -> Result<usize, QueryError> {
-    let n: i64 = value
-        .trim()
-        .parse()
-        .map_err(|_| QueryError::IllegalArgument(format!("Failed to parse int parameter [{key}] with value [{value}]")))?;
+    let n: i64 = value.trim().parse().map_err(|_| {
+        QueryError::IllegalArgument(format!(
+            "Failed to parse int parameter [{key}] with value [{value}]"
+        ))
+    })?;
     if n < 0 {
-        return Err(QueryError::IllegalArgument(format!("[{key}] parameter cannot be negative, found [{n}]")));
+        return Err(QueryError::IllegalArgument(format!(
+            "[{key}] parameter cannot be negative, found [{n}]"
+        )));
     }
     Ok(n as usize)
 }
@@ -420,13 +464,19 @@ mod tests {
     }
 
     fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn unknown_top_level_keys_are_parsing_exceptions() {
         let err = parse(json!({"xyz": {}})).unwrap_err();
-        assert_eq!(err, QueryError::Parsing("Unknown key for a START_OBJECT in [xyz].".into()));
+        assert_eq!(
+            err,
+            QueryError::Parsing("Unknown key for a START_OBJECT in [xyz].".into())
+        );
         let err = parse(json!({"xyz": 1})).unwrap_err();
         assert_eq!(err.to_string(), "Unknown key for a VALUE_NUMBER in [xyz].");
     }
@@ -437,18 +487,29 @@ mod tests {
             parse(json!({"from": -1})).unwrap_err().to_string(),
             "[from] parameter cannot be negative, found [-1]"
         );
-        assert_eq!(parse(json!({"size": -5})).unwrap_err().error_type(), "illegal_argument_exception");
+        assert_eq!(
+            parse(json!({"size": -5})).unwrap_err().error_type(),
+            "illegal_argument_exception"
+        );
     }
 
     #[test]
     fn url_parameters_override_the_body() {
         let req = SearchRequest::parse(
             &json!({"from": 5, "size": 5, "query": {"match_all": {}}}),
-            &params(&[("size", "3"), ("q", "title:fox"), ("sort", "n:desc,_score"), ("_source", "false")]),
+            &params(&[
+                ("size", "3"),
+                ("q", "title:fox"),
+                ("sort", "n:desc,_score"),
+                ("_source", "false"),
+            ]),
         )
         .unwrap();
         assert_eq!((req.from, req.size), (5, 3));
-        assert_eq!(req.query, Some(json!({"query_string": {"query": "title:fox"}})));
+        assert_eq!(
+            req.query,
+            Some(json!({"query_string": {"query": "title:fox"}}))
+        );
         assert_eq!(req.sort[0].target, SortTarget::Field("n".into()));
         assert_eq!(req.sort[0].order, SortOrder::Desc);
         assert_eq!(req.sort[1].target, SortTarget::Score);
@@ -469,12 +530,32 @@ mod tests {
 
     #[test]
     fn track_total_hits_forms() {
-        assert_eq!(parse(json!({})).unwrap().track_total_hits, TrackTotalHits::UpTo(10_000));
-        assert_eq!(parse(json!({"track_total_hits": true})).unwrap().track_total_hits, TrackTotalHits::Exact);
-        assert_eq!(parse(json!({"track_total_hits": false})).unwrap().track_total_hits, TrackTotalHits::Disabled);
-        assert_eq!(parse(json!({"track_total_hits": 100})).unwrap().track_total_hits, TrackTotalHits::UpTo(100));
         assert_eq!(
-            parse(json!({"track_total_hits": -5})).unwrap_err().to_string(),
+            parse(json!({})).unwrap().track_total_hits,
+            TrackTotalHits::UpTo(10_000)
+        );
+        assert_eq!(
+            parse(json!({"track_total_hits": true}))
+                .unwrap()
+                .track_total_hits,
+            TrackTotalHits::Exact
+        );
+        assert_eq!(
+            parse(json!({"track_total_hits": false}))
+                .unwrap()
+                .track_total_hits,
+            TrackTotalHits::Disabled
+        );
+        assert_eq!(
+            parse(json!({"track_total_hits": 100}))
+                .unwrap()
+                .track_total_hits,
+            TrackTotalHits::UpTo(100)
+        );
+        assert_eq!(
+            parse(json!({"track_total_hits": -5}))
+                .unwrap_err()
+                .to_string(),
             "[track_total_hits] parameter must be positive or equals to -1, got -5"
         );
     }
@@ -485,7 +566,11 @@ mod tests {
         let err = req.check_result_window(10_000).unwrap_err();
         assert_eq!(err.error_type(), "search_phase_execution_exception");
         match err {
-            QueryError::SearchPhase { cause_type, cause_reason, .. } => {
+            QueryError::SearchPhase {
+                cause_type,
+                cause_reason,
+                ..
+            } => {
                 assert_eq!(cause_type, "illegal_argument_exception");
                 assert!(cause_reason.starts_with(
                     "Result window is too large, from + size must be less than or equal to: [10000] but was [10001]."
@@ -493,22 +578,36 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(parse(json!({"size": 10000})).unwrap().check_result_window(10_000).is_ok());
+        assert!(parse(json!({"size": 10000}))
+            .unwrap()
+            .check_result_window(10_000)
+            .is_ok());
     }
 
     #[test]
     fn explain_and_unsupported_features_are_refused_clearly() {
-        assert_eq!(parse(json!({"explain": true})).unwrap_err().to_string(), "[explain] is not supported by Shoal yet");
+        assert_eq!(
+            parse(json!({"explain": true})).unwrap_err().to_string(),
+            "[explain] is not supported by Shoal yet"
+        );
         assert!(parse(json!({"explain": false})).is_ok());
         assert!(parse(json!({"rescore": {}})).is_err());
         assert!(parse(json!({"docvalue_fields": ["a"]})).is_err());
-        assert!(!parse(json!({"stored_fields": "_none_"})).unwrap().source.fetch);
+        assert!(
+            !parse(json!({"stored_fields": "_none_"}))
+                .unwrap()
+                .source
+                .fetch
+        );
     }
 
     #[test]
     fn search_after_needs_a_sort_and_timeout_parses() {
         assert!(parse(json!({"search_after": [1]})).is_err());
-        let req = parse(json!({"search_after": [1], "sort": ["n"], "timeout": "10ms", "terminate_after": 5})).unwrap();
+        let req = parse(
+            json!({"search_after": [1], "sort": ["n"], "timeout": "10ms", "terminate_after": 5}),
+        )
+        .unwrap();
         assert_eq!(req.timeout, Some(Duration::from_millis(10)));
         assert_eq!(req.terminate_after, Some(5));
         assert!(parse(json!({"timeout": "10 parsecs"})).is_err());

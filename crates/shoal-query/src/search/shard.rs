@@ -77,7 +77,9 @@ pub fn search_shard(
     ctx: &QueryContext,
     shard_index: usize,
 ) -> Result<ShardResult, QueryError> {
-    search_shard_with(searcher, query, req, ctx, shard_index, &|q| dsl::build_query(q, ctx))
+    search_shard_with(searcher, query, req, ctx, shard_index, &|q| {
+        dsl::build_query(q, ctx)
+    })
 }
 
 struct Candidate {
@@ -120,7 +122,11 @@ pub fn search_shard_with(
             if values.len() != sorts.len() {
                 return Err(shard_error(
                     "illegal_argument_exception",
-                    format!("search_after has {} value(s) but sort has {}.", values.len(), sorts.len()),
+                    format!(
+                        "search_after has {} value(s) but sort has {}.",
+                        values.len(),
+                        sorts.len()
+                    ),
                 ));
             }
             let mut typed = Vec::new();
@@ -128,7 +134,10 @@ pub fn search_shard_with(
                 typed.push(sort.typed_from_json(value, ctx.now_millis).map_err(|_| {
                     shard_error(
                         "illegal_argument_exception",
-                        format!("Failed to parse search_after value for field [{}].", sort.name()),
+                        format!(
+                            "Failed to parse search_after value for field [{}].",
+                            sort.name()
+                        ),
                     )
                 })?);
             }
@@ -137,7 +146,8 @@ pub fn search_shard_with(
     };
     let k = req.from + req.size;
     let reports_scores = req.sorts_by_score() || req.track_scores;
-    let need_scores = k > 0 && (reports_scores || req.min_score.is_some()) || req.min_score.is_some();
+    let need_scores =
+        k > 0 && (reports_scores || req.min_score.is_some()) || req.min_score.is_some();
     let scoring = if need_scores {
         EnableScoring::enabled_from_searcher(searcher)
     } else {
@@ -156,7 +166,10 @@ pub fn search_shard_with(
         Some(plan) => Some(AggCollector::new(plan, searcher, build)?),
         None => None,
     };
-    let highlight = req.highlight.as_ref().map(|h| Arc::new(plan_highlight(h, req.query.as_ref(), ctx)));
+    let highlight = req
+        .highlight
+        .as_ref()
+        .map(|h| Arc::new(plan_highlight(h, req.query.as_ref(), ctx)));
 
     let mut result = ShardResult {
         shard_index,
@@ -249,15 +262,26 @@ pub fn search_shard_with(
             }
             if k > 0 {
                 keys.keys(doc, score, &mut scratch);
-                if after_keys.as_ref().is_some_and(|a| scratch.as_slice() <= a.as_slice()) {
+                if after_keys
+                    .as_ref()
+                    .is_some_and(|a| scratch.as_slice() <= a.as_slice())
+                {
                     return true;
                 }
                 if top.len() < k {
-                    top.push(Candidate { keys: scratch.clone(), doc, score });
+                    top.push(Candidate {
+                        keys: scratch.clone(),
+                        doc,
+                        score,
+                    });
                 } else if let Some(worst) = top.peek() {
                     if scratch.as_slice() < worst.keys.as_slice() {
                         top.pop();
-                        top.push(Candidate { keys: scratch.clone(), doc, score });
+                        top.push(Candidate {
+                            keys: scratch.clone(),
+                            doc,
+                            score,
+                        });
                     }
                 }
             }
@@ -299,7 +323,11 @@ pub fn search_shard_with(
                 hits.push((
                     ordinal as u32,
                     ShardHit {
-                        score: if need_scores { candidate.score } else { f32::NAN },
+                        score: if need_scores {
+                            candidate.score
+                        } else {
+                            f32::NAN
+                        },
                         sort_values,
                         address: DocAddress::new(ordinal as u32, candidate.doc),
                         id,
@@ -326,11 +354,21 @@ pub fn search_shard_with(
     if let Some(plan) = plan {
         let fruit = fruit.unwrap_or_default();
         let top_hits_docs = if plan.has_top_hits {
-            resolve_ids(searcher, ctx, shard_index, collect_top_hits_ids(&plan, &fruit)?)?
+            resolve_ids(
+                searcher,
+                ctx,
+                shard_index,
+                collect_top_hits_ids(&plan, &fruit)?,
+            )?
         } else {
             HashMap::new()
         };
-        result.aggs = Some(ShardAggs { plan, fruit, doc_count: agg_docs, top_hits_docs });
+        result.aggs = Some(ShardAggs {
+            plan,
+            fruit,
+            doc_count: agg_docs,
+            top_hits_docs,
+        });
     }
     Ok(result)
 }
@@ -358,11 +396,19 @@ impl MetaColumns {
         let mut id = String::new();
         if let Some(col) = &self.id {
             if let Some(ord) = col.term_ords(doc).next() {
-                col.ord_to_str(ord, &mut id).map_err(|e| QueryError::Internal(e.to_string()))?;
+                col.ord_to_str(ord, &mut id)
+                    .map_err(|e| QueryError::Internal(e.to_string()))?;
             }
         }
-        let get = |c: &Option<tantivy::columnar::Column<i64>>| c.as_ref().and_then(|c| c.first(doc)).unwrap_or(-1);
-        Ok((id, get(&self.seq_no), get(&self.primary_term), get(&self.version)))
+        let get = |c: &Option<tantivy::columnar::Column<i64>>| {
+            c.as_ref().and_then(|c| c.first(doc)).unwrap_or(-1)
+        };
+        Ok((
+            id,
+            get(&self.seq_no),
+            get(&self.primary_term),
+            get(&self.version),
+        ))
     }
 }
 
@@ -381,13 +427,28 @@ fn resolve_ids(
         let term = Term::from_field_text(ctx.schema.id, &id);
         'segments: for (ordinal, reader) in searcher.segment_readers().iter().enumerate() {
             let inverted = reader.inverted_index(ctx.schema.id)?;
-            let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic).map_err(|e| QueryError::Internal(e.to_string()))? else { continue };
+            let Some(mut postings) = inverted
+                .read_postings(&term, IndexRecordOption::Basic)
+                .map_err(|e| QueryError::Internal(e.to_string()))?
+            else {
+                continue;
+            };
             let mut doc = postings.doc();
             while doc != TERMINATED {
                 if reader.alive_bitset().is_none_or(|a| a.is_alive(doc)) {
-                    let (_, seq_no, primary_term, version) = MetaColumns::open(reader)?.read(doc)?;
+                    let (_, seq_no, primary_term, version) =
+                        MetaColumns::open(reader)?.read(doc)?;
                     let address = DocAddress::new(ordinal as u32, doc);
-                    out.insert(id.clone(), TopHitDoc { shard, address, version, seq_no, primary_term });
+                    out.insert(
+                        id.clone(),
+                        TopHitDoc {
+                            shard,
+                            address,
+                            version,
+                            seq_no,
+                            primary_term,
+                        },
+                    );
                     break 'segments;
                 }
                 doc = postings.advance();

@@ -23,7 +23,9 @@ impl SortOrder {
         match text.to_ascii_lowercase().as_str() {
             "asc" => Ok(SortOrder::Asc),
             "desc" => Ok(SortOrder::Desc),
-            _ => Err(QueryError::IllegalArgument(format!("Unknown SortOrder [{text}]"))),
+            _ => Err(QueryError::IllegalArgument(format!(
+                "Unknown SortOrder [{text}]"
+            ))),
         }
     }
 }
@@ -63,8 +65,19 @@ pub struct SortSpec {
 
 impl SortSpec {
     pub fn new(target: SortTarget) -> SortSpec {
-        let order = if target == SortTarget::Score { SortOrder::Desc } else { SortOrder::Asc };
-        SortSpec { target, order, missing: Missing::Last, unmapped_type: None, mode: None, format: None }
+        let order = if target == SortTarget::Score {
+            SortOrder::Desc
+        } else {
+            SortOrder::Asc
+        };
+        SortSpec {
+            target,
+            order,
+            missing: Missing::Last,
+            unmapped_type: None,
+            mode: None,
+            format: None,
+        }
     }
 
     fn named(name: &str) -> SortSpec {
@@ -104,7 +117,9 @@ pub fn parse_sort(value: &Value) -> Result<Vec<SortSpec>, QueryError> {
 
 fn parse_sort_entry(name: &str, options: &Value) -> Result<SortSpec, QueryError> {
     if matches!(name, "_geo_distance" | "_geoDistance" | "_script") {
-        return Err(QueryError::IllegalArgument(format!("[{name}] sort is not supported by Shoal yet")));
+        return Err(QueryError::IllegalArgument(format!(
+            "[{name}] sort is not supported by Shoal yet"
+        )));
     }
     let mut spec = SortSpec::named(name);
     match options {
@@ -209,18 +224,40 @@ impl SortValue {
 
 /// Compares two sort values of one criterion (direction and missing placement included).
 pub fn compare_values(a: &SortValue, b: &SortValue, spec: &SortSpec) -> Ordering {
-    let directed = |o: Ordering| if spec.order == SortOrder::Desc { o.reverse() } else { o };
+    let directed = |o: Ordering| {
+        if spec.order == SortOrder::Desc {
+            o.reverse()
+        } else {
+            o
+        }
+    };
     match (a, b) {
         (SortValue::Long(x), SortValue::Long(y)) => directed(x.cmp(y)),
         (SortValue::Str(x), SortValue::Str(y)) => match (x, y) {
             (Some(x), Some(y)) => directed(x.as_bytes().cmp(y.as_bytes())),
             (None, None) => Ordering::Equal,
-            (None, Some(_)) => if spec.missing == Missing::First { Ordering::Less } else { Ordering::Greater },
-            (Some(_), None) => if spec.missing == Missing::First { Ordering::Greater } else { Ordering::Less },
+            (None, Some(_)) => {
+                if spec.missing == Missing::First {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            (Some(_), None) => {
+                if spec.missing == Missing::First {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
         },
         (SortValue::Str(_), _) => Ordering::Greater,
         (_, SortValue::Str(_)) => Ordering::Less,
-        _ => directed(a.as_f64().unwrap_or(0.0).total_cmp(&b.as_f64().unwrap_or(0.0))),
+        _ => directed(
+            a.as_f64()
+                .unwrap_or(0.0)
+                .total_cmp(&b.as_f64().unwrap_or(0.0)),
+        ),
     }
 }
 
@@ -279,7 +316,10 @@ pub(crate) fn fielddata_error(field: &str) -> QueryError {
     )
 }
 
-pub(crate) fn resolve_sorts(specs: &[SortSpec], ctx: &QueryContext) -> Result<Vec<ResolvedSort>, QueryError> {
+pub(crate) fn resolve_sorts(
+    specs: &[SortSpec],
+    ctx: &QueryContext,
+) -> Result<Vec<ResolvedSort>, QueryError> {
     specs.iter().map(|spec| resolve_sort(spec, ctx)).collect()
 }
 
@@ -292,12 +332,17 @@ fn resolve_sort(spec: &SortSpec, ctx: &QueryContext) -> Result<ResolvedSort, Que
             "_id" => (ValueKind::Keyword, Some("_id".to_string())),
             "_seq_no" | "_primary_term" | "_version" => (ValueKind::Long, Some(name.clone())),
             _ => match ctx.mapping.field(name) {
-                Some(field) if field.field_type == FieldType::Text => return Err(fielddata_error(name)),
+                Some(field) if field.field_type == FieldType::Text => {
+                    return Err(fielddata_error(name))
+                }
                 Some(field) => {
                     if field.field_type == FieldType::Date {
                         date_format = field.date_format().to_string();
                     }
-                    (kind_of_type(field.field_type), ctx.schema.fast_column(name, field))
+                    (
+                        kind_of_type(field.field_type),
+                        ctx.schema.fast_column(name, field),
+                    )
                 }
                 None => match &spec.unmapped_type {
                     Some(type_name) => {
@@ -330,16 +375,21 @@ fn resolve_sort(spec: &SortSpec, ctx: &QueryContext) -> Result<ResolvedSort, Que
         Missing::Value(v) => resolved.typed_from_json(v, ctx.now_millis).map_err(|_| {
             shard_error(
                 "illegal_argument_exception",
-                format!("failed to parse missing value [{v}] for sort field [{}]", resolved.name()),
+                format!(
+                    "failed to parse missing value [{v}] for sort field [{}]",
+                    resolved.name()
+                ),
             )
         })?,
         missing => {
             let high = (*missing == Missing::Last) == (spec.order == SortOrder::Asc);
             match kind {
                 ValueKind::Keyword => SortValue::Str(None),
-                ValueKind::Double | ValueKind::Score => {
-                    SortValue::Double(if high { f64::INFINITY } else { f64::NEG_INFINITY })
-                }
+                ValueKind::Double | ValueKind::Score => SortValue::Double(if high {
+                    f64::INFINITY
+                } else {
+                    f64::NEG_INFINITY
+                }),
                 _ => SortValue::Long(if high { i64::MAX } else { i64::MIN }),
             }
         }
@@ -385,17 +435,23 @@ impl ResolvedSort {
                 Value::Bool(b) => Some(SortValue::Str(Some(b.to_string()))),
                 _ => None,
             },
-            ValueKind::Double | ValueKind::Score => number(value).and_then(|v| v.as_f64()).map(SortValue::Double),
+            ValueKind::Double | ValueKind::Score => number(value)
+                .and_then(|v| v.as_f64())
+                .map(SortValue::Double),
             ValueKind::Date if value.is_string() => {
                 let format = DateFormat::parse(&self.date_format).map_err(|_| ())?;
-                datemath::parse_date(value, &format, now_millis).ok().map(SortValue::Long)
+                datemath::parse_date(value, &format, now_millis)
+                    .ok()
+                    .map(SortValue::Long)
             }
-            ValueKind::Long | ValueKind::Date | ValueKind::Bool | ValueKind::Doc => match number(value) {
-                Some(SortValue::Double(f)) if f.is_infinite() => {
-                    Some(SortValue::Long(if f > 0.0 { i64::MAX } else { i64::MIN }))
+            ValueKind::Long | ValueKind::Date | ValueKind::Bool | ValueKind::Doc => {
+                match number(value) {
+                    Some(SortValue::Double(f)) if f.is_infinite() => {
+                        Some(SortValue::Long(if f > 0.0 { i64::MAX } else { i64::MIN }))
+                    }
+                    other => other,
                 }
-                other => other,
-            },
+            }
         };
         typed.ok_or(())
     }
@@ -408,10 +464,27 @@ fn encode(value: u64, desc: bool, rank: u64) -> u128 {
 }
 
 enum KeySource {
-    Score { desc: bool },
-    Doc { base: u64, desc: bool },
-    Numeric { column: Option<(Column<u64>, ColumnType)>, desc: bool, pick_max: bool, present_rank: u64, missing_key: u128 },
-    Str { column: Option<StrColumn>, desc: bool, pick_max: bool, present_rank: u64, missing_key: u128 },
+    Score {
+        desc: bool,
+    },
+    Doc {
+        base: u64,
+        desc: bool,
+    },
+    Numeric {
+        column: Option<(Column<u64>, ColumnType)>,
+        desc: bool,
+        pick_max: bool,
+        present_rank: u64,
+        missing_key: u128,
+    },
+    Str {
+        column: Option<StrColumn>,
+        desc: bool,
+        pick_max: bool,
+        present_rank: u64,
+        missing_key: u128,
+    },
 }
 
 /// The sort keys of one segment.
@@ -419,11 +492,20 @@ pub(crate) struct SegmentKeys {
     sources: Vec<KeySource>,
 }
 
-const NUMERIC_TYPES: &[ColumnType] =
-    &[ColumnType::I64, ColumnType::U64, ColumnType::F64, ColumnType::DateTime, ColumnType::Bool];
+const NUMERIC_TYPES: &[ColumnType] = &[
+    ColumnType::I64,
+    ColumnType::U64,
+    ColumnType::F64,
+    ColumnType::DateTime,
+    ColumnType::Bool,
+];
 
 impl SegmentKeys {
-    pub fn open(sorts: &[ResolvedSort], reader: &SegmentReader, doc_base: u64) -> tantivy::Result<SegmentKeys> {
+    pub fn open(
+        sorts: &[ResolvedSort],
+        reader: &SegmentReader,
+        doc_base: u64,
+    ) -> tantivy::Result<SegmentKeys> {
         let mut sources = Vec::with_capacity(sorts.len());
         for sort in sorts {
             let desc = sort.spec.order == SortOrder::Desc;
@@ -432,7 +514,11 @@ impl SegmentKeys {
                 Some(SortMode::Min) => false,
                 None => desc,
             };
-            let present_rank = if sort.spec.missing == Missing::First { 1 } else { 0 };
+            let present_rank = if sort.spec.missing == Missing::First {
+                1
+            } else {
+                0
+            };
             let missing_rank_key = |custom: Option<u64>| match (&sort.spec.missing, custom) {
                 (Missing::First, _) => encode(0, false, 0),
                 (Missing::Last, _) => encode(0, false, 1),
@@ -441,7 +527,10 @@ impl SegmentKeys {
             };
             let source = match sort.kind {
                 ValueKind::Score => KeySource::Score { desc },
-                ValueKind::Doc => KeySource::Doc { base: doc_base, desc },
+                ValueKind::Doc => KeySource::Doc {
+                    base: doc_base,
+                    desc,
+                },
                 ValueKind::Keyword => {
                     let column = match &sort.column {
                         Some(name) => reader.fast_fields().str(name)?,
@@ -452,11 +541,19 @@ impl SegmentKeys {
                         (SortValue::Str(Some(_)), None) => Some(0),
                         _ => None,
                     };
-                    KeySource::Str { column, desc, pick_max, present_rank, missing_key: missing_rank_key(custom) }
+                    KeySource::Str {
+                        column,
+                        desc,
+                        pick_max,
+                        present_rank,
+                        missing_key: missing_rank_key(custom),
+                    }
                 }
                 _ => {
                     let column = match &sort.column {
-                        Some(name) => reader.fast_fields().u64_lenient_for_type(Some(NUMERIC_TYPES), name)?,
+                        Some(name) => reader
+                            .fast_fields()
+                            .u64_lenient_for_type(Some(NUMERIC_TYPES), name)?,
                         None => None,
                     };
                     let ctype = column.as_ref().map(|c| c.1).unwrap_or(match sort.kind {
@@ -465,10 +562,18 @@ impl SegmentKeys {
                         _ => ColumnType::I64,
                     });
                     let custom = match sort.spec.missing {
-                        Missing::Value(_) => Some(numeric_to_column(&sort.missing_value, ctype, desc, false)),
+                        Missing::Value(_) => {
+                            Some(numeric_to_column(&sort.missing_value, ctype, desc, false))
+                        }
                         _ => None,
                     };
-                    KeySource::Numeric { column, desc, pick_max, present_rank, missing_key: missing_rank_key(custom) }
+                    KeySource::Numeric {
+                        column,
+                        desc,
+                        pick_max,
+                        present_rank,
+                        missing_key: missing_rank_key(custom),
+                    }
                 }
             };
             sources.push(source);
@@ -483,14 +588,32 @@ impl SegmentKeys {
             out.push(match source {
                 KeySource::Score { desc } => encode((score as f64).to_u64(), *desc, 0),
                 KeySource::Doc { base, desc } => encode(base + doc as u64, *desc, 0),
-                KeySource::Numeric { column, desc, pick_max, present_rank, missing_key } => {
-                    match column.as_ref().and_then(|(c, _)| pick(c.values_for_doc(doc), *pick_max)) {
+                KeySource::Numeric {
+                    column,
+                    desc,
+                    pick_max,
+                    present_rank,
+                    missing_key,
+                } => {
+                    match column
+                        .as_ref()
+                        .and_then(|(c, _)| pick(c.values_for_doc(doc), *pick_max))
+                    {
                         Some(v) => encode(v, *desc, *present_rank),
                         None => *missing_key,
                     }
                 }
-                KeySource::Str { column, desc, pick_max, present_rank, missing_key } => {
-                    match column.as_ref().and_then(|c| pick(c.term_ords(doc), *pick_max)) {
+                KeySource::Str {
+                    column,
+                    desc,
+                    pick_max,
+                    present_rank,
+                    missing_key,
+                } => {
+                    match column
+                        .as_ref()
+                        .and_then(|c| pick(c.term_ords(doc), *pick_max))
+                    {
                         Some(ord) => encode(2 * ord + 1, *desc, *present_rank),
                         None => *missing_key,
                     }
@@ -500,20 +623,35 @@ impl SegmentKeys {
     }
 
     /// The typed sort values of a document.
-    pub fn values(&self, sorts: &[ResolvedSort], doc: DocId, score: Score) -> tantivy::Result<Vec<SortValue>> {
+    pub fn values(
+        &self,
+        sorts: &[ResolvedSort],
+        doc: DocId,
+        score: Score,
+    ) -> tantivy::Result<Vec<SortValue>> {
         let mut out = Vec::with_capacity(sorts.len());
         for (source, sort) in self.sources.iter().zip(sorts) {
             out.push(match source {
                 KeySource::Score { .. } => SortValue::Double(score as f64),
                 KeySource::Doc { base, .. } => SortValue::Long((base + doc as u64) as i64),
-                KeySource::Numeric { column, pick_max, .. } => {
-                    match column.as_ref().and_then(|(c, t)| pick(c.values_for_doc(doc), *pick_max).map(|v| (v, *t))) {
+                KeySource::Numeric {
+                    column, pick_max, ..
+                } => {
+                    match column
+                        .as_ref()
+                        .and_then(|(c, t)| pick(c.values_for_doc(doc), *pick_max).map(|v| (v, *t)))
+                    {
                         Some((v, ctype)) => typed_numeric(sort.kind, ctype, v),
                         None => sort.missing_value.clone(),
                     }
                 }
-                KeySource::Str { column, pick_max, .. } => {
-                    match column.as_ref().and_then(|c| pick(c.term_ords(doc), *pick_max).map(|o| (c, o))) {
+                KeySource::Str {
+                    column, pick_max, ..
+                } => {
+                    match column
+                        .as_ref()
+                        .and_then(|c| pick(c.term_ords(doc), *pick_max).map(|o| (c, o)))
+                    {
                         Some((c, ord)) => {
                             let mut text = String::new();
                             c.ord_to_str(ord, &mut text)?;
@@ -529,25 +667,48 @@ impl SegmentKeys {
 
     /// Encodes `search_after` values as keys of this segment: a document comes after them
     /// when its keys compare greater.
-    pub fn after_keys(&self, sorts: &[ResolvedSort], after: &[SortValue]) -> tantivy::Result<Vec<u128>> {
+    pub fn after_keys(
+        &self,
+        sorts: &[ResolvedSort],
+        after: &[SortValue],
+    ) -> tantivy::Result<Vec<u128>> {
         let mut out = Vec::with_capacity(after.len());
         for ((source, sort), value) in self.sources.iter().zip(sorts).zip(after) {
             let is_missing = matches!(sort.spec.missing, Missing::First | Missing::Last)
                 && compare_values(value, &sort.missing_value, &sort.spec) == Ordering::Equal;
             out.push(match source {
-                KeySource::Score { desc } => encode(value.as_f64().unwrap_or(0.0).to_u64(), *desc, 0),
+                KeySource::Score { desc } => {
+                    encode(value.as_f64().unwrap_or(0.0).to_u64(), *desc, 0)
+                }
                 KeySource::Doc { desc, .. } => {
                     let v = value.as_f64().unwrap_or(0.0).max(0.0) as u64;
                     encode(v, *desc, 0)
                 }
                 KeySource::Numeric { missing_key, .. } if is_missing => *missing_key,
-                KeySource::Numeric { column, desc, present_rank, .. } => {
+                KeySource::Numeric {
+                    column,
+                    desc,
+                    present_rank,
+                    ..
+                } => {
                     let ctype = column.as_ref().map(|c| c.1).unwrap_or(ColumnType::I64);
-                    encode(numeric_to_column(value, ctype, *desc, true), *desc, *present_rank)
+                    encode(
+                        numeric_to_column(value, ctype, *desc, true),
+                        *desc,
+                        *present_rank,
+                    )
                 }
                 KeySource::Str { missing_key, .. } if is_missing => *missing_key,
-                KeySource::Str { column, desc, present_rank, missing_key, .. } => match (value, column) {
-                    (SortValue::Str(Some(s)), Some(col)) => encode(str_position(col, s)?, *desc, *present_rank),
+                KeySource::Str {
+                    column,
+                    desc,
+                    present_rank,
+                    missing_key,
+                    ..
+                } => match (value, column) {
+                    (SortValue::Str(Some(s)), Some(col)) => {
+                        encode(str_position(col, s)?, *desc, *present_rank)
+                    }
                     (SortValue::Str(Some(_)), None) => encode(0, *desc, *present_rank),
                     _ => *missing_key,
                 },
@@ -569,10 +730,12 @@ fn pick(values: impl Iterator<Item = u64>, pick_max: bool) -> Option<u64> {
 /// `2 * (ord of the next term)` otherwise.
 fn str_position(column: &StrColumn, text: &str) -> tantivy::Result<u64> {
     let num_terms = column.dictionary().num_terms() as u64;
-    Ok(match column.dictionary().term_ord_or_next(text.as_bytes())? {
-        TermOrdHit::Exact(ord) => 2 * ord + 1,
-        TermOrdHit::Next(ord) => 2 * ord.min(num_terms),
-    })
+    Ok(
+        match column.dictionary().term_ord_or_next(text.as_bytes())? {
+            TermOrdHit::Exact(ord) => 2 * ord + 1,
+            TermOrdHit::Next(ord) => 2 * ord.min(num_terms),
+        },
+    )
 }
 
 /// Converts a typed value to a column's u64 representation. For `search_after` bounds
@@ -588,7 +751,11 @@ fn numeric_to_column(value: &SortValue, ctype: ColumnType, desc: bool, bound: bo
                 _ => f as i64,
             };
             let nanos = millis.saturating_mul(1_000_000);
-            let nanos = if bound && !desc { nanos.saturating_add(999_999) } else { nanos };
+            let nanos = if bound && !desc {
+                nanos.saturating_add(999_999)
+            } else {
+                nanos
+            };
             nanos.to_u64()
         }
         ColumnType::U64 | ColumnType::Bool => match value {

@@ -19,7 +19,11 @@ pub struct SourceFilter {
 
 impl Default for SourceFilter {
     fn default() -> Self {
-        SourceFilter { fetch: true, includes: Vec::new(), excludes: Vec::new() }
+        SourceFilter {
+            fetch: true,
+            includes: Vec::new(),
+            excludes: Vec::new(),
+        }
     }
 }
 
@@ -32,8 +36,14 @@ impl SourceFilter {
     /// Parses the body's `_source` value.
     pub fn from_json(value: &Value) -> Result<SourceFilter, QueryError> {
         match value {
-            Value::Bool(fetch) => Ok(SourceFilter { fetch: *fetch, ..SourceFilter::default() }),
-            Value::String(s) => Ok(SourceFilter { includes: vec![s.clone()], ..SourceFilter::default() }),
+            Value::Bool(fetch) => Ok(SourceFilter {
+                fetch: *fetch,
+                ..SourceFilter::default()
+            }),
+            Value::String(s) => Ok(SourceFilter {
+                includes: vec![s.clone()],
+                ..SourceFilter::default()
+            }),
             Value::Array(items) => Ok(SourceFilter {
                 includes: string_list(items, "_source")?,
                 ..SourceFilter::default()
@@ -99,7 +109,11 @@ impl SourceFilter {
 }
 
 fn split_list(list: &str) -> Vec<String> {
-    list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 fn string_list(items: &[Value], key: &str) -> Result<Vec<String>, QueryError> {
@@ -144,10 +158,19 @@ pub fn filter_source(source: &Value, filter: &SourceFilter) -> Value {
     }
 }
 
-fn filter_map(map: &Map<String, Value>, prefix: &str, included: bool, filter: &SourceFilter) -> Map<String, Value> {
+fn filter_map(
+    map: &Map<String, Value>,
+    prefix: &str,
+    included: bool,
+    filter: &SourceFilter,
+) -> Map<String, Value> {
     let mut out = Map::new();
     for (key, value) in map {
-        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
         if let Some(filtered) = filter_value(value, &path, included, filter) {
             out.insert(key.clone(), filtered);
         }
@@ -163,7 +186,12 @@ fn filter_value(value: &Value, path: &str, included: bool, filter: &SourceFilter
     let matched = included || filter.includes.iter().any(|p| glob_match(p, path));
     match value {
         Value::Object(map) => {
-            if !matched && !filter.includes.iter().any(|p| glob_prefix_possible(p, &format!("{path}."))) {
+            if !matched
+                && !filter
+                    .includes
+                    .iter()
+                    .any(|p| glob_prefix_possible(p, &format!("{path}.")))
+            {
                 return None;
             }
             let inner = filter_map(map, path, matched, filter);
@@ -171,7 +199,10 @@ fn filter_value(value: &Value, path: &str, included: bool, filter: &SourceFilter
         }
         Value::Array(items) => {
             let could_descend = matched
-                || filter.includes.iter().any(|p| glob_prefix_possible(p, &format!("{path}.")));
+                || filter
+                    .includes
+                    .iter()
+                    .any(|p| glob_prefix_possible(p, &format!("{path}.")));
             if !could_descend {
                 return None;
             }
@@ -267,17 +298,35 @@ mod tests {
     #[test]
     fn includes_keep_only_matching_paths_and_whole_objects() {
         let source = json!({"a": {"b": 1, "c": 2}, "d": 3, "e": {"f": 4}});
-        assert_eq!(filter_source(&source, &filter(&["a"], &[])), json!({"a": {"b": 1, "c": 2}}));
-        assert_eq!(filter_source(&source, &filter(&["a.c", "d"], &[])), json!({"a": {"c": 2}, "d": 3}));
-        assert_eq!(filter_source(&source, &filter(&["*.f"], &[])), json!({"e": {"f": 4}}));
+        assert_eq!(
+            filter_source(&source, &filter(&["a"], &[])),
+            json!({"a": {"b": 1, "c": 2}})
+        );
+        assert_eq!(
+            filter_source(&source, &filter(&["a.c", "d"], &[])),
+            json!({"a": {"c": 2}, "d": 3})
+        );
+        assert_eq!(
+            filter_source(&source, &filter(&["*.f"], &[])),
+            json!({"e": {"f": 4}})
+        );
     }
 
     #[test]
     fn excludes_remove_paths_and_keep_emptied_objects() {
         let source = json!({"a": {"b": 1}, "d": 3});
-        assert_eq!(filter_source(&source, &filter(&[], &["a.b"])), json!({"a": {}, "d": 3}));
-        assert_eq!(filter_source(&source, &filter(&[], &["a*"])), json!({"d": 3}));
-        assert_eq!(filter_source(&source, &filter(&["a", "d"], &["d"])), json!({"a": {"b": 1}}));
+        assert_eq!(
+            filter_source(&source, &filter(&[], &["a.b"])),
+            json!({"a": {}, "d": 3})
+        );
+        assert_eq!(
+            filter_source(&source, &filter(&[], &["a*"])),
+            json!({"d": 3})
+        );
+        assert_eq!(
+            filter_source(&source, &filter(&["a", "d"], &["d"])),
+            json!({"a": {"b": 1}})
+        );
     }
 
     #[test]
@@ -292,10 +341,25 @@ mod tests {
     #[test]
     fn source_false_and_parsing_forms() {
         assert!(!SourceFilter::from_json(&json!(false)).unwrap().fetch);
-        assert_eq!(SourceFilter::from_json(&json!("a.*")).unwrap().includes, ["a.*"]);
+        assert_eq!(
+            SourceFilter::from_json(&json!("a.*")).unwrap().includes,
+            ["a.*"]
+        );
         let f = SourceFilter::from_json(&json!({"includes": "a", "excludes": ["b"]})).unwrap();
-        assert_eq!((f.includes, f.excludes), (vec!["a".to_string()], vec!["b".to_string()]));
+        assert_eq!(
+            (f.includes, f.excludes),
+            (vec!["a".to_string()], vec!["b".to_string()])
+        );
         assert!(SourceFilter::from_json(&json!({"bogus": "a"})).is_err());
-        assert_eq!(filter_source(&json!({"a": 1}), &SourceFilter { fetch: false, ..Default::default() }), Value::Null);
+        assert_eq!(
+            filter_source(
+                &json!({"a": 1}),
+                &SourceFilter {
+                    fetch: false,
+                    ..Default::default()
+                }
+            ),
+            Value::Null
+        );
     }
 }

@@ -2,7 +2,9 @@
 //! aggregations, and Shoal's filter buckets (a document goes into a bucket when the bucket's
 //! query scorer, advanced in document order, lands on it).
 
-use tantivy::aggregation::agg_result::{AggregationResult, AggregationResults, BucketEntries, BucketResult, MetricResult};
+use tantivy::aggregation::agg_result::{
+    AggregationResult, AggregationResults, BucketEntries, BucketResult, MetricResult,
+};
 use tantivy::aggregation::intermediate_agg_result::IntermediateAggregationResults;
 use tantivy::aggregation::{AggregationLimitsGuard, AggregationSegmentCollector};
 use tantivy::collector::SegmentCollector;
@@ -65,7 +67,10 @@ fn level_weights(
                 let query = build(query)?;
                 buckets.push(query.weight(EnableScoring::disabled_from_searcher(searcher))?);
             }
-            filters.push(FilterWeights { buckets, child: level_weights(&filter.child, searcher, build)? });
+            filters.push(FilterWeights {
+                buckets,
+                child: level_weights(&filter.child, searcher, build)?,
+            });
         }
     }
     Ok(LevelWeights { filters })
@@ -84,10 +89,17 @@ impl<'p> AggCollector<'p> {
         searcher: &Searcher,
         build: &crate::search::BuildQuery<'_>,
     ) -> Result<AggCollector<'p>, QueryError> {
-        Ok(AggCollector { plan, weights: level_weights(&plan.root, searcher, build)? })
+        Ok(AggCollector {
+            plan,
+            weights: level_weights(&plan.root, searcher, build)?,
+        })
     }
 
-    pub fn for_segment(&self, ordinal: SegmentOrdinal, reader: &SegmentReader) -> Result<LevelSegment, QueryError> {
+    pub fn for_segment(
+        &self,
+        ordinal: SegmentOrdinal,
+        reader: &SegmentReader,
+    ) -> Result<LevelSegment, QueryError> {
         LevelSegment::new(&self.plan.root, &self.weights, self.plan, ordinal, reader)
     }
 }
@@ -117,7 +129,12 @@ impl LevelSegment {
         let native = if level.native_req.is_empty() {
             None
         } else {
-            Some(AggregationSegmentCollector::from_agg_req_and_reader(&level.native_req, reader, ordinal, &plan.context)?)
+            Some(AggregationSegmentCollector::from_agg_req_and_reader(
+                &level.native_req,
+                reader,
+                ordinal,
+                &plan.context,
+            )?)
         };
         let mut filters = Vec::new();
         let filter_nodes = level.nodes.iter().filter_map(|n| match n {
@@ -133,9 +150,20 @@ impl LevelSegment {
             let buckets = scorers.len() + other as usize;
             let mut children = Vec::with_capacity(buckets);
             for _ in 0..buckets {
-                children.push(LevelSegment::new(&node.child, &weights.child, plan, ordinal, reader)?);
+                children.push(LevelSegment::new(
+                    &node.child,
+                    &weights.child,
+                    plan,
+                    ordinal,
+                    reader,
+                )?);
             }
-            filters.push(FilterSegment { counts: vec![0; buckets], scorers, children, other });
+            filters.push(FilterSegment {
+                counts: vec![0; buckets],
+                scorers,
+                children,
+                other,
+            });
         }
         Ok(LevelSegment { native, filters })
     }
@@ -184,16 +212,26 @@ impl LevelSegment {
 }
 
 /// The `_id`s of the documents the shard's `top_hits` aggregations picked.
-pub(crate) fn collect_top_hits_ids(plan: &AggPlan, fruit: &LevelFruit) -> Result<Vec<String>, QueryError> {
+pub(crate) fn collect_top_hits_ids(
+    plan: &AggPlan,
+    fruit: &LevelFruit,
+) -> Result<Vec<String>, QueryError> {
     let mut ids = Vec::new();
     level_ids(&plan.root, fruit, &mut ids)?;
     Ok(ids)
 }
 
-fn level_ids(level: &AggLevel, fruit: &LevelFruit, ids: &mut Vec<String>) -> Result<(), QueryError> {
+fn level_ids(
+    level: &AggLevel,
+    fruit: &LevelFruit,
+    ids: &mut Vec<String>,
+) -> Result<(), QueryError> {
     if !level.native_req.is_empty() {
         let native = fruit.native.clone().unwrap_or_default();
-        let results = native.into_final_result(level.native_req.clone(), AggregationLimitsGuard::new(None, Some(u32::MAX)))?;
+        let results = native.into_final_result(
+            level.native_req.clone(),
+            AggregationLimitsGuard::new(None, Some(u32::MAX)),
+        )?;
         results_ids(&results, ids);
     }
     let filter_nodes = level.nodes.iter().filter_map(|n| match n {
@@ -220,14 +258,24 @@ fn results_ids(results: &AggregationResults, ids: &mut Vec<String>) {
             }
             AggregationResult::MetricResult(_) => {}
             AggregationResult::BucketResult(bucket) => match bucket {
-                BucketResult::Terms { buckets, .. } => buckets.iter().for_each(|b| results_ids(&b.sub_aggregation, ids)),
+                BucketResult::Terms { buckets, .. } => buckets
+                    .iter()
+                    .for_each(|b| results_ids(&b.sub_aggregation, ids)),
                 BucketResult::Histogram { buckets } => match buckets {
-                    BucketEntries::Vec(v) => v.iter().for_each(|b| results_ids(&b.sub_aggregation, ids)),
-                    BucketEntries::HashMap(m) => m.values().for_each(|b| results_ids(&b.sub_aggregation, ids)),
+                    BucketEntries::Vec(v) => {
+                        v.iter().for_each(|b| results_ids(&b.sub_aggregation, ids))
+                    }
+                    BucketEntries::HashMap(m) => m
+                        .values()
+                        .for_each(|b| results_ids(&b.sub_aggregation, ids)),
                 },
                 BucketResult::Range { buckets } => match buckets {
-                    BucketEntries::Vec(v) => v.iter().for_each(|b| results_ids(&b.sub_aggregation, ids)),
-                    BucketEntries::HashMap(m) => m.values().for_each(|b| results_ids(&b.sub_aggregation, ids)),
+                    BucketEntries::Vec(v) => {
+                        v.iter().for_each(|b| results_ids(&b.sub_aggregation, ids))
+                    }
+                    BucketEntries::HashMap(m) => m
+                        .values()
+                        .for_each(|b| results_ids(&b.sub_aggregation, ids)),
                 },
                 BucketResult::Filter(f) => results_ids(&f.sub_aggregations, ids),
                 _ => {}

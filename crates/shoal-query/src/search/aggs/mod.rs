@@ -4,6 +4,9 @@
 //! rendered into OpenSearch's response shapes (`render`).
 
 mod collect;
+mod metrics;
+mod native;
+mod order;
 mod plan;
 pub(crate) mod render;
 mod values;
@@ -35,30 +38,96 @@ pub struct AggRequest {
 }
 
 const SUPPORTED: &[&str] = &[
-    "terms", "range", "date_range", "histogram", "date_histogram", "filter", "filters", "avg", "sum", "min", "max",
-    "stats", "extended_stats", "value_count", "cardinality", "percentiles", "top_hits",
+    "terms",
+    "range",
+    "date_range",
+    "histogram",
+    "date_histogram",
+    "filter",
+    "filters",
+    "avg",
+    "sum",
+    "min",
+    "max",
+    "stats",
+    "extended_stats",
+    "value_count",
+    "cardinality",
+    "percentiles",
+    "top_hits",
 ];
 
-const METRICS: &[&str] =
-    &["avg", "sum", "min", "max", "stats", "extended_stats", "value_count", "cardinality", "percentiles", "top_hits"];
+const METRICS: &[&str] = &[
+    "avg",
+    "sum",
+    "min",
+    "max",
+    "stats",
+    "extended_stats",
+    "value_count",
+    "cardinality",
+    "percentiles",
+    "top_hits",
+];
 
 /// Aggregation types OpenSearch has and Shoal does not (yet): refused with a clear 400.
 const KNOWN_UNSUPPORTED: &[&str] = &[
-    "nested", "reverse_nested", "global", "missing", "composite", "multi_terms", "significant_terms",
-    "significant_text", "rare_terms", "sampler", "diversified_sampler", "adjacency_matrix", "auto_date_histogram",
-    "variable_width_histogram", "ip_range", "geo_distance", "geohash_grid", "geotile_grid", "geo_bounds",
-    "geo_centroid", "percentile_ranks", "median_absolute_deviation", "weighted_avg", "scripted_metric",
-    "string_stats", "boxplot", "t_test", "top_metrics", "matrix_stats", "children", "parent", "avg_bucket",
-    "sum_bucket", "min_bucket", "max_bucket", "stats_bucket", "extended_stats_bucket", "percentiles_bucket",
-    "bucket_script", "bucket_selector", "bucket_sort", "cumulative_sum", "cumulative_cardinality", "derivative",
-    "moving_avg", "moving_fn", "serial_diff",
+    "nested",
+    "reverse_nested",
+    "global",
+    "missing",
+    "composite",
+    "multi_terms",
+    "significant_terms",
+    "significant_text",
+    "rare_terms",
+    "sampler",
+    "diversified_sampler",
+    "adjacency_matrix",
+    "auto_date_histogram",
+    "variable_width_histogram",
+    "ip_range",
+    "geo_distance",
+    "geohash_grid",
+    "geotile_grid",
+    "geo_bounds",
+    "geo_centroid",
+    "percentile_ranks",
+    "median_absolute_deviation",
+    "weighted_avg",
+    "scripted_metric",
+    "string_stats",
+    "boxplot",
+    "t_test",
+    "top_metrics",
+    "matrix_stats",
+    "children",
+    "parent",
+    "avg_bucket",
+    "sum_bucket",
+    "min_bucket",
+    "max_bucket",
+    "stats_bucket",
+    "extended_stats_bucket",
+    "percentiles_bucket",
+    "bucket_script",
+    "bucket_selector",
+    "bucket_sort",
+    "cumulative_sum",
+    "cumulative_cardinality",
+    "derivative",
+    "moving_avg",
+    "moving_fn",
+    "serial_diff",
 ];
 
 impl AggRequest {
     /// Parses and validates the structure of an `aggs` object (types and nesting; fields are
     /// resolved later, against each index's mapping).
     pub fn parse(map: &Map<String, Value>) -> Result<AggRequest, QueryError> {
-        Ok(AggRequest { aggs: parse_aggs(map)? })
+        Ok(AggRequest {
+            aggs: parse_aggs(map)?,
+        })
     }
 }
 
@@ -103,7 +172,9 @@ fn parse_aggs(map: &Map<String, Value>) -> Result<Vec<AggDef>, QueryError> {
                                 "[{agg_type}] aggregation (in [{name}]) is not supported by Shoal yet"
                             )));
                         }
-                        return Err(QueryError::Parsing(format!("Unknown aggregation type [{agg_type}]")));
+                        return Err(QueryError::Parsing(format!(
+                            "Unknown aggregation type [{agg_type}]"
+                        )));
                     }
                     if !value.is_object() {
                         return Err(QueryError::Parsing(format!(
@@ -116,14 +187,22 @@ fn parse_aggs(map: &Map<String, Value>) -> Result<Vec<AggDef>, QueryError> {
             }
         }
         let Some((kind, body)) = kind else {
-            return Err(QueryError::Parsing(format!("Missing definition for aggregation [{name}]")));
+            return Err(QueryError::Parsing(format!(
+                "Missing definition for aggregation [{name}]"
+            )));
         };
         if METRICS.contains(&kind.as_str()) && !subs.is_empty() {
             return Err(QueryError::Parsing(format!(
                 "Aggregator [{name}] of type [{kind}] cannot accept sub-aggregations"
             )));
         }
-        out.push(AggDef { name: name.clone(), kind, body, subs, meta });
+        out.push(AggDef {
+            name: name.clone(),
+            kind,
+            body,
+            subs,
+            meta,
+        });
     }
     Ok(out)
 }
@@ -140,7 +219,10 @@ mod tests {
     #[test]
     fn unknown_aggregation_types_are_parsing_exceptions() {
         let err = parse(json!({"x": {"bogus": {"field": "a"}}})).unwrap_err();
-        assert_eq!(err, QueryError::Parsing("Unknown aggregation type [bogus]".into()));
+        assert_eq!(
+            err,
+            QueryError::Parsing("Unknown aggregation type [bogus]".into())
+        );
         let err = parse(json!({"x": {"composite": {}}})).unwrap_err();
         assert_eq!(err.error_type(), "illegal_argument_exception");
         assert!(err.to_string().contains("[composite]"));
@@ -148,8 +230,18 @@ mod tests {
 
     #[test]
     fn structure_errors_name_the_aggregation() {
-        assert!(parse(json!({"x": {"terms": {"field": "a"}, "avg": {"field": "b"}}})).unwrap_err().to_string().contains("two aggregation type"));
-        assert!(parse(json!({"x": {"avg": {"field": "a"}, "aggs": {"y": {"max": {"field": "b"}}}}})).unwrap_err().to_string().contains("cannot accept sub-aggregations"));
+        assert!(
+            parse(json!({"x": {"terms": {"field": "a"}, "avg": {"field": "b"}}}))
+                .unwrap_err()
+                .to_string()
+                .contains("two aggregation type")
+        );
+        assert!(parse(
+            json!({"x": {"avg": {"field": "a"}, "aggs": {"y": {"max": {"field": "b"}}}}})
+        )
+        .unwrap_err()
+        .to_string()
+        .contains("cannot accept sub-aggregations"));
         assert!(parse(json!({"a>b": {"avg": {"field": "a"}}})).is_err());
         let ok = parse(json!({"t": {"terms": {"field": "a"}, "meta": {"k": 1}, "aggs": {"m": {"max": {"field": "b"}}}}})).unwrap();
         assert_eq!(ok.aggs[0].subs[0].kind, "max");

@@ -6,7 +6,9 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
-use tantivy::aggregation::agg_result::{AggregationResult, AggregationResults, BucketEntries, BucketEntry, BucketResult, MetricResult};
+use tantivy::aggregation::agg_result::{
+    AggregationResult, AggregationResults, BucketEntries, BucketEntry, BucketResult, MetricResult,
+};
 use tantivy::aggregation::intermediate_agg_result::IntermediateAggregationResults;
 use tantivy::aggregation::metric::PercentileValues;
 use tantivy::aggregation::{AggregationLimitsGuard, Key};
@@ -14,12 +16,13 @@ use tantivy::columnar::MonotonicallyMappableToU64;
 use tantivy::DocAddress;
 
 use super::collect::{first_str, LevelFruit};
-use super::plan::{AggLevel, AggPlan, FilterNode, KeyKind, MetricOp, NativeKind, NativeNode, OrderKey, PlanNode};
+use super::metrics::{java_double, number, opt_number, render_metric, sort_buckets};
+use super::plan::{AggLevel, AggPlan, FilterNode, KeyKind, NativeKind, NativeNode, PlanNode};
 use super::values::exact_percentile;
 use crate::search::datemath::{format_date, Zone};
+use crate::search::shard_error;
 use crate::search::sort::ValueKind;
 use crate::search::source::filter_source;
-use crate::search::shard_error;
 use crate::QueryError;
 
 /// OpenSearch's default `search.max_buckets`.
@@ -48,7 +51,12 @@ fn limits() -> AggregationLimitsGuard {
 }
 
 /// Renders merged aggregation results. `doc_count` is the number of documents aggregated.
-pub(crate) fn render_aggs(plan: &AggPlan, fruit: LevelFruit, doc_count: u64, rc: &mut RenderCtx) -> Result<Value, QueryError> {
+pub(crate) fn render_aggs(
+    plan: &AggPlan,
+    fruit: LevelFruit,
+    doc_count: u64,
+    rc: &mut RenderCtx,
+) -> Result<Value, QueryError> {
     let out = render_level(&plan.root, fruit, doc_count, rc)?;
     if rc.buckets > MAX_BUCKETS {
         return Err(shard_error(
@@ -62,11 +70,19 @@ pub(crate) fn render_aggs(plan: &AggPlan, fruit: LevelFruit, doc_count: u64, rc:
     Ok(Value::Object(out))
 }
 
-fn render_level(level: &AggLevel, fruit: LevelFruit, doc_count: u64, rc: &mut RenderCtx) -> Result<Map<String, Value>, QueryError> {
+fn render_level(
+    level: &AggLevel,
+    fruit: LevelFruit,
+    doc_count: u64,
+    rc: &mut RenderCtx,
+) -> Result<Map<String, Value>, QueryError> {
     let results = if level.native_req.is_empty() {
         AggregationResults::default()
     } else {
-        fruit.native.unwrap_or_default().into_final_result(level.native_req.clone(), limits())?
+        fruit
+            .native
+            .unwrap_or_default()
+            .into_final_result(level.native_req.clone(), limits())?
     };
     let mut filter_fruits = fruit.filters.into_iter();
     let mut out = Map::new();
@@ -78,7 +94,11 @@ fn render_level(level: &AggLevel, fruit: LevelFruit, doc_count: u64, rc: &mut Re
             }
             PlanNode::Filter(filter) => {
                 let buckets = filter_fruits.next().unwrap_or_default();
-                let typed = if filter.keyed.is_some() { "filters" } else { "filter" };
+                let typed = if filter.keyed.is_some() {
+                    "filters"
+                } else {
+                    "filter"
+                };
                 let value = render_filter(filter, buckets, rc)?;
                 out.insert(key_name(rc, typed, &filter.name), value);
             }
@@ -103,7 +123,11 @@ fn with_meta(meta: &Option<Value>) -> Map<String, Value> {
     out
 }
 
-fn render_filter(node: &FilterNode, buckets: Vec<(u64, LevelFruit)>, rc: &mut RenderCtx) -> Result<Value, QueryError> {
+fn render_filter(
+    node: &FilterNode,
+    buckets: Vec<(u64, LevelFruit)>,
+    rc: &mut RenderCtx,
+) -> Result<Value, QueryError> {
     let mut buckets = buckets.into_iter();
     let mut bucket = |rc: &mut RenderCtx| -> Result<Map<String, Value>, QueryError> {
         let (count, fruit) = buckets.next().unwrap_or_default();
@@ -127,7 +151,12 @@ fn render_filter(node: &FilterNode, buckets: Vec<(u64, LevelFruit)>, rc: &mut Re
             out.insert(
                 "buckets".into(),
                 if keyed {
-                    Value::Object(named.into_iter().map(|(k, b)| (k.unwrap_or_default(), Value::Object(b))).collect())
+                    Value::Object(
+                        named
+                            .into_iter()
+                            .map(|(k, b)| (k.unwrap_or_default(), Value::Object(b)))
+                            .collect(),
+                    )
                 } else {
                     Value::Array(named.into_iter().map(|(_, b)| Value::Object(b)).collect())
                 },
@@ -137,7 +166,12 @@ fn render_filter(node: &FilterNode, buckets: Vec<(u64, LevelFruit)>, rc: &mut Re
     Ok(Value::Object(out))
 }
 
-fn render_children(children: &[NativeNode], results: &AggregationResults, doc_count: u64, rc: &mut RenderCtx) -> Result<Map<String, Value>, QueryError> {
+fn render_children(
+    children: &[NativeNode],
+    results: &AggregationResults,
+    doc_count: u64,
+    rc: &mut RenderCtx,
+) -> Result<Map<String, Value>, QueryError> {
     let mut out = Map::new();
     for child in children {
         let value = render_native(child, results, doc_count, rc)?;
@@ -147,45 +181,8 @@ fn render_children(children: &[NativeNode], results: &AggregationResults, doc_co
 }
 
 fn empty_results(node: &NativeNode) -> Result<AggregationResults, QueryError> {
-    Ok(IntermediateAggregationResults::default().into_final_result(node.sub_req.clone(), limits())?)
-}
-
-/// Formats a double like Java's `Double.toString` (`100.0`, `1.5`, `1.0E7`).
-pub(crate) fn java_double(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "Infinity".into() } else { "-Infinity".into() };
-    }
-    let abs = f.abs();
-    if abs == 0.0 {
-        return if f.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
-    }
-    if (1e-3..1e7).contains(&abs) {
-        let s = format!("{f}");
-        return if s.contains('.') { s } else { s + ".0" };
-    }
-    let s = format!("{f:e}");
-    let (mantissa, exponent) = s.split_once('e').unwrap_or((&s, "0"));
-    let mantissa = if mantissa.contains('.') { mantissa.to_string() } else { format!("{mantissa}.0") };
-    format!("{mantissa}E{exponent}")
-}
-
-/// A JSON number, or OpenSearch's strings for non-finite doubles.
-fn number(f: f64) -> Value {
-    if f.is_finite() {
-        json!(f)
-    } else {
-        json!(java_double(f))
-    }
-}
-
-fn opt_number(f: Option<f64>) -> Value {
-    match f {
-        Some(f) => number(f),
-        None => Value::Null,
-    }
+    Ok(IntermediateAggregationResults::default()
+        .into_final_result(node.sub_req.clone(), limits())?)
 }
 
 fn key_f64(key: &Key) -> f64 {
@@ -197,15 +194,32 @@ fn key_f64(key: &Key) -> f64 {
     }
 }
 
-fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64, rc: &mut RenderCtx) -> Result<Value, QueryError> {
+fn render_native(
+    node: &NativeNode,
+    results: &AggregationResults,
+    doc_count: u64,
+    rc: &mut RenderCtx,
+) -> Result<Value, QueryError> {
     let mut out = with_meta(&node.meta);
     let result = results.0.get(&node.name);
     match &node.kind {
-        NativeKind::Terms { key_kind, size, min_doc_count, order, format } => {
+        NativeKind::Terms {
+            key_kind,
+            size,
+            min_doc_count,
+            order,
+            format,
+        } => {
             let (entries, mut other, error) = match result {
-                Some(AggregationResult::BucketResult(BucketResult::Terms { buckets, sum_other_doc_count, doc_count_error_upper_bound })) => {
-                    (buckets.as_slice(), *sum_other_doc_count, doc_count_error_upper_bound.unwrap_or(0))
-                }
+                Some(AggregationResult::BucketResult(BucketResult::Terms {
+                    buckets,
+                    sum_other_doc_count,
+                    doc_count_error_upper_bound,
+                })) => (
+                    buckets.as_slice(),
+                    *sum_other_doc_count,
+                    doc_count_error_upper_bound.unwrap_or(0),
+                ),
                 _ => (&[][..], 0, 0),
             };
             let mut buckets = Vec::new();
@@ -222,34 +236,64 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
                 bucket.insert("key".into(), key.clone());
                 match key_kind {
                     KeyKind::Bool => {
-                        bucket.insert("key_as_string".into(), json!(if key.as_i64() == Some(1) { "true" } else { "false" }));
+                        bucket.insert(
+                            "key_as_string".into(),
+                            json!(if key.as_i64() == Some(1) {
+                                "true"
+                            } else {
+                                "false"
+                            }),
+                        );
                     }
                     KeyKind::Date => {
-                        bucket.insert("key_as_string".into(), json!(format_date(key.as_i64().unwrap_or(0), format, Zone::UTC)));
+                        bucket.insert(
+                            "key_as_string".into(),
+                            json!(format_date(key.as_i64().unwrap_or(0), format, Zone::UTC)),
+                        );
                     }
                     _ => {}
                 }
                 bucket.insert("doc_count".into(), json!(entry.doc_count));
-                bucket.extend(render_children(&node.children, &entry.sub_aggregation, entry.doc_count, rc)?);
+                bucket.extend(render_children(
+                    &node.children,
+                    &entry.sub_aggregation,
+                    entry.doc_count,
+                    rc,
+                )?);
                 buckets.push(bucket);
             }
             sort_buckets(&mut buckets, order, node);
             if buckets.len() > *size {
-                other += buckets[*size..].iter().map(|b| b["doc_count"].as_u64().unwrap_or(0)).sum::<u64>();
+                other += buckets[*size..]
+                    .iter()
+                    .map(|b| b["doc_count"].as_u64().unwrap_or(0))
+                    .sum::<u64>();
                 buckets.truncate(*size);
             }
             rc.buckets += buckets.len();
             out.insert("doc_count_error_upper_bound".into(), json!(error));
             out.insert("sum_other_doc_count".into(), json!(other));
-            out.insert("buckets".into(), Value::Array(buckets.into_iter().map(Value::Object).collect()));
+            out.insert(
+                "buckets".into(),
+                Value::Array(buckets.into_iter().map(Value::Object).collect()),
+            );
         }
-        NativeKind::Range { buckets, keyed, is_date, format, zone } => {
+        NativeKind::Range {
+            buckets,
+            keyed,
+            is_date,
+            format,
+            zone,
+        } => {
             let mut found: HashMap<(&str, String), _> = HashMap::new();
             for bucket in buckets {
                 if found.contains_key(&(bucket.layer.as_str(), bucket.tantivy_key.clone())) {
                     continue;
                 }
-                if let Some(AggregationResult::BucketResult(BucketResult::Range { buckets: entries })) = results.0.get(&bucket.layer) {
+                if let Some(AggregationResult::BucketResult(BucketResult::Range {
+                    buckets: entries,
+                })) = results.0.get(&bucket.layer)
+                {
                     for entry in entries.iter() {
                         found.insert((bucket.layer.as_str(), entry.key.to_string()), entry);
                     }
@@ -268,7 +312,10 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
                     Some(v) if *is_date => format_date(v as i64, format, *zone),
                     Some(v) => java_double(v),
                 };
-                let key = bucket.key.clone().unwrap_or_else(|| format!("{}-{}", text(bucket.from), text(bucket.to)));
+                let key = bucket
+                    .key
+                    .clone()
+                    .unwrap_or_else(|| format!("{}-{}", text(bucket.from), text(bucket.to)));
                 let mut b = Map::new();
                 if !keyed {
                     b.insert("key".into(), json!(key));
@@ -299,17 +346,35 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
                 let mut b = Map::new();
                 b.insert("key".into(), number(key_f64(&entry.key)));
                 b.insert("doc_count".into(), json!(entry.doc_count));
-                b.extend(render_children(&node.children, &entry.sub_aggregation, entry.doc_count, rc)?);
+                b.extend(render_children(
+                    &node.children,
+                    &entry.sub_aggregation,
+                    entry.doc_count,
+                    rc,
+                )?);
                 buckets.push(b);
             }
             sort_buckets(&mut buckets, order, node);
             rc.buckets += buckets.len();
-            let named = buckets.into_iter().map(|b| (java_double(b["key"].as_f64().unwrap_or(0.0)), b)).collect();
+            let named = buckets
+                .into_iter()
+                .map(|b| (java_double(b["key"].as_f64().unwrap_or(0.0)), b))
+                .collect();
             out.insert("buckets".into(), keyed_or_list(named, *keyed));
         }
-        NativeKind::DateHistogram { rounding, min_doc_count, extended_bounds, hard_bounds, format, keyed, order } => {
-            let mut by_key: Vec<(i64, &BucketEntry)> =
-                histogram_entries(result).into_iter().map(|e| (key_f64(&e.key) as i64, e)).collect();
+        NativeKind::DateHistogram {
+            rounding,
+            min_doc_count,
+            extended_bounds,
+            hard_bounds,
+            format,
+            keyed,
+            order,
+        } => {
+            let mut by_key: Vec<(i64, &BucketEntry)> = histogram_entries(result)
+                .into_iter()
+                .map(|e| (key_f64(&e.key) as i64, e))
+                .collect();
             by_key.sort_by_key(|(k, _)| *k);
             let in_hard_bounds = |k: i64| match hard_bounds {
                 Some((min, max)) => k >= rounding.round(*min) && k <= *max,
@@ -355,7 +420,10 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
                     continue;
                 }
                 let mut b = Map::new();
-                b.insert("key_as_string".into(), json!(format_date(key, format, rounding.zone)));
+                b.insert(
+                    "key_as_string".into(),
+                    json!(format_date(key, format, rounding.zone)),
+                );
                 b.insert("key".into(), json!(key));
                 b.insert("doc_count".into(), json!(count));
                 b.extend(render_children(&node.children, subs, count, rc)?);
@@ -363,23 +431,44 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
             }
             sort_buckets(&mut buckets, order, node);
             rc.buckets += buckets.len();
-            let named = buckets.into_iter().map(|b| (b["key_as_string"].as_str().unwrap_or("").to_string(), b)).collect();
+            let named = buckets
+                .into_iter()
+                .map(|b| (b["key_as_string"].as_str().unwrap_or("").to_string(), b))
+                .collect();
             out.insert("buckets".into(), keyed_or_list(named, *keyed));
         }
-        NativeKind::Metric { op, is_date, format, sigma } => {
+        NativeKind::Metric {
+            op,
+            is_date,
+            format,
+            sigma,
+        } => {
             render_metric(&mut out, *op, result, *is_date, format, *sigma);
         }
-        NativeKind::Percentiles { percents, keyed, values_name } => {
+        NativeKind::Percentiles {
+            percents,
+            keyed,
+            values_name,
+        } => {
             let sketch: Vec<f64> = match result {
-                Some(AggregationResult::MetricResult(MetricResult::Percentiles(p))) => match &p.values {
-                    PercentileValues::Vec(entries) => entries.iter().map(|e| e.value).collect(),
-                    PercentileValues::HashMap(_) => Vec::new(),
-                },
+                Some(AggregationResult::MetricResult(MetricResult::Percentiles(p))) => {
+                    match &p.values {
+                        PercentileValues::Vec(entries) => entries.iter().map(|e| e.value).collect(),
+                        PercentileValues::HashMap(_) => Vec::new(),
+                    }
+                }
                 _ => Vec::new(),
             };
             let exact = match results.0.get(values_name) {
-                Some(AggregationResult::BucketResult(BucketResult::Terms { buckets, sum_other_doc_count: 0, .. })) => {
-                    let mut values: Vec<(f64, u64)> = buckets.iter().map(|b| (key_f64(&b.key), b.doc_count)).collect();
+                Some(AggregationResult::BucketResult(BucketResult::Terms {
+                    buckets,
+                    sum_other_doc_count: 0,
+                    ..
+                })) => {
+                    let mut values: Vec<(f64, u64)> = buckets
+                        .iter()
+                        .map(|b| (key_f64(&b.key), b.doc_count))
+                        .collect();
                     values.sort_by(|a, b| a.0.total_cmp(&b.0));
                     Some(values)
                 }
@@ -391,19 +480,43 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
                     None => sketch.get(i).copied().filter(|v| v.is_finite()),
                 }
             };
-            let values: Vec<(f64, Option<f64>)> = percents.iter().enumerate().map(|(i, p)| (*p, value_of(i, *p))).collect();
+            let values: Vec<(f64, Option<f64>)> = percents
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (*p, value_of(i, *p)))
+                .collect();
             out.insert(
                 "values".into(),
                 if *keyed {
-                    Value::Object(values.into_iter().map(|(p, v)| (java_double(p), opt_number(v))).collect())
+                    Value::Object(
+                        values
+                            .into_iter()
+                            .map(|(p, v)| (java_double(p), opt_number(v)))
+                            .collect(),
+                    )
                 } else {
-                    Value::Array(values.into_iter().map(|(p, v)| json!({"key": p, "value": opt_number(v)})).collect())
+                    Value::Array(
+                        values
+                            .into_iter()
+                            .map(|(p, v)| json!({"key": p, "value": opt_number(v)}))
+                            .collect(),
+                    )
                 },
             );
         }
-        NativeKind::TopHits { sorts, source, version, seq_no_primary_term, sorted, from, size } => {
+        NativeKind::TopHits {
+            sorts,
+            source,
+            version,
+            seq_no_primary_term,
+            sorted,
+            from,
+            size,
+        } => {
             let mut hits: Vec<_> = match result {
-                Some(AggregationResult::MetricResult(MetricResult::TopHits(top))) => top.hits.iter().collect(),
+                Some(AggregationResult::MetricResult(MetricResult::TopHits(top))) => {
+                    top.hits.iter().collect()
+                }
                 _ => Vec::new(),
             };
             // OpenSearch order: per key, missing values last in both directions.
@@ -411,8 +524,16 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
                 for ((x, y), (kind, desc)) in a.sort.iter().zip(&b.sort).zip(sorts) {
                     let o = match (x, y) {
                         (Some(x), Some(y)) => {
-                            let o = if *kind == ValueKind::Double { f64::from_u64(*x).total_cmp(&f64::from_u64(*y)) } else { x.cmp(y) };
-                            if *desc { o.reverse() } else { o }
+                            let o = if *kind == ValueKind::Double {
+                                f64::from_u64(*x).total_cmp(&f64::from_u64(*y))
+                            } else {
+                                x.cmp(y)
+                            };
+                            if *desc {
+                                o.reverse()
+                            } else {
+                                o
+                            }
                         }
                         (Some(_), None) => Ordering::Less,
                         (None, Some(_)) => Ordering::Greater,
@@ -426,8 +547,12 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
             });
             let mut rendered = Vec::new();
             for hit in hits.into_iter().skip(*from).take(*size) {
-                let Some(id) = hit.doc_value_fields.get("_id").and_then(first_str) else { continue };
-                let Some(doc) = rc.top_hits_docs.get(&id).copied() else { continue };
+                let Some(id) = hit.doc_value_fields.get("_id").and_then(first_str) else {
+                    continue;
+                };
+                let Some(doc) = rc.top_hits_docs.get(&id).copied() else {
+                    continue;
+                };
                 let mut h = Map::new();
                 h.insert("_index".into(), json!((rc.index_name_of_shard)(doc.shard)));
                 h.insert("_id".into(), json!(id));
@@ -474,7 +599,8 @@ fn render_native(node: &NativeNode, results: &AggregationResults, doc_count: u64
 
 fn histogram_entries(result: Option<&AggregationResult>) -> Vec<&BucketEntry> {
     match result {
-        Some(AggregationResult::BucketResult(BucketResult::Histogram { buckets })) => match buckets {
+        Some(AggregationResult::BucketResult(BucketResult::Histogram { buckets })) => match buckets
+        {
             BucketEntries::Vec(v) => v.iter().collect(),
             BucketEntries::HashMap(m) => m.values().collect(),
         },
@@ -484,154 +610,13 @@ fn histogram_entries(result: Option<&AggregationResult>) -> Vec<&BucketEntry> {
 
 fn keyed_or_list(named: Vec<(String, Map<String, Value>)>, keyed: bool) -> Value {
     if keyed {
-        Value::Object(named.into_iter().map(|(k, b)| (k, Value::Object(b))).collect())
+        Value::Object(
+            named
+                .into_iter()
+                .map(|(k, b)| (k, Value::Object(b)))
+                .collect(),
+        )
     } else {
         Value::Array(named.into_iter().map(|(_, b)| Value::Object(b)).collect())
-    }
-}
-
-fn render_metric(out: &mut Map<String, Value>, op: MetricOp, result: Option<&AggregationResult>, is_date: bool, format: &str, sigma: f64) {
-    let as_string = |v: f64| json!(format_date(v.floor() as i64, format, Zone::UTC));
-    let metric = match result {
-        Some(AggregationResult::MetricResult(m)) => Some(m),
-        _ => None,
-    };
-    let single = match metric {
-        Some(MetricResult::Average(s) | MetricResult::Min(s) | MetricResult::Max(s) | MetricResult::Sum(s))
-        | Some(MetricResult::Count(s) | MetricResult::Cardinality(s)) => s.value.filter(|v| v.is_finite()),
-        _ => None,
-    };
-    match op {
-        MetricOp::Avg | MetricOp::Min | MetricOp::Max | MetricOp::Sum => {
-            let value = if op == MetricOp::Sum { Some(single.unwrap_or(0.0)) } else { single };
-            out.insert("value".into(), opt_number(value));
-            if let (true, Some(v)) = (is_date, value) {
-                out.insert("value_as_string".into(), as_string(v));
-            }
-        }
-        MetricOp::ValueCount | MetricOp::Cardinality => {
-            out.insert("value".into(), json!(single.unwrap_or(0.0) as u64));
-        }
-        MetricOp::Stats | MetricOp::ExtendedStats => {
-            let (count, sum, min, max, sum_of_squares) = match metric {
-                Some(MetricResult::Stats(s)) => (s.count, s.sum, s.min, s.max, None),
-                Some(MetricResult::ExtendedStats(s)) => (s.count, s.sum, s.min, s.max, s.sum_of_squares),
-                _ => (0, 0.0, None, None, None),
-            };
-            let present = |v: Option<f64>| if count == 0 { None } else { v };
-            let avg = (count > 0).then(|| sum / count as f64);
-            out.insert("count".into(), json!(count));
-            out.insert("min".into(), opt_number(present(min)));
-            out.insert("max".into(), opt_number(present(max)));
-            out.insert("avg".into(), opt_number(avg));
-            out.insert("sum".into(), number(sum));
-            if op == MetricOp::ExtendedStats {
-                let sum_sq = sum_of_squares.unwrap_or(0.0);
-                let n = count as f64;
-                let spread = sum_sq - sum * sum / n;
-                let variance = (count > 0).then(|| (spread / n).max(0.0));
-                let variance_sampling = (count > 0).then(|| {
-                    let v = spread / (n - 1.0);
-                    if v < 0.0 { 0.0 } else { v }
-                });
-                let std = variance.map(f64::sqrt);
-                let std_sampling = variance_sampling.map(f64::sqrt);
-                let bound = |avg: Option<f64>, std: Option<f64>, sign: f64| match (avg, std) {
-                    (Some(a), Some(s)) => number(a + sign * sigma * s),
-                    _ => Value::Null,
-                };
-                out.insert("sum_of_squares".into(), opt_number((count > 0).then_some(sum_sq)));
-                out.insert("variance".into(), opt_number(variance));
-                out.insert("variance_population".into(), opt_number(variance));
-                out.insert("variance_sampling".into(), opt_number(variance_sampling));
-                out.insert("std_deviation".into(), opt_number(std));
-                out.insert("std_deviation_population".into(), opt_number(std));
-                out.insert("std_deviation_sampling".into(), opt_number(std_sampling));
-                out.insert(
-                    "std_deviation_bounds".into(),
-                    json!({
-                        "upper": bound(avg, std, 1.0),
-                        "lower": bound(avg, std, -1.0),
-                        "upper_population": bound(avg, std, 1.0),
-                        "lower_population": bound(avg, std, -1.0),
-                        "upper_sampling": bound(avg, std_sampling, 1.0),
-                        "lower_sampling": bound(avg, std_sampling, -1.0),
-                    }),
-                );
-            }
-            if is_date && count > 0 {
-                for (name, v) in [("min", min), ("max", max), ("avg", avg), ("sum", Some(sum))] {
-                    if let Some(v) = v {
-                        out.insert(format!("{name}_as_string"), as_string(v));
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The value a bucket sorts by for a sub-aggregation path (`agg`, `agg.prop`).
-fn sub_value(bucket: &Map<String, Value>, node: &NativeNode, agg: &str, prop: &Option<String>) -> f64 {
-    let Some(child) = node.children.iter().find(|c| c.name == agg) else { return f64::NAN };
-    let entry = bucket.get(&child.name).or_else(|| bucket.get(&format!("{}#{}", child.typed_name, child.name)));
-    let Some(entry) = entry else { return f64::NAN };
-    let value = match prop.as_deref() {
-        None | Some("value") => entry.get("value"),
-        Some(p) => match entry.get("values") {
-            Some(values) => {
-                let normalized = p.parse::<f64>().map(java_double).unwrap_or_else(|_| p.to_string());
-                values.get(normalized)
-            }
-            None => entry.get(p),
-        },
-    };
-    value.and_then(Value::as_f64).unwrap_or(f64::NAN)
-}
-
-fn compare_keys(a: &Value, b: &Value) -> Ordering {
-    match (a.as_f64(), b.as_f64()) {
-        (Some(x), Some(y)) => x.total_cmp(&y),
-        _ => a.as_str().unwrap_or("").as_bytes().cmp(b.as_str().unwrap_or("").as_bytes()),
-    }
-}
-
-fn sort_buckets(buckets: &mut [Map<String, Value>], order: &[(OrderKey, bool)], node: &NativeNode) {
-    buckets.sort_by(|a, b| {
-        for (key, desc) in order {
-            let o = match key {
-                OrderKey::Count => a["doc_count"].as_u64().cmp(&b["doc_count"].as_u64()),
-                OrderKey::Key => compare_keys(&a["key"], &b["key"]),
-                OrderKey::Sub(agg, prop) => {
-                    // Java's Double.compare: NaN (empty buckets) after every number.
-                    let (x, y) = (sub_value(a, node, agg, prop), sub_value(b, node, agg, prop));
-                    match (x.is_nan(), y.is_nan()) {
-                        (true, true) => Ordering::Equal,
-                        (true, false) => Ordering::Greater,
-                        (false, true) => Ordering::Less,
-                        _ => x.total_cmp(&y),
-                    }
-                }
-            };
-            let o = if *desc { o.reverse() } else { o };
-            if o != Ordering::Equal {
-                return o;
-            }
-        }
-        Ordering::Equal
-    });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::java_double;
-
-    #[test]
-    fn doubles_print_like_java() {
-        assert_eq!(java_double(100.0), "100.0");
-        assert_eq!(java_double(1.5), "1.5");
-        assert_eq!(java_double(1e7), "1.0E7");
-        assert_eq!(java_double(1.5778368e12), "1.5778368E12");
-        assert_eq!(java_double(0.0001), "1.0E-4");
-        assert_eq!(java_double(-3.0), "-3.0");
     }
 }

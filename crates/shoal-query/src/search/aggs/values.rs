@@ -39,8 +39,12 @@ impl ValueSourceProvider for DerivedProvider {
             .fast_fields()
             .u64_lenient_for_type(Some(input), &self.column)?
             .map(|(column, column_type)| {
-                Box::new(DerivedSource { column, column_type, transform: self.transform, as_f64: false })
-                    as Box<dyn ValueSource>
+                Box::new(DerivedSource {
+                    column,
+                    column_type,
+                    transform: self.transform,
+                    as_f64: false,
+                }) as Box<dyn ValueSource>
             }))
     }
 }
@@ -54,7 +58,10 @@ struct DerivedSource {
 
 impl std::fmt::Debug for DerivedSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DerivedSource").field("transform", &self.transform).field("as_f64", &self.as_f64).finish()
+        f.debug_struct("DerivedSource")
+            .field("transform", &self.transform)
+            .field("as_f64", &self.as_f64)
+            .finish()
     }
 }
 
@@ -94,13 +101,20 @@ impl ValueSource for DerivedSource {
         let cardinality = physical.load_block(docs, values, docids, row_ids);
         for value in values.iter_mut() {
             let derived = self.derive(*value);
-            *value = if self.as_f64 { (derived as f64).to_u64() } else { derived.to_u64() };
+            *value = if self.as_f64 {
+                (derived as f64).to_u64()
+            } else {
+                derived.to_u64()
+            };
         }
         cardinality
     }
 
     fn to_f64(self: Box<Self>) -> Box<dyn ValueSource> {
-        Box::new(DerivedSource { as_f64: true, ..*self })
+        Box::new(DerivedSource {
+            as_f64: true,
+            ..*self
+        })
     }
 }
 
@@ -154,7 +168,10 @@ mod tests {
     fn exact_percentiles_interpolate_like_the_t_digest() {
         let data: Vec<(f64, u64)> = [1.0, 51.0, 101.0, 151.0].iter().map(|v| (*v, 1)).collect();
         let p = |q| exact_percentile(&data, q).unwrap();
-        assert_eq!([p(1.0), p(5.0), p(25.0), p(50.0), p(75.0), p(95.0), p(99.0)], [1.0, 1.0, 26.0, 76.0, 126.0, 151.0, 151.0]);
+        assert_eq!(
+            [p(1.0), p(5.0), p(25.0), p(50.0), p(75.0), p(95.0), p(99.0)],
+            [1.0, 1.0, 26.0, 76.0, 126.0, 151.0, 151.0]
+        );
         let ten: Vec<(f64, u64)> = (1..=10).map(|v| (v as f64, 1)).collect();
         assert_eq!(exact_percentile(&ten, 50.0), Some(5.5));
         assert_eq!(exact_percentile(&[(3.0, 2)], 50.0), Some(3.0));

@@ -44,11 +44,26 @@ pub(super) fn products_mapping() -> Value {
 
 pub(super) fn products() -> Vec<(&'static str, Value)> {
     vec![
-        ("1", json!({"title": "The quick brown fox", "status": "active", "price": 10.0, "qty": 5, "active": true, "ts": "2020-01-01T10:00:00Z", "tags": ["a", "b"]})),
-        ("2", json!({"title": "Lazy dog sleeps", "status": "sold", "price": 20.5, "qty": 3, "active": false, "ts": "2020-01-15T00:00:00Z", "tags": ["b"]})),
-        ("3", json!({"title": "Quick quick rabbit", "status": "active", "price": 30.0, "qty": 8, "active": true, "ts": "2020-02-20T12:00:00Z"})),
-        ("4", json!({"title": "Brown bear", "status": "pending", "price": 5.0, "active": true, "ts": "2020-04-01T00:00:00Z", "tags": ["a"]})),
-        ("5", json!({"title": "Fox and dog", "status": "sold", "qty": 1, "active": false, "ts": "2020-04-30T23:59:59Z"})),
+        (
+            "1",
+            json!({"title": "The quick brown fox", "status": "active", "price": 10.0, "qty": 5, "active": true, "ts": "2020-01-01T10:00:00Z", "tags": ["a", "b"]}),
+        ),
+        (
+            "2",
+            json!({"title": "Lazy dog sleeps", "status": "sold", "price": 20.5, "qty": 3, "active": false, "ts": "2020-01-15T00:00:00Z", "tags": ["b"]}),
+        ),
+        (
+            "3",
+            json!({"title": "Quick quick rabbit", "status": "active", "price": 30.0, "qty": 8, "active": true, "ts": "2020-02-20T12:00:00Z"}),
+        ),
+        (
+            "4",
+            json!({"title": "Brown bear", "status": "pending", "price": 5.0, "active": true, "ts": "2020-04-01T00:00:00Z", "tags": ["a"]}),
+        ),
+        (
+            "5",
+            json!({"title": "Fox and dog", "status": "sold", "qty": 1, "active": false, "ts": "2020-04-30T23:59:59Z"}),
+        ),
     ]
 }
 
@@ -64,13 +79,17 @@ impl Fixture {
         for segments in layout {
             let index = Index::create_in_ram(schema.schema.clone());
             register_analyzers(index.tokenizers());
-            let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 15_000_000).unwrap();
+            let mut writer = index
+                .writer_with_num_threads::<TantivyDocument>(1, 15_000_000)
+                .unwrap();
             writer.set_merge_policy(Box::new(NoMergePolicy));
             let mut sources = HashMap::new();
             for segment in segments.iter() {
                 for id in segment.iter() {
                     let source = by_id[id];
-                    let parsed = DocumentParser::new(&mapping, &schema).parse_value(id, source).unwrap();
+                    let parsed = DocumentParser::new(&mapping, &schema)
+                        .parse_value(id, source)
+                        .unwrap();
                     if let Some(update) = &parsed.dynamic_update {
                         mapping.merge(update).unwrap();
                     }
@@ -88,21 +107,38 @@ impl Fixture {
             let reader = index.reader().unwrap();
             shards.push(Shard { reader, sources });
         }
-        Fixture { schema, mapping, shards }
+        Fixture {
+            schema,
+            mapping,
+            shards,
+        }
     }
 
     /// The products, all in one shard and one segment.
     pub fn products() -> Fixture {
-        Fixture::new(products_mapping(), &products(), &[&[&["1", "2", "3", "4", "5"]]])
+        Fixture::new(
+            products_mapping(),
+            &products(),
+            &[&[&["1", "2", "3", "4", "5"]]],
+        )
     }
 
     /// The products over two shards, the first with two segments.
     pub fn products_two_shards() -> Fixture {
-        Fixture::new(products_mapping(), &products(), &[&[&["1", "3"], &["5"]], &[&["2", "4"]]])
+        Fixture::new(
+            products_mapping(),
+            &products(),
+            &[&[&["1", "3"], &["5"]], &[&["2", "4"]]],
+        )
     }
 
     pub fn ctx(&self) -> QueryContext<'_> {
-        QueryContext { mapping: &self.mapping, schema: &self.schema, now_millis: NOW, index: "products" }
+        QueryContext {
+            mapping: &self.mapping,
+            schema: &self.schema,
+            now_millis: NOW,
+            index: "products",
+        }
     }
 
     pub fn shard_results(&self, req: &SearchRequest) -> Result<Vec<ShardResult>, QueryError> {
@@ -142,7 +178,9 @@ impl Fixture {
             .shards
             .iter()
             .enumerate()
-            .map(|(i, shard)| super::search_shard(&shard.reader.searcher(), query.as_ref(), &req, &ctx, i))
+            .map(|(i, shard)| {
+                super::search_shard(&shard.reader.searcher(), query.as_ref(), &req, &ctx, i)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         self.merge(&req, results)
     }
@@ -153,7 +191,14 @@ impl Fixture {
             let id = id_of(&searchers[shard], address);
             Ok(self.shards[shard].sources.get(&id).cloned())
         };
-        let mut response = merge_and_render(req, results, &mut fetch, &|_| "products".to_string(), 0, self.shards.len())?;
+        let mut response = merge_and_render(
+            req,
+            results,
+            &mut fetch,
+            &|_| "products".to_string(),
+            0,
+            self.shards.len(),
+        )?;
         response["took"] = json!(0);
         Ok(response)
     }
@@ -170,7 +215,10 @@ fn id_of(searcher: &Searcher, address: DocAddress) -> String {
 
 /// A tiny query translator for tests: match_all, term on keywords, match on text.
 pub(super) fn test_query(query: &Value, ctx: &QueryContext) -> Result<Box<dyn Query>, QueryError> {
-    let (kind, body) = query.as_object().and_then(|m| m.iter().next()).expect("one clause");
+    let (kind, body) = query
+        .as_object()
+        .and_then(|m| m.iter().next())
+        .expect("one clause");
     match kind.as_str() {
         "match_all" => Ok(Box::new(AllQuery)),
         "term" => {
@@ -189,18 +237,29 @@ pub(super) fn test_query(query: &Value, ctx: &QueryContext) -> Result<Box<dyn Qu
                 .map(|token| {
                     let mut term = Term::from_field_json_path(text_field, field, true);
                     term.append_type_and_str(&token);
-                    (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>)
+                    (
+                        Occur::Should,
+                        Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))
+                            as Box<dyn Query>,
+                    )
                 })
                 .collect();
             Ok(Box::new(BooleanQuery::new(clauses)))
         }
-        other => Err(QueryError::Parsing(format!("test query [{other}] not supported"))),
+        other => Err(QueryError::Parsing(format!(
+            "test query [{other}] not supported"
+        ))),
     }
 }
 
 /// The `_id`s of a response's hits.
 pub(super) fn ids(response: &Value) -> Vec<String> {
-    response["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].as_str().unwrap().to_string()).collect()
+    response["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
