@@ -314,6 +314,11 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_collection_modifyitems(config, items):
     if not EXTERNAL_URL:
+        # Known gaps of Shoal against OpenSearch, each with its reason: the test still runs and
+        # reports XPASS the day the gap closes.
+        for item in items:
+            for mark in item.iter_markers("shoal_gap"):
+                item.add_marker(pytest.mark.xfail(reason="known Shoal gap: " + mark.args[0], strict=False))
         return
     skip = pytest.mark.skip(reason="restarts the node: needs a Shoal process started by the suite")
     for item in items:

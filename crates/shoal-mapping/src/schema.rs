@@ -68,7 +68,7 @@ impl ShardSchema {
         let primary_term =
             builder.add_i64_field(PRIMARY_TERM_FIELD, NumericOptions::default().set_fast());
         let version = builder.add_i64_field(VERSION_FIELD, NumericOptions::default().set_fast());
-        let routing = builder.add_text_field(ROUTING_FIELD, STRING);
+        let routing = builder.add_text_field(ROUTING_FIELD, STRING | FAST);
         let field_names = builder.add_text_field(FIELD_NAMES_FIELD, STRING);
         let keyword_indexing = TextFieldIndexing::default()
             .set_tokenizer("raw")

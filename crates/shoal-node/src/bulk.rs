@@ -171,9 +171,10 @@ pub fn parse_version_type(text: &str) -> ApiResult<VersionType> {
 fn json_error(e: &serde_json::Error, text: &[u8], line: usize) -> ApiError {
     let error_type = if e.is_eof() { "json_e_o_f_exception" } else { "json_parse_exception" };
     // serde points at the first bad byte; Jackson reads a bare word to its end first.
-    let start = e.column().saturating_sub(1);
-    let word_len = text.iter().skip(start).take_while(|b| b.is_ascii_alphanumeric()).count();
-    let column = if word_len > 1 { start + word_len + 1 } else { e.column() };
+    let at = e.column().saturating_sub(1).min(text.len());
+    let word_start = text[..at].iter().rposition(|b| !b.is_ascii_alphanumeric()).map_or(0, |p| p + 1);
+    let word_len = text[word_start..].iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    let column = if word_len > 1 { word_start + word_len + 2 } else { e.column() };
     ApiError::new(400, error_type, format!("{e}: [line: {line}, column: {column}]"))
 }
 

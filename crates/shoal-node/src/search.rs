@@ -181,6 +181,21 @@ impl Node {
         Ok(response)
     }
 
+    /// Checks a search body's structure before anything runs (`_msearch` fails as a whole on a
+    /// malformed query, like OpenSearch's REST-layer parsing). Field-level problems are left to
+    /// the shards, which know the mapping.
+    pub fn validate_search_body(&self, body: &Value, params: &HashMap<String, String>) -> ApiResult<()> {
+        let request = SearchRequest::parse(body, params)?;
+        let Some(query) = &request.query else { return Ok(()) };
+        let mapping = shoal_mapping::Mapping::default();
+        let schema = shoal_mapping::ShardSchema::build(shoal_codec::add_source_field);
+        let ctx = QueryContext { mapping: &mapping, schema: &schema, now_millis: now_millis(), index: "" };
+        match dsl::build_query(query, &ctx) {
+            Err(e @ QueryError::Parsing(_)) => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
     /// `_search/scroll`: the next page of an open scroll.
     pub fn scroll(&self, scroll_id: &str, keep_alive: Option<&str>) -> ApiResult<Value> {
         let started = Instant::now();

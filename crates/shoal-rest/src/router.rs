@@ -43,7 +43,13 @@ pub fn router(node: Arc<Node>) -> Router {
         .and_then(|v| shoal_node::settings::parse_byte_size(&v).ok())
         .unwrap_or(100 * 1024 * 1024) as usize;
     let api = Router::new()
-        .route("/", get(|State(n): State<S>, Query(q): Q| cluster::root(n, p(q), false)).head(|State(n): State<S>, Query(q): Q| cluster::root(n, p(q), true)))
+        .route(
+            "/",
+            get(|State(n): State<S>, Query(q): Q| cluster::root(n, p(q), false))
+                .head(|State(n): State<S>, Query(q): Q| cluster::root(n, p(q), true))
+                // `DELETE /` deletes every index in OpenSearch (refused when destructive_requires_name is set).
+                .delete(|State(n): State<S>, Query(q): Q| indices::delete(n, "_all".to_string(), p(q))),
+        )
         .merge(cluster_routes())
         .merge(cat_routes())
         .merge(search_routes())
@@ -251,7 +257,7 @@ async fn render_method_not_allowed(req: Request, next: Next) -> Response {
     if response.status() != StatusCode::METHOD_NOT_ALLOWED {
         return response;
     }
-    let allowed = response.headers().get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("").replace(',', ", ");
+    let allowed = allowed_methods(uri.path(), response.headers().get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or(""));
     let body = json!({"error": format!("Incorrect HTTP method for uri [{}] and method [{}], allowed: [{}]", uri, method, allowed), "status": 405});
     let mut out = (StatusCode::METHOD_NOT_ALLOWED, [(header::CONTENT_TYPE, "application/json; charset=UTF-8")], body.to_string()).into_response();
     if let Some(allow) = response.headers().get(header::ALLOW) {
@@ -275,6 +281,24 @@ async fn check_content_type(req: Request, next: Next) -> Response {
         }
     }
     next.run(req).await
+}
+
+/// The methods to list in a 405: axum's, without the HEAD it derives from GET unless
+/// OpenSearch registers HEAD on that path too (root, index, document and source).
+fn allowed_methods(path: &str, allow_header: &str) -> String {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let explicit_head = match segments.as_slice() {
+        [] => true,
+        [index] => !index.starts_with('_'),
+        [_, kind, _] => *kind == "_doc" || *kind == "_source",
+        _ => false,
+    };
+    allow_header
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty() && (*m != "HEAD" || explicit_head))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `http.max_content_length`: 413 before reading a body that is too large.

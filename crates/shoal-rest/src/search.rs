@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use shoal_node::{ApiError, Node};
 
 use crate::request::{json_body, object_body, Params};
-use crate::response::{ok, RestResult};
+use crate::response::{ok, RestError, RestResult};
 use crate::router::blocking;
 
 /// A search body must be a JSON object; OpenSearch names the token and position otherwise.
@@ -60,10 +60,33 @@ pub async fn search(node: Arc<Node>, index: Option<String>, params: Params, body
         None => "/_search".to_string(),
     };
     check_params(&path, &params)?;
+    let raw = body.clone();
     let body = search_body(&body)?;
     let map = params.0.clone();
-    let response = blocking(move || node.search(index.as_deref().unwrap_or("_all"), &body, &map)).await?;
+    let response = blocking(move || node.search(index.as_deref().unwrap_or("_all"), &body, &map))
+        .await
+        .map_err(|e| RestError(with_position(e.0, &raw)))?;
     ok(response, &params)
+}
+
+/// OpenSearch's `parsing_exception` names the line and column of the offending token; the
+/// body was decoded before translation, so find the named key in the raw text instead.
+fn with_position(error: ApiError, raw: &[u8]) -> ApiError {
+    if error.error_type != "parsing_exception" || error.extra.contains_key("line") {
+        return error;
+    }
+    let Some(name) = error.reason.rsplit('[').next().and_then(|tail| tail.split(']').next()) else { return error };
+    let needle = format!("\"{name}\"");
+    let text = String::from_utf8_lossy(raw);
+    let Some(offset) = text.find(&needle) else { return error };
+    // Jackson points at the token after the key: the start of its value.
+    let after_key = offset + needle.len();
+    let value_at = text[after_key..].find(|c: char| !c.is_whitespace() && c != ':').map_or(after_key, |p| after_key + p);
+    let offset = value_at;
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = offset - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+    error.with("line", json!(line)).with("col", json!(col))
 }
 
 pub async fn count(node: Arc<Node>, index: Option<String>, params: Params, body: Bytes) -> RestResult {
@@ -83,7 +106,9 @@ pub async fn msearch(node: Arc<Node>, index: Option<String>, params: Params, bod
         let Some(body) = lines.next() else {
             return Err(ApiError::bad_request("msearch request must be terminated by a body line").into());
         };
-        let body = search_body(body)?;
+        let parsed = search_body(body)?;
+        node.validate_search_body(&parsed, &params.0).map_err(|e| RestError(with_position(e, body)))?;
+        let body = parsed;
         requests.push((header, body));
     }
     if requests.is_empty() {

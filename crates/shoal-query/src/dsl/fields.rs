@@ -47,9 +47,11 @@ pub(crate) fn resolve<'c>(ctx: &QueryContext<'c>, path: &str) -> Result<Target<'
     };
     let indexed = ctx.schema.indexed_in(mapping);
     if indexed == IndexedIn::NotIndexed {
-        return Err(illegal(format!(
-            "Cannot search on field [{path}] since it is not indexed."
-        )));
+        // A shard-level failure in OpenSearch (query_shard_exception in a search phase failure).
+        return Err(crate::search::shard_error(
+            "query_shard_exception",
+            format!("failed to create query: Cannot search on field [{path}] since it is not indexed."),
+        ));
     }
     Ok(Target::Field(FieldRef {
         path: path.to_string(),

@@ -297,6 +297,8 @@ pub(crate) fn ids(
 mod tests {
     use serde_json::json;
 
+    use crate::QueryError;
+
     use crate::dsl::testutil::{ids as v, Fixture};
 
     #[test]
@@ -411,10 +413,13 @@ mod tests {
             fx.error(json!({"term": {}})).to_string(),
             "field name is null or empty"
         );
-        assert_eq!(
-            fx.error(json!({"term": {"hidden": "secret"}})).to_string(),
-            "Cannot search on field [hidden] since it is not indexed."
-        );
+        match fx.error(json!({"term": {"hidden": "secret"}})) {
+            QueryError::SearchPhase { cause_type, cause_reason, .. } => {
+                assert_eq!(cause_type, "query_shard_exception");
+                assert_eq!(cause_reason, "failed to create query: Cannot search on field [hidden] since it is not indexed.");
+            }
+            other => panic!("expected a shard failure, got {other:?}"),
+        }
         assert_eq!(
             fx.error(json!({"term": {"tag": {"value": "a", "boost": -1}}}))
                 .to_string(),

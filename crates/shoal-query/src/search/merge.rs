@@ -76,6 +76,9 @@ pub fn merge_and_render(
         let mut h = Map::new();
         h.insert("_index".into(), json!(index_name_of_shard(shard)));
         h.insert("_id".into(), json!(hit.id));
+        if let Some(routing) = &hit.routing {
+            h.insert("_routing".into(), json!(routing));
+        }
         if req.version {
             h.insert("_version".into(), json!(hit.version));
         }

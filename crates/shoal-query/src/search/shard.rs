@@ -27,6 +27,8 @@ pub struct ShardHit {
     pub seq_no: i64,
     pub primary_term: i64,
     pub version: i64,
+    /// The custom routing value the document was indexed with.
+    pub routing: Option<String>,
 }
 
 /// Aggregation results of a shard, mergeable with other shards'.
@@ -320,6 +322,7 @@ pub fn search_shard_with(
             for candidate in top.into_vec() {
                 let sort_values = keys.values(&sorts, candidate.doc, candidate.score)?;
                 let (id, seq_no, primary_term, version) = meta.read(candidate.doc)?;
+                let routing = meta.routing(candidate.doc)?;
                 hits.push((
                     ordinal as u32,
                     ShardHit {
@@ -334,6 +337,7 @@ pub fn search_shard_with(
                         seq_no,
                         primary_term,
                         version,
+                        routing,
                     },
                 ));
             }
@@ -376,6 +380,7 @@ pub fn search_shard_with(
 /// `_id`, `_seq_no`, `_primary_term` and `_version` of a segment's documents.
 struct MetaColumns {
     id: Option<tantivy::columnar::StrColumn>,
+    routing: Option<tantivy::columnar::StrColumn>,
     seq_no: Option<tantivy::columnar::Column<i64>>,
     primary_term: Option<tantivy::columnar::Column<i64>>,
     version: Option<tantivy::columnar::Column<i64>>,
@@ -386,10 +391,19 @@ impl MetaColumns {
         let ff = reader.fast_fields();
         Ok(MetaColumns {
             id: ff.str(shoal_mapping::schema::ID_FIELD)?,
+            routing: ff.str(shoal_mapping::schema::ROUTING_FIELD)?,
             seq_no: ff.column_opt(shoal_mapping::schema::SEQ_NO_FIELD)?,
             primary_term: ff.column_opt(shoal_mapping::schema::PRIMARY_TERM_FIELD)?,
             version: ff.column_opt(shoal_mapping::schema::VERSION_FIELD)?,
         })
+    }
+
+    fn routing(&self, doc: DocId) -> Result<Option<String>, QueryError> {
+        let Some(col) = &self.routing else { return Ok(None) };
+        let Some(ord) = col.term_ords(doc).next() else { return Ok(None) };
+        let mut routing = String::new();
+        col.ord_to_str(ord, &mut routing).map_err(|e| QueryError::Internal(e.to_string()))?;
+        Ok(Some(routing))
     }
 
     fn read(&self, doc: DocId) -> Result<(String, i64, i64, i64), QueryError> {

@@ -335,6 +335,15 @@ fn resolve_sort(spec: &SortSpec, ctx: &QueryContext) -> Result<ResolvedSort, Que
                 Some(field) if field.field_type == FieldType::Text => {
                     return Err(fielddata_error(name))
                 }
+                Some(field) if field.doc_values == Some(false) => {
+                    return Err(shard_error(
+                        "illegal_argument_exception",
+                        format!(
+                            "Can't load fielddata on [{name}] because fielddata is unsupported on fields of type [{}]. Use doc values instead.",
+                            field.field_type.name()
+                        ),
+                    ))
+                }
                 Some(field) => {
                     if field.field_type == FieldType::Date {
                         date_format = field.date_format().to_string();

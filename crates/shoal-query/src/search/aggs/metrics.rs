@@ -217,14 +217,19 @@ pub(super) fn sort_buckets(
                 OrderKey::Count => a["doc_count"].as_u64().cmp(&b["doc_count"].as_u64()),
                 OrderKey::Key => compare_keys(&a["key"], &b["key"]),
                 OrderKey::Sub(agg, prop) => {
-                    // Java's Double.compare: NaN (empty buckets) after every number.
+                    // Empty buckets (NaN) come last in either direction, as in OpenSearch.
                     let (x, y) = (sub_value(a, node, agg, prop), sub_value(b, node, agg, prop));
-                    match (x.is_nan(), y.is_nan()) {
+                    let o = match (x.is_nan(), y.is_nan()) {
                         (true, true) => Ordering::Equal,
                         (true, false) => Ordering::Greater,
                         (false, true) => Ordering::Less,
+                        _ if *desc => y.total_cmp(&x),
                         _ => x.total_cmp(&y),
+                    };
+                    if o != Ordering::Equal {
+                        return o;
                     }
+                    continue;
                 }
             };
             let o = if *desc { o.reverse() } else { o };
