@@ -17,6 +17,21 @@ from yaml_runner import (Allowlist, Context, Runner, SkipTest, YamlTestFailure, 
 
 HERE = Path(__file__).parent
 ALLOWLIST = Path(os.environ.get("SHOAL_YAML_ALLOWLIST", HERE / "allowlist.txt"))
+# Tests Shoal is known to fail today, one `file::name  # reason` per line (regenerate with
+# tests/yaml/known_failures.py). They run as xfail, so a test that starts passing shows as XPASS.
+KNOWN_FAILURES = HERE / "shoal_known_failures.txt"
+
+
+def _known_failures() -> dict[str, str]:
+    if EXTERNAL_URL or not KNOWN_FAILURES.exists():
+        return {}
+    known = {}
+    for line in KNOWN_FAILURES.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        case_id, _, reason = line.partition("  # ")
+        known[case_id.strip()] = reason.strip()
+    return known
 
 pytestmark = pytest.mark.yaml
 
@@ -29,6 +44,7 @@ def _collect():
                                                                  f"or mvn dependency:get -Dartifact={SPEC_ARTIFACT})"))]
     spec = load_spec(jar)
     allow = Allowlist.parse(ALLOWLIST.read_text())
+    known = _known_failures()
     params = []
     for file in sorted(spec.tests):
         if not any(Allowlist._matches(p, file, "") or p.split("::")[0] == file for p in allow.include):
@@ -45,6 +61,8 @@ def _collect():
             reason = allow.excluded(case.file, case.name)
             if reason:
                 marks.append(pytest.mark.skip(reason=f"allowlist: {reason}"))
+            elif case.id in known:
+                marks.append(pytest.mark.xfail(reason=f"known Shoal gap: {known[case.id]}", strict=False))
             params.append(pytest.param(case, id=case.id, marks=marks))
     return spec, params
 

@@ -30,9 +30,10 @@ impl MapperError {
     /// The OpenSearch exception type name for this error.
     pub fn error_type(&self) -> &'static str {
         match self {
-            MapperError::Parsing(_) | MapperError::InvalidMapping(_) | MapperError::NotJson(_) | MapperError::FieldValue { .. } => {
-                "mapper_parsing_exception"
-            }
+            MapperError::Parsing(_)
+            | MapperError::InvalidMapping(_)
+            | MapperError::NotJson(_)
+            | MapperError::FieldValue { .. } => "mapper_parsing_exception",
             MapperError::StrictDynamic { .. } => "strict_dynamic_mapping_exception",
             MapperError::Conflict(_) => "illegal_argument_exception",
         }

@@ -22,6 +22,8 @@ pub enum FieldType {
     Boolean,
     Date,
     Ip,
+    /// Base64 bytes kept in `_source` only (not searchable), as OpenSearch's default.
+    Binary,
 }
 
 /// How a numeric value is stored in the `_num` JSON field.
@@ -47,6 +49,7 @@ impl FieldType {
             "boolean" => FieldType::Boolean,
             "date" => FieldType::Date,
             "ip" => FieldType::Ip,
+            "binary" => FieldType::Binary,
             _ => return None,
         })
     }
@@ -66,6 +69,7 @@ impl FieldType {
             FieldType::Boolean => "boolean",
             FieldType::Date => "date",
             FieldType::Ip => "ip",
+            FieldType::Binary => "binary",
         }
     }
 
@@ -171,6 +175,9 @@ impl Dynamic {
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldMapping {
     pub field_type: FieldType,
+    /// The declared type when it is a variant Shoal indexes like another type:
+    /// `match_only_text` (as `text`) and `date_nanos` (as `date`, millisecond precision).
+    pub declared_type: Option<&'static str>,
     pub analyzer: Option<Analyzer>,
     pub search_analyzer: Option<Analyzer>,
     pub ignore_above: Option<u32>,
@@ -191,6 +198,7 @@ impl FieldMapping {
     pub fn new(field_type: FieldType) -> FieldMapping {
         FieldMapping {
             field_type,
+            declared_type: None,
             analyzer: None,
             search_analyzer: None,
             ignore_above: None,
@@ -245,20 +253,25 @@ impl FieldMapping {
                 )))
             }
         };
-        let field_type = match FieldType::parse(type_name) {
-            Some(t) => t,
-            None if type_name == "nested" => {
+        let (field_type, declared_type) = match (FieldType::parse(type_name), type_name) {
+            (Some(t), _) => (t, None),
+            (None, "match_only_text") => (FieldType::Text, Some("match_only_text")),
+            (None, "date_nanos") => (FieldType::Date, Some("date_nanos")),
+            (None, _) => match type_name {
+                "nested" => {
                 return Err(MapperError::InvalidMapping(format!(
                     "field [{path}] of type [nested] is not supported by Shoal yet: map it as [object] instead"
                 )))
             }
-            None => {
-                return Err(MapperError::InvalidMapping(format!(
-                    "No handler for type [{type_name}] declared on field [{path}]"
-                )))
-            }
+                _ => {
+                    return Err(MapperError::InvalidMapping(format!(
+                        "No handler for type [{type_name}] declared on field [{path}]"
+                    )))
+                }
+            },
         };
         let mut field = FieldMapping::new(field_type);
+        field.declared_type = declared_type;
         for (key, value) in body {
             field.apply_parameter(path, key, value)?;
         }
@@ -382,7 +395,10 @@ impl FieldMapping {
     /// Renders the field as OpenSearch does in `GET /_mapping` (defaults omitted).
     pub fn to_json(&self) -> Value {
         let mut body = Map::new();
-        body.insert("type".into(), json!(self.field_type.name()));
+        body.insert(
+            "type".into(),
+            json!(self.declared_type.unwrap_or(self.field_type.name())),
+        );
         if let Some(a) = self.analyzer {
             body.insert("analyzer".into(), json!(a.name()));
         }

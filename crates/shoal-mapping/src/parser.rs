@@ -385,6 +385,10 @@ fn convert(field: &FieldMapping, value: &Value) -> Result<Option<OwnedValue>, Op
                 millis,
             ))))
         }
+        FieldType::Binary => match value {
+            Value::String(_) => Ok(None),
+            _ => Err(Some("binary values must be base64 strings".to_string())),
+        },
         FieldType::Ip => {
             let s = value.as_str().ok_or(None)?;
             let ip: IpAddr = s

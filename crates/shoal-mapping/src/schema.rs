@@ -152,6 +152,7 @@ impl ShardSchema {
             ),
             FieldType::Text => IndexedIn::NotIndexed,
             FieldType::Keyword | FieldType::Ip => IndexedIn::Keyword(self.keyword),
+            FieldType::Binary => IndexedIn::NotIndexed,
             _ => IndexedIn::Numeric(self.numeric),
         }
     }

@@ -167,7 +167,7 @@ pub(crate) fn scalar_for(
         })
     };
     Ok(match field.field_type() {
-        FieldType::Text | FieldType::Keyword => Scalar::Str(text()?),
+        FieldType::Text | FieldType::Keyword | FieldType::Binary => Scalar::Str(text()?),
         FieldType::Ip => {
             let s = text()?;
             if let Some((addr, bits)) = s.split_once('/') {
