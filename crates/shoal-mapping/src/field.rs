@@ -190,6 +190,8 @@ pub struct FieldMapping {
     pub coerce: Option<bool>,
     pub ignore_malformed: Option<bool>,
     pub boost: Option<f64>,
+    /// Per-field `meta` (free-form strings, returned by `GET _mapping`).
+    pub meta: Option<Value>,
     /// Multi-fields: the same value indexed another way (`title.keyword`).
     pub fields: BTreeMap<String, FieldMapping>,
 }
@@ -211,6 +213,7 @@ impl FieldMapping {
             coerce: None,
             ignore_malformed: None,
             boost: None,
+            meta: None,
             fields: BTreeMap::new(),
         }
     }
@@ -359,6 +362,7 @@ impl FieldMapping {
                 self.scaling_factor = Some(factor);
             }
             "null_value" => self.null_value = Some(value.clone()),
+            "meta" => self.meta = Some(value.clone()),
             "boost" => self.boost = Some(value.as_f64().ok_or_else(|| bad("expected a number"))?),
             "fields" => {
                 let subfields = value.as_object().ok_or_else(|| bad("expected an object"))?;
@@ -382,7 +386,6 @@ impl FieldMapping {
             | "similarity"
             | "term_vector"
             | "copy_to"
-            | "meta"
             | "fielddata"
             | "normalizer"
             | "locale"
@@ -434,6 +437,9 @@ impl FieldMapping {
         if !self.index {
             body.insert("index".into(), json!(false));
         }
+        if let Some(meta) = &self.meta {
+            body.insert("meta".into(), meta.clone());
+        }
         if let Some(v) = &self.null_value {
             body.insert("null_value".into(), v.clone());
         }
@@ -483,6 +489,9 @@ impl FieldMapping {
         }
         if update.search_analyzer.is_some() {
             self.search_analyzer = update.search_analyzer;
+        }
+        if update.meta.is_some() {
+            self.meta = update.meta.clone();
         }
         for (name, sub) in &update.fields {
             let sub_path = format!("{path}.{name}");

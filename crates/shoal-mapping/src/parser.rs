@@ -78,6 +78,11 @@ impl<'a> DocumentParser<'a> {
         out: &mut Collected,
     ) -> Result<(), MapperError> {
         for (key, value) in object {
+            if !key.is_empty() && key.chars().all(|c| c == '.') {
+                return Err(MapperError::Parsing(format!(
+                    "field name cannot contain only the character [.]"
+                )));
+            }
             if key.is_empty() || key.split('.').any(str::is_empty) {
                 return Err(MapperError::Parsing(format!(
                     "object field starting or ending with a [.] makes object resolution ambiguous: [{key}]"

@@ -56,7 +56,7 @@ impl UpdateRequest {
     }
 }
 
-fn source_filter_from_body(value: &Value) -> crate::source_filter::SourceFilter {
+pub fn source_filter_from_body(value: &Value) -> crate::source_filter::SourceFilter {
     use crate::source_filter::SourceFilter;
     match value {
         Value::Bool(b) => SourceFilter { enabled: *b, ..SourceFilter::all() },

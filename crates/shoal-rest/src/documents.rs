@@ -50,6 +50,9 @@ fn doc_request(params: &Params, create: bool) -> ApiResult<DocRequest> {
         }
         _ => {}
     }
+    if (create || op_type_create) && version_type != VersionType::Internal {
+        return Err(ApiError::action_request_validation(&["create operations only support internal versioning. use index instead".to_string()]));
+    }
     Ok(DocRequest { if_seq_no, if_primary_term, version, version_type, create_only: create || op_type_create, auto_generated_id: false })
 }
 
@@ -100,6 +103,18 @@ fn source_filter(params: &Params) -> SourceFilter {
 pub async fn get_doc(node: Arc<Node>, index: String, id: String, params: Params, head: bool, source_only: bool) -> RestResult {
     let routing = params.get("routing").map(str::to_string);
     let realtime = params.bool_or("realtime", true)?;
+    if params.bool_or("refresh", false)? {
+        let (node, index) = (node.clone(), index.clone());
+        blocking(move || {
+            for service in node.resolve(&index, shoal_node::ResolveOptions::search())? {
+                for engine in service.shards() {
+                    engine.refresh()?;
+                }
+            }
+            Ok(())
+        })
+        .await?;
+    }
     let id2 = id.clone();
     let (service, doc) = blocking(move || node.get_document_with(&index, &id2, routing.as_deref(), realtime)).await?;
     let index_name = service.name();
@@ -164,6 +179,10 @@ pub async fn mget(node: Arc<Node>, index: Option<String>, params: Params, body: 
     let body = object_body(&body)?;
     let default_filter = source_filter(&params);
     let mut specs: Vec<(Option<String>, String, Option<String>, SourceFilter)> = Vec::new();
+    let no_documents = || ApiError::action_request_validation(&["no documents to get".to_string()]);
+    if body.get("docs").and_then(Value::as_array).is_some_and(Vec::is_empty) || body.get("ids").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+        return Err(no_documents().into());
+    }
     if let Some(docs) = body.get("docs").and_then(Value::as_array) {
         for doc in docs {
             let id = doc.get("_id").map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
@@ -174,6 +193,14 @@ pub async fn mget(node: Arc<Node>, index: Option<String>, params: Params, body: 
                 Some(Value::Bool(false)) => SourceFilter { enabled: false, ..SourceFilter::all() },
                 Some(Value::Array(a)) => SourceFilter { enabled: true, includes: a.iter().filter_map(Value::as_str).map(str::to_string).collect(), excludes: vec![] },
                 Some(Value::String(s)) => SourceFilter::from_params(Some(s), None, None),
+                Some(Value::Object(spec)) => {
+                    let list = |k: &str| match spec.get(k) {
+                        Some(Value::String(s)) => vec![s.clone()],
+                        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+                        _ => Vec::new(),
+                    };
+                    SourceFilter { enabled: true, includes: [list("includes"), list("include")].concat(), excludes: [list("excludes"), list("exclude")].concat() }
+                }
                 _ => default_filter.clone(),
             };
             let routing = doc.get("routing").or(doc.get("_routing")).and_then(Value::as_str).map(str::to_string);
@@ -284,7 +311,7 @@ fn run_bulk_update(node: &Node, item: &shoal_node::bulk::BulkItem, index: String
         request.retry_on_conflict = item.retry_on_conflict;
         request.routing = item.routing.clone();
         if let Some(source) = item.source_option.clone().or(default_source) {
-            let _ = source;
+            request.fetch_source = Some(shoal_node::update::source_filter_from_body(&source));
         }
         node.update_document(&index, &id, &request, options)
     });
@@ -295,10 +322,22 @@ fn run_bulk_update(node: &Node, item: &shoal_node::bulk::BulkItem, index: String
                 body["_shards"] = json!({"total": 0, "successful": 0, "failed": 0});
             }
             body["status"] = json!(update.outcome.status());
+            if let Some(source) = update.source {
+                body["get"] = json!({"_seq_no": update.outcome.result.seq_no, "_primary_term": update.outcome.result.primary_term, "found": true, "_source": source});
+            }
             json!({"update": body})
         }
         Err(e) => json!({"update": {"_index": index, "_id": id, "status": e.status, "error": e.to_cause_json()}}),
     }
+}
+
+/// In `_bulk`, request validation failures of one item are plain `illegal_argument_exception`s.
+fn bulk_item_error(error: ApiError) -> ApiError {
+    if error.error_type != "action_request_validation_exception" {
+        return error;
+    }
+    let reason = error.reason.trim_start_matches("Validation Failed: 1: ").trim_end_matches(';').to_string();
+    ApiError::bad_request(reason)
 }
 
 fn render_item(action: BulkAction, write: &DocWrite, result: ApiResult<(u16, Value)>) -> Value {
@@ -311,7 +350,7 @@ fn render_item(action: BulkAction, write: &DocWrite, result: ApiResult<(u16, Val
             body["status"] = json!(status);
             body
         }
-        Err(e) => json!({"_index": index, "_id": id, "status": e.status, "error": e.to_cause_json()}),
+        Err(e) => json!({"_index": index, "_id": id, "status": e.status, "error": bulk_item_error(e).to_cause_json()}),
     };
     let mut item = serde_json::Map::new();
     item.insert(action.as_str().to_string(), body);
