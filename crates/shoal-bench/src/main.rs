@@ -15,7 +15,11 @@ mod stats;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "shoal-bench", version, about = "Load generator for Shoal and OpenSearch")]
+#[command(
+    name = "shoal-bench",
+    version,
+    about = "Load generator for Shoal and OpenSearch"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -161,7 +161,12 @@ async fn measure(
                 let mut conn = pool.lock().await.pop().expect("a connection per permit");
                 let query = &queries[q];
                 let result = conn
-                    .request(Method::POST, &query.path, "application/json", query.body.clone())
+                    .request(
+                        Method::POST,
+                        &query.path,
+                        "application/json",
+                        query.body.clone(),
+                    )
                     .await;
                 pool.lock().await.push(conn);
                 record(&results, &query.kind, scheduled.elapsed(), result);
@@ -186,7 +191,12 @@ async fn measure(
                     let query = &queries[next.fetch_add(1, Ordering::Relaxed) % queries.len()];
                     let t0 = Instant::now();
                     let result = conn
-                        .request(Method::POST, &query.path, "application/json", query.body.clone())
+                        .request(
+                            Method::POST,
+                            &query.path,
+                            "application/json",
+                            query.body.clone(),
+                        )
                         .await;
                     record(&results, &query.kind, t0.elapsed(), result);
                 }
@@ -201,12 +211,7 @@ async fn measure(
     Ok((seconds, results))
 }
 
-fn record(
-    results: &Results,
-    kind: &str,
-    elapsed: Duration,
-    result: anyhow::Result<(u16, Bytes)>,
-) {
+fn record(results: &Results, kind: &str, elapsed: Duration, result: anyhow::Result<(u16, Bytes)>) {
     let mut results = results.lock().unwrap();
     let entry = results.entry(kind.to_string()).or_default();
     match result {

@@ -316,8 +316,10 @@ impl tantivy::Warmer for SourceReaderCache {
     }
 
     fn garbage_collect(&self, live_generations: &[&tantivy::SearcherGeneration]) {
-        let live: std::collections::HashSet<SegmentId> =
-            live_generations.iter().flat_map(|generation| generation.segments().keys().copied()).collect();
+        let live: std::collections::HashSet<SegmentId> = live_generations
+            .iter()
+            .flat_map(|generation| generation.segments().keys().copied())
+            .collect();
         self.readers.write().retain(|id, _| live.contains(id));
     }
 }

@@ -650,10 +650,18 @@ impl Engine {
     pub fn get_refreshed(&self, id: &str) -> Result<Option<GetResult>, EngineError> {
         Counters::add(&self.counters.get_total, 1);
         let searcher = self.reader.searcher();
-        let Some(doc) = find_doc(&searcher, &self.schema, id)? else { return Ok(None) };
+        let Some(doc) = find_doc(&searcher, &self.schema, id)? else {
+            return Ok(None);
+        };
         let source = read_source(&searcher, &self.source_cache, doc.address)?.unwrap_or_default();
         Counters::add(&self.counters.get_exists, 1);
-        Ok(Some(GetResult { seq_no: doc.seq_no, primary_term: doc.primary_term, version: doc.version, source, routing: None }))
+        Ok(Some(GetResult {
+            seq_no: doc.seq_no,
+            primary_term: doc.primary_term,
+            version: doc.version,
+            source,
+            routing: None,
+        }))
     }
 
     /// Makes every write so far searchable (a tantivy commit). Cheap when nothing changed.

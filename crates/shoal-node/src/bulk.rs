@@ -42,12 +42,18 @@ impl BulkAction {
 
 /// Parses a bulk body. Structural problems fail the whole request, as in OpenSearch;
 /// bad documents only fail their item later.
-pub fn parse_bulk(body: &[u8], default_index: Option<&str>, default_routing: Option<&str>) -> ApiResult<Vec<BulkItem>> {
+pub fn parse_bulk(
+    body: &[u8],
+    default_index: Option<&str>,
+    default_routing: Option<&str>,
+) -> ApiResult<Vec<BulkItem>> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::parse_exception("request body is required"));
     }
     if body.last() != Some(&b'\n') {
-        return Err(ApiError::bad_request("The bulk request must be terminated by a newline [\\n]"));
+        return Err(ApiError::bad_request(
+            "The bulk request must be terminated by a newline [\\n]",
+        ));
     }
     let mut items = Vec::new();
     let mut lines = body.split(|b| *b == b'\n').enumerate().peekable();
@@ -56,7 +62,8 @@ pub fn parse_bulk(body: &[u8], default_index: Option<&str>, default_routing: Opt
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let action_line: Value = serde_json::from_slice(line).map_err(|e| json_error(&e, line, line_no + 1))?;
+        let action_line: Value =
+            serde_json::from_slice(line).map_err(|e| json_error(&e, line, line_no + 1))?;
         let Value::Object(action_map) = action_line else {
             return Err(ApiError::bad_request(format!(
                 "Malformed action/metadata line [{}], expected START_OBJECT or END_OBJECT but found [{}]",
@@ -100,36 +107,58 @@ pub fn parse_bulk(body: &[u8], default_index: Option<&str>, default_routing: Opt
         }
         if action != BulkAction::Delete {
             let Some((_, source)) = lines.next() else {
-                return Err(ApiError::bad_request("The bulk request must be terminated by a newline [\\n]"));
+                return Err(ApiError::bad_request(
+                    "The bulk request must be terminated by a newline [\\n]",
+                ));
             };
             item.body = trim_cr(source).to_vec();
         }
         if item.index.is_none() {
-            return Err(ApiError::action_request_validation(&["index is missing".to_string()]));
+            return Err(ApiError::action_request_validation(&[
+                "index is missing".to_string()
+            ]));
         }
         items.push(item);
     }
     if items.is_empty() {
-        return Err(ApiError::action_request_validation(&["no requests added".to_string()]));
+        return Err(ApiError::action_request_validation(&[
+            "no requests added".to_string()
+        ]));
     }
     Ok(items)
 }
 
-fn parse_metadata(action: BulkAction, meta: &Map<String, Value>, line: usize) -> ApiResult<BulkItem> {
+fn parse_metadata(
+    action: BulkAction,
+    meta: &Map<String, Value>,
+    line: usize,
+) -> ApiResult<BulkItem> {
     let mut item = BulkItem {
         action,
         index: None,
         id: None,
         routing: None,
-        request: DocRequest { create_only: action == BulkAction::Create, ..DocRequest::default() },
+        request: DocRequest {
+            create_only: action == BulkAction::Create,
+            ..DocRequest::default()
+        },
         require_alias: None,
         retry_on_conflict: 0,
         body: Vec::new(),
         source_option: None,
     };
     for (key, value) in meta {
-        let text = || value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
-        let int = || value.as_i64().or_else(|| value.as_str().and_then(|s| s.parse().ok()));
+        let text = || {
+            value
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| value.to_string())
+        };
+        let int = || {
+            value
+                .as_i64()
+                .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+        };
         match key.as_str() {
             "_index" => item.index = Some(text()),
             "_id" => item.id = if value.is_null() { None } else { Some(text()) },
@@ -163,19 +192,39 @@ pub fn parse_version_type(text: &str) -> ApiResult<VersionType> {
         "internal" => Ok(VersionType::Internal),
         "external" => Ok(VersionType::External),
         "external_gte" => Ok(VersionType::ExternalGte),
-        other => Err(ApiError::bad_request(format!("No version type match [{other}]"))),
+        other => Err(ApiError::bad_request(format!(
+            "No version type match [{other}]"
+        ))),
     }
 }
 
 /// A JSON syntax error in the bulk body, named like Jackson's errors with the position.
 fn json_error(e: &serde_json::Error, text: &[u8], line: usize) -> ApiError {
-    let error_type = if e.is_eof() { "json_e_o_f_exception" } else { "json_parse_exception" };
+    let error_type = if e.is_eof() {
+        "json_e_o_f_exception"
+    } else {
+        "json_parse_exception"
+    };
     // serde points at the first bad byte; Jackson reads a bare word to its end first.
     let at = e.column().saturating_sub(1).min(text.len());
-    let word_start = text[..at].iter().rposition(|b| !b.is_ascii_alphanumeric()).map_or(0, |p| p + 1);
-    let word_len = text[word_start..].iter().take_while(|b| b.is_ascii_alphanumeric()).count();
-    let column = if word_len > 1 { word_start + word_len + 2 } else { e.column() };
-    ApiError::new(400, error_type, format!("{e}: [line: {line}, column: {column}]"))
+    let word_start = text[..at]
+        .iter()
+        .rposition(|b| !b.is_ascii_alphanumeric())
+        .map_or(0, |p| p + 1);
+    let word_len = text[word_start..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric())
+        .count();
+    let column = if word_len > 1 {
+        word_start + word_len + 2
+    } else {
+        e.column()
+    };
+    ApiError::new(
+        400,
+        error_type,
+        format!("{e}: [line: {line}, column: {column}]"),
+    )
 }
 
 fn trim_cr(line: &[u8]) -> &[u8] {
@@ -211,7 +260,12 @@ mod tests {
     #[test]
     fn unknown_action_fails_the_request() {
         let err = parse_bulk(b"{\"foo\":{}}\n", Some("d"), None).unwrap_err();
-        assert!(err.reason.contains("expected one of [create, delete, index, update] but found [foo]"), "{}", err.reason);
+        assert!(
+            err.reason
+                .contains("expected one of [create, delete, index, update] but found [foo]"),
+            "{}",
+            err.reason
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use shoal_engine::{DocRequest, Engine, OpResult, OpResultKind, Origin, WriteOp, UNASSIGNED_SEQ_NO};
+use shoal_engine::{
+    DocRequest, Engine, OpResult, OpResultKind, Origin, WriteOp, UNASSIGNED_SEQ_NO,
+};
 use shoal_mapping::{DocumentParser, Mapping};
 use shoal_translog::Durability;
 
@@ -30,7 +32,9 @@ impl Refresh {
             None | Some("false") => Ok(Refresh::False),
             Some("") | Some("true") => Ok(Refresh::True),
             Some("wait_for") => Ok(Refresh::WaitFor),
-            Some(other) => Err(ApiError::bad_request(format!("Unknown value for refresh: [{other}]."))),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "Unknown value for refresh: [{other}]."
+            ))),
         }
     }
 }
@@ -38,8 +42,19 @@ impl Refresh {
 /// One document write, before routing.
 #[derive(Debug, Clone)]
 pub enum DocWrite {
-    Index { index: String, id: Option<String>, routing: Option<String>, source: Vec<u8>, request: DocRequest },
-    Delete { index: String, id: String, routing: Option<String>, request: DocRequest },
+    Index {
+        index: String,
+        id: Option<String>,
+        routing: Option<String>,
+        source: Vec<u8>,
+        request: DocRequest,
+    },
+    Delete {
+        index: String,
+        id: String,
+        routing: Option<String>,
+        request: DocRequest,
+    },
 }
 
 impl DocWrite {
@@ -81,7 +96,10 @@ impl WriteOutcome {
         if self.forced_refresh {
             map.insert("forced_refresh".into(), json!(true));
         }
-        map.insert("_shards".into(), json!({"total": self.shards_total, "successful": 1, "failed": 0}));
+        map.insert(
+            "_shards".into(),
+            json!({"total": self.shards_total, "successful": 1, "failed": 0}),
+        );
         map.insert("_seq_no".into(), json!(self.result.seq_no));
         map.insert("_primary_term".into(), json!(self.result.primary_term));
         body
@@ -116,15 +134,26 @@ struct Prepared {
 
 impl Node {
     /// Executes writes; one result per item, in order.
-    pub fn execute_writes(&self, items: Vec<DocWrite>, options: &WriteOptions) -> Vec<ApiResult<WriteOutcome>> {
-        let mut results: Vec<Option<ApiResult<WriteOutcome>>> = (0..items.len()).map(|_| None).collect();
+    pub fn execute_writes(
+        &self,
+        items: Vec<DocWrite>,
+        options: &WriteOptions,
+    ) -> Vec<ApiResult<WriteOutcome>> {
+        let mut results: Vec<Option<ApiResult<WriteOutcome>>> =
+            (0..items.len()).map(|_| None).collect();
         let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
         let mut prepared = Vec::with_capacity(items.len());
         for (slot, item) in items.into_iter().enumerate() {
             let name = item.index_name().to_string();
             let service = services
                 .entry(name.clone())
-                .or_insert_with(|| self.write_target(&name, options.require_alias, matches!(item, DocWrite::Index { .. })))
+                .or_insert_with(|| {
+                    self.write_target(
+                        &name,
+                        options.require_alias,
+                        matches!(item, DocWrite::Index { .. }),
+                    )
+                })
                 .clone();
             match service.and_then(|s| prepare(s, item, slot)) {
                 Ok(p) => prepared.push(p),
@@ -134,7 +163,10 @@ impl Node {
         // Group by shard, keeping item order within a shard.
         let mut groups: BTreeMap<(String, usize), Vec<Prepared>> = BTreeMap::new();
         for p in prepared {
-            groups.entry((p.service.uuid(), p.shard)).or_default().push(p);
+            groups
+                .entry((p.service.uuid(), p.shard))
+                .or_default()
+                .push(p);
         }
         let mut touched: Vec<Arc<Engine>> = Vec::new();
         for ((_, shard), group) in groups {
@@ -148,19 +180,31 @@ impl Node {
                     continue;
                 }
             };
-            let (slots, ids_ops): (Vec<usize>, Vec<(String, WriteOp)>) = group.into_iter().map(|p| (p.slot, (p.id, p.op))).unzip();
+            let (slots, ids_ops): (Vec<usize>, Vec<(String, WriteOp)>) =
+                group.into_iter().map(|p| (p.slot, (p.id, p.op))).unzip();
             let (ids, ops): (Vec<String>, Vec<WriteOp>) = ids_ops.into_iter().unzip();
             let outcomes = engine.apply(ops, Origin::Primary);
             let max_location = outcomes.iter().flatten().filter_map(|r| r.location).max();
-            let durable = match (service.with_meta(|m| m.settings().durability()), max_location) {
-                (Durability::Request, Some(location)) => engine.sync_to(&location).map_err(ApiError::from),
+            let durable = match (
+                service.with_meta(|m| m.settings().durability()),
+                max_location,
+            ) {
+                (Durability::Request, Some(location)) => {
+                    engine.sync_to(&location).map_err(ApiError::from)
+                }
                 _ => Ok(()),
             };
             if durable.is_ok() {
                 // No replicas yet: the global checkpoint follows the local one.
                 engine.update_global_checkpoint(engine.local_checkpoint());
             }
-            let (name, uuid, replicas) = service.with_meta(|m| (m.name.clone(), m.uuid.clone(), m.settings().number_of_replicas()));
+            let (name, uuid, replicas) = service.with_meta(|m| {
+                (
+                    m.name.clone(),
+                    m.uuid.clone(),
+                    m.settings().number_of_replicas(),
+                )
+            });
             for ((slot, id), outcome) in slots.into_iter().zip(ids).zip(outcomes) {
                 let result = match (&durable, outcome) {
                     (Err(e), _) => Err(e.clone()),
@@ -172,9 +216,18 @@ impl Node {
                         shards_total: 1 + replicas,
                         forced_refresh: options.refresh == Refresh::True,
                     }),
-                    (Ok(()), Err(shoal_engine::EngineError::VersionConflict { id: conflict_id, detail })) => Err(
-                        ApiError::version_conflict(&name, &uuid, shard, format!("[{conflict_id}]: version conflict, {detail}")),
-                    ),
+                    (
+                        Ok(()),
+                        Err(shoal_engine::EngineError::VersionConflict {
+                            id: conflict_id,
+                            detail,
+                        }),
+                    ) => Err(ApiError::version_conflict(
+                        &name,
+                        &uuid,
+                        shard,
+                        format!("[{conflict_id}]: version conflict, {detail}"),
+                    )),
                     (Ok(()), Err(e)) => Err(ApiError::from(e)),
                 };
                 results[slot] = Some(result);
@@ -188,11 +241,19 @@ impl Node {
                 }
             }
         }
-        results.into_iter().map(|r| r.expect("every item has a result")).collect()
+        results
+            .into_iter()
+            .map(|r| r.expect("every item has a result"))
+            .collect()
     }
 
     /// The index a write goes to, auto-creating it when allowed.
-    fn write_target(&self, name: &str, require_alias: bool, may_create: bool) -> ApiResult<Arc<IndexService>> {
+    fn write_target(
+        &self,
+        name: &str,
+        require_alias: bool,
+        may_create: bool,
+    ) -> ApiResult<Arc<IndexService>> {
         if let Some(service) = self.resolve_write_index(name)? {
             if require_alias && service.name() == name {
                 return Err(require_alias_error(name));
@@ -211,21 +272,38 @@ impl Node {
         match self.create_index(name, &Value::Null) {
             Ok(service) => Ok(service),
             // Another request created it meanwhile.
-            Err(e) if e.error_type == "resource_already_exists_exception" => self.require_index(name),
+            Err(e) if e.error_type == "resource_already_exists_exception" => {
+                self.require_index(name)
+            }
             Err(e) => Err(e),
         }
     }
 
     /// Get by id: realtime (sees unrefreshed writes) unless `realtime` is false.
-    pub fn get_document(&self, index: &str, id: &str, routing: Option<&str>) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
+    pub fn get_document(
+        &self,
+        index: &str,
+        id: &str,
+        routing: Option<&str>,
+    ) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
         self.get_document_with(index, id, routing, true)
     }
 
-    pub fn get_document_with(&self, index: &str, id: &str, routing: Option<&str>, realtime: bool) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
+    pub fn get_document_with(
+        &self,
+        index: &str,
+        id: &str,
+        routing: Option<&str>,
+        realtime: bool,
+    ) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
         let service = self.resolve_single_for_read(index)?;
         let shard = service.route(routing.unwrap_or(id));
         let engine = service.shard(shard)?;
-        let doc = if realtime { engine.get(id)? } else { engine.get_refreshed(id)? };
+        let doc = if realtime {
+            engine.get(id)?
+        } else {
+            engine.get_refreshed(id)?
+        };
         Ok((service, doc))
     }
 
@@ -271,7 +349,13 @@ impl ApiError {
 /// Parses and routes one write (mapping updates included).
 fn prepare(service: Arc<IndexService>, item: DocWrite, slot: usize) -> ApiResult<Prepared> {
     match item {
-        DocWrite::Index { id, routing, source, mut request, .. } => {
+        DocWrite::Index {
+            id,
+            routing,
+            source,
+            mut request,
+            ..
+        } => {
             let id = match id {
                 Some(id) => {
                     validate_id(&id)?;
@@ -284,21 +368,56 @@ fn prepare(service: Arc<IndexService>, item: DocWrite, slot: usize) -> ApiResult
             };
             let doc = parse_with_mapping_updates(&service, &id, &source)?;
             let shard = service.route(routing.as_deref().unwrap_or(&id));
-            let op = WriteOp::Index { id: id.clone(), routing, source, doc, request, seq_no: UNASSIGNED_SEQ_NO, primary_term: 0, version: 0 };
-            Ok(Prepared { slot, service, shard, id, op })
+            let op = WriteOp::Index {
+                id: id.clone(),
+                routing,
+                source,
+                doc,
+                request,
+                seq_no: UNASSIGNED_SEQ_NO,
+                primary_term: 0,
+                version: 0,
+            };
+            Ok(Prepared {
+                slot,
+                service,
+                shard,
+                id,
+                op,
+            })
         }
-        DocWrite::Delete { id, routing, request, .. } => {
+        DocWrite::Delete {
+            id,
+            routing,
+            request,
+            ..
+        } => {
             validate_id(&id)?;
             let shard = service.route(routing.as_deref().unwrap_or(&id));
-            let op = WriteOp::Delete { id: id.clone(), routing, request, seq_no: UNASSIGNED_SEQ_NO, primary_term: 0, version: 0 };
-            Ok(Prepared { slot, service, shard, id, op })
+            let op = WriteOp::Delete {
+                id: id.clone(),
+                routing,
+                request,
+                seq_no: UNASSIGNED_SEQ_NO,
+                primary_term: 0,
+                version: 0,
+            };
+            Ok(Prepared {
+                slot,
+                service,
+                shard,
+                id,
+                op,
+            })
         }
     }
 }
 
 fn validate_id(id: &str) -> ApiResult<()> {
     if id.is_empty() {
-        return Err(ApiError::action_request_validation(&["if _id is specified it must not be empty".to_string()]));
+        return Err(ApiError::action_request_validation(&[
+            "if _id is specified it must not be empty".to_string(),
+        ]));
     }
     if id.len() > 512 {
         return Err(ApiError::action_request_validation(&[format!(
@@ -311,8 +430,16 @@ fn validate_id(id: &str) -> ApiResult<()> {
 
 /// Parses a document; if it introduces fields, merges them into the mapping durably
 /// (before the write can be acknowledged) and re-parses against the merged mapping.
-fn parse_with_mapping_updates(service: &IndexService, id: &str, source: &[u8]) -> ApiResult<tantivy::TantivyDocument> {
-    let schema = service.shards().first().map(|e| e.schema().clone()).unwrap_or_else(|| shoal_mapping::ShardSchema::build(shoal_codec::add_source_field));
+fn parse_with_mapping_updates(
+    service: &IndexService,
+    id: &str,
+    source: &[u8],
+) -> ApiResult<tantivy::TantivyDocument> {
+    let schema = service
+        .shards()
+        .first()
+        .map(|e| e.schema().clone())
+        .unwrap_or_else(|| shoal_mapping::ShardSchema::build(shoal_codec::add_source_field));
     let mut mapping: Arc<Mapping> = service.mapping();
     for _ in 0..3 {
         let parsed = DocumentParser::new(&mapping, &schema).parse(id, source)?;
@@ -321,5 +448,7 @@ fn parse_with_mapping_updates(service: &IndexService, id: &str, source: &[u8]) -
             Some(update) => mapping = service.merge_mapping(&update)?,
         }
     }
-    Err(ApiError::internal("mapping kept changing while parsing the document; retry the request"))
+    Err(ApiError::internal(
+        "mapping kept changing while parsing the document; retry the request",
+    ))
 }

@@ -25,7 +25,13 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(status: u16, error_type: &str, reason: impl Into<String>) -> ApiError {
-        ApiError { status, error_type: error_type.to_string(), reason: reason.into(), extra: Map::new(), caused_by: None }
+        ApiError {
+            status,
+            error_type: error_type.to_string(),
+            reason: reason.into(),
+            extra: Map::new(),
+            caused_by: None,
+        }
     }
 
     pub fn bad_request(reason: impl Into<String>) -> ApiError {
@@ -41,8 +47,16 @@ impl ApiError {
     }
 
     pub fn action_request_validation(problems: &[String]) -> ApiError {
-        let numbered: String = problems.iter().enumerate().map(|(i, p)| format!("{}: {p};", i + 1)).collect();
-        ApiError::new(400, "action_request_validation_exception", format!("Validation Failed: {numbered}"))
+        let numbered: String = problems
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("{}: {p};", i + 1))
+            .collect();
+        ApiError::new(
+            400,
+            "action_request_validation_exception",
+            format!("Validation Failed: {numbered}"),
+        )
     }
 
     pub fn internal(reason: impl Into<String>) -> ApiError {
@@ -50,11 +64,15 @@ impl ApiError {
     }
 
     pub fn index_not_found(index: &str) -> ApiError {
-        ApiError::new(404, "index_not_found_exception", "no such index [".to_string() + index + "]")
-            .with("index", json!(index))
-            .with("resource.type", json!("index_or_alias"))
-            .with("resource.id", json!(index))
-            .with("index_uuid", json!("_na_"))
+        ApiError::new(
+            404,
+            "index_not_found_exception",
+            "no such index [".to_string() + index + "]",
+        )
+        .with("index", json!(index))
+        .with("resource.type", json!("index_or_alias"))
+        .with("resource.id", json!(index))
+        .with("index_uuid", json!("_na_"))
     }
 
     pub fn index_closed(index: &str, uuid: &str) -> ApiError {
@@ -64,15 +82,23 @@ impl ApiError {
     }
 
     pub fn resource_already_exists(index: &str, uuid: &str) -> ApiError {
-        ApiError::new(400, "resource_already_exists_exception", format!("index [{index}/{uuid}] already exists"))
-            .with("index", json!(index))
-            .with("index_uuid", json!(uuid))
+        ApiError::new(
+            400,
+            "resource_already_exists_exception",
+            format!("index [{index}/{uuid}] already exists"),
+        )
+        .with("index", json!(index))
+        .with("index_uuid", json!(uuid))
     }
 
     pub fn invalid_index_name(index: &str, why: &str) -> ApiError {
-        ApiError::new(400, "invalid_index_name_exception", format!("Invalid index name [{index}], {why}"))
-            .with("index", json!(index))
-            .with("index_uuid", json!("_na_"))
+        ApiError::new(
+            400,
+            "invalid_index_name_exception",
+            format!("Invalid index name [{index}], {why}"),
+        )
+        .with("index", json!(index))
+        .with("index_uuid", json!("_na_"))
     }
 
     pub fn version_conflict(index: &str, uuid: &str, shard: usize, reason: String) -> ApiError {
@@ -83,10 +109,14 @@ impl ApiError {
     }
 
     pub fn document_missing(index: &str, uuid: &str, shard: usize, id: &str) -> ApiError {
-        ApiError::new(404, "document_missing_exception", format!("[{id}]: document missing"))
-            .with("index", json!(index))
-            .with("shard", json!(shard.to_string()))
-            .with("index_uuid", json!(uuid))
+        ApiError::new(
+            404,
+            "document_missing_exception",
+            format!("[{id}]: document missing"),
+        )
+        .with("index", json!(index))
+        .with("shard", json!(shard.to_string()))
+        .with("index_uuid", json!(uuid))
     }
 
     pub fn mapper_parsing(reason: impl Into<String>) -> ApiError {
@@ -149,8 +179,14 @@ impl From<shoal_mapping::MapperError> for ApiError {
         use shoal_mapping::MapperError;
         let error = ApiError::new(400, e.error_type(), e.to_string());
         match &e {
-            MapperError::FieldValue { cause, .. } => error.caused_by(ApiError::new(400, "illegal_argument_exception", cause.clone())),
-            MapperError::NotJson(detail) => error.caused_by(ApiError::new(400, "json_parse_exception", detail.clone())),
+            MapperError::FieldValue { cause, .. } => error.caused_by(ApiError::new(
+                400,
+                "illegal_argument_exception",
+                cause.clone(),
+            )),
+            MapperError::NotJson(detail) => {
+                error.caused_by(ApiError::new(400, "json_parse_exception", detail.clone()))
+            }
             _ => error,
         }
     }
@@ -159,12 +195,14 @@ impl From<shoal_mapping::MapperError> for ApiError {
 impl From<shoal_query::QueryError> for ApiError {
     fn from(e: shoal_query::QueryError) -> Self {
         match &e {
-            shoal_query::QueryError::SearchPhase { reason, cause_type, cause_reason } => {
-                ApiError::new(400, "search_phase_execution_exception", reason.clone())
-                    .with("phase", json!("query"))
-                    .with("grouped", json!(true))
-                    .caused_by(ApiError::new(400, cause_type, cause_reason.clone()))
-            }
+            shoal_query::QueryError::SearchPhase {
+                reason,
+                cause_type,
+                cause_reason,
+            } => ApiError::new(400, "search_phase_execution_exception", reason.clone())
+                .with("phase", json!("query"))
+                .with("grouped", json!(true))
+                .caused_by(ApiError::new(400, cause_type, cause_reason.clone())),
             other => ApiError::new(other.status(), other.error_type(), other.to_string()),
         }
     }

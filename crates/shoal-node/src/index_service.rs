@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use shoal_engine::{Engine, EngineConfig};
-use shoal_mapping::{DocumentParser, Mapping, MapperError};
+use shoal_mapping::{DocumentParser, MapperError, Mapping};
 use tantivy::TantivyDocument;
 
 use crate::error::{ApiError, ApiResult};
@@ -53,7 +53,10 @@ impl IndexService {
             shards: RwLock::new(Vec::new()),
             update_lock: Mutex::new(()),
             search: SearchCounters::default(),
-            schedule: Mutex::new(Schedule { last_refresh: Instant::now(), last_sync: Instant::now() }),
+            schedule: Mutex::new(Schedule {
+                last_refresh: Instant::now(),
+                last_sync: Instant::now(),
+            }),
             paths,
         };
         if service.meta.read().state == IndexState::Open {
@@ -68,14 +71,19 @@ impl IndexService {
         let mapping = meta.mapping.clone();
         let schema = shoal_mapping::ShardSchema::build(shoal_codec::add_source_field);
         let parse = |id: &str, source: &[u8]| -> Result<TantivyDocument, MapperError> {
-            Ok(DocumentParser::new(&mapping, &schema).parse(id, source)?.doc)
+            Ok(DocumentParser::new(&mapping, &schema)
+                .parse(id, source)?
+                .doc)
         };
         let mut shards = Vec::new();
         for shard in 0..meta.settings().number_of_shards() {
             let config = self.engine_config(&meta, shard);
             let term = meta.primary_terms.get(shard).copied().unwrap_or(1);
             let engine = Engine::open(config, term, &parse).map_err(|e| {
-                ApiError::internal(format!("failed to open shard [{}][{shard}]: {e}", meta.name))
+                ApiError::internal(format!(
+                    "failed to open shard [{}][{shard}]: {e}",
+                    meta.name
+                ))
             })?;
             shards.push(Arc::new(engine));
         }
@@ -91,7 +99,11 @@ impl IndexService {
         config.flush_threshold_size = settings.flush_threshold_size();
         config.gc_deletes = settings.gc_deletes();
         // Two cores: one indexing thread per shard beyond the first keeps merges breathing.
-        config.indexing_threads = if settings.number_of_shards() > 1 { 1 } else { 2 };
+        config.indexing_threads = if settings.number_of_shards() > 1 {
+            1
+        } else {
+            2
+        };
         config
     }
 
@@ -144,7 +156,10 @@ impl IndexService {
     }
 
     /// Replaces the metadata and persists it first, so what is acknowledged is durable.
-    pub fn update_meta(&self, change: impl FnOnce(&mut IndexMetadata) -> ApiResult<()>) -> ApiResult<IndexMetadata> {
+    pub fn update_meta(
+        &self,
+        change: impl FnOnce(&mut IndexMetadata) -> ApiResult<()>,
+    ) -> ApiResult<IndexMetadata> {
         let mut updated = self.meta.read().clone();
         change(&mut updated)?;
         updated.version += 1;
@@ -174,13 +189,19 @@ impl IndexService {
     pub fn route(&self, routing_value: &str) -> usize {
         let meta = self.meta.read();
         let settings = meta.settings();
-        routing::shard_id(routing_value, settings.number_of_shards(), settings.routing_num_shards())
+        routing::shard_id(
+            routing_value,
+            settings.number_of_shards(),
+            settings.routing_num_shards(),
+        )
     }
 
     pub fn count_search(&self, started: Instant) {
         let nanos = started.elapsed().as_nanos() as u64;
         self.search.query_total.fetch_add(1, Ordering::Relaxed);
-        self.search.query_time_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.search
+            .query_time_nanos
+            .fetch_add(nanos, Ordering::Relaxed);
         self.search.fetch_total.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -12,7 +12,6 @@ pub mod routing;
 mod scheduler;
 pub mod search;
 pub mod settings;
-pub mod source_filter;
 pub mod stats;
 pub mod update;
 

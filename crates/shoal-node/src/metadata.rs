@@ -41,7 +41,9 @@ pub struct AliasMetadata {
 impl AliasMetadata {
     pub fn from_json(body: &Value) -> ApiResult<AliasMetadata> {
         let mut alias = AliasMetadata::default();
-        let Some(map) = body.as_object() else { return Ok(alias) };
+        let Some(map) = body.as_object() else {
+            return Ok(alias);
+        };
         for (key, value) in map {
             match key.as_str() {
                 "filter" => alias.filter = Some(value.clone()),
@@ -55,7 +57,9 @@ impl AliasMetadata {
                 "is_write_index" => alias.is_write_index = value.as_bool(),
                 "is_hidden" => alias.is_hidden = value.as_bool(),
                 other => {
-                    return Err(ApiError::parsing(format!("[aliases] unknown field [{other}]")))
+                    return Err(ApiError::parsing(format!(
+                        "[aliases] unknown field [{other}]"
+                    )))
                 }
             }
         }
@@ -84,7 +88,10 @@ impl AliasMetadata {
 }
 
 fn value_to_string(value: &Value) -> String {
-    value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string())
+    value
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| value.to_string())
 }
 
 /// Everything known about one index.
@@ -111,7 +118,11 @@ impl IndexMetadata {
     }
 
     pub fn creation_date(&self) -> i64 {
-        self.settings.get("index.creation_date").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
+        self.settings
+            .get("index.creation_date")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
     }
 
     pub fn to_json(&self) -> Value {
@@ -131,7 +142,13 @@ impl IndexMetadata {
     }
 
     pub fn from_json(value: &Value) -> ApiResult<IndexMetadata> {
-        let str_field = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| ApiError::internal(format!("index metadata lacks [{k}]")));
+        let str_field = |k: &str| {
+            value
+                .get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| ApiError::internal(format!("index metadata lacks [{k}]")))
+        };
         let settings: FlatSettings = value
             .get("settings")
             .and_then(Value::as_object)
@@ -140,14 +157,22 @@ impl IndexMetadata {
         let aliases = value
             .get("aliases")
             .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| Ok((k.clone(), AliasMetadata::from_json(v)?))).collect::<ApiResult<BTreeMap<_, _>>>())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| Ok((k.clone(), AliasMetadata::from_json(v)?)))
+                    .collect::<ApiResult<BTreeMap<_, _>>>()
+            })
             .transpose()?
             .unwrap_or_default();
         let u64_field = |k: &str| value.get(k).and_then(Value::as_u64).unwrap_or(1);
         Ok(IndexMetadata {
             name: str_field("name")?,
             uuid: str_field("uuid")?,
-            state: if value.get("state").and_then(Value::as_str) == Some("close") { IndexState::Close } else { IndexState::Open },
+            state: if value.get("state").and_then(Value::as_str) == Some("close") {
+                IndexState::Close
+            } else {
+                IndexState::Open
+            },
             settings,
             mapping: Mapping::from_json(value.get("mappings").unwrap_or(&Value::Null))?,
             aliases,
@@ -193,20 +218,27 @@ impl NodePaths {
 
     /// Durably writes an index's metadata (write, fsync, rename, fsync dir).
     pub fn persist_index(&self, meta: &IndexMetadata) -> ApiResult<()> {
-        write_atomically(&self.index_state_file(&meta.uuid), &serde_json::to_vec_pretty(&meta.to_json()).expect("json"))
+        write_atomically(
+            &self.index_state_file(&meta.uuid),
+            &serde_json::to_vec_pretty(&meta.to_json()).expect("json"),
+        )
     }
 
     /// Loads every index's metadata found under `indices/`.
     pub fn load_indices(&self) -> ApiResult<Vec<IndexMetadata>> {
         let mut out = Vec::new();
-        let Ok(entries) = std::fs::read_dir(self.indices_dir()) else { return Ok(out) };
+        let Ok(entries) = std::fs::read_dir(self.indices_dir()) else {
+            return Ok(out);
+        };
         for entry in entries.flatten() {
             let file = entry.path().join("_state").join("index.json");
             let Ok(bytes) = std::fs::read(&file) else {
                 tracing::warn!(dir = %entry.path().display(), "index directory without metadata; ignoring it");
                 continue;
             };
-            let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(format!("corrupt index metadata {}: {e}", file.display())))?;
+            let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                ApiError::internal(format!("corrupt index metadata {}: {e}", file.display()))
+            })?;
             out.push(IndexMetadata::from_json(&value)?);
         }
         Ok(out)
@@ -214,14 +246,21 @@ impl NodePaths {
 
     pub fn load_node_state(&self) -> ApiResult<Option<Value>> {
         match std::fs::read(self.state_dir().join("node.json")) {
-            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(format!("corrupt node state: {e}")))?)),
+            Ok(bytes) => {
+                Ok(Some(serde_json::from_slice(&bytes).map_err(|e| {
+                    ApiError::internal(format!("corrupt node state: {e}"))
+                })?))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
 
     pub fn persist_node_state(&self, state: &Value) -> ApiResult<()> {
-        write_atomically(&self.state_dir().join("node.json"), &serde_json::to_vec_pretty(state).expect("json"))
+        write_atomically(
+            &self.state_dir().join("node.json"),
+            &serde_json::to_vec_pretty(state).expect("json"),
+        )
     }
 }
 

@@ -34,7 +34,9 @@ impl NodeConfig {
         let get = |k: &str| settings.get(k).and_then(Value::as_str).map(str::to_string);
         let port = |k: &str, default: u16| -> ApiResult<u16> {
             match get(k) {
-                Some(p) => p.parse().map_err(|_| ApiError::bad_request(format!("Failed to parse value [{p}] for setting [{k}]"))),
+                Some(p) => p.parse().map_err(|_| {
+                    ApiError::bad_request(format!("Failed to parse value [{p}] for setting [{k}]"))
+                }),
                 None => Ok(default),
             }
         };
@@ -42,7 +44,9 @@ impl NodeConfig {
             cluster_name: get("cluster.name").unwrap_or_else(|| "shoal".to_string()),
             node_name: get("node.name").unwrap_or_else(|| hostname()),
             data_path: PathBuf::from(get("path.data").unwrap_or_else(|| "data".to_string())),
-            http_host: get("http.host").or_else(|| get("network.host")).unwrap_or_else(|| "127.0.0.1".to_string()),
+            http_host: get("http.host")
+                .or_else(|| get("network.host"))
+                .unwrap_or_else(|| "127.0.0.1".to_string()),
             http_port: port("http.port", 9200)?,
             transport_port: port("transport.port", 9300)?,
             settings,
@@ -55,7 +59,11 @@ impl NodeConfig {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "shoal-node".to_string())
+    std::fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "shoal-node".to_string())
 }
 
 /// Persistent and transient cluster settings.
@@ -81,11 +89,19 @@ pub struct Node {
 impl Node {
     /// Starts the node: loads its identity and every index, replaying shard translogs.
     pub fn start(config: NodeConfig) -> ApiResult<Arc<Node>> {
-        let paths = NodePaths { data: config.data_path.clone() };
+        let paths = NodePaths {
+            data: config.data_path.clone(),
+        };
         std::fs::create_dir_all(&paths.data)?;
         let state = paths.load_node_state()?;
-        let node_id = state.as_ref().and_then(|s| s["node_id"].as_str().map(str::to_string)).unwrap_or_else(new_id);
-        let cluster_uuid = state.as_ref().and_then(|s| s["cluster_uuid"].as_str().map(str::to_string)).unwrap_or_else(new_id);
+        let node_id = state
+            .as_ref()
+            .and_then(|s| s["node_id"].as_str().map(str::to_string))
+            .unwrap_or_else(new_id);
+        let cluster_uuid = state
+            .as_ref()
+            .and_then(|s| s["cluster_uuid"].as_str().map(str::to_string))
+            .unwrap_or_else(new_id);
         let persistent: FlatSettings = state
             .as_ref()
             .and_then(|s| s["persistent_settings"].as_object().cloned())
@@ -96,7 +112,10 @@ impl Node {
             cluster_uuid,
             started: Instant::now(),
             indices: RwLock::new(BTreeMap::new()),
-            cluster_settings: RwLock::new(ClusterSettings { persistent, transient: FlatSettings::new() }),
+            cluster_settings: RwLock::new(ClusterSettings {
+                persistent,
+                transient: FlatSettings::new(),
+            }),
             lifecycle_lock: Mutex::new(()),
             scrolls: crate::search::ScrollRegistry::default(),
             paths,
@@ -143,13 +162,20 @@ impl Node {
 
     /// An index by exact name, or 404 `index_not_found_exception`.
     pub fn require_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
-        self.index(name).ok_or_else(|| ApiError::index_not_found(name))
+        self.index(name)
+            .ok_or_else(|| ApiError::index_not_found(name))
     }
 
     /// The effective value of a cluster-level setting (transient > persistent > node > default).
     pub fn cluster_setting(&self, key: &str) -> Option<String> {
         let settings = self.cluster_settings.read();
-        let pick = |flat: &FlatSettings| flat.get(key).map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
+        let pick = |flat: &FlatSettings| {
+            flat.get(key).map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
+        };
         pick(&settings.transient)
             .or_else(|| pick(&settings.persistent))
             .or_else(|| self.config.get(key).map(str::to_string))
@@ -161,7 +187,11 @@ impl Node {
     }
 
     /// `PUT /_cluster/settings`: null values reset a setting.
-    pub fn update_cluster_settings(&self, persistent: FlatSettings, transient: FlatSettings) -> ApiResult<ClusterSettings> {
+    pub fn update_cluster_settings(
+        &self,
+        persistent: FlatSettings,
+        transient: FlatSettings,
+    ) -> ApiResult<ClusterSettings> {
         for key in persistent.keys().chain(transient.keys()) {
             let def = settings::registry().get(key);
             let known = def.is_some_and(|d| !d.index_scope) || key.starts_with("index.");
@@ -171,7 +201,9 @@ impl Node {
                 )));
             }
             if def.is_some_and(|d| !d.dynamic) {
-                return Err(ApiError::bad_request(format!("persistent setting [{key}], not dynamically updateable")));
+                return Err(ApiError::bad_request(format!(
+                    "persistent setting [{key}], not dynamically updateable"
+                )));
             }
         }
         let mut settings = self.cluster_settings.write();
@@ -185,13 +217,26 @@ impl Node {
     /// Resolves an index expression (`a,b`, `logs-*`, `-logs-old`, aliases, `_all`) to indices.
     /// Missing concrete names fail with 404 unless `ignore_unavailable`; wildcards that match
     /// nothing fail unless `allow_no_indices`.
-    pub fn resolve(&self, expression: &str, options: ResolveOptions) -> ApiResult<Vec<Arc<IndexService>>> {
+    pub fn resolve(
+        &self,
+        expression: &str,
+        options: ResolveOptions,
+    ) -> ApiResult<Vec<Arc<IndexService>>> {
         let indices = self.indices.read();
         let mut out: Vec<String> = Vec::new();
-        let parts: Vec<&str> = if expression.is_empty() { vec!["_all"] } else { expression.split(',').map(str::trim).collect() };
+        let parts: Vec<&str> = if expression.is_empty() {
+            vec!["_all"]
+        } else {
+            expression.split(',').map(str::trim).collect()
+        };
         for part in parts {
             if part == "_all" || part == "*" {
-                out.extend(indices.iter().filter(|(_, s)| options.include_closed || s.is_open()).map(|(n, _)| n.clone()));
+                out.extend(
+                    indices
+                        .iter()
+                        .filter(|(_, s)| options.include_closed || s.is_open())
+                        .map(|(n, _)| n.clone()),
+                );
                 continue;
             }
             if let Some(excluded) = part.strip_prefix('-').filter(|_| !out.is_empty()) {
@@ -201,8 +246,10 @@ impl Node {
             if part.contains('*') {
                 let before = out.len();
                 for (name, service) in indices.iter() {
-                    let aliases = service.with_meta(|m| m.aliases.keys().cloned().collect::<Vec<_>>());
-                    let matches = wildcard_match(part, name) || aliases.iter().any(|a| wildcard_match(part, a));
+                    let aliases =
+                        service.with_meta(|m| m.aliases.keys().cloned().collect::<Vec<_>>());
+                    let matches = wildcard_match(part, name)
+                        || aliases.iter().any(|a| wildcard_match(part, a));
                     if matches && (options.include_closed || service.is_open()) {
                         out.push(name.clone());
                     }
@@ -217,7 +264,10 @@ impl Node {
                 continue;
             }
             if part.starts_with('_') {
-                return Err(ApiError::invalid_index_name(part, "must not start with '_'."));
+                return Err(ApiError::invalid_index_name(
+                    part,
+                    "must not start with '_'.",
+                ));
             }
             let aliased: Vec<String> = indices
                 .iter()
@@ -234,13 +284,17 @@ impl Node {
         }
         out.sort();
         out.dedup();
-        let resolved: Vec<Arc<IndexService>> = out.iter().filter_map(|n| indices.get(n).cloned()).collect();
+        let resolved: Vec<Arc<IndexService>> =
+            out.iter().filter_map(|n| indices.get(n).cloned()).collect();
         if !options.include_closed && !options.ignore_unavailable {
             if let Some(closed) = resolved.iter().find(|s| !s.is_open()) {
                 return Err(ApiError::index_closed(&closed.name(), &closed.uuid()));
             }
         }
-        Ok(resolved.into_iter().filter(|s| options.include_closed || s.is_open()).collect())
+        Ok(resolved
+            .into_iter()
+            .filter(|s| options.include_closed || s.is_open())
+            .collect())
     }
 
     /// The index a write to `name` goes to: the index itself, or an alias's write index.
@@ -251,7 +305,10 @@ impl Node {
         let indices = self.indices.read();
         let targets: Vec<(Arc<IndexService>, Option<bool>)> = indices
             .values()
-            .filter_map(|s| s.with_meta(|m| m.aliases.get(name).map(|a| a.is_write_index)).map(|w| (s.clone(), w)))
+            .filter_map(|s| {
+                s.with_meta(|m| m.aliases.get(name).map(|a| a.is_write_index))
+                    .map(|w| (s.clone(), w))
+            })
             .collect();
         match targets.len() {
             0 => Ok(None),
@@ -267,7 +324,9 @@ impl Node {
 
     /// Whether `action.auto_create_index` allows creating `name` on first write.
     pub fn auto_create_allowed(&self, name: &str) -> bool {
-        let value = self.cluster_setting("action.auto_create_index").unwrap_or_else(|| "true".into());
+        let value = self
+            .cluster_setting("action.auto_create_index")
+            .unwrap_or_else(|| "true".into());
         match value.as_str() {
             "true" => true,
             "false" => false,
@@ -289,10 +348,16 @@ impl Node {
     /// Creates an index from a create-index body (`settings`, `mappings`, `aliases`).
     pub fn create_index(&self, name: &str, body: &Value) -> ApiResult<Arc<IndexService>> {
         validate_index_name(name)?;
-        if let Some(other) = body.as_object().and_then(|m| m.keys().find(|k| !matches!(k.as_str(), "settings" | "mappings" | "aliases"))) {
-            return Err(ApiError::parsing(format!("unknown key [{other}] for create index")));
+        if let Some(other) = body.as_object().and_then(|m| {
+            m.keys()
+                .find(|k| !matches!(k.as_str(), "settings" | "mappings" | "aliases"))
+        }) {
+            return Err(ApiError::parsing(format!(
+                "unknown key [{other}] for create index"
+            )));
         }
-        let mut flat = settings::flatten_settings(body.get("settings").unwrap_or(&Value::Null), true)?;
+        let mut flat =
+            settings::flatten_settings(body.get("settings").unwrap_or(&Value::Null), true)?;
         flat.retain(|_, v| !v.is_null());
         settings::validate_new_index_settings(&flat)?;
         for (key, value) in &self.config.settings {
@@ -300,9 +365,11 @@ impl Node {
                 flat.insert(key.clone(), value.clone());
             }
         }
-        let mapping = Mapping::from_json(body.get("mappings").unwrap_or(&Value::Null)).map_err(|e| {
-            ApiError::mapper_parsing(format!("Failed to parse mapping [_doc]: {e}")).caused_by(ApiError::from(e))
-        })?;
+        let mapping =
+            Mapping::from_json(body.get("mappings").unwrap_or(&Value::Null)).map_err(|e| {
+                ApiError::mapper_parsing(format!("Failed to parse mapping [_doc]: {e}"))
+                    .caused_by(ApiError::from(e))
+            })?;
         let mut aliases = BTreeMap::new();
         if let Some(map) = body.get("aliases").and_then(Value::as_object) {
             for (alias, spec) in map {
@@ -314,15 +381,29 @@ impl Node {
         if let Some(existing) = self.index(name) {
             return Err(ApiError::resource_already_exists(name, &existing.uuid()));
         }
-        if self.indices.read().values().any(|s| s.with_meta(|m| m.aliases.contains_key(name))) {
-            return Err(ApiError::invalid_index_name(name, "already exists as alias"));
+        if self
+            .indices
+            .read()
+            .values()
+            .any(|s| s.with_meta(|m| m.aliases.contains_key(name)))
+        {
+            return Err(ApiError::invalid_index_name(
+                name,
+                "already exists as alias",
+            ));
         }
         let uuid = new_id();
-        flat.entry("index.number_of_shards".into()).or_insert(json!("1"));
-        flat.entry("index.number_of_replicas".into()).or_insert(json!("1"));
-        flat.entry("index.replication.type".into()).or_insert(json!("DOCUMENT"));
+        flat.entry("index.number_of_shards".into())
+            .or_insert(json!("1"));
+        flat.entry("index.number_of_replicas".into())
+            .or_insert(json!("1"));
+        flat.entry("index.replication.type".into())
+            .or_insert(json!("DOCUMENT"));
         flat.insert("index.uuid".into(), json!(uuid));
-        flat.insert("index.creation_date".into(), json!(now_millis().to_string()));
+        flat.insert(
+            "index.creation_date".into(),
+            json!(now_millis().to_string()),
+        );
         flat.insert("index.provided_name".into(), json!(name));
         flat.insert("index.version.created".into(), json!("136387927"));
         if let Some(t) = flat.get_mut("index.replication.type") {
@@ -344,7 +425,9 @@ impl Node {
         };
         self.paths.persist_index(&meta)?;
         let service = Arc::new(IndexService::open(meta, self.paths.clone())?);
-        self.indices.write().insert(name.to_string(), service.clone());
+        self.indices
+            .write()
+            .insert(name.to_string(), service.clone());
         info!(index = %name, shards, "index created");
         Ok(service)
     }
@@ -403,13 +486,22 @@ impl Node {
                     }
                     self.require_index(index)?;
                 }
-                AliasAction::Remove { index, alias, must_exist } => {
+                AliasAction::Remove {
+                    index,
+                    alias,
+                    must_exist,
+                } => {
                     let service = self.require_index(index)?;
-                    let exists = service.with_meta(|m| m.aliases.keys().any(|a| wildcard_match(alias, a)));
+                    let exists =
+                        service.with_meta(|m| m.aliases.keys().any(|a| wildcard_match(alias, a)));
                     if !exists && *must_exist != Some(false) {
-                        return Err(ApiError::new(404, "aliases_not_found_exception", format!("aliases [{alias}] missing"))
-                            .with("resource.type", json!("aliases"))
-                            .with("resource.id", json!(alias)));
+                        return Err(ApiError::new(
+                            404,
+                            "aliases_not_found_exception",
+                            format!("aliases [{alias}] missing"),
+                        )
+                        .with("resource.type", json!("aliases"))
+                        .with("resource.id", json!(alias)));
                     }
                 }
                 AliasAction::RemoveIndex { .. } => {}
@@ -448,17 +540,34 @@ impl Node {
 /// One action of `POST /_aliases`, expanded to a concrete index.
 #[derive(Debug, Clone)]
 pub enum AliasAction {
-    Add { index: String, alias: String, spec: AliasMetadata },
-    Remove { index: String, alias: String, must_exist: Option<bool> },
-    RemoveIndex { index: String },
+    Add {
+        index: String,
+        alias: String,
+        spec: AliasMetadata,
+    },
+    Remove {
+        index: String,
+        alias: String,
+        must_exist: Option<bool>,
+    },
+    RemoveIndex {
+        index: String,
+    },
 }
 
 fn validate_alias_name(alias: &str, index: &str) -> ApiResult<()> {
     if alias == index {
-        return Err(ApiError::invalid_index_name(alias, "an index or data stream exists with the same name as the alias"));
+        return Err(ApiError::invalid_index_name(
+            alias,
+            "an index or data stream exists with the same name as the alias",
+        ));
     }
     validate_index_name(alias).map_err(|e| {
-        ApiError::new(400, "invalid_alias_name_exception", e.reason.replace("Invalid index name", "Invalid alias name"))
+        ApiError::new(
+            400,
+            "invalid_alias_name_exception",
+            e.reason.replace("Invalid index name", "Invalid alias name"),
+        )
     })
 }
 
@@ -488,12 +597,20 @@ pub struct ResolveOptions {
 impl ResolveOptions {
     /// Searches: missing concrete indices fail, empty wildcards are fine.
     pub fn search() -> ResolveOptions {
-        ResolveOptions { ignore_unavailable: false, allow_no_indices: true, include_closed: false }
+        ResolveOptions {
+            ignore_unavailable: false,
+            allow_no_indices: true,
+            include_closed: false,
+        }
     }
 
     /// Admin APIs on indices (get, delete, settings): closed indices included.
     pub fn admin() -> ResolveOptions {
-        ResolveOptions { ignore_unavailable: false, allow_no_indices: true, include_closed: true }
+        ResolveOptions {
+            ignore_unavailable: false,
+            allow_no_indices: true,
+            include_closed: true,
+        }
     }
 }
 
@@ -503,5 +620,8 @@ pub fn new_id() -> String {
 }
 
 pub fn now_millis() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

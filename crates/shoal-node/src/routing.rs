@@ -11,7 +11,8 @@ pub fn murmur3_hash(routing: &str) -> i32 {
         bytes.push(unit as u8);
         bytes.push((unit >> 8) as u8);
     }
-    murmur3::murmur3_32(&mut std::io::Cursor::new(bytes), 0).expect("hashing from memory cannot fail") as i32
+    murmur3::murmur3_32(&mut std::io::Cursor::new(bytes), 0)
+        .expect("hashing from memory cannot fail") as i32
 }
 
 /// `OperationRouting.calculateScaledShardId` without routing partitions.
@@ -40,13 +41,22 @@ pub fn validate_index_name(name: &str) -> ApiResult<()> {
         return Err(ApiError::invalid_index_name(name, "must not contain ':'"));
     }
     if name.starts_with(['_', '-', '+']) {
-        return Err(ApiError::invalid_index_name(name, "must not start with '_', '-', or '+'"));
+        return Err(ApiError::invalid_index_name(
+            name,
+            "must not start with '_', '-', or '+'",
+        ));
     }
     if name.len() > 255 {
-        return Err(ApiError::invalid_index_name(name, &format!("index name is too long, ({} > 255)", name.len())));
+        return Err(ApiError::invalid_index_name(
+            name,
+            &format!("index name is too long, ({} > 255)", name.len()),
+        ));
     }
     if name == "." || name == ".." {
-        return Err(ApiError::invalid_index_name(name, "must not be '.' or '..'"));
+        return Err(ApiError::invalid_index_name(
+            name,
+            "must not be '.' or '..'",
+        ));
     }
     if name.to_lowercase() != name {
         return Err(ApiError::invalid_index_name(name, "must be lowercase"));
@@ -56,7 +66,9 @@ pub fn validate_index_name(name: &str) -> ApiResult<()> {
 
 /// Simple `*` wildcard matching as OpenSearch's `Regex.simpleMatch`.
 pub fn wildcard_match(pattern: &str, text: &str) -> bool {
-    let Some(star) = pattern.find('*') else { return pattern == text };
+    let Some(star) = pattern.find('*') else {
+        return pattern == text;
+    };
     let (head, rest) = (&pattern[..star], &pattern[star + 1..]);
     if !text.starts_with(head) {
         return false;
@@ -65,7 +77,9 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     if rest.is_empty() {
         return true;
     }
-    (0..=text.len()).filter(|&i| text.is_char_boundary(i)).any(|i| wildcard_match(rest, &text[i..]))
+    (0..=text.len())
+        .filter(|&i| text.is_char_boundary(i))
+        .any(|i| wildcard_match(rest, &text[i..]))
 }
 
 #[cfg(test)]
@@ -80,8 +94,14 @@ mod tests {
         assert_eq!(murmur3_hash("hello w"), 0x22ab2984);
         assert_eq!(murmur3_hash("hello wo"), 0xdf0ca123_u32 as i32);
         assert_eq!(murmur3_hash("hello wor"), 0xe7744d61_u32 as i32);
-        assert_eq!(murmur3_hash("The quick brown fox jumps over the lazy dog"), 0xe07db09c_u32 as i32);
-        assert_eq!(murmur3_hash("The quick brown fox jumps over the lazy cog"), 0x4e63d2ad);
+        assert_eq!(
+            murmur3_hash("The quick brown fox jumps over the lazy dog"),
+            0xe07db09c_u32 as i32
+        );
+        assert_eq!(
+            murmur3_hash("The quick brown fox jumps over the lazy cog"),
+            0x4e63d2ad
+        );
     }
 
     #[test]
@@ -92,8 +112,14 @@ mod tests {
     #[test]
     fn index_names_are_validated_like_opensearch() {
         assert!(validate_index_name("logs-2024").is_ok());
-        assert_eq!(validate_index_name("Logs").unwrap_err().reason, "Invalid index name [Logs], must be lowercase");
-        assert_eq!(validate_index_name("_x").unwrap_err().reason, "Invalid index name [_x], must not start with '_', '-', or '+'");
+        assert_eq!(
+            validate_index_name("Logs").unwrap_err().reason,
+            "Invalid index name [Logs], must be lowercase"
+        );
+        assert_eq!(
+            validate_index_name("_x").unwrap_err().reason,
+            "Invalid index name [_x], must not start with '_', '-', or '+'"
+        );
         assert!(validate_index_name("a*b").is_err());
         assert!(validate_index_name(&"a".repeat(256)).is_err());
         assert!(validate_index_name("a#b").is_err());

@@ -27,13 +27,20 @@ fn run_due_work(node: &Node) {
         if !index.is_open() {
             continue;
         }
-        let (refresh_interval, durability, sync_interval) =
-            index.with_meta(|m| (m.settings().refresh_interval(), m.settings().durability(), m.settings().sync_interval()));
+        let (refresh_interval, durability, sync_interval) = index.with_meta(|m| {
+            (
+                m.settings().refresh_interval(),
+                m.settings().durability(),
+                m.settings().sync_interval(),
+            )
+        });
         let now = Instant::now();
         let (refresh_due, sync_due) = {
             let mut schedule = index.schedule.lock();
-            let refresh_due = refresh_interval.is_some_and(|i| now.duration_since(schedule.last_refresh) >= i);
-            let sync_due = durability == Durability::Async && now.duration_since(schedule.last_sync) >= sync_interval;
+            let refresh_due =
+                refresh_interval.is_some_and(|i| now.duration_since(schedule.last_refresh) >= i);
+            let sync_due = durability == Durability::Async
+                && now.duration_since(schedule.last_sync) >= sync_interval;
             if refresh_due {
                 schedule.last_refresh = now;
             }

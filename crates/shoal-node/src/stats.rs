@@ -46,8 +46,17 @@ pub struct ShardCounts {
 }
 
 pub fn shard_counts(service: &IndexService) -> ShardCounts {
-    let (shards, replicas) = service.with_meta(|m| (m.settings().number_of_shards(), m.settings().number_of_replicas()));
-    let started = if service.is_open() { service.shards().len() } else { shards };
+    let (shards, replicas) = service.with_meta(|m| {
+        (
+            m.settings().number_of_shards(),
+            m.settings().number_of_replicas(),
+        )
+    });
+    let started = if service.is_open() {
+        service.shards().len()
+    } else {
+        shards
+    };
     ShardCounts {
         primaries: shards,
         active_primaries: started,
@@ -100,7 +109,10 @@ pub fn sum_engine_stats(service: &IndexService) -> EngineStats {
         total.translog.size_in_bytes += s.translog.size_in_bytes;
         total.translog.uncommitted_operations += s.translog.uncommitted_operations;
         total.translog.uncommitted_size_in_bytes += s.translog.uncommitted_size_in_bytes;
-        total.translog.earliest_last_modified_age_ms = total.translog.earliest_last_modified_age_ms.max(s.translog.earliest_last_modified_age_ms);
+        total.translog.earliest_last_modified_age_ms = total
+            .translog
+            .earliest_last_modified_age_ms
+            .max(s.translog.earliest_last_modified_age_ms);
     }
     total
 }

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Map, Value};
 use shoal_engine::{DocRequest, OpResult, OpResultKind};
+use shoal_query::search::{filter_source, SourceFilter};
 
 use crate::documents::{DocWrite, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult};
@@ -20,22 +21,27 @@ pub struct UpdateRequest {
     pub if_seq_no: Option<i64>,
     pub if_primary_term: Option<i64>,
     /// `_source` requested back in `get`.
-    pub fetch_source: Option<crate::source_filter::SourceFilter>,
+    pub fetch_source: Option<SourceFilter>,
 }
 
 impl UpdateRequest {
     pub fn parse(body: &Value) -> ApiResult<UpdateRequest> {
         let Value::Object(map) = body else {
-            return Err(ApiError::action_request_validation(&["script or doc is missing".to_string()]));
+            return Err(ApiError::action_request_validation(&[
+                "script or doc is missing".to_string(),
+            ]));
         };
-        let mut request = UpdateRequest { detect_noop: true, ..UpdateRequest::default() };
+        let mut request = UpdateRequest {
+            detect_noop: true,
+            ..UpdateRequest::default()
+        };
         for (key, value) in map {
             match key.as_str() {
                 "doc" => request.doc = Some(value.clone()),
                 "upsert" => request.upsert = Some(value.clone()),
                 "doc_as_upsert" => request.doc_as_upsert = value.as_bool().unwrap_or(false),
                 "detect_noop" => request.detect_noop = value.as_bool().unwrap_or(true),
-                "_source" => request.fetch_source = Some(source_filter_from_body(value)),
+                "_source" => request.fetch_source = Some(source_filter_from_body(value)?),
                 "script" | "scripted_upsert" => {
                     return Err(ApiError::bad_request(
                         "scripted updates are not supported by Shoal yet: send a partial [doc] (with [doc_as_upsert] or [upsert]) instead",
@@ -47,7 +53,9 @@ impl UpdateRequest {
             }
         }
         if request.doc.is_none() {
-            return Err(ApiError::action_request_validation(&["script or doc is missing".to_string()]));
+            return Err(ApiError::action_request_validation(&[
+                "script or doc is missing".to_string(),
+            ]));
         }
         if !request.doc.as_ref().is_some_and(Value::is_object) {
             return Err(ApiError::parse_exception("[doc] must be an object"));
@@ -56,25 +64,8 @@ impl UpdateRequest {
     }
 }
 
-pub fn source_filter_from_body(value: &Value) -> crate::source_filter::SourceFilter {
-    use crate::source_filter::SourceFilter;
-    match value {
-        Value::Bool(b) => SourceFilter { enabled: *b, ..SourceFilter::all() },
-        Value::String(s) => SourceFilter::from_params(Some(s), None, None),
-        Value::Array(items) => {
-            let fields: Vec<String> = items.iter().filter_map(Value::as_str).map(str::to_string).collect();
-            SourceFilter { enabled: true, includes: fields, excludes: Vec::new() }
-        }
-        Value::Object(map) => {
-            let list = |k: &str| match map.get(k) {
-                Some(Value::String(s)) => vec![s.clone()],
-                Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
-                _ => Vec::new(),
-            };
-            SourceFilter { enabled: true, includes: list("includes"), excludes: list("excludes") }
-        }
-        _ => SourceFilter::all(),
-    }
+pub fn source_filter_from_body(value: &Value) -> ApiResult<SourceFilter> {
+    Ok(SourceFilter::from_json(value)?)
 }
 
 /// The result of an update: the write outcome and the updated source when asked.
@@ -85,7 +76,13 @@ pub struct UpdateOutcome {
 }
 
 impl Node {
-    pub fn update_document(&self, index: &str, id: &str, request: &UpdateRequest, options: &WriteOptions) -> ApiResult<UpdateOutcome> {
+    pub fn update_document(
+        &self,
+        index: &str,
+        id: &str,
+        request: &UpdateRequest,
+        options: &WriteOptions,
+    ) -> ApiResult<UpdateOutcome> {
         let mut attempt = 0;
         loop {
             match self.try_update(index, id, request, options) {
@@ -95,7 +92,13 @@ impl Node {
         }
     }
 
-    fn try_update(&self, index: &str, id: &str, request: &UpdateRequest, options: &WriteOptions) -> ApiResult<UpdateOutcome> {
+    fn try_update(
+        &self,
+        index: &str,
+        id: &str,
+        request: &UpdateRequest,
+        options: &WriteOptions,
+    ) -> ApiResult<UpdateOutcome> {
         let current = match self.get_document(index, id, request.routing.as_deref()) {
             Ok((service, doc)) => doc.map(|d| (service, d)),
             Err(e) if e.error_type == "index_not_found_exception" => None,
@@ -110,10 +113,21 @@ impl Node {
                     (None, false) => {
                         let service = self.resolve_single_for_read(index)?;
                         let shard = service.route(request.routing.as_deref().unwrap_or(id));
-                        return Err(ApiError::document_missing(&service.name(), &service.uuid(), shard, id));
+                        return Err(ApiError::document_missing(
+                            &service.name(),
+                            &service.uuid(),
+                            shard,
+                            id,
+                        ));
                     }
                 };
-                (upsert, DocRequest { create_only: true, ..DocRequest::default() })
+                (
+                    upsert,
+                    DocRequest {
+                        create_only: true,
+                        ..DocRequest::default()
+                    },
+                )
             }
             Some((service, existing)) => {
                 if let Some(if_seq_no) = request.if_seq_no {
@@ -126,7 +140,8 @@ impl Node {
                         )));
                     }
                 }
-                let old: Value = serde_json::from_slice(&existing.source).unwrap_or_else(|_| json!({}));
+                let old: Value =
+                    serde_json::from_slice(&existing.source).unwrap_or_else(|_| json!({}));
                 let mut merged = old.clone();
                 let changed = deep_merge(&mut merged, &doc);
                 if request.detect_noop && !changed {
@@ -138,23 +153,59 @@ impl Node {
                         index: service.name(),
                         id: id.to_string(),
                         shard,
-                        result: OpResult { kind: OpResultKind::Noop, seq_no: existing.seq_no, primary_term: existing.primary_term, version: existing.version, location: None },
+                        result: OpResult {
+                            kind: OpResultKind::Noop,
+                            seq_no: existing.seq_no,
+                            primary_term: existing.primary_term,
+                            version: existing.version,
+                            location: None,
+                        },
                         shards_total: 0,
                         forced_refresh: false,
                     };
-                    let source = request.fetch_source.as_ref().map(|f| f.apply(&old));
-                    return Ok(UpdateOutcome { outcome, noop: true, source });
+                    let source = request
+                        .fetch_source
+                        .as_ref()
+                        .map(|f| filter_source(&old, f));
+                    return Ok(UpdateOutcome {
+                        outcome,
+                        noop: true,
+                        source,
+                    });
                 }
-                let guard = DocRequest { if_seq_no: Some(existing.seq_no), if_primary_term: Some(existing.primary_term), ..DocRequest::default() };
+                let guard = DocRequest {
+                    if_seq_no: Some(existing.seq_no),
+                    if_primary_term: Some(existing.primary_term),
+                    ..DocRequest::default()
+                };
                 (merged, guard)
             }
         };
-        let index_name = current.as_ref().map(|(s, _)| s.name()).unwrap_or_else(|| index.to_string());
+        let index_name = current
+            .as_ref()
+            .map(|(s, _)| s.name())
+            .unwrap_or_else(|| index.to_string());
         let bytes = serde_json::to_vec(&source).expect("json");
-        let write = DocWrite::Index { index: index_name, id: Some(id.to_string()), routing: request.routing.clone(), source: bytes, request: write_request };
-        let outcome = self.execute_writes(vec![write], options).pop().expect("one result")?;
-        let fetched = request.fetch_source.as_ref().map(|f| f.apply(&source));
-        Ok(UpdateOutcome { outcome, noop: false, source: fetched })
+        let write = DocWrite::Index {
+            index: index_name,
+            id: Some(id.to_string()),
+            routing: request.routing.clone(),
+            source: bytes,
+            request: write_request,
+        };
+        let outcome = self
+            .execute_writes(vec![write], options)
+            .pop()
+            .expect("one result")?;
+        let fetched = request
+            .fetch_source
+            .as_ref()
+            .map(|f| filter_source(&source, f));
+        Ok(UpdateOutcome {
+            outcome,
+            noop: false,
+            source: fetched,
+        })
     }
 }
 
@@ -171,7 +222,9 @@ pub fn deep_merge(target: &mut Value, update: &Value) -> bool {
     let mut changed = false;
     for (key, value) in update_map {
         match target_map.get_mut(key) {
-            Some(existing @ Value::Object(_)) if value.is_object() => changed |= deep_merge(existing, value),
+            Some(existing @ Value::Object(_)) if value.is_object() => {
+                changed |= deep_merge(existing, value)
+            }
             Some(existing) => {
                 if existing != value {
                     *existing = value.clone();
@@ -201,6 +254,9 @@ mod tests {
         let mut doc = json!({"a": 1, "o": {"x": 1, "y": 2}});
         assert!(!deep_merge(&mut doc, &json!({"a": 1, "o": {"x": 1}})));
         assert!(deep_merge(&mut doc, &json!({"o": {"z": 3}, "b": [1]})));
-        assert_eq!(doc, json!({"a": 1, "o": {"x": 1, "y": 2, "z": 3}, "b": [1]}));
+        assert_eq!(
+            doc,
+            json!({"a": 1, "o": {"x": 1, "y": 2, "z": 3}, "b": [1]})
+        );
     }
 }

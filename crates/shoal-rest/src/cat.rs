@@ -42,7 +42,18 @@ macro_rules! col {
 impl Table {
     fn render(self, params: &Params) -> RestResult {
         if params.flag("help") {
-            let lines: Vec<String> = self.columns.iter().map(|c| format!("{:<15} | {:<10} | {}", c.name, c.aliases.join(","), c.description)).collect();
+            let lines: Vec<String> = self
+                .columns
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{:<15} | {:<10} | {}",
+                        c.name,
+                        c.aliases.join(","),
+                        c.description
+                    )
+                })
+                .collect();
             return Ok(text(StatusCode::OK, lines.join("\n") + "\n"));
         }
         let selected = self.select_columns(params.get("h"));
@@ -70,7 +81,16 @@ impl Table {
             let out: Vec<Value> = rows
                 .iter()
                 .map(|row| {
-                    let obj: serde_json::Map<String, Value> = selected.iter().zip(&names).map(|(&i, name)| (name.clone(), cell_text(&row[i]).map(Value::String).unwrap_or(Value::Null))).collect();
+                    let obj: serde_json::Map<String, Value> = selected
+                        .iter()
+                        .zip(&names)
+                        .map(|(&i, name)| {
+                            (
+                                name.clone(),
+                                cell_text(&row[i]).map(Value::String).unwrap_or(Value::Null),
+                            )
+                        })
+                        .collect();
                     Value::Object(obj)
                 })
                 .collect();
@@ -81,15 +101,39 @@ impl Table {
             table.push(names.iter().map(|name| (name.clone(), false)).collect());
         }
         for row in &rows {
-            table.push(selected.iter().map(|&i| (cell_text(&row[i]).unwrap_or_default(), matches!(row[i], Cell::Number(_) | Cell::Bytes(_)))).collect());
+            table.push(
+                selected
+                    .iter()
+                    .map(|&i| {
+                        (
+                            cell_text(&row[i]).unwrap_or_default(),
+                            matches!(row[i], Cell::Number(_) | Cell::Bytes(_)),
+                        )
+                    })
+                    .collect(),
+            );
         }
-        let widths: Vec<usize> = (0..selected.len()).map(|c| table.iter().map(|r| r[c].0.chars().count()).max().unwrap_or(0)).collect();
+        let widths: Vec<usize> = (0..selected.len())
+            .map(|c| {
+                table
+                    .iter()
+                    .map(|r| r[c].0.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
         let mut out = String::new();
         for row in table {
             let line: Vec<String> = row
                 .iter()
                 .zip(&widths)
-                .map(|((s, right), w)| if *right { format!("{s:>w$}") } else { format!("{s:<w$}") })
+                .map(|((s, right), w)| {
+                    if *right {
+                        format!("{s:>w$}")
+                    } else {
+                        format!("{s:<w$}")
+                    }
+                })
                 .collect();
             out.push_str(line.join(" ").trim_end());
             out.push('\n');
@@ -100,15 +144,28 @@ impl Table {
     /// Header names as requested in `h` (an alias stays an alias, like OpenSearch).
     fn display_names(&self, h: Option<&str>) -> Vec<String> {
         match h {
-            None => self.select_columns(None).into_iter().map(|i| self.columns[i].name.to_string()).collect(),
+            None => self
+                .select_columns(None)
+                .into_iter()
+                .map(|i| self.columns[i].name.to_string())
+                .collect(),
             Some(spec) => spec
                 .split(',')
                 .flat_map(|name| {
                     let name = name.trim();
                     self.columns
                         .iter()
-                        .filter(|c| shoal_node::routing::wildcard_match(name, c.name) || c.aliases.contains(&name))
-                        .map(|c| if c.aliases.contains(&name) { name.to_string() } else { c.name.to_string() })
+                        .filter(|c| {
+                            shoal_node::routing::wildcard_match(name, c.name)
+                                || c.aliases.contains(&name)
+                        })
+                        .map(|c| {
+                            if c.aliases.contains(&name) {
+                                name.to_string()
+                            } else {
+                                c.name.to_string()
+                            }
+                        })
                         .collect::<Vec<_>>()
                 })
                 .collect(),
@@ -117,7 +174,9 @@ impl Table {
 
     fn select_columns(&self, h: Option<&str>) -> Vec<usize> {
         match h {
-            None => (0..self.columns.len()).filter(|&i| self.columns[i].default).collect(),
+            None => (0..self.columns.len())
+                .filter(|&i| self.columns[i].default)
+                .collect(),
             Some(spec) => spec
                 .split(',')
                 .flat_map(|name| {
@@ -125,7 +184,10 @@ impl Table {
                     self.columns
                         .iter()
                         .enumerate()
-                        .filter(|(_, c)| shoal_node::routing::wildcard_match(name, c.name) || c.aliases.contains(&name))
+                        .filter(|(_, c)| {
+                            shoal_node::routing::wildcard_match(name, c.name)
+                                || c.aliases.contains(&name)
+                        })
                         .map(|(i, _)| i)
                         .collect::<Vec<_>>()
                 })
@@ -142,7 +204,10 @@ fn sort_rows(columns: &[Column], rows: &mut [Vec<Cell>], spec: &str) {
                 Some((n, order)) => (n, order == "desc"),
                 None => (k, false),
             };
-            columns.iter().position(|c| c.name == name || c.aliases.contains(&name)).map(|i| (i, desc))
+            columns
+                .iter()
+                .position(|c| c.name == name || c.aliases.contains(&name))
+                .map(|i| (i, desc))
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -186,7 +251,15 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
             let counts = stats::shard_counts(&service);
             let open = service.is_open();
             let s = stats::sum_engine_stats(&service);
-            let (docs, deleted, store) = if open { (n(s.docs_count), n(s.docs_deleted), Cell::Bytes(s.store_size_in_bytes)) } else { (Cell::Null, Cell::Null, Cell::Null) };
+            let (docs, deleted, store) = if open {
+                (
+                    n(s.docs_count),
+                    n(s.docs_deleted),
+                    Cell::Bytes(s.store_size_in_bytes),
+                )
+            } else {
+                (Cell::Null, Cell::Null, Cell::Null)
+            };
             rows.push(vec![
                 t(stats::index_health(&service).as_str()),
                 t(if open { "open" } else { "close" }),
@@ -199,7 +272,9 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
                 store.clone(),
                 store,
                 n(service.with_meta(|m| m.creation_date())),
-                t(shoal_mapping::date::format_iso(service.with_meta(|m| m.creation_date()))),
+                t(shoal_mapping::date::format_iso(
+                    service.with_meta(|m| m.creation_date()),
+                )),
             ]);
         }
         Ok(Table {
@@ -208,14 +283,39 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
                 col!("status", ["s"], true, "open/close status"),
                 col!("index", ["i", "idx"], true, "index name"),
                 col!("uuid", ["id", "uuid"], true, "index uuid"),
-                col!("pri", ["p", "shards.primary", "shardsPrimary"], true, "number of primary shards"),
-                col!("rep", ["r", "shards.replica", "shardsReplica"], true, "number of replica shards"),
+                col!(
+                    "pri",
+                    ["p", "shards.primary", "shardsPrimary"],
+                    true,
+                    "number of primary shards"
+                ),
+                col!(
+                    "rep",
+                    ["r", "shards.replica", "shardsReplica"],
+                    true,
+                    "number of replica shards"
+                ),
                 col!("docs.count", ["dc", "docsCount"], true, "available docs"),
                 col!("docs.deleted", ["dd", "docsDeleted"], true, "deleted docs"),
-                col!("store.size", ["ss", "storeSize"], true, "store size of primaries & replicas"),
+                col!(
+                    "store.size",
+                    ["ss", "storeSize"],
+                    true,
+                    "store size of primaries & replicas"
+                ),
                 col!("pri.store.size", [], true, "store size of primaries"),
-                col!("creation.date", ["cd"], false, "index creation date (millisecond value)"),
-                col!("creation.date.string", ["cds"], false, "index creation date (as string)"),
+                col!(
+                    "creation.date",
+                    ["cd"],
+                    false,
+                    "index creation date (millisecond value)"
+                ),
+                col!(
+                    "creation.date.string",
+                    ["cds"],
+                    false,
+                    "index creation date (as string)"
+                ),
             ],
             rows,
         })
@@ -239,7 +339,8 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
                     t("p"),
                     t("STARTED"),
                     s.as_ref().map_or(Cell::Null, |s| n(s.docs_count)),
-                    s.as_ref().map_or(Cell::Null, |s| Cell::Bytes(s.store_size_in_bytes)),
+                    s.as_ref()
+                        .map_or(Cell::Null, |s| Cell::Bytes(s.store_size_in_bytes)),
                     t(node.config.http_host.clone()),
                     t(node.config.node_name.clone()),
                     Cell::Null,
@@ -248,7 +349,20 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
                     s.as_ref().map_or(Cell::Null, |s| n(s.global_checkpoint)),
                 ]);
                 for _ in 0..counts.replicas {
-                    rows.push(vec![t(service.name()), n(shard), t("r"), t("UNASSIGNED"), Cell::Null, Cell::Null, Cell::Null, Cell::Null, t("INDEX_CREATED"), Cell::Null, Cell::Null, Cell::Null]);
+                    rows.push(vec![
+                        t(service.name()),
+                        n(shard),
+                        t("r"),
+                        t("UNASSIGNED"),
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                        t("INDEX_CREATED"),
+                        Cell::Null,
+                        Cell::Null,
+                        Cell::Null,
+                    ]);
                 }
             }
         }
@@ -256,16 +370,46 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
             columns: vec![
                 col!("index", ["i", "idx"], true, "index name"),
                 col!("shard", ["s", "sh"], true, "shard name"),
-                col!("prirep", ["p", "pr", "primaryOrReplica"], true, "primary or replica"),
+                col!(
+                    "prirep",
+                    ["p", "pr", "primaryOrReplica"],
+                    true,
+                    "primary or replica"
+                ),
                 col!("state", ["st"], true, "shard state"),
                 col!("docs", ["d", "dc"], true, "number of docs in shard"),
-                col!("store", ["sto"], true, "store size of shard (how much disk it uses)"),
+                col!(
+                    "store",
+                    ["sto"],
+                    true,
+                    "store size of shard (how much disk it uses)"
+                ),
                 col!("ip", [], true, "ip of node where it lives"),
                 col!("node", ["n"], true, "name of node where it lives"),
-                col!("unassigned.reason", ["ur"], false, "reason shard is unassigned"),
-                col!("seq_no.max", ["sqm", "maxSeqNo"], false, "max sequence number"),
-                col!("seq_no.local_checkpoint", ["sql", "localCheckpoint"], false, "local checkpoint"),
-                col!("seq_no.global_checkpoint", ["sqg", "globalCheckpoint"], false, "global checkpoint"),
+                col!(
+                    "unassigned.reason",
+                    ["ur"],
+                    false,
+                    "reason shard is unassigned"
+                ),
+                col!(
+                    "seq_no.max",
+                    ["sqm", "maxSeqNo"],
+                    false,
+                    "max sequence number"
+                ),
+                col!(
+                    "seq_no.local_checkpoint",
+                    ["sql", "localCheckpoint"],
+                    false,
+                    "local checkpoint"
+                ),
+                col!(
+                    "seq_no.global_checkpoint",
+                    ["sqg", "globalCheckpoint"],
+                    false,
+                    "global checkpoint"
+                ),
             ],
             rows,
         })
@@ -288,25 +432,94 @@ pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
             overall = overall.max(stats::index_health(&service));
         }
         let total = active + unassigned;
-        let percent = if total == 0 { 100.0 } else { active as f64 * 100.0 / total as f64 };
+        let percent = if total == 0 {
+            100.0
+        } else {
+            active as f64 * 100.0 / total as f64
+        };
         let time = chrono_time(now);
         Ok(Table {
             columns: vec![
-                col!("epoch", ["t", "time"], true, "seconds since 1970-01-01 00:00:00"),
-                col!("timestamp", ["ts", "hms", "hhmmss"], true, "time in HH:MM:SS"),
+                col!(
+                    "epoch",
+                    ["t", "time"],
+                    true,
+                    "seconds since 1970-01-01 00:00:00"
+                ),
+                col!(
+                    "timestamp",
+                    ["ts", "hms", "hhmmss"],
+                    true,
+                    "time in HH:MM:SS"
+                ),
                 col!("cluster", ["cl"], true, "cluster name"),
                 col!("status", ["st"], true, "health status"),
-                col!("node.total", ["nt", "nodeTotal"], true, "total number of nodes"),
-                col!("node.data", ["nd", "nodeData"], true, "number of nodes that can store data"),
-                col!("discovered_cluster_manager", ["dcm"], true, "cluster manager is discovered"),
-                col!("shards", ["t", "sh", "shards.total", "shardsTotal"], true, "total number of shards"),
-                col!("pri", ["p", "shards.primary", "shardsPrimary"], true, "number of primary shards"),
-                col!("relo", ["r", "shards.relocating", "shardsRelocating"], true, "number of relocating nodes"),
-                col!("init", ["i", "shards.initializing", "shardsInitializing"], true, "number of initializing nodes"),
-                col!("unassign", ["u", "shards.unassigned", "shardsUnassigned"], true, "number of unassigned shards"),
-                col!("pending_tasks", ["pt", "pendingTasks"], true, "number of pending tasks"),
-                col!("max_task_wait_time", ["mtwt", "maxTaskWaitTime"], true, "wait time of longest task pending"),
-                col!("active_shards_percent", ["asp", "activeShardsPercent"], true, "active number of shards in percent"),
+                col!(
+                    "node.total",
+                    ["nt", "nodeTotal"],
+                    true,
+                    "total number of nodes"
+                ),
+                col!(
+                    "node.data",
+                    ["nd", "nodeData"],
+                    true,
+                    "number of nodes that can store data"
+                ),
+                col!(
+                    "discovered_cluster_manager",
+                    ["dcm"],
+                    true,
+                    "cluster manager is discovered"
+                ),
+                col!(
+                    "shards",
+                    ["t", "sh", "shards.total", "shardsTotal"],
+                    true,
+                    "total number of shards"
+                ),
+                col!(
+                    "pri",
+                    ["p", "shards.primary", "shardsPrimary"],
+                    true,
+                    "number of primary shards"
+                ),
+                col!(
+                    "relo",
+                    ["r", "shards.relocating", "shardsRelocating"],
+                    true,
+                    "number of relocating nodes"
+                ),
+                col!(
+                    "init",
+                    ["i", "shards.initializing", "shardsInitializing"],
+                    true,
+                    "number of initializing nodes"
+                ),
+                col!(
+                    "unassign",
+                    ["u", "shards.unassigned", "shardsUnassigned"],
+                    true,
+                    "number of unassigned shards"
+                ),
+                col!(
+                    "pending_tasks",
+                    ["pt", "pendingTasks"],
+                    true,
+                    "number of pending tasks"
+                ),
+                col!(
+                    "max_task_wait_time",
+                    ["mtwt", "maxTaskWaitTime"],
+                    true,
+                    "wait time of longest task pending"
+                ),
+                col!(
+                    "active_shards_percent",
+                    ["asp", "activeShardsPercent"],
+                    true,
+                    "active number of shards in percent"
+                ),
             ],
             rows: vec![vec![
                 n(now / 1000),
@@ -348,9 +561,24 @@ pub async fn count(node: Arc<Node>, index: Option<String>, params: Params) -> Re
         let now = shoal_node::node::now_millis();
         Ok(Table {
             columns: vec![
-                col!("epoch", ["t", "time"], true, "seconds since 1970-01-01 00:00:00"),
-                col!("timestamp", ["ts", "hms", "hhmmss"], true, "time in HH:MM:SS"),
-                col!("count", ["dc", "docs.count", "docsCount"], true, "the document count"),
+                col!(
+                    "epoch",
+                    ["t", "time"],
+                    true,
+                    "seconds since 1970-01-01 00:00:00"
+                ),
+                col!(
+                    "timestamp",
+                    ["ts", "hms", "hhmmss"],
+                    true,
+                    "time in HH:MM:SS"
+                ),
+                col!(
+                    "count",
+                    ["dc", "docs.count", "docsCount"],
+                    true,
+                    "the document count"
+                ),
             ],
             rows: vec![vec![n(now / 1000), t(chrono_time(now)), n(total)]],
         })
@@ -362,19 +590,43 @@ pub async fn count(node: Arc<Node>, index: Option<String>, params: Params) -> Re
 /// `GET /_cat/nodes`.
 pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let loads: Vec<String> = load.split_whitespace().take(3).map(str::to_string).collect();
+    let loads: Vec<String> = load
+        .split_whitespace()
+        .take(3)
+        .map(str::to_string)
+        .collect();
     let table = Table {
         columns: vec![
             col!("ip", ["i"], true, "ip address"),
-            col!("heap.percent", ["hp", "heapPercent"], true, "used heap ratio"),
-            col!("ram.percent", ["rp", "ramPercent"], true, "used machine memory ratio"),
+            col!(
+                "heap.percent",
+                ["hp", "heapPercent"],
+                true,
+                "used heap ratio"
+            ),
+            col!(
+                "ram.percent",
+                ["rp", "ramPercent"],
+                true,
+                "used machine memory ratio"
+            ),
             col!("cpu", [], true, "recent cpu usage"),
             col!("load_1m", ["l"], true, "1m load avg"),
             col!("load_5m", ["l"], true, "5m load avg"),
             col!("load_15m", ["l"], true, "15m load avg"),
-            col!("node.role", ["r", "role", "nodeRole"], true, "m:master eligible node, d:data node, i:ingest node, -:coordinating node only"),
+            col!(
+                "node.role",
+                ["r", "role", "nodeRole"],
+                true,
+                "m:master eligible node, d:data node, i:ingest node, -:coordinating node only"
+            ),
             col!("node.roles", ["rs", "all roles"], true, "node roles"),
-            col!("cluster_manager", ["cm", "m"], true, "*:current cluster manager"),
+            col!(
+                "cluster_manager",
+                ["cm", "m"],
+                true,
+                "*:current cluster manager"
+            ),
             col!("name", ["n"], true, "node name"),
             col!("id", ["nodeId"], false, "unique node id"),
         ],
@@ -426,18 +678,53 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
             columns: vec![
                 col!("index", ["i", "idx"], true, "index name"),
                 col!("shard", ["s", "sh"], true, "shard name"),
-                col!("prirep", ["p", "pr", "primaryOrReplica"], true, "primary or replica"),
+                col!(
+                    "prirep",
+                    ["p", "pr", "primaryOrReplica"],
+                    true,
+                    "primary or replica"
+                ),
                 col!("ip", [], true, "ip of node where it lives"),
                 col!("segment", ["seg"], true, "segment name"),
                 col!("generation", ["g", "gen"], true, "segment generation"),
-                col!("docs.count", ["dc", "docsCount"], true, "number of docs in segment"),
-                col!("docs.deleted", ["dd", "docsDeleted"], true, "number of deleted docs in segment"),
+                col!(
+                    "docs.count",
+                    ["dc", "docsCount"],
+                    true,
+                    "number of docs in segment"
+                ),
+                col!(
+                    "docs.deleted",
+                    ["dd", "docsDeleted"],
+                    true,
+                    "number of deleted docs in segment"
+                ),
                 col!("size", ["si"], true, "segment size in bytes"),
-                col!("size.memory", ["sm", "sizeMemory"], true, "segment memory in bytes"),
-                col!("committed", ["ic", "isCommitted"], true, "is segment committed"),
-                col!("searchable", ["is", "isSearchable"], true, "is segment searched"),
+                col!(
+                    "size.memory",
+                    ["sm", "sizeMemory"],
+                    true,
+                    "segment memory in bytes"
+                ),
+                col!(
+                    "committed",
+                    ["ic", "isCommitted"],
+                    true,
+                    "is segment committed"
+                ),
+                col!(
+                    "searchable",
+                    ["is", "isSearchable"],
+                    true,
+                    "is segment searched"
+                ),
                 col!("version", ["v", "ver"], true, "version"),
-                col!("compound", ["ico", "isCompound"], true, "is segment compound"),
+                col!(
+                    "compound",
+                    ["ico", "isCompound"],
+                    true,
+                    "is segment compound"
+                ),
             ],
             rows,
         })
@@ -453,7 +740,10 @@ pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> 
         for service in node.all_indices() {
             let meta = service.meta();
             for (name, spec) in &meta.aliases {
-                if alias.as_deref().is_some_and(|a| !a.split(',').any(|p| shoal_node::routing::wildcard_match(p, name))) {
+                if alias.as_deref().is_some_and(|a| {
+                    !a.split(',')
+                        .any(|p| shoal_node::routing::wildcard_match(p, name))
+                }) {
                     continue;
                 }
                 rows.push(vec![
@@ -462,7 +752,10 @@ pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> 
                     t(if spec.filter.is_some() { "*" } else { "-" }),
                     t(spec.index_routing.clone().unwrap_or_else(|| "-".into())),
                     t(spec.search_routing.clone().unwrap_or_else(|| "-".into())),
-                    t(spec.is_write_index.map(|w| w.to_string()).unwrap_or_else(|| "-".into())),
+                    t(spec
+                        .is_write_index
+                        .map(|w| w.to_string())
+                        .unwrap_or_else(|| "-".into())),
                 ]);
             }
         }
@@ -471,8 +764,18 @@ pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> 
                 col!("alias", ["a"], true, "alias name"),
                 col!("index", ["i", "idx"], true, "index alias points to"),
                 col!("filter", ["f", "fi"], true, "filter"),
-                col!("routing.index", ["ri", "routingIndex"], true, "index routing"),
-                col!("routing.search", ["rs", "routingSearch"], true, "search routing"),
+                col!(
+                    "routing.index",
+                    ["ri", "routingIndex"],
+                    true,
+                    "index routing"
+                ),
+                col!(
+                    "routing.search",
+                    ["rs", "routingSearch"],
+                    true,
+                    "search routing"
+                ),
                 col!("is_write_index", ["w", "isWriteIndex"], true, "write index"),
             ],
             rows,
@@ -484,8 +787,24 @@ pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> 
 
 /// `GET /_cat`.
 pub async fn help() -> RestResult {
-    let endpoints = ["/_cat/aliases", "/_cat/aliases/{alias}", "/_cat/count", "/_cat/count/{index}", "/_cat/health", "/_cat/indices", "/_cat/indices/{index}", "/_cat/nodes", "/_cat/segments", "/_cat/segments/{index}", "/_cat/shards", "/_cat/shards/{index}"];
-    Ok(text(StatusCode::OK, format!("=^.^=\n{}\n", endpoints.join("\n"))))
+    let endpoints = [
+        "/_cat/aliases",
+        "/_cat/aliases/{alias}",
+        "/_cat/count",
+        "/_cat/count/{index}",
+        "/_cat/health",
+        "/_cat/indices",
+        "/_cat/indices/{index}",
+        "/_cat/nodes",
+        "/_cat/segments",
+        "/_cat/segments/{index}",
+        "/_cat/shards",
+        "/_cat/shards/{index}",
+    ];
+    Ok(text(
+        StatusCode::OK,
+        format!("=^.^=\n{}\n", endpoints.join("\n")),
+    ))
 }
 
 #[allow(dead_code)]

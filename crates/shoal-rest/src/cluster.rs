@@ -84,7 +84,11 @@ fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Valu
         }
     }
     let total = active + unassigned;
-    let percent = if total == 0 { 100.0 } else { active as f64 * 100.0 / total as f64 };
+    let percent = if total == 0 {
+        100.0
+    } else {
+        active as f64 * 100.0 / total as f64
+    };
     let mut body = json!({
         "cluster_name": node.config.cluster_name,
         "status": overall.as_str(),
@@ -114,17 +118,22 @@ fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Valu
 pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let level = params.get("level").unwrap_or("cluster").to_string();
     let wait_for = match params.get("wait_for_status") {
-        Some(s) => Some(Health::parse(s).ok_or_else(|| ApiError::bad_request(format!("unknown cluster health status [{s}]")))?),
+        Some(s) => Some(Health::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!("unknown cluster health status [{s}]"))
+        })?),
         None => None,
     };
     let timeout = match params.get("timeout") {
-        Some(t) => parse_time(t).map_err(ApiError::bad_request)?.unwrap_or(Duration::from_secs(30)),
+        Some(t) => parse_time(t)
+            .map_err(ApiError::bad_request)?
+            .unwrap_or(Duration::from_secs(30)),
         None => Duration::from_secs(30),
     };
     let started = Instant::now();
     loop {
         let (node2, index2, level2) = (node.clone(), index.clone(), level.clone());
-        let (mut body, status, missing) = blocking(move || health_body(&node2, index2.as_deref(), &level2)).await?;
+        let (mut body, status, missing) =
+            blocking(move || health_body(&node2, index2.as_deref(), &level2)).await?;
         let satisfied = !missing && wait_for.is_none_or(|w| status <= w);
         if satisfied || started.elapsed() >= timeout {
             if !satisfied {
@@ -138,7 +147,12 @@ pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> R
 }
 
 /// `GET /_cluster/state[/{metrics}[/{indices}]]`.
-pub async fn state(node: Arc<Node>, metrics: Option<String>, index: Option<String>, params: Params) -> RestResult {
+pub async fn state(
+    node: Arc<Node>,
+    metrics: Option<String>,
+    index: Option<String>,
+    params: Params,
+) -> RestResult {
     let body = blocking(move || {
         let metrics: Vec<String> = metrics.unwrap_or_else(|| "_all".into()).split(',').map(str::to_string).collect();
         let want = |m: &str| metrics.iter().any(|x| x == "_all" || x == m);
@@ -210,10 +224,20 @@ pub async fn state(node: Arc<Node>, metrics: Option<String>, index: Option<Strin
 pub async fn get_settings(node: Arc<Node>, params: Params) -> RestResult {
     let cluster = node.cluster_settings();
     let flat = params.flag("flat_settings");
-    let render = |s: &settings::FlatSettings| if flat { json!(s) } else { settings::nest_settings(s) };
-    let mut body = json!({"persistent": render(&cluster.persistent), "transient": render(&cluster.transient)});
+    let render = |s: &settings::FlatSettings| {
+        if flat {
+            json!(s)
+        } else {
+            settings::nest_settings(s)
+        }
+    };
+    let mut body =
+        json!({"persistent": render(&cluster.persistent), "transient": render(&cluster.transient)});
     if params.flag("include_defaults") {
-        let defaults: settings::FlatSettings = settings::registry().cluster_defaults().map(|d| (d.key.clone(), json!(d.default))).collect();
+        let defaults: settings::FlatSettings = settings::registry()
+            .cluster_defaults()
+            .map(|d| (d.key.clone(), json!(d.default)))
+            .collect();
         body["defaults"] = render(&defaults);
     }
     ok(body, &params)
@@ -222,15 +246,24 @@ pub async fn get_settings(node: Arc<Node>, params: Params) -> RestResult {
 /// `PUT /_cluster/settings`.
 pub async fn put_settings(node: Arc<Node>, params: Params, body: axum::body::Bytes) -> RestResult {
     let body = object_body(&body)?;
-    let persistent = settings::flatten_settings(body.get("persistent").unwrap_or(&Value::Null), false)?;
-    let transient = settings::flatten_settings(body.get("transient").unwrap_or(&Value::Null), false)?;
+    let persistent =
+        settings::flatten_settings(body.get("persistent").unwrap_or(&Value::Null), false)?;
+    let transient =
+        settings::flatten_settings(body.get("transient").unwrap_or(&Value::Null), false)?;
     if persistent.is_empty() && transient.is_empty() {
-        return Err(ApiError::action_request_validation(&["no settings to update".to_string()]).into());
+        return Err(
+            ApiError::action_request_validation(&["no settings to update".to_string()]).into(),
+        );
     }
     let (p, t) = (persistent.clone(), transient.clone());
     blocking(move || node.update_cluster_settings(p, t)).await?;
-    let strip_nulls = |s: settings::FlatSettings| -> settings::FlatSettings { s.into_iter().filter(|(_, v)| !v.is_null()).collect() };
-    ok(json!({"acknowledged": true, "persistent": settings::nest_settings(&strip_nulls(persistent)), "transient": settings::nest_settings(&strip_nulls(transient))}), &params)
+    let strip_nulls = |s: settings::FlatSettings| -> settings::FlatSettings {
+        s.into_iter().filter(|(_, v)| !v.is_null()).collect()
+    };
+    ok(
+        json!({"acknowledged": true, "persistent": settings::nest_settings(&strip_nulls(persistent)), "transient": settings::nest_settings(&strip_nulls(transient))}),
+        &params,
+    )
 }
 
 fn node_info(node: &Node) -> Value {
@@ -254,7 +287,10 @@ fn node_info(node: &Node) -> Value {
 /// `GET /_nodes[/{node}][/{metric}]`.
 pub async fn nodes_info(node: Arc<Node>, params: Params) -> RestResult {
     let info = node_info(&node);
-    ok(json!({"_nodes": {"total": 1, "successful": 1, "failed": 0}, "cluster_name": node.config.cluster_name, "nodes": {node.node_id.clone(): info}}), &params)
+    ok(
+        json!({"_nodes": {"total": 1, "successful": 1, "failed": 0}, "cluster_name": node.config.cluster_name, "nodes": {node.node_id.clone(): info}}),
+        &params,
+    )
 }
 
 /// `GET /_nodes/stats`: process, os, fs and indices sections (no JVM).
@@ -292,15 +328,23 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
 fn process_stats() -> Value {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let page = 4096u64;
-    let mut fields = statm.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
+    let mut fields = statm
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().unwrap_or(0));
     let virt = fields.next().unwrap_or(0) * page;
     let rss = fields.next().unwrap_or(0) * page;
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after_comm = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let parts: Vec<u64> = after_comm.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+    let parts: Vec<u64> = after_comm
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
     let ticks = 100u64;
-    let cpu_ms = (parts.get(11).copied().unwrap_or(0) + parts.get(12).copied().unwrap_or(0)) * 1000 / ticks;
-    let open_fds = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    let cpu_ms =
+        (parts.get(11).copied().unwrap_or(0) + parts.get(12).copied().unwrap_or(0)) * 1000 / ticks;
+    let open_fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0);
     json!({"timestamp": shoal_node::node::now_millis(), "open_file_descriptors": open_fds, "max_file_descriptors": 1048576,
         "cpu": {"percent": 0, "total_in_millis": cpu_ms}, "mem": {"total_virtual_in_bytes": virt, "resident_in_bytes": rss}})
 }
@@ -308,10 +352,21 @@ fn process_stats() -> Value {
 fn os_stats() -> Value {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let read = |key: &str| -> u64 {
-        meminfo.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0) * 1024
+        meminfo
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+            * 1024
     };
     let (total, free) = (read("MemTotal:"), read("MemAvailable:"));
-    let load: Vec<f64> = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).filter_map(|v| v.parse().ok()).collect();
+    let load: Vec<f64> = std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .filter_map(|v| v.parse().ok())
+        .collect();
     json!({"timestamp": shoal_node::node::now_millis(), "cpu": {"percent": 0, "load_average": {"1m": load.first(), "5m": load.get(1), "15m": load.get(2)}},
         "mem": {"total_in_bytes": total, "free_in_bytes": free, "used_in_bytes": total.saturating_sub(free),
                 "free_percent": if total > 0 { free * 100 / total } else { 0 }, "used_percent": if total > 0 { (total - free) * 100 / total } else { 0 }}})
@@ -325,11 +380,22 @@ fn fs_stats(path: &std::path::Path) -> Value {
 
 /// Total and available bytes of the filesystem holding `path` (via `df`-like statvfs).
 pub fn disk_space(path: &std::path::Path) -> (u64, u64) {
-    let output = std::process::Command::new("df").arg("-k").arg("-P").arg(path).output();
+    let output = std::process::Command::new("df")
+        .arg("-k")
+        .arg("-P")
+        .arg(path)
+        .output();
     let Ok(output) = output else { return (0, 0) };
     let text = String::from_utf8_lossy(&output.stdout);
-    let Some(line) = text.lines().nth(1) else { return (0, 0) };
-    let fields: Vec<u64> = line.split_whitespace().skip(1).take(3).filter_map(|f| f.parse().ok()).collect();
+    let Some(line) = text.lines().nth(1) else {
+        return (0, 0);
+    };
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(3)
+        .filter_map(|f| f.parse().ok())
+        .collect();
     match fields.as_slice() {
         [total, _used, available] => (total * 1024, available * 1024),
         _ => (0, 0),
@@ -337,7 +403,12 @@ pub fn disk_space(path: &std::path::Path) -> (u64, u64) {
 }
 
 /// `GET /_stats`, `/{index}/_stats[/{metric}]`.
-pub async fn index_stats(node: Arc<Node>, index: Option<String>, metric: Option<String>, params: Params) -> RestResult {
+pub async fn index_stats(
+    node: Arc<Node>,
+    index: Option<String>,
+    metric: Option<String>,
+    params: Params,
+) -> RestResult {
     let body = blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
         let mut all_primaries = json!({});

@@ -8,26 +8,35 @@ use serde_json::{json, Value};
 use shoal_engine::{DocRequest, VersionType};
 use shoal_node::bulk::{parse_bulk, parse_version_type, BulkAction};
 use shoal_node::documents::{DocWrite, Refresh, WriteOptions};
-use shoal_node::source_filter::SourceFilter;
 use shoal_node::update::UpdateRequest;
 use shoal_node::{ApiError, ApiResult, Node};
+use shoal_query::search::{filter_source, SourceFilter};
 
 use crate::request::{object_body, Params};
 use crate::response::{json, ok, status_of, status_only, RestResult};
 use crate::router::blocking;
 
 fn write_options(params: &Params) -> ApiResult<WriteOptions> {
-    Ok(WriteOptions { refresh: Refresh::parse(params.get("refresh"))?, require_alias: params.bool_or("require_alias", false)? })
+    Ok(WriteOptions {
+        refresh: Refresh::parse(params.get("refresh"))?,
+        require_alias: params.bool_or("require_alias", false)?,
+    })
 }
 
 fn doc_request(params: &Params, create: bool) -> ApiResult<DocRequest> {
     if params.get("pipeline").is_some_and(|p| p != "_none") {
-        return Err(ApiError::bad_request("ingest pipelines are not supported by Shoal yet: remove the [pipeline] parameter"));
+        return Err(ApiError::bad_request(
+            "ingest pipelines are not supported by Shoal yet: remove the [pipeline] parameter",
+        ));
     }
     let op_type_create = match params.get("op_type") {
         None | Some("index") => false,
         Some("create") => true,
-        Some(other) => return Err(ApiError::bad_request(format!("opType must be 'create' or 'index', found: [{other}]"))),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "opType must be 'create' or 'index', found: [{other}]"
+            )))
+        }
     };
     let version_type = match params.get("version_type") {
         Some(v) => parse_version_type(v)?,
@@ -43,33 +52,68 @@ fn doc_request(params: &Params, create: bool) -> ApiResult<DocRequest> {
     let if_primary_term = params.i64("if_primary_term")?;
     match (if_seq_no, if_primary_term) {
         (Some(_), None | Some(0)) => {
-            return Err(ApiError::action_request_validation(&["ifSeqNo is set, but primary term is [0]".to_string()]))
+            return Err(ApiError::action_request_validation(&[
+                "ifSeqNo is set, but primary term is [0]".to_string(),
+            ]))
         }
         (None, Some(term)) if term != 0 => {
-            return Err(ApiError::action_request_validation(&["ifSeqNo is unassigned, but primary term is [".to_string() + &term.to_string() + "]"]))
+            return Err(ApiError::action_request_validation(&[
+                "ifSeqNo is unassigned, but primary term is [".to_string()
+                    + &term.to_string()
+                    + "]",
+            ]))
         }
         _ => {}
     }
     if (create || op_type_create) && version_type != VersionType::Internal {
-        return Err(ApiError::action_request_validation(&["create operations only support internal versioning. use index instead".to_string()]));
+        return Err(ApiError::action_request_validation(&[
+            "create operations only support internal versioning. use index instead".to_string(),
+        ]));
     }
-    Ok(DocRequest { if_seq_no, if_primary_term, version, version_type, create_only: create || op_type_create, auto_generated_id: false })
+    Ok(DocRequest {
+        if_seq_no,
+        if_primary_term,
+        version,
+        version_type,
+        create_only: create || op_type_create,
+        auto_generated_id: false,
+    })
 }
 
 /// `PUT|POST /{index}/_doc/{id}`, `POST /{index}/_doc`, `PUT|POST /{index}/_create/{id}`.
-pub async fn index_doc(node: Arc<Node>, index: String, id: Option<String>, create: bool, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn index_doc(
+    node: Arc<Node>,
+    index: String,
+    id: Option<String>,
+    create: bool,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let request = doc_request(&params, create)?;
     let options = write_options(&params)?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::parse_exception("request body is required").into());
     }
-    let write = DocWrite::Index { index, id, routing: params.get("routing").map(str::to_string), source: body.to_vec(), request };
-    let outcome = blocking(move || node.execute_writes(vec![write], &options).pop().expect("one result")).await?;
+    let write = DocWrite::Index {
+        index,
+        id,
+        routing: params.get("routing").map(str::to_string),
+        source: body.to_vec(),
+        request,
+    };
+    let outcome = blocking(move || {
+        node.execute_writes(vec![write], &options)
+            .pop()
+            .expect("one result")
+    })
+    .await?;
     let mut response = json(status_of(outcome.status()), outcome.to_json(), &params);
     if outcome.status() == 201 {
         let location = format!("/{}/_doc/{}", outcome.index, percent_encode(&outcome.id));
         if let Ok(value) = axum::http::HeaderValue::from_str(&location) {
-            response.headers_mut().insert(axum::http::header::LOCATION, value);
+            response
+                .headers_mut()
+                .insert(axum::http::header::LOCATION, value);
         }
     }
     Ok(response)
@@ -80,27 +124,56 @@ pub async fn delete_doc(node: Arc<Node>, index: String, id: String, params: Para
     let mut request = doc_request(&params, false)?;
     request.create_only = false;
     let options = write_options(&params)?;
-    let write = DocWrite::Delete { index: index.clone(), id, routing: params.get("routing").map(str::to_string), request };
+    let write = DocWrite::Delete {
+        index: index.clone(),
+        id,
+        routing: params.get("routing").map(str::to_string),
+        request,
+    };
     let node2 = node.clone();
     // Deleting from a missing index is a 404, never an auto-create.
     blocking(move || node2.resolve_single_for_read(&index).map(|_| ())).await?;
-    let outcome = blocking(move || node.execute_writes(vec![write], &options).pop().expect("one result")).await?;
-    Ok(json(status_of(outcome.status()), outcome.to_json(), &params))
+    let outcome = blocking(move || {
+        node.execute_writes(vec![write], &options)
+            .pop()
+            .expect("one result")
+    })
+    .await?;
+    Ok(json(
+        status_of(outcome.status()),
+        outcome.to_json(),
+        &params,
+    ))
 }
 
 /// Percent-encodes an id for the `Location` header.
 fn percent_encode(id: &str) -> String {
     id.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 
 fn source_filter(params: &Params) -> SourceFilter {
-    SourceFilter::from_params(params.get("_source"), params.get("_source_includes").or(params.get("_source_include")), params.get("_source_excludes").or(params.get("_source_exclude")))
+    let mut filter = SourceFilter::default();
+    filter.apply_params(&params.0);
+    filter
 }
 
 /// `GET|HEAD /{index}/_doc/{id}` and `/{index}/_source/{id}`.
-pub async fn get_doc(node: Arc<Node>, index: String, id: String, params: Params, head: bool, source_only: bool) -> RestResult {
+pub async fn get_doc(
+    node: Arc<Node>,
+    index: String,
+    id: String,
+    params: Params,
+    head: bool,
+    source_only: bool,
+) -> RestResult {
     let routing = params.get("routing").map(str::to_string);
     let realtime = params.bool_or("realtime", true)?;
     if params.bool_or("refresh", false)? {
@@ -116,16 +189,27 @@ pub async fn get_doc(node: Arc<Node>, index: String, id: String, params: Params,
         .await?;
     }
     let id2 = id.clone();
-    let (service, doc) = blocking(move || node.get_document_with(&index, &id2, routing.as_deref(), realtime)).await?;
+    let (service, doc) =
+        blocking(move || node.get_document_with(&index, &id2, routing.as_deref(), realtime))
+            .await?;
     let index_name = service.name();
     let Some(doc) = doc else {
         if head {
             return Ok(status_only(StatusCode::NOT_FOUND));
         }
         if source_only {
-            return Err(ApiError::new(404, "resource_not_found_exception", format!("Document not found [{index_name}]/[{id}]")).into());
+            return Err(ApiError::new(
+                404,
+                "resource_not_found_exception",
+                format!("Document not found [{index_name}]/[{id}]"),
+            )
+            .into());
         }
-        return Ok(json(StatusCode::NOT_FOUND, json!({"_index": index_name, "_id": id, "found": false}), &params));
+        return Ok(json(
+            StatusCode::NOT_FOUND,
+            json!({"_index": index_name, "_id": id, "found": false}),
+            &params,
+        ));
     };
     if let Some(v) = params.i64("version")? {
         if v != doc.version {
@@ -139,27 +223,39 @@ pub async fn get_doc(node: Arc<Node>, index: String, id: String, params: Params,
     let source: Value = serde_json::from_slice(&doc.source).unwrap_or(Value::Null);
     let filter = source_filter(&params);
     if source_only {
-        return ok(filter.apply(&source), &params);
+        return ok(filter_source(&source, &filter), &params);
     }
     let mut body = json!({"_index": index_name, "_id": id, "_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": doc.primary_term, "found": true});
-    if let Some(routing) = doc.routing.or_else(|| params.get("routing").map(str::to_string)) {
+    if let Some(routing) = doc
+        .routing
+        .or_else(|| params.get("routing").map(str::to_string))
+    {
         body["_routing"] = json!(routing);
     }
-    if filter.enabled {
-        body["_source"] = filter.apply(&source);
+    if filter.fetch {
+        body["_source"] = filter_source(&source, &filter);
     }
     ok(body, &params)
 }
 
 /// `POST /{index}/_update/{id}`.
-pub async fn update_doc(node: Arc<Node>, index: String, id: String, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn update_doc(
+    node: Arc<Node>,
+    index: String,
+    id: String,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
     let mut request = UpdateRequest::parse(&body)?;
     request.retry_on_conflict = params.i64("retry_on_conflict")?.unwrap_or(0).max(0) as u32;
     request.routing = params.get("routing").map(str::to_string);
     request.if_seq_no = params.i64("if_seq_no")?;
     request.if_primary_term = params.i64("if_primary_term")?;
-    if params.get("_source").is_some() || params.get("_source_includes").is_some() || params.get("_source_excludes").is_some() {
+    if params.get("_source").is_some()
+        || params.get("_source_includes").is_some()
+        || params.get("_source_excludes").is_some()
+    {
         request.fetch_source = Some(source_filter(&params));
     }
     let options = write_options(&params)?;
@@ -175,46 +271,80 @@ pub async fn update_doc(node: Arc<Node>, index: String, id: String, params: Para
 }
 
 /// `GET|POST /_mget` and `/{index}/_mget`.
-pub async fn mget(node: Arc<Node>, index: Option<String>, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn mget(
+    node: Arc<Node>,
+    index: Option<String>,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
     let default_filter = source_filter(&params);
     let mut specs: Vec<(Option<String>, String, Option<String>, SourceFilter)> = Vec::new();
     let no_documents = || ApiError::action_request_validation(&["no documents to get".to_string()]);
-    if body.get("docs").and_then(Value::as_array).is_some_and(Vec::is_empty) || body.get("ids").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+    if body
+        .get("docs")
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty)
+        || body
+            .get("ids")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty)
+    {
         return Err(no_documents().into());
     }
     if let Some(docs) = body.get("docs").and_then(Value::as_array) {
         for doc in docs {
-            let id = doc.get("_id").map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
+            let id = doc.get("_id").map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            });
             let Some(id) = id else {
-                return Err(ApiError::action_request_validation(&["id is missing for doc 0".to_string()]).into());
+                return Err(ApiError::action_request_validation(&[
+                    "id is missing for doc 0".to_string()
+                ])
+                .into());
             };
             let filter = match doc.get("_source") {
-                Some(Value::Bool(false)) => SourceFilter { enabled: false, ..SourceFilter::all() },
-                Some(Value::Array(a)) => SourceFilter { enabled: true, includes: a.iter().filter_map(Value::as_str).map(str::to_string).collect(), excludes: vec![] },
-                Some(Value::String(s)) => SourceFilter::from_params(Some(s), None, None),
-                Some(Value::Object(spec)) => {
-                    let list = |k: &str| match spec.get(k) {
-                        Some(Value::String(s)) => vec![s.clone()],
-                        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
-                        _ => Vec::new(),
-                    };
-                    SourceFilter { enabled: true, includes: [list("includes"), list("include")].concat(), excludes: [list("excludes"), list("exclude")].concat() }
-                }
-                _ => default_filter.clone(),
+                Some(spec) => SourceFilter::from_json(spec).map_err(ApiError::from)?,
+                None => default_filter.clone(),
             };
-            let routing = doc.get("routing").or(doc.get("_routing")).and_then(Value::as_str).map(str::to_string);
-            specs.push((doc.get("_index").and_then(Value::as_str).map(str::to_string).or(index.clone()), id, routing, filter));
+            let routing = doc
+                .get("routing")
+                .or(doc.get("_routing"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            specs.push((
+                doc.get("_index")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .or(index.clone()),
+                id,
+                routing,
+                filter,
+            ));
         }
     } else if let Some(ids) = body.get("ids").and_then(Value::as_array) {
         for id in ids {
-            specs.push((index.clone(), id.as_str().map(str::to_string).unwrap_or_else(|| id.to_string()), params.get("routing").map(str::to_string), default_filter.clone()));
+            specs.push((
+                index.clone(),
+                id.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| id.to_string()),
+                params.get("routing").map(str::to_string),
+                default_filter.clone(),
+            ));
         }
     } else {
-        return Err(ApiError::action_request_validation(&["no documents to get".to_string()]).into());
+        return Err(
+            ApiError::action_request_validation(&["no documents to get".to_string()]).into(),
+        );
     }
     if specs.iter().any(|(i, ..)| i.is_none()) {
-        return Err(ApiError::action_request_validation(&["index is missing for doc 0".to_string()]).into());
+        return Err(ApiError::action_request_validation(&[
+            "index is missing for doc 0".to_string()
+        ])
+        .into());
     }
     let docs = blocking(move || -> ApiResult<Vec<Value>> {
         Ok(specs
@@ -227,9 +357,9 @@ pub async fn mget(node: Arc<Node>, index: Option<String>, params: Params, body: 
                         if let Some(routing) = doc.routing.clone().or_else(|| routing.clone()) {
                             body["_routing"] = json!(routing);
                         }
-                        if filter.enabled {
+                        if filter.fetch {
                             let source: Value = serde_json::from_slice(&doc.source).unwrap_or(Value::Null);
-                            body["_source"] = filter.apply(&source);
+                            body["_source"] = filter_source(&source, &filter);
                         }
                         body
                     }
@@ -244,25 +374,57 @@ pub async fn mget(node: Arc<Node>, index: Option<String>, params: Params, body: 
 }
 
 /// `POST /_bulk` and `/{index}/_bulk`.
-pub async fn bulk(node: Arc<Node>, index: Option<String>, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn bulk(
+    node: Arc<Node>,
+    index: Option<String>,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let started = Instant::now();
     if params.get("pipeline").is_some_and(|p| p != "_none") {
-        return Err(ApiError::bad_request("ingest pipelines are not supported by Shoal yet: remove the [pipeline] parameter").into());
+        return Err(ApiError::bad_request(
+            "ingest pipelines are not supported by Shoal yet: remove the [pipeline] parameter",
+        )
+        .into());
     }
     let items = parse_bulk(&body, index.as_deref(), params.get("routing"))?;
     let options = write_options(&params)?;
     let default_require_alias = options.require_alias;
     let default_source = params.get("_source").map(|s| json!(s));
-    let rendered = blocking(move || -> ApiResult<Vec<Value>> { Ok(execute_bulk(&node, items, &options, default_require_alias, default_source)) }).await?;
-    let errors = rendered.iter().any(|item| item.as_object().and_then(|m| m.values().next()).is_some_and(|v| v.get("error").is_some()));
-    ok(json!({"took": started.elapsed().as_millis() as u64, "errors": errors, "items": rendered}), &params)
+    let rendered = blocking(move || -> ApiResult<Vec<Value>> {
+        Ok(execute_bulk(
+            &node,
+            items,
+            &options,
+            default_require_alias,
+            default_source,
+        ))
+    })
+    .await?;
+    let errors = rendered.iter().any(|item| {
+        item.as_object()
+            .and_then(|m| m.values().next())
+            .is_some_and(|v| v.get("error").is_some())
+    });
+    ok(
+        json!({"took": started.elapsed().as_millis() as u64, "errors": errors, "items": rendered}),
+        &params,
+    )
 }
 
 /// Runs bulk items: index/create/delete batched per shard, updates one by one, in order.
-fn execute_bulk(node: &Node, items: Vec<shoal_node::bulk::BulkItem>, options: &WriteOptions, default_require_alias: bool, default_source: Option<Value>) -> Vec<Value> {
+fn execute_bulk(
+    node: &Node,
+    items: Vec<shoal_node::bulk::BulkItem>,
+    options: &WriteOptions,
+    default_require_alias: bool,
+    default_source: Option<Value>,
+) -> Vec<Value> {
     let mut rendered: Vec<Option<Value>> = (0..items.len()).map(|_| None).collect();
     let mut batch: Vec<(usize, BulkAction, DocWrite)> = Vec::new();
-    let run_batch = |batch: &mut Vec<(usize, BulkAction, DocWrite)>, rendered: &mut Vec<Option<Value>>, require_alias: bool| {
+    let run_batch = |batch: &mut Vec<(usize, BulkAction, DocWrite)>,
+                     rendered: &mut Vec<Option<Value>>,
+                     require_alias: bool| {
         if batch.is_empty() {
             return;
         }
@@ -271,7 +433,11 @@ fn execute_bulk(node: &Node, items: Vec<shoal_node::bulk::BulkItem>, options: &W
         opts.require_alias = require_alias;
         let results = node.execute_writes(writes, &opts);
         for ((slot, action, write), result) in batch.drain(..).zip(results) {
-            rendered[slot] = Some(render_item(action, &write, result.map(|o| (o.status(), o.to_json()))));
+            rendered[slot] = Some(render_item(
+                action,
+                &write,
+                result.map(|o| (o.status(), o.to_json())),
+            ));
         }
     };
     let mut batch_require_alias = default_require_alias;
@@ -284,34 +450,69 @@ fn execute_bulk(node: &Node, items: Vec<shoal_node::bulk::BulkItem>, options: &W
         let index = item.index.clone().expect("bulk parser requires an index");
         match item.action {
             BulkAction::Index | BulkAction::Create => {
-                let write = DocWrite::Index { index, id: item.id.clone(), routing: item.routing.clone(), source: item.body.clone(), request: item.request.clone() };
+                let write = DocWrite::Index {
+                    index,
+                    id: item.id.clone(),
+                    routing: item.routing.clone(),
+                    source: item.body.clone(),
+                    request: item.request.clone(),
+                };
                 batch.push((slot, item.action, write));
             }
             BulkAction::Delete => {
                 let Some(id) = item.id.clone() else {
-                    rendered[slot] = Some(json!({"delete": {"_index": index, "_id": null, "status": 400, "error": ApiError::action_request_validation(&["id is missing".into()]).to_cause_json()}}));
+                    rendered[slot] = Some(
+                        json!({"delete": {"_index": index, "_id": null, "status": 400, "error": ApiError::action_request_validation(&["id is missing".into()]).to_cause_json()}}),
+                    );
                     continue;
                 };
-                batch.push((slot, BulkAction::Delete, DocWrite::Delete { index, id, routing: item.routing.clone(), request: item.request.clone() }));
+                batch.push((
+                    slot,
+                    BulkAction::Delete,
+                    DocWrite::Delete {
+                        index,
+                        id,
+                        routing: item.routing.clone(),
+                        request: item.request.clone(),
+                    },
+                ));
             }
             BulkAction::Update => {
                 // Updates read the current document, so earlier writes must be applied first.
                 run_batch(&mut batch, &mut rendered, batch_require_alias);
-                rendered[slot] = Some(run_bulk_update(node, &item, index, options, default_source.clone()));
+                rendered[slot] = Some(run_bulk_update(
+                    node,
+                    &item,
+                    index,
+                    options,
+                    default_source.clone(),
+                ));
             }
         }
     }
     run_batch(&mut batch, &mut rendered, batch_require_alias);
-    rendered.into_iter().map(|r| r.expect("every bulk item rendered")).collect()
+    rendered
+        .into_iter()
+        .map(|r| r.expect("every bulk item rendered"))
+        .collect()
 }
 
-fn run_bulk_update(node: &Node, item: &shoal_node::bulk::BulkItem, index: String, options: &WriteOptions, default_source: Option<Value>) -> Value {
+fn run_bulk_update(
+    node: &Node,
+    item: &shoal_node::bulk::BulkItem,
+    index: String,
+    options: &WriteOptions,
+    default_source: Option<Value>,
+) -> Value {
     let id = item.id.clone().unwrap_or_default();
-    let result = shoal_node::update::UpdateRequest::parse(&serde_json::from_slice(&item.body).unwrap_or(Value::Null)).and_then(|mut request| {
+    let result = shoal_node::update::UpdateRequest::parse(
+        &serde_json::from_slice(&item.body).unwrap_or(Value::Null),
+    )
+    .and_then(|mut request| {
         request.retry_on_conflict = item.retry_on_conflict;
         request.routing = item.routing.clone();
         if let Some(source) = item.source_option.clone().or(default_source) {
-            request.fetch_source = Some(shoal_node::update::source_filter_from_body(&source));
+            request.fetch_source = Some(shoal_node::update::source_filter_from_body(&source)?);
         }
         node.update_document(&index, &id, &request, options)
     });
@@ -327,7 +528,9 @@ fn run_bulk_update(node: &Node, item: &shoal_node::bulk::BulkItem, index: String
             }
             json!({"update": body})
         }
-        Err(e) => json!({"update": {"_index": index, "_id": id, "status": e.status, "error": e.to_cause_json()}}),
+        Err(e) => {
+            json!({"update": {"_index": index, "_id": id, "status": e.status, "error": e.to_cause_json()}})
+        }
     }
 }
 
@@ -336,7 +539,11 @@ fn bulk_item_error(error: ApiError) -> ApiError {
     if error.error_type != "action_request_validation_exception" {
         return error;
     }
-    let reason = error.reason.trim_start_matches("Validation Failed: 1: ").trim_end_matches(';').to_string();
+    let reason = error
+        .reason
+        .trim_start_matches("Validation Failed: 1: ")
+        .trim_end_matches(';')
+        .to_string();
     ApiError::bad_request(reason)
 }
 
@@ -350,7 +557,9 @@ fn render_item(action: BulkAction, write: &DocWrite, result: ApiResult<(u16, Val
             body["status"] = json!(status);
             body
         }
-        Err(e) => json!({"_index": index, "_id": id, "status": e.status, "error": bulk_item_error(e).to_cause_json()}),
+        Err(e) => {
+            json!({"_index": index, "_id": id, "status": e.status, "error": bulk_item_error(e).to_cause_json()})
+        }
     };
     let mut item = serde_json::Map::new();
     item.insert(action.as_str().to_string(), body);

@@ -27,16 +27,31 @@ fn ack() -> Value {
 }
 
 /// `PUT /{index}`.
-pub async fn create(node: Arc<Node>, index: String, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn create(
+    node: Arc<Node>,
+    index: String,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
     let name = index.clone();
     blocking(move || node.create_index(&name, &body)).await?;
-    ok(json!({"acknowledged": true, "shards_acknowledged": true, "index": index}), &params)
+    ok(
+        json!({"acknowledged": true, "shards_acknowledged": true, "index": index}),
+        &params,
+    )
 }
 
 /// `DELETE /{index}` (lists and wildcards; `_all`/`*` need `action.destructive_requires_name=false`).
 pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResult {
-    let opts = options(&params, ResolveOptions { ignore_unavailable: false, allow_no_indices: true, include_closed: true })?;
+    let opts = options(
+        &params,
+        ResolveOptions {
+            ignore_unavailable: false,
+            allow_no_indices: true,
+            include_closed: true,
+        },
+    )?;
     blocking(move || {
         let destructive = index.split(',').any(|p| p == "_all" || p == "*" || (p.contains('*') && !p.starts_with('-')));
         if destructive && node.cluster_setting("action.destructive_requires_name").as_deref() == Some("true") {
@@ -62,8 +77,18 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
 
 /// `HEAD /{index}`.
 pub async fn exists(node: Arc<Node>, index: String) -> RestResult {
-    let found = blocking(move || Ok(node.resolve(&index, ResolveOptions::admin()).map(|r| !r.is_empty()).unwrap_or(false))).await?;
-    Ok(status_only(if found { StatusCode::OK } else { StatusCode::NOT_FOUND }))
+    let found = blocking(move || {
+        Ok(node
+            .resolve(&index, ResolveOptions::admin())
+            .map(|r| !r.is_empty())
+            .unwrap_or(false))
+    })
+    .await?;
+    Ok(status_only(if found {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    }))
 }
 
 /// `GET /{index}`.
@@ -90,7 +115,12 @@ pub async fn get(node: Arc<Node>, index: String, params: Params) -> RestResult {
 }
 
 fn aliases_json(aliases: &std::collections::BTreeMap<String, AliasMetadata>) -> Value {
-    Value::Object(aliases.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+    Value::Object(
+        aliases
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_json()))
+            .collect(),
+    )
 }
 
 fn render_settings(flat: &FlatSettings, flat_form: bool) -> Value {
@@ -107,7 +137,10 @@ pub async fn get_mapping(node: Arc<Node>, index: Option<String>, params: Params)
     let body = blocking(move || {
         let mut out = Map::new();
         for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
-            out.insert(service.name(), json!({"mappings": service.mapping().to_json()}));
+            out.insert(
+                service.name(),
+                json!({"mappings": service.mapping().to_json()}),
+            );
         }
         Ok(Value::Object(out))
     })
@@ -116,10 +149,17 @@ pub async fn get_mapping(node: Arc<Node>, index: Option<String>, params: Params)
 }
 
 /// `PUT|POST /{index}/_mapping`.
-pub async fn put_mapping(node: Arc<Node>, index: String, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn put_mapping(
+    node: Arc<Node>,
+    index: String,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
     if body.is_null() {
-        return Err(ApiError::action_request_validation(&["mapping source is empty".to_string()]).into());
+        return Err(
+            ApiError::action_request_validation(&["mapping source is empty".to_string()]).into(),
+        );
     }
     blocking(move || {
         let update = shoal_mapping::Mapping::from_json(&body)?;
@@ -133,7 +173,12 @@ pub async fn put_mapping(node: Arc<Node>, index: String, params: Params, body: a
 }
 
 /// `GET /_settings`, `/{index}/_settings`, `/{index}/_settings/{name}`.
-pub async fn get_settings(node: Arc<Node>, index: Option<String>, name: Option<String>, params: Params) -> RestResult {
+pub async fn get_settings(
+    node: Arc<Node>,
+    index: Option<String>,
+    name: Option<String>,
+    params: Params,
+) -> RestResult {
     let opts = options(&params, ResolveOptions::admin())?;
     let flat = params.flag("flat_settings");
     let include_defaults = params.flag("include_defaults");
@@ -143,12 +188,20 @@ pub async fn get_settings(node: Arc<Node>, index: Option<String>, name: Option<S
             let meta = service.meta();
             let filter = |s: &FlatSettings| -> FlatSettings {
                 s.iter()
-                    .filter(|(k, _)| name.as_deref().is_none_or(|n| n.split(',').any(|p| shoal_node::routing::wildcard_match(p, k))))
+                    .filter(|(k, _)| {
+                        name.as_deref().is_none_or(|n| {
+                            n.split(',')
+                                .any(|p| shoal_node::routing::wildcard_match(p, k))
+                        })
+                    })
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect()
             };
             let mut entry = Map::new();
-            entry.insert("settings".into(), render_settings(&filter(&meta.settings), flat));
+            entry.insert(
+                "settings".into(),
+                render_settings(&filter(&meta.settings), flat),
+            );
             if include_defaults {
                 let defaults: FlatSettings = settings::registry()
                     .index_defaults()
@@ -166,12 +219,19 @@ pub async fn get_settings(node: Arc<Node>, index: Option<String>, name: Option<S
 }
 
 /// `PUT /{index}/_settings`.
-pub async fn put_settings(node: Arc<Node>, index: Option<String>, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn put_settings(
+    node: Arc<Node>,
+    index: Option<String>,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
     let body = body.get("settings").cloned().unwrap_or(body);
     let update = settings::flatten_settings(&body, true)?;
     if update.is_empty() {
-        return Err(ApiError::action_request_validation(&["no settings to update".to_string()]).into());
+        return Err(
+            ApiError::action_request_validation(&["no settings to update".to_string()]).into(),
+        );
     }
     blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
@@ -223,10 +283,19 @@ pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Para
     })
     .await?;
     if open {
-        return ok(json!({"acknowledged": true, "shards_acknowledged": true}), &params);
+        return ok(
+            json!({"acknowledged": true, "shards_acknowledged": true}),
+            &params,
+        );
     }
-    let indices: Map<String, Value> = names.into_iter().map(|n| (n, json!({"closed": true}))).collect();
-    ok(json!({"acknowledged": true, "shards_acknowledged": true, "indices": indices}), &params)
+    let indices: Map<String, Value> = names
+        .into_iter()
+        .map(|n| (n, json!({"closed": true})))
+        .collect();
+    ok(
+        json!({"acknowledged": true, "shards_acknowledged": true, "indices": indices}),
+        &params,
+    )
 }
 
 fn shards_summary(total: usize, successful: usize) -> Value {
@@ -234,7 +303,12 @@ fn shards_summary(total: usize, successful: usize) -> Value {
 }
 
 /// `POST /_refresh`, `/_flush`, `/_forcemerge` (and per index).
-pub async fn maintenance(node: Arc<Node>, index: Option<String>, action: &'static str, params: Params) -> RestResult {
+pub async fn maintenance(
+    node: Arc<Node>,
+    index: Option<String>,
+    action: &'static str,
+    params: Params,
+) -> RestResult {
     let opts = options(&params, ResolveOptions::search())?;
     let max_segments = params.usize("max_num_segments")?;
     let only_expunge = params.flag("only_expunge_deletes");
@@ -252,7 +326,11 @@ pub async fn maintenance(node: Arc<Node>, index: Option<String>, action: &'stati
                         engine.flush(true)?;
                     }
                     _ => {
-                        let target = if only_expunge { usize::MAX } else { max_segments.unwrap_or(1) };
+                        let target = if only_expunge {
+                            usize::MAX
+                        } else {
+                            max_segments.unwrap_or(1)
+                        };
                         engine.force_merge(target)?;
                         engine.flush(true)?;
                     }
@@ -267,38 +345,58 @@ pub async fn maintenance(node: Arc<Node>, index: Option<String>, action: &'stati
 }
 
 /// `POST /_aliases`.
-pub async fn update_aliases(node: Arc<Node>, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn update_aliases(
+    node: Arc<Node>,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
     let Some(actions) = body.get("actions").and_then(Value::as_array) else {
-        return Err(ApiError::action_request_validation(&["No action specified".to_string()]).into());
+        return Err(
+            ApiError::action_request_validation(&["No action specified".to_string()]).into(),
+        );
     };
     let actions = actions.clone();
     blocking(move || {
         let mut expanded = Vec::new();
         for action in &actions {
             let Some((kind, spec)) = action.as_object().and_then(|m| m.iter().next()) else {
-                return Err(ApiError::parsing("[aliases] failed to parse field [actions]"));
+                return Err(ApiError::parsing(
+                    "[aliases] failed to parse field [actions]",
+                ));
             };
             let list = |single: &str, plural: &str| -> Vec<String> {
                 match (spec.get(single), spec.get(plural)) {
                     (Some(Value::String(s)), _) => vec![s.clone()],
-                    (_, Some(Value::Array(a))) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+                    (_, Some(Value::Array(a))) => a
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect(),
                     _ => Vec::new(),
                 }
             };
             let indices = list("index", "indices");
             if indices.is_empty() {
-                return Err(ApiError::action_request_validation(&["One of [index] or [indices] is required".to_string()]));
+                return Err(ApiError::action_request_validation(&[
+                    "One of [index] or [indices] is required".to_string(),
+                ]));
             }
             let mut concrete = Vec::new();
             for pattern in &indices {
-                concrete.extend(node.resolve(pattern, ResolveOptions::admin())?.into_iter().map(|s| s.name()));
+                concrete.extend(
+                    node.resolve(pattern, ResolveOptions::admin())?
+                        .into_iter()
+                        .map(|s| s.name()),
+                );
             }
             match kind.as_str() {
                 "add" => {
                     let aliases = list("alias", "aliases");
                     if aliases.is_empty() {
-                        return Err(ApiError::action_request_validation(&["One of [alias] or [aliases] is required".to_string()]));
+                        return Err(ApiError::action_request_validation(&[
+                            "One of [alias] or [aliases] is required".to_string(),
+                        ]));
                     }
                     let mut meta_spec = spec.clone();
                     if let Some(m) = meta_spec.as_object_mut() {
@@ -309,7 +407,11 @@ pub async fn update_aliases(node: Arc<Node>, params: Params, body: axum::body::B
                     let alias_meta = AliasMetadata::from_json(&meta_spec)?;
                     for index in &concrete {
                         for alias in &aliases {
-                            expanded.push(AliasAction::Add { index: index.clone(), alias: alias.clone(), spec: alias_meta.clone() });
+                            expanded.push(AliasAction::Add {
+                                index: index.clone(),
+                                alias: alias.clone(),
+                                spec: alias_meta.clone(),
+                            });
                         }
                     }
                 }
@@ -318,16 +420,26 @@ pub async fn update_aliases(node: Arc<Node>, params: Params, body: axum::body::B
                     let must_exist = spec.get("must_exist").and_then(Value::as_bool);
                     for index in &concrete {
                         for alias in &aliases {
-                            expanded.push(AliasAction::Remove { index: index.clone(), alias: alias.clone(), must_exist });
+                            expanded.push(AliasAction::Remove {
+                                index: index.clone(),
+                                alias: alias.clone(),
+                                must_exist,
+                            });
                         }
                     }
                 }
                 "remove_index" => {
                     for index in &concrete {
-                        expanded.push(AliasAction::RemoveIndex { index: index.clone() });
+                        expanded.push(AliasAction::RemoveIndex {
+                            index: index.clone(),
+                        });
                     }
                 }
-                other => return Err(ApiError::parsing(format!("[aliases] unknown field [{other}]"))),
+                other => {
+                    return Err(ApiError::parsing(format!(
+                        "[aliases] unknown field [{other}]"
+                    )))
+                }
             }
         }
         node.update_aliases(&expanded)
@@ -337,14 +449,24 @@ pub async fn update_aliases(node: Arc<Node>, params: Params, body: axum::body::B
 }
 
 /// `PUT|POST /{index}/_alias/{name}`.
-pub async fn put_alias(node: Arc<Node>, index: String, alias: String, params: Params, body: axum::body::Bytes) -> RestResult {
+pub async fn put_alias(
+    node: Arc<Node>,
+    index: String,
+    alias: String,
+    params: Params,
+    body: axum::body::Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
     blocking(move || {
         let spec = AliasMetadata::from_json(&body)?;
         let actions: Vec<AliasAction> = node
             .resolve(&index, ResolveOptions::admin())?
             .into_iter()
-            .map(|s| AliasAction::Add { index: s.name(), alias: alias.clone(), spec: spec.clone() })
+            .map(|s| AliasAction::Add {
+                index: s.name(),
+                alias: alias.clone(),
+                spec: spec.clone(),
+            })
             .collect();
         node.update_aliases(&actions)
     })
@@ -353,12 +475,21 @@ pub async fn put_alias(node: Arc<Node>, index: String, alias: String, params: Pa
 }
 
 /// `DELETE /{index}/_alias/{name}`.
-pub async fn delete_alias(node: Arc<Node>, index: String, alias: String, params: Params) -> RestResult {
+pub async fn delete_alias(
+    node: Arc<Node>,
+    index: String,
+    alias: String,
+    params: Params,
+) -> RestResult {
     blocking(move || {
         let actions: Vec<AliasAction> = node
             .resolve(&index, ResolveOptions::admin())?
             .into_iter()
-            .map(|s| AliasAction::Remove { index: s.name(), alias: alias.clone(), must_exist: None })
+            .map(|s| AliasAction::Remove {
+                index: s.name(),
+                alias: alias.clone(),
+                must_exist: None,
+            })
             .collect();
         node.update_aliases(&actions)
     })
@@ -367,7 +498,12 @@ pub async fn delete_alias(node: Arc<Node>, index: String, alias: String, params:
 }
 
 /// `GET /_alias`, `/_alias/{name}`, `/{index}/_alias`, `/{index}/_alias/{name}`, `/_aliases`.
-pub async fn get_aliases(node: Arc<Node>, index: Option<String>, alias: Option<String>, params: Params) -> RestResult {
+pub async fn get_aliases(
+    node: Arc<Node>,
+    index: Option<String>,
+    alias: Option<String>,
+    params: Params,
+) -> RestResult {
     let alias_filter = alias.clone();
     let (body, missing) = blocking(move || {
         let mut out = Map::new();
@@ -377,7 +513,12 @@ pub async fn get_aliases(node: Arc<Node>, index: Option<String>, alias: Option<S
             let selected: Map<String, Value> = meta
                 .aliases
                 .iter()
-                .filter(|(name, _)| alias_filter.as_deref().is_none_or(|f| f.split(',').any(|p| p == "_all" || shoal_node::routing::wildcard_match(p, name))))
+                .filter(|(name, _)| {
+                    alias_filter.as_deref().is_none_or(|f| {
+                        f.split(',')
+                            .any(|p| p == "_all" || shoal_node::routing::wildcard_match(p, name))
+                    })
+                })
                 .map(|(name, spec)| {
                     found_names.insert(name.clone());
                     (name.clone(), spec.to_json())
@@ -389,14 +530,23 @@ pub async fn get_aliases(node: Arc<Node>, index: Option<String>, alias: Option<S
             out.insert(meta.name.clone(), json!({"aliases": selected}));
         }
         let missing: Vec<String> = alias_filter
-            .map(|f| f.split(',').filter(|p| !p.contains('*') && *p != "_all" && !found_names.contains(*p)).map(str::to_string).collect())
+            .map(|f| {
+                f.split(',')
+                    .filter(|p| !p.contains('*') && *p != "_all" && !found_names.contains(*p))
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default();
         Ok((Value::Object(out), missing))
     })
     .await?;
     if !missing.is_empty() {
         let mut body = body;
-        let reason = if missing.len() == 1 { format!("alias [{}] missing", missing[0]) } else { format!("aliases [{}] missing", missing.join(",")) };
+        let reason = if missing.len() == 1 {
+            format!("alias [{}] missing", missing[0])
+        } else {
+            format!("aliases [{}] missing", missing.join(","))
+        };
         body["error"] = json!(reason);
         body["status"] = json!(404);
         return Ok(json(StatusCode::NOT_FOUND, body, &params));

@@ -33,7 +33,11 @@ impl Params {
     pub fn i64(&self, key: &str) -> ApiResult<Option<i64>> {
         match self.get(key) {
             None => Ok(None),
-            Some(text) => text.parse().map(Some).map_err(|_| ApiError::bad_request(format!("Failed to parse int parameter [{key}] with value [{text}]"))),
+            Some(text) => text.parse().map(Some).map_err(|_| {
+                ApiError::bad_request(format!(
+                    "Failed to parse int parameter [{key}] with value [{text}]"
+                ))
+            }),
         }
     }
 
@@ -53,8 +57,16 @@ pub fn json_body(bytes: &[u8]) -> ApiResult<Value> {
         return Ok(Value::Null);
     }
     serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::new(400, "parse_exception", format!("Failed to parse content to map: {e}"))
-            .caused_by(ApiError::new(400, "json_parse_exception", format!("{e} at [line: {}, column: {}]", e.line(), e.column())))
+        ApiError::new(
+            400,
+            "parse_exception",
+            format!("Failed to parse content to map: {e}"),
+        )
+        .caused_by(ApiError::new(
+            400,
+            "json_parse_exception",
+            format!("{e} at [line: {}, column: {}]", e.line(), e.column()),
+        ))
     })
 }
 

@@ -23,7 +23,8 @@ impl From<ApiError> for RestError {
 
 impl IntoResponse for RestError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status =
+            StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() {
             tracing::error!(error_type = %self.0.error_type, reason = %self.0.reason, "request failed");
         }
@@ -45,10 +46,18 @@ pub fn ok(body: Value, params: &Params) -> RestResult {
 }
 
 fn json_response(status: StatusCode, body: &Value, pretty: bool) -> Response {
-    let bytes = if pretty { serde_json::to_vec_pretty(body) } else { serde_json::to_vec(body) }.expect("json serializes");
+    let bytes = if pretty {
+        serde_json::to_vec_pretty(body)
+    } else {
+        serde_json::to_vec(body)
+    }
+    .expect("json serializes");
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=UTF-8"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=UTF-8"),
+    );
     response
 }
 
@@ -56,14 +65,20 @@ fn json_response(status: StatusCode, body: &Value, pretty: bool) -> Response {
 pub fn status_only(status: StatusCode) -> Response {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=UTF-8"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=UTF-8"),
+    );
     response
 }
 
 pub fn text(status: StatusCode, body: String) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=UTF-8"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=UTF-8"),
+    );
     response
 }
 
@@ -74,8 +89,23 @@ pub fn status_of(code: u16) -> StatusCode {
 /// OpenSearch's `filter_path`: keep only matching dotted paths (`*` and `**` wildcards,
 /// `-` prefix to exclude).
 pub fn filter_path(body: &Value, spec: &str) -> Value {
-    let (excludes, includes): (Vec<&str>, Vec<&str>) = spec.split(',').map(str::trim).filter(|s| !s.is_empty()).partition(|s| s.starts_with('-'));
-    let mut out = if includes.is_empty() { body.clone() } else { include(body, &includes.iter().map(|p| p.split('.').collect::<Vec<_>>()).collect::<Vec<_>>()).unwrap_or(Value::Object(Map::new())) };
+    let (excludes, includes): (Vec<&str>, Vec<&str>) = spec
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .partition(|s| s.starts_with('-'));
+    let mut out = if includes.is_empty() {
+        body.clone()
+    } else {
+        include(
+            body,
+            &includes
+                .iter()
+                .map(|p| p.split('.').collect::<Vec<_>>())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or(Value::Object(Map::new()))
+    };
     for ex in excludes {
         let parts: Vec<&str> = ex[1..].split('.').collect();
         exclude(&mut out, &parts);
@@ -84,7 +114,10 @@ pub fn filter_path(body: &Value, spec: &str) -> Value {
 }
 
 fn include(value: &Value, patterns: &[Vec<&str>]) -> Option<Value> {
-    if patterns.iter().any(|p| p.is_empty() || (p.len() == 1 && p[0] == "**")) {
+    if patterns
+        .iter()
+        .any(|p| p.is_empty() || (p.len() == 1 && p[0] == "**"))
+    {
         return Some(value.clone());
     }
     match value {
@@ -112,7 +145,10 @@ fn include(value: &Value, patterns: &[Vec<&str>]) -> Option<Value> {
             (!out.is_empty()).then_some(Value::Object(out))
         }
         Value::Array(items) => {
-            let kept: Vec<Value> = items.iter().filter_map(|item| include(item, patterns)).collect();
+            let kept: Vec<Value> = items
+                .iter()
+                .filter_map(|item| include(item, patterns))
+                .collect();
             (!kept.is_empty()).then_some(Value::Array(kept))
         }
         _ => None,
@@ -149,8 +185,14 @@ mod tests {
     #[test]
     fn filter_path_keeps_matching_paths() {
         let body = json!({"took": 1, "hits": {"total": 2, "hits": [{"_id": "1", "_source": {}}, {"_id": "2"}]}});
-        assert_eq!(filter_path(&body, "hits.hits._id"), json!({"hits": {"hits": [{"_id": "1"}, {"_id": "2"}]}}));
+        assert_eq!(
+            filter_path(&body, "hits.hits._id"),
+            json!({"hits": {"hits": [{"_id": "1"}, {"_id": "2"}]}})
+        );
         assert_eq!(filter_path(&body, "-hits"), json!({"took": 1}));
-        assert_eq!(filter_path(&body, "**._id"), json!({"hits": {"hits": [{"_id": "1"}, {"_id": "2"}]}}));
+        assert_eq!(
+            filter_path(&body, "**._id"),
+            json!({"hits": {"hits": [{"_id": "1"}, {"_id": "2"}]}})
+        );
     }
 }

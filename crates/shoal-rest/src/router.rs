@@ -22,12 +22,16 @@ type S = Arc<Node>;
 type Q = Query<HashMap<String, String>>;
 
 /// Runs blocking node work off the async runtime; a panic there becomes a logged 500.
-pub async fn blocking<T: Send + 'static>(work: impl FnOnce() -> ApiResult<T> + Send + 'static) -> Result<T, RestError> {
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> Result<T, RestError> {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result.map_err(RestError),
         Err(join_error) => {
             tracing::error!(error = %join_error, "request handler panicked");
-            Err(RestError(ApiError::internal(format!("internal error while handling the request (this is a bug in Shoal): {join_error}"))))
+            Err(RestError(ApiError::internal(format!(
+                "internal error while handling the request (this is a bug in Shoal): {join_error}"
+            ))))
         }
     }
 }
@@ -48,7 +52,9 @@ pub fn router(node: Arc<Node>) -> Router {
             get(|State(n): State<S>, Query(q): Q| cluster::root(n, p(q), false))
                 .head(|State(n): State<S>, Query(q): Q| cluster::root(n, p(q), true))
                 // `DELETE /` deletes every index in OpenSearch (refused when destructive_requires_name is set).
-                .delete(|State(n): State<S>, Query(q): Q| indices::delete(n, "_all".to_string(), p(q))),
+                .delete(|State(n): State<S>, Query(q): Q| {
+                    indices::delete(n, "_all".to_string(), p(q))
+                }),
         )
         .merge(cluster_routes())
         .merge(cat_routes())
@@ -57,71 +63,216 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(index_routes())
         .fallback(no_handler)
         .layer(middleware::from_fn(check_content_type))
-        .layer(middleware::from_fn(move |req: Request, next: Next| check_content_length(req, next, max_content_length)))
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            check_content_length(req, next, max_content_length)
+        }))
         .layer(DefaultBodyLimit::max(max_content_length))
         .layer(tower_http::decompression::RequestDecompressionLayer::new())
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            panic_response,
+        ))
         .with_state(node);
     // axum adds `Allow` to a 405 outside the routes' layers: render it from outside the router.
-    Router::new().fallback_service(api).layer(middleware::from_fn(render_method_not_allowed))
+    Router::new()
+        .fallback_service(api)
+        .layer(middleware::from_fn(render_method_not_allowed))
 }
 
 fn cluster_routes() -> Router<S> {
     Router::new()
-        .route("/_cluster/health", get(|State(n): State<S>, Query(q): Q| cluster::health(n, None, p(q))))
-        .route("/_cluster/health/{index}", get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| cluster::health(n, Some(i), p(q))))
-        .route("/_cluster/state", get(|State(n): State<S>, Query(q): Q| cluster::state(n, None, None, p(q))))
-        .route("/_cluster/state/{metrics}", get(|State(n): State<S>, Path(m): Path<String>, Query(q): Q| cluster::state(n, Some(m), None, p(q))))
-        .route("/_cluster/state/{metrics}/{index}", get(|State(n): State<S>, Path((m, i)): Path<(String, String)>, Query(q): Q| cluster::state(n, Some(m), Some(i), p(q))))
-        .route("/_cluster/settings", get(|State(n): State<S>, Query(q): Q| cluster::get_settings(n, p(q))).put(|State(n): State<S>, Query(q): Q, b: Bytes| cluster::put_settings(n, p(q), b)))
-        .route("/_nodes", get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))))
-        .route("/_nodes/stats", get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))))
-        .route("/_nodes/stats/{metric}", get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))))
-        .route("/_nodes/{node}/stats", get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))))
-        .route("/_nodes/{node}/stats/{metric}", get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))))
-        .route("/_nodes/{node}", get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))))
-        .route("/_nodes/{node}/{metric}", get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))))
-        .route("/_stats", get(|State(n): State<S>, Query(q): Q| cluster::index_stats(n, None, None, p(q))))
-        .route("/_stats/{metric}", get(|State(n): State<S>, Path(m): Path<String>, Query(q): Q| cluster::index_stats(n, None, Some(m), p(q))))
-        .route("/{index}/_stats", get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| cluster::index_stats(n, Some(i), None, p(q))))
-        .route("/{index}/_stats/{metric}", get(|State(n): State<S>, Path((i, m)): Path<(String, String)>, Query(q): Q| cluster::index_stats(n, Some(i), Some(m), p(q))))
+        .route(
+            "/_cluster/health",
+            get(|State(n): State<S>, Query(q): Q| cluster::health(n, None, p(q))),
+        )
+        .route(
+            "/_cluster/health/{index}",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                cluster::health(n, Some(i), p(q))
+            }),
+        )
+        .route(
+            "/_cluster/state",
+            get(|State(n): State<S>, Query(q): Q| cluster::state(n, None, None, p(q))),
+        )
+        .route(
+            "/_cluster/state/{metrics}",
+            get(|State(n): State<S>, Path(m): Path<String>, Query(q): Q| {
+                cluster::state(n, Some(m), None, p(q))
+            }),
+        )
+        .route(
+            "/_cluster/state/{metrics}/{index}",
+            get(
+                |State(n): State<S>, Path((m, i)): Path<(String, String)>, Query(q): Q| {
+                    cluster::state(n, Some(m), Some(i), p(q))
+                },
+            ),
+        )
+        .route(
+            "/_cluster/settings",
+            get(|State(n): State<S>, Query(q): Q| cluster::get_settings(n, p(q)))
+                .put(|State(n): State<S>, Query(q): Q, b: Bytes| cluster::put_settings(n, p(q), b)),
+        )
+        .route(
+            "/_nodes",
+            get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))),
+        )
+        .route(
+            "/_nodes/stats",
+            get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
+        )
+        .route(
+            "/_nodes/stats/{metric}",
+            get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
+        )
+        .route(
+            "/_nodes/{node}/stats",
+            get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
+        )
+        .route(
+            "/_nodes/{node}/stats/{metric}",
+            get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
+        )
+        .route(
+            "/_nodes/{node}",
+            get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))),
+        )
+        .route(
+            "/_nodes/{node}/{metric}",
+            get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))),
+        )
+        .route(
+            "/_stats",
+            get(|State(n): State<S>, Query(q): Q| cluster::index_stats(n, None, None, p(q))),
+        )
+        .route(
+            "/_stats/{metric}",
+            get(|State(n): State<S>, Path(m): Path<String>, Query(q): Q| {
+                cluster::index_stats(n, None, Some(m), p(q))
+            }),
+        )
+        .route(
+            "/{index}/_stats",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                cluster::index_stats(n, Some(i), None, p(q))
+            }),
+        )
+        .route(
+            "/{index}/_stats/{metric}",
+            get(
+                |State(n): State<S>, Path((i, m)): Path<(String, String)>, Query(q): Q| {
+                    cluster::index_stats(n, Some(i), Some(m), p(q))
+                },
+            ),
+        )
 }
 
 fn cat_routes() -> Router<S> {
     Router::new()
         .route("/_cat", get(|| cat::help()))
-        .route("/_cat/indices", get(|State(n): State<S>, Query(q): Q| cat::indices(n, None, p(q))))
-        .route("/_cat/indices/{index}", get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| cat::indices(n, Some(i), p(q))))
-        .route("/_cat/shards", get(|State(n): State<S>, Query(q): Q| cat::shards(n, None, p(q))))
-        .route("/_cat/shards/{index}", get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| cat::shards(n, Some(i), p(q))))
-        .route("/_cat/health", get(|State(n): State<S>, Query(q): Q| cat::health(n, p(q))))
-        .route("/_cat/count", get(|State(n): State<S>, Query(q): Q| cat::count(n, None, p(q))))
-        .route("/_cat/count/{index}", get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| cat::count(n, Some(i), p(q))))
-        .route("/_cat/nodes", get(|State(n): State<S>, Query(q): Q| cat::nodes(n, p(q))))
-        .route("/_cat/segments", get(|State(n): State<S>, Query(q): Q| cat::segments(n, None, p(q))))
-        .route("/_cat/segments/{index}", get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| cat::segments(n, Some(i), p(q))))
-        .route("/_cat/aliases", get(|State(n): State<S>, Query(q): Q| cat::aliases(n, None, p(q))))
-        .route("/_cat/aliases/{alias}", get(|State(n): State<S>, Path(a): Path<String>, Query(q): Q| cat::aliases(n, Some(a), p(q))))
+        .route(
+            "/_cat/indices",
+            get(|State(n): State<S>, Query(q): Q| cat::indices(n, None, p(q))),
+        )
+        .route(
+            "/_cat/indices/{index}",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                cat::indices(n, Some(i), p(q))
+            }),
+        )
+        .route(
+            "/_cat/shards",
+            get(|State(n): State<S>, Query(q): Q| cat::shards(n, None, p(q))),
+        )
+        .route(
+            "/_cat/shards/{index}",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                cat::shards(n, Some(i), p(q))
+            }),
+        )
+        .route(
+            "/_cat/health",
+            get(|State(n): State<S>, Query(q): Q| cat::health(n, p(q))),
+        )
+        .route(
+            "/_cat/count",
+            get(|State(n): State<S>, Query(q): Q| cat::count(n, None, p(q))),
+        )
+        .route(
+            "/_cat/count/{index}",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                cat::count(n, Some(i), p(q))
+            }),
+        )
+        .route(
+            "/_cat/nodes",
+            get(|State(n): State<S>, Query(q): Q| cat::nodes(n, p(q))),
+        )
+        .route(
+            "/_cat/segments",
+            get(|State(n): State<S>, Query(q): Q| cat::segments(n, None, p(q))),
+        )
+        .route(
+            "/_cat/segments/{index}",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                cat::segments(n, Some(i), p(q))
+            }),
+        )
+        .route(
+            "/_cat/aliases",
+            get(|State(n): State<S>, Query(q): Q| cat::aliases(n, None, p(q))),
+        )
+        .route(
+            "/_cat/aliases/{alias}",
+            get(|State(n): State<S>, Path(a): Path<String>, Query(q): Q| {
+                cat::aliases(n, Some(a), p(q))
+            }),
+        )
 }
 
 fn search_routes() -> Router<S> {
     let search_all = || {
-        get(|State(n): State<S>, Query(q): Q, b: Bytes| search::search(n, None, p(q), b)).post(|State(n): State<S>, Query(q): Q, b: Bytes| search::search(n, None, p(q), b))
+        get(|State(n): State<S>, Query(q): Q, b: Bytes| search::search(n, None, p(q), b))
+            .post(|State(n): State<S>, Query(q): Q, b: Bytes| search::search(n, None, p(q), b))
     };
     let search_index = || {
-        get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| search::search(n, Some(i), p(q), b))
-            .post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| search::search(n, Some(i), p(q), b))
+        get(
+            |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                search::search(n, Some(i), p(q), b)
+            },
+        )
+        .post(
+            |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                search::search(n, Some(i), p(q), b)
+            },
+        )
     };
-    let count_all = || get(|State(n): State<S>, Query(q): Q, b: Bytes| search::count(n, None, p(q), b)).post(|State(n): State<S>, Query(q): Q, b: Bytes| search::count(n, None, p(q), b));
+    let count_all = || {
+        get(|State(n): State<S>, Query(q): Q, b: Bytes| search::count(n, None, p(q), b))
+            .post(|State(n): State<S>, Query(q): Q, b: Bytes| search::count(n, None, p(q), b))
+    };
     let count_index = || {
-        get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| search::count(n, Some(i), p(q), b))
-            .post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| search::count(n, Some(i), p(q), b))
+        get(
+            |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                search::count(n, Some(i), p(q), b)
+            },
+        )
+        .post(
+            |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                search::count(n, Some(i), p(q), b)
+            },
+        )
     };
-    let msearch_all = || get(|State(n): State<S>, Query(q): Q, b: Bytes| search::msearch(n, None, p(q), b)).post(|State(n): State<S>, Query(q): Q, b: Bytes| search::msearch(n, None, p(q), b));
+    let msearch_all = || {
+        get(|State(n): State<S>, Query(q): Q, b: Bytes| search::msearch(n, None, p(q), b))
+            .post(|State(n): State<S>, Query(q): Q, b: Bytes| search::msearch(n, None, p(q), b))
+    };
     let scroll = || {
         get(|State(n): State<S>, Query(q): Q, b: Bytes| search::scroll(n, None, p(q), b))
             .post(|State(n): State<S>, Query(q): Q, b: Bytes| search::scroll(n, None, p(q), b))
-            .delete(|State(n): State<S>, Query(q): Q, b: Bytes| search::clear_scroll(n, None, p(q), b))
+            .delete(|State(n): State<S>, Query(q): Q, b: Bytes| {
+                search::clear_scroll(n, None, p(q), b)
+            })
     };
     Router::new()
         .route("/_search", search_all())
@@ -131,67 +282,179 @@ fn search_routes() -> Router<S> {
         .route("/_msearch", msearch_all())
         .route(
             "/{index}/_msearch",
-            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| search::msearch(n, Some(i), p(q), b))
-                .post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| search::msearch(n, Some(i), p(q), b)),
+            get(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    search::msearch(n, Some(i), p(q), b)
+                },
+            )
+            .post(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    search::msearch(n, Some(i), p(q), b)
+                },
+            ),
         )
         .route("/_search/scroll", scroll())
         .route(
             "/_search/scroll/{id}",
-            get(|State(n): State<S>, Path(id): Path<String>, Query(q): Q, b: Bytes| search::scroll(n, Some(id), p(q), b))
-                .post(|State(n): State<S>, Path(id): Path<String>, Query(q): Q, b: Bytes| search::scroll(n, Some(id), p(q), b))
-                .delete(|State(n): State<S>, Path(id): Path<String>, Query(q): Q, b: Bytes| search::clear_scroll(n, Some(id), p(q), b)),
+            get(
+                |State(n): State<S>, Path(id): Path<String>, Query(q): Q, b: Bytes| {
+                    search::scroll(n, Some(id), p(q), b)
+                },
+            )
+            .post(
+                |State(n): State<S>, Path(id): Path<String>, Query(q): Q, b: Bytes| {
+                    search::scroll(n, Some(id), p(q), b)
+                },
+            )
+            .delete(
+                |State(n): State<S>, Path(id): Path<String>, Query(q): Q, b: Bytes| {
+                    search::clear_scroll(n, Some(id), p(q), b)
+                },
+            ),
         )
-        .route("/{index}/_delete_by_query", post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| search::by_query(n, i, false, p(q), b)))
-        .route("/{index}/_update_by_query", post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| search::by_query(n, i, true, p(q), b)))
+        .route(
+            "/{index}/_delete_by_query",
+            post(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    search::by_query(n, i, false, p(q), b)
+                },
+            ),
+        )
+        .route(
+            "/{index}/_update_by_query",
+            post(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    search::by_query(n, i, true, p(q), b)
+                },
+            ),
+        )
 }
 
 fn document_routes() -> Router<S> {
     let index_with_id = |create: bool| -> MethodRouter<S> {
-        put(move |State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q, b: Bytes| documents::index_doc(n, i, Some(id), create, p(q), b))
-            .post(move |State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q, b: Bytes| documents::index_doc(n, i, Some(id), create, p(q), b))
+        put(
+            move |State(n): State<S>,
+                  Path((i, id)): Path<(String, String)>,
+                  Query(q): Q,
+                  b: Bytes| documents::index_doc(n, i, Some(id), create, p(q), b),
+        )
+        .post(
+            move |State(n): State<S>,
+                  Path((i, id)): Path<(String, String)>,
+                  Query(q): Q,
+                  b: Bytes| documents::index_doc(n, i, Some(id), create, p(q), b),
+        )
     };
     Router::new()
         .route(
             "/{index}/_doc/{id}",
             index_with_id(false)
-                .get(|State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| documents::get_doc(n, i, id, p(q), false, false))
-                .head(|State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| documents::get_doc(n, i, id, p(q), true, false))
-                .delete(|State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| documents::delete_doc(n, i, id, p(q))),
+                .get(
+                    |State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| {
+                        documents::get_doc(n, i, id, p(q), false, false)
+                    },
+                )
+                .head(
+                    |State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| {
+                        documents::get_doc(n, i, id, p(q), true, false)
+                    },
+                )
+                .delete(
+                    |State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| {
+                        documents::delete_doc(n, i, id, p(q))
+                    },
+                ),
         )
-        .route("/{index}/_doc", post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| documents::index_doc(n, i, None, false, p(q), b)))
+        .route(
+            "/{index}/_doc",
+            post(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    documents::index_doc(n, i, None, false, p(q), b)
+                },
+            ),
+        )
         .route("/{index}/_create/{id}", index_with_id(true))
-        .route("/{index}/_update/{id}", post(|State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q, b: Bytes| documents::update_doc(n, i, id, p(q), b)))
+        .route(
+            "/{index}/_update/{id}",
+            post(
+                |State(n): State<S>,
+                 Path((i, id)): Path<(String, String)>,
+                 Query(q): Q,
+                 b: Bytes| documents::update_doc(n, i, id, p(q), b),
+            ),
+        )
         .route(
             "/{index}/_source/{id}",
-            get(|State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| documents::get_doc(n, i, id, p(q), false, true))
-                .head(|State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| documents::get_doc(n, i, id, p(q), true, true)),
+            get(
+                |State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| {
+                    documents::get_doc(n, i, id, p(q), false, true)
+                },
+            )
+            .head(
+                |State(n): State<S>, Path((i, id)): Path<(String, String)>, Query(q): Q| {
+                    documents::get_doc(n, i, id, p(q), true, true)
+                },
+            ),
         )
         .route(
             "/_mget",
-            get(|State(n): State<S>, Query(q): Q, b: Bytes| documents::mget(n, None, p(q), b)).post(|State(n): State<S>, Query(q): Q, b: Bytes| documents::mget(n, None, p(q), b)),
+            get(|State(n): State<S>, Query(q): Q, b: Bytes| documents::mget(n, None, p(q), b))
+                .post(|State(n): State<S>, Query(q): Q, b: Bytes| {
+                    documents::mget(n, None, p(q), b)
+                }),
         )
         .route(
             "/{index}/_mget",
-            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| documents::mget(n, Some(i), p(q), b))
-                .post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| documents::mget(n, Some(i), p(q), b)),
+            get(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    documents::mget(n, Some(i), p(q), b)
+                },
+            )
+            .post(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    documents::mget(n, Some(i), p(q), b)
+                },
+            ),
         )
         .route(
             "/_bulk",
-            post(|State(n): State<S>, Query(q): Q, b: Bytes| documents::bulk(n, None, p(q), b)).put(|State(n): State<S>, Query(q): Q, b: Bytes| documents::bulk(n, None, p(q), b)),
+            post(|State(n): State<S>, Query(q): Q, b: Bytes| documents::bulk(n, None, p(q), b))
+                .put(|State(n): State<S>, Query(q): Q, b: Bytes| documents::bulk(n, None, p(q), b)),
         )
         .route(
             "/{index}/_bulk",
-            post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| documents::bulk(n, Some(i), p(q), b))
-                .put(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| documents::bulk(n, Some(i), p(q), b)),
+            post(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    documents::bulk(n, Some(i), p(q), b)
+                },
+            )
+            .put(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    documents::bulk(n, Some(i), p(q), b)
+                },
+            ),
         )
 }
 
 fn index_routes() -> Router<S> {
     let maint = |action: &'static str| -> (MethodRouter<S>, MethodRouter<S>) {
         (
-            post(move |State(n): State<S>, Query(q): Q| indices::maintenance(n, None, action, p(q))).get(move |State(n): State<S>, Query(q): Q| indices::maintenance(n, None, action, p(q))),
-            post(move |State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::maintenance(n, Some(i), action, p(q)))
-                .get(move |State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::maintenance(n, Some(i), action, p(q))),
+            post(move |State(n): State<S>, Query(q): Q| {
+                indices::maintenance(n, None, action, p(q))
+            })
+            .get(move |State(n): State<S>, Query(q): Q| {
+                indices::maintenance(n, None, action, p(q))
+            }),
+            post(
+                move |State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                    indices::maintenance(n, Some(i), action, p(q))
+                },
+            )
+            .get(
+                move |State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                    indices::maintenance(n, Some(i), action, p(q))
+                },
+            ),
         )
     };
     let (refresh_all, refresh_index) = maint("refresh");
@@ -200,10 +463,16 @@ fn index_routes() -> Router<S> {
     Router::new()
         .route(
             "/{index}",
-            put(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| indices::create(n, i, p(q), b))
-                .delete(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::delete(n, i, p(q)))
-                .head(|State(n): State<S>, Path(i): Path<String>| indices::exists(n, i))
-                .get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::get(n, i, p(q))),
+            put(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    indices::create(n, i, p(q), b)
+                },
+            )
+            .delete(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                indices::delete(n, i, p(q))
+            })
+            .head(|State(n): State<S>, Path(i): Path<String>| indices::exists(n, i))
+            .get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::get(n, i, p(q))),
         )
         .route("/_refresh", refresh_all)
         .route("/{index}/_refresh", refresh_index)
@@ -211,43 +480,127 @@ fn index_routes() -> Router<S> {
         .route("/{index}/_flush", flush_index)
         .route("/_forcemerge", merge_all)
         .route("/{index}/_forcemerge", merge_index)
-        .route("/_mapping", get(|State(n): State<S>, Query(q): Q| indices::get_mapping(n, None, p(q))))
+        .route(
+            "/_mapping",
+            get(|State(n): State<S>, Query(q): Q| indices::get_mapping(n, None, p(q))),
+        )
         .route(
             "/{index}/_mapping",
-            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::get_mapping(n, Some(i), p(q)))
-                .put(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| indices::put_mapping(n, i, p(q), b))
-                .post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| indices::put_mapping(n, i, p(q), b)),
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                indices::get_mapping(n, Some(i), p(q))
+            })
+            .put(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    indices::put_mapping(n, i, p(q), b)
+                },
+            )
+            .post(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    indices::put_mapping(n, i, p(q), b)
+                },
+            ),
         )
         .route(
             "/_settings",
-            get(|State(n): State<S>, Query(q): Q| indices::get_settings(n, None, None, p(q))).put(|State(n): State<S>, Query(q): Q, b: Bytes| indices::put_settings(n, None, p(q), b)),
+            get(|State(n): State<S>, Query(q): Q| indices::get_settings(n, None, None, p(q))).put(
+                |State(n): State<S>, Query(q): Q, b: Bytes| indices::put_settings(n, None, p(q), b),
+            ),
         )
         .route(
             "/{index}/_settings",
-            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::get_settings(n, Some(i), None, p(q)))
-                .put(|State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| indices::put_settings(n, Some(i), p(q), b)),
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                indices::get_settings(n, Some(i), None, p(q))
+            })
+            .put(
+                |State(n): State<S>, Path(i): Path<String>, Query(q): Q, b: Bytes| {
+                    indices::put_settings(n, Some(i), p(q), b)
+                },
+            ),
         )
-        .route("/{index}/_settings/{name}", get(|State(n): State<S>, Path((i, s)): Path<(String, String)>, Query(q): Q| indices::get_settings(n, Some(i), Some(s), p(q))))
-        .route("/{index}/_close", post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::open_close(n, i, false, p(q))))
-        .route("/{index}/_open", post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::open_close(n, i, true, p(q))))
-        .route("/_aliases", post(|State(n): State<S>, Query(q): Q, b: Bytes| indices::update_aliases(n, p(q), b)).get(|State(n): State<S>, Query(q): Q| indices::get_aliases(n, None, None, p(q))))
-        .route("/_alias", get(|State(n): State<S>, Query(q): Q| indices::get_aliases(n, None, None, p(q))))
-        .route("/_alias/{name}", get(|State(n): State<S>, Path(a): Path<String>, Query(q): Q| indices::get_aliases(n, None, Some(a), p(q))))
-        .route("/{index}/_alias", get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::get_aliases(n, Some(i), None, p(q))))
-        .route("/{index}/_aliases", get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::get_aliases(n, Some(i), None, p(q))))
+        .route(
+            "/{index}/_settings/{name}",
+            get(
+                |State(n): State<S>, Path((i, s)): Path<(String, String)>, Query(q): Q| {
+                    indices::get_settings(n, Some(i), Some(s), p(q))
+                },
+            ),
+        )
+        .route(
+            "/{index}/_close",
+            post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                indices::open_close(n, i, false, p(q))
+            }),
+        )
+        .route(
+            "/{index}/_open",
+            post(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                indices::open_close(n, i, true, p(q))
+            }),
+        )
+        .route(
+            "/_aliases",
+            post(|State(n): State<S>, Query(q): Q, b: Bytes| indices::update_aliases(n, p(q), b))
+                .get(|State(n): State<S>, Query(q): Q| indices::get_aliases(n, None, None, p(q))),
+        )
+        .route(
+            "/_alias",
+            get(|State(n): State<S>, Query(q): Q| indices::get_aliases(n, None, None, p(q))),
+        )
+        .route(
+            "/_alias/{name}",
+            get(|State(n): State<S>, Path(a): Path<String>, Query(q): Q| {
+                indices::get_aliases(n, None, Some(a), p(q))
+            }),
+        )
+        .route(
+            "/{index}/_alias",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                indices::get_aliases(n, Some(i), None, p(q))
+            }),
+        )
+        .route(
+            "/{index}/_aliases",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                indices::get_aliases(n, Some(i), None, p(q))
+            }),
+        )
         .route(
             "/{index}/_alias/{name}",
-            get(|State(n): State<S>, Path((i, a)): Path<(String, String)>, Query(q): Q| indices::get_aliases(n, Some(i), Some(a), p(q)))
-                .put(|State(n): State<S>, Path((i, a)): Path<(String, String)>, Query(q): Q, b: Bytes| indices::put_alias(n, i, a, p(q), b))
-                .post(|State(n): State<S>, Path((i, a)): Path<(String, String)>, Query(q): Q, b: Bytes| indices::put_alias(n, i, a, p(q), b))
-                .delete(|State(n): State<S>, Path((i, a)): Path<(String, String)>, Query(q): Q| indices::delete_alias(n, i, a, p(q))),
+            get(
+                |State(n): State<S>, Path((i, a)): Path<(String, String)>, Query(q): Q| {
+                    indices::get_aliases(n, Some(i), Some(a), p(q))
+                },
+            )
+            .put(
+                |State(n): State<S>,
+                 Path((i, a)): Path<(String, String)>,
+                 Query(q): Q,
+                 b: Bytes| indices::put_alias(n, i, a, p(q), b),
+            )
+            .post(
+                |State(n): State<S>,
+                 Path((i, a)): Path<(String, String)>,
+                 Query(q): Q,
+                 b: Bytes| indices::put_alias(n, i, a, p(q), b),
+            )
+            .delete(
+                |State(n): State<S>, Path((i, a)): Path<(String, String)>, Query(q): Q| {
+                    indices::delete_alias(n, i, a, p(q))
+                },
+            ),
         )
 }
 
 /// OpenSearch answers unknown paths with 400 and a plain `error` string.
 async fn no_handler(method: Method, uri: axum::http::Uri) -> Response {
-    let body = json!({"error": format!("no handler found for uri [{}] and method [{}]", uri, method)});
-    (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json; charset=UTF-8")], body.to_string()).into_response()
+    let body =
+        json!({"error": format!("no handler found for uri [{}] and method [{}]", uri, method)});
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json; charset=UTF-8")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// Turns axum's bare 405 into OpenSearch's body, listing the allowed methods.
@@ -257,9 +610,21 @@ async fn render_method_not_allowed(req: Request, next: Next) -> Response {
     if response.status() != StatusCode::METHOD_NOT_ALLOWED {
         return response;
     }
-    let allowed = allowed_methods(uri.path(), response.headers().get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or(""));
+    let allowed = allowed_methods(
+        uri.path(),
+        response
+            .headers()
+            .get(header::ALLOW)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(""),
+    );
     let body = json!({"error": format!("Incorrect HTTP method for uri [{}] and method [{}], allowed: [{}]", uri, method, allowed), "status": 405});
-    let mut out = (StatusCode::METHOD_NOT_ALLOWED, [(header::CONTENT_TYPE, "application/json; charset=UTF-8")], body.to_string()).into_response();
+    let mut out = (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::CONTENT_TYPE, "application/json; charset=UTF-8")],
+        body.to_string(),
+    )
+        .into_response();
     if let Some(allow) = response.headers().get(header::ALLOW) {
         out.headers_mut().insert(header::ALLOW, allow.clone());
     }
@@ -268,16 +633,37 @@ async fn render_method_not_allowed(req: Request, next: Next) -> Response {
 
 /// OpenSearch accepts JSON-family bodies only (406 otherwise).
 async fn check_content_type(req: Request, next: Next) -> Response {
-    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     if let Some(content_type) = content_type {
-        let mime = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let mime = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         let accepted = mime.is_empty()
             || mime.ends_with("/json")
             || mime.ends_with("+json")
-            || matches!(mime.as_str(), "application/x-ndjson" | "application/smile" | "application/yaml" | "application/cbor" | "application/x-www-form-urlencoded");
+            || matches!(
+                mime.as_str(),
+                "application/x-ndjson"
+                    | "application/smile"
+                    | "application/yaml"
+                    | "application/cbor"
+                    | "application/x-www-form-urlencoded"
+            );
         if !accepted {
             let body = json!({"error": format!("Content-Type header [{content_type}] is not supported"), "status": 406});
-            return (StatusCode::NOT_ACCEPTABLE, [(header::CONTENT_TYPE, "application/json; charset=UTF-8")], body.to_string()).into_response();
+            return (
+                StatusCode::NOT_ACCEPTABLE,
+                [(header::CONTENT_TYPE, "application/json; charset=UTF-8")],
+                body.to_string(),
+            )
+                .into_response();
         }
     }
     next.run(req).await
@@ -286,7 +672,11 @@ async fn check_content_type(req: Request, next: Next) -> Response {
 /// The methods to list in a 405: axum's, without the HEAD it derives from GET unless
 /// OpenSearch registers HEAD on that path too (root, index, document and source).
 fn allowed_methods(path: &str, allow_header: &str) -> String {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     let explicit_head = match segments.as_slice() {
         [] => true,
         [index] => !index.starts_with('_'),
@@ -303,7 +693,11 @@ fn allowed_methods(path: &str, allow_header: &str) -> String {
 
 /// `http.max_content_length`: 413 before reading a body that is too large.
 async fn check_content_length(req: Request, next: Next, max: usize) -> Response {
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
     if let Some(len) = declared.filter(|len| *len > max) {
         // Read and drop a moderately oversized body so the client sees the 413 instead of a
         // connection reset mid-upload; a huge one is not worth reading.
@@ -316,28 +710,58 @@ async fn check_content_length(req: Request, next: Next, max: usize) -> Response 
                 }
             }
         }
-        let err = ApiError::new(413, "content_too_long_exception", format!("request body is too large: the limit is [{max}] bytes (http.max_content_length)"));
+        let err = ApiError::new(
+            413,
+            "content_too_long_exception",
+            format!(
+                "request body is too large: the limit is [{max}] bytes (http.max_content_length)"
+            ),
+        );
         return RestError(err).into_response();
     }
     let response = next.run(req).await;
-    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/plain")) {
-        let err = ApiError::new(413, "content_too_long_exception", format!("request body is too large: the limit is [{max}] bytes (http.max_content_length)"));
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/plain"))
+    {
+        let err = ApiError::new(
+            413,
+            "content_too_long_exception",
+            format!(
+                "request body is too large: the limit is [{max}] bytes (http.max_content_length)"
+            ),
+        );
         return RestError(err).into_response();
     }
     response
 }
 
 fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
-    let detail = err.downcast_ref::<String>().cloned().or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "unknown panic".into());
+    let detail = err
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into());
     tracing::error!(panic = %detail, "request handler panicked");
-    RestError(ApiError::internal(format!("internal error while handling the request (this is a bug in Shoal): {detail}"))).into_response()
+    RestError(ApiError::internal(format!(
+        "internal error while handling the request (this is a bug in Shoal): {detail}"
+    )))
+    .into_response()
 }
 
 /// Serves the API until the shutdown future resolves.
-pub async fn serve(node: Arc<Node>, addr: SocketAddr, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    node: Arc<Node>,
+    addr: SocketAddr,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "http server listening");
-    axum::serve(listener, router(node)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(node))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 #[allow(dead_code)]

@@ -13,32 +13,109 @@ use crate::router::blocking;
 /// A search body must be a JSON object; OpenSearch names the token and position otherwise.
 /// URL parameters `_search` accepts; anything else is refused like OpenSearch does.
 const SEARCH_PARAMS: &[&str] = &[
-    "q", "df", "analyzer", "analyze_wildcard", "default_operator", "lenient", "from", "size", "sort", "_source",
-    "_source_includes", "_source_excludes", "_source_include", "_source_exclude", "track_total_hits", "rest_total_hits_as_int",
-    "typed_keys", "track_scores", "timeout", "terminate_after", "scroll", "routing", "preference", "search_type",
-    "request_cache", "allow_no_indices", "ignore_unavailable", "expand_wildcards", "ignore_throttled", "batched_reduce_size",
-    "max_concurrent_shard_requests", "pre_filter_shard_size", "allow_partial_search_results", "version",
-    "seq_no_primary_term", "stored_fields", "docvalue_fields", "explain", "stats", "suggest_field", "suggest_mode",
-    "suggest_size", "suggest_text", "ccs_minimize_roundtrips", "pretty", "human", "error_trace", "filter_path", "format",
-    "source", "source_content_type", "cancel_after_time_interval", "phase_took", "include_named_queries_score",
-    "search_pipeline", "min_score", "conflicts", "max_docs", "refresh", "wait_for_completion", "requests_per_second",
-    "slices", "scroll_size", "wait_for_active_shards", "max_concurrent_searches", "verbose_pipeline",
+    "q",
+    "df",
+    "analyzer",
+    "analyze_wildcard",
+    "default_operator",
+    "lenient",
+    "from",
+    "size",
+    "sort",
+    "_source",
+    "_source_includes",
+    "_source_excludes",
+    "_source_include",
+    "_source_exclude",
+    "track_total_hits",
+    "rest_total_hits_as_int",
+    "typed_keys",
+    "track_scores",
+    "timeout",
+    "terminate_after",
+    "scroll",
+    "routing",
+    "preference",
+    "search_type",
+    "request_cache",
+    "allow_no_indices",
+    "ignore_unavailable",
+    "expand_wildcards",
+    "ignore_throttled",
+    "batched_reduce_size",
+    "max_concurrent_shard_requests",
+    "pre_filter_shard_size",
+    "allow_partial_search_results",
+    "version",
+    "seq_no_primary_term",
+    "stored_fields",
+    "docvalue_fields",
+    "explain",
+    "stats",
+    "suggest_field",
+    "suggest_mode",
+    "suggest_size",
+    "suggest_text",
+    "ccs_minimize_roundtrips",
+    "pretty",
+    "human",
+    "error_trace",
+    "filter_path",
+    "format",
+    "source",
+    "source_content_type",
+    "cancel_after_time_interval",
+    "phase_took",
+    "include_named_queries_score",
+    "search_pipeline",
+    "min_score",
+    "conflicts",
+    "max_docs",
+    "refresh",
+    "wait_for_completion",
+    "requests_per_second",
+    "slices",
+    "scroll_size",
+    "wait_for_active_shards",
+    "max_concurrent_searches",
+    "verbose_pipeline",
 ];
 
 fn check_params(path: &str, params: &Params) -> Result<(), ApiError> {
-    let mut unknown: Vec<&str> = params.0.keys().map(String::as_str).filter(|k| !SEARCH_PARAMS.contains(k)).collect();
+    let mut unknown: Vec<&str> = params
+        .0
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !SEARCH_PARAMS.contains(k))
+        .collect();
     if unknown.is_empty() {
         return Ok(());
     }
     unknown.sort();
-    let list = unknown.iter().map(|k| format!("[{k}]")).collect::<Vec<_>>().join(", ");
-    let noun = if unknown.len() == 1 { "parameter" } else { "parameters" };
-    Err(ApiError::bad_request(format!("request [{path}] contains unrecognized {noun}: {list}")))
+    let list = unknown
+        .iter()
+        .map(|k| format!("[{k}]"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let noun = if unknown.len() == 1 {
+        "parameter"
+    } else {
+        "parameters"
+    };
+    Err(ApiError::bad_request(format!(
+        "request [{path}] contains unrecognized {noun}: {list}"
+    )))
 }
 
 fn search_body(bytes: &[u8]) -> Result<Value, ApiError> {
-    if !bytes.iter().all(u8::is_ascii_whitespace) && serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v.is_null()) {
-        return Err(ApiError::parsing("Expected [START_OBJECT] but found [VALUE_NULL]").with("line", json!(1)).with("col", json!(1)));
+    if !bytes.iter().all(u8::is_ascii_whitespace)
+        && serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v.is_null())
+    {
+        return Err(
+            ApiError::parsing("Expected [START_OBJECT] but found [VALUE_NULL]")
+                .with("line", json!(1))
+                .with("col", json!(1)),
+        );
     }
     let body = json_body(bytes).map_err(|e| {
         // Malformed JSON in a search body is a top-level json_parse_exception in OpenSearch.
@@ -49,12 +126,25 @@ fn search_body(bytes: &[u8]) -> Result<Value, ApiError> {
     })?;
     match body {
         Value::Null | Value::Object(_) => Ok(body),
-        Value::Array(_) => Err(ApiError::parsing("Expected [START_OBJECT] but found [START_ARRAY]").with("line", json!(1)).with("col", json!(1))),
-        _ => Err(ApiError::parsing("Expected [START_OBJECT] but found [VALUE_STRING]").with("line", json!(1)).with("col", json!(1))),
+        Value::Array(_) => Err(ApiError::parsing(
+            "Expected [START_OBJECT] but found [START_ARRAY]",
+        )
+        .with("line", json!(1))
+        .with("col", json!(1))),
+        _ => Err(
+            ApiError::parsing("Expected [START_OBJECT] but found [VALUE_STRING]")
+                .with("line", json!(1))
+                .with("col", json!(1)),
+        ),
     }
 }
 
-pub async fn search(node: Arc<Node>, index: Option<String>, params: Params, body: Bytes) -> RestResult {
+pub async fn search(
+    node: Arc<Node>,
+    index: Option<String>,
+    params: Params,
+    body: Bytes,
+) -> RestResult {
     let path = match &index {
         Some(i) => format!("/{i}/_search"),
         None => "/_search".to_string(),
@@ -75,13 +165,24 @@ fn with_position(error: ApiError, raw: &[u8]) -> ApiError {
     if error.error_type != "parsing_exception" || error.extra.contains_key("line") {
         return error;
     }
-    let Some(name) = error.reason.rsplit('[').next().and_then(|tail| tail.split(']').next()) else { return error };
+    let Some(name) = error
+        .reason
+        .rsplit('[')
+        .next()
+        .and_then(|tail| tail.split(']').next())
+    else {
+        return error;
+    };
     let needle = format!("\"{name}\"");
     let text = String::from_utf8_lossy(raw);
-    let Some(offset) = text.find(&needle) else { return error };
+    let Some(offset) = text.find(&needle) else {
+        return error;
+    };
     // Jackson points at the token after the key: the start of its value.
     let after_key = offset + needle.len();
-    let value_at = text[after_key..].find(|c: char| !c.is_whitespace() && c != ':').map_or(after_key, |p| after_key + p);
+    let value_at = text[after_key..]
+        .find(|c: char| !c.is_whitespace() && c != ':')
+        .map_or(after_key, |p| after_key + p);
     let offset = value_at;
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
@@ -89,25 +190,43 @@ fn with_position(error: ApiError, raw: &[u8]) -> ApiError {
     error.with("line", json!(line)).with("col", json!(col))
 }
 
-pub async fn count(node: Arc<Node>, index: Option<String>, params: Params, body: Bytes) -> RestResult {
+pub async fn count(
+    node: Arc<Node>,
+    index: Option<String>,
+    params: Params,
+    body: Bytes,
+) -> RestResult {
     let body = search_body(&body)?;
     let map = params.0.clone();
-    let response = blocking(move || node.count(index.as_deref().unwrap_or("_all"), &body, &map)).await?;
+    let response =
+        blocking(move || node.count(index.as_deref().unwrap_or("_all"), &body, &map)).await?;
     ok(response, &params)
 }
 
 /// `_msearch`: NDJSON header/body pairs; each search fails or succeeds on its own.
-pub async fn msearch(node: Arc<Node>, index: Option<String>, params: Params, body: Bytes) -> RestResult {
+pub async fn msearch(
+    node: Arc<Node>,
+    index: Option<String>,
+    params: Params,
+    body: Bytes,
+) -> RestResult {
     let started = std::time::Instant::now();
-    let mut lines = body.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+    let mut lines = body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
     let mut requests = Vec::new();
     while let Some(header) = lines.next() {
-        let header: Value = serde_json::from_slice(header).map_err(|e| ApiError::parse_exception(format!("failed to parse msearch header: {e}")))?;
+        let header: Value = serde_json::from_slice(header).map_err(|e| {
+            ApiError::parse_exception(format!("failed to parse msearch header: {e}"))
+        })?;
         let Some(body) = lines.next() else {
-            return Err(ApiError::bad_request("msearch request must be terminated by a body line").into());
+            return Err(
+                ApiError::bad_request("msearch request must be terminated by a body line").into(),
+            );
         };
         let parsed = search_body(body)?;
-        node.validate_search_body(&parsed, &params.0).map_err(|e| RestError(with_position(e, body)))?;
+        node.validate_search_body(&parsed, &params.0)
+            .map_err(|e| RestError(with_position(e, body)))?;
         let body = parsed;
         requests.push((header, body));
     }
@@ -123,12 +242,27 @@ pub async fn msearch(node: Arc<Node>, index: Option<String>, params: Params, bod
                 map.remove("max_concurrent_searches");
                 let target = match header.get("index") {
                     Some(Value::String(s)) => s.clone(),
-                    Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+                    Some(Value::Array(a)) => a
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(","),
                     _ => index.clone().unwrap_or_else(|| "_all".into()),
                 };
-                for key in ["routing", "preference", "search_type", "ignore_unavailable", "allow_no_indices"] {
+                for key in [
+                    "routing",
+                    "preference",
+                    "search_type",
+                    "ignore_unavailable",
+                    "allow_no_indices",
+                ] {
                     if let Some(v) = header.get(key) {
-                        map.insert(key.into(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
+                        map.insert(
+                            key.into(),
+                            v.as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| v.to_string()),
+                        );
                     }
                 }
                 match node.search(&target, &body, &map) {
@@ -146,33 +280,62 @@ pub async fn msearch(node: Arc<Node>, index: Option<String>, params: Params, bod
             .collect::<Vec<_>>())
     })
     .await?;
-    ok(json!({"took": started.elapsed().as_millis() as u64, "responses": responses}), &params)
+    ok(
+        json!({"took": started.elapsed().as_millis() as u64, "responses": responses}),
+        &params,
+    )
 }
 
 fn scroll_ids(value: &Value) -> Vec<String> {
     match value {
         Value::String(s) => s.split(',').map(str::to_string).collect(),
-        Value::Array(a) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
         _ => Vec::new(),
     }
 }
 
-pub async fn scroll(node: Arc<Node>, id: Option<String>, params: Params, body: Bytes) -> RestResult {
+pub async fn scroll(
+    node: Arc<Node>,
+    id: Option<String>,
+    params: Params,
+    body: Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
     let scroll_id = id
         .or_else(|| params.get("scroll_id").map(str::to_string))
-        .or_else(|| body.get("scroll_id").and_then(Value::as_str).map(str::to_string));
+        .or_else(|| {
+            body.get("scroll_id")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
     let Some(scroll_id) = scroll_id else {
-        return Err(ApiError::action_request_validation(&["scrollId is missing".to_string()]).into());
+        return Err(
+            ApiError::action_request_validation(&["scrollId is missing".to_string()]).into(),
+        );
     };
-    let keep_alive = params.get("scroll").map(str::to_string).or_else(|| body.get("scroll").and_then(Value::as_str).map(str::to_string));
+    let keep_alive = params.get("scroll").map(str::to_string).or_else(|| {
+        body.get("scroll")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
     let response = blocking(move || node.scroll(&scroll_id, keep_alive.as_deref())).await?;
     ok(response, &params)
 }
 
-pub async fn clear_scroll(node: Arc<Node>, id: Option<String>, params: Params, body: Bytes) -> RestResult {
+pub async fn clear_scroll(
+    node: Arc<Node>,
+    id: Option<String>,
+    params: Params,
+    body: Bytes,
+) -> RestResult {
     let body = object_body(&body)?;
-    let mut ids = id.map(|i| i.split(',').map(str::to_string).collect::<Vec<_>>()).unwrap_or_default();
+    let mut ids = id
+        .map(|i| i.split(',').map(str::to_string).collect::<Vec<_>>())
+        .unwrap_or_default();
     if let Some(v) = body.get("scroll_id") {
         ids.extend(scroll_ids(v));
     }
@@ -180,14 +343,30 @@ pub async fn clear_scroll(node: Arc<Node>, id: Option<String>, params: Params, b
         ids.extend(v.split(',').map(str::to_string));
     }
     if ids.is_empty() {
-        return Err(ApiError::action_request_validation(&["no scroll ids specified".to_string()]).into());
+        return Err(
+            ApiError::action_request_validation(&["no scroll ids specified".to_string()]).into(),
+        );
     }
     let freed = blocking(move || Ok(node.clear_scroll(&ids))).await?;
-    let status = if freed == 0 { axum::http::StatusCode::NOT_FOUND } else { axum::http::StatusCode::OK };
-    Ok(crate::response::json(status, json!({"succeeded": true, "num_freed": freed}), &params))
+    let status = if freed == 0 {
+        axum::http::StatusCode::NOT_FOUND
+    } else {
+        axum::http::StatusCode::OK
+    };
+    Ok(crate::response::json(
+        status,
+        json!({"succeeded": true, "num_freed": freed}),
+        &params,
+    ))
 }
 
-pub async fn by_query(node: Arc<Node>, index: String, update: bool, params: Params, body: Bytes) -> RestResult {
+pub async fn by_query(
+    node: Arc<Node>,
+    index: String,
+    update: bool,
+    params: Params,
+    body: Bytes,
+) -> RestResult {
     let body = search_body(&body)?;
     let map = params.0.clone();
     let response = blocking(move || node.by_query(&index, &body, &map, update)).await?;

@@ -11,11 +11,15 @@ pub fn load(config: Option<&Path>, overrides: &[String]) -> Result<FlatSettings,
     let default_path = Path::new("config/shoal.yml");
     let path = config.or_else(|| default_path.exists().then_some(default_path));
     if let Some(path) = path {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let yaml: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| format!("invalid YAML in {}: {e}", path.display()))?;
-        let json: Value = serde_json::to_value(yaml).map_err(|e| format!("unsupported YAML in {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let yaml: serde_yaml::Value = serde_yaml::from_str(&text)
+            .map_err(|e| format!("invalid YAML in {}: {e}", path.display()))?;
+        let json: Value = serde_json::to_value(yaml)
+            .map_err(|e| format!("unsupported YAML in {}: {e}", path.display()))?;
         if !json.is_null() {
-            settings = shoal_node::settings::flatten_settings(&json, false).map_err(|e| e.reason)?;
+            settings =
+                shoal_node::settings::flatten_settings(&json, false).map_err(|e| e.reason)?;
         }
     }
     for item in overrides {
@@ -23,7 +27,13 @@ pub fn load(config: Option<&Path>, overrides: &[String]) -> Result<FlatSettings,
             return Err(format!("setting [{item}] must be in the form key=value"));
         };
         let value = if value.starts_with('[') && value.ends_with(']') {
-            Value::Array(value[1..value.len() - 1].split(',').map(|v| Value::String(v.trim().to_string())).filter(|v| v.as_str() != Some("")).collect())
+            Value::Array(
+                value[1..value.len() - 1]
+                    .split(',')
+                    .map(|v| Value::String(v.trim().to_string()))
+                    .filter(|v| v.as_str() != Some(""))
+                    .collect(),
+            )
         } else {
             Value::String(value.to_string())
         };
@@ -36,16 +46,35 @@ pub fn load(config: Option<&Path>, overrides: &[String]) -> Result<FlatSettings,
 pub fn init_logging(settings: &FlatSettings) -> Result<(), String> {
     use tracing_subscriber::fmt;
     use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tantivy=warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tantivy=warn"));
     let stderr = fmt::layer().with_writer(std::io::stderr).with_target(false);
     let file_layer = match settings.get("path.logs").and_then(Value::as_str) {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create path.logs {dir}: {e}"))?;
-            let cluster = settings.get("cluster.name").and_then(Value::as_str).unwrap_or("shoal");
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(Path::new(dir).join(format!("{cluster}.log"))).map_err(|e| e.to_string())?;
-            Some(fmt::layer().with_writer(std::sync::Mutex::new(file)).with_ansi(false).with_target(false))
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create path.logs {dir}: {e}"))?;
+            let cluster = settings
+                .get("cluster.name")
+                .and_then(Value::as_str)
+                .unwrap_or("shoal");
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(Path::new(dir).join(format!("{cluster}.log")))
+                .map_err(|e| e.to_string())?;
+            Some(
+                fmt::layer()
+                    .with_writer(std::sync::Mutex::new(file))
+                    .with_ansi(false)
+                    .with_target(false),
+            )
         }
         None => None,
     };
-    tracing_subscriber::registry().with(filter).with(stderr).with(file_layer).try_init().map_err(|e| e.to_string())
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(stderr)
+        .with(file_layer)
+        .try_init()
+        .map_err(|e| e.to_string())
 }

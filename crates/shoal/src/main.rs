@@ -34,7 +34,10 @@ fn main() -> std::process::ExitCode {
         eprintln!("shoal: cannot set up logging: {e}");
         return std::process::ExitCode::from(2);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     match runtime.block_on(run(settings)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -49,7 +52,9 @@ async fn run(settings: shoal_node::settings::FlatSettings) -> anyhow::Result<()>
     let config = NodeConfig::from_settings(settings).map_err(|e| anyhow::anyhow!(e.reason))?;
     let addr = resolve_addr(&config.http_host, config.http_port)?;
     info!(node = %config.node_name, cluster = %config.cluster_name, data = %config.data_path.display(), "starting shoal");
-    let node = tokio::task::spawn_blocking(move || Node::start(config)).await?.map_err(|e| anyhow::anyhow!("cannot start the node: {}", e.reason))?;
+    let node = tokio::task::spawn_blocking(move || Node::start(config))
+        .await?
+        .map_err(|e| anyhow::anyhow!("cannot start the node: {}", e.reason))?;
     let shutdown_node = Arc::clone(&node);
     shoal_rest::serve(node, addr, shutdown_signal()).await.map_err(|e| anyhow::anyhow!("cannot serve http on {addr}: {e} (is another node using this port? set -E http.port=...)"))?;
     info!("shutting down: flushing shards");
@@ -63,7 +68,10 @@ fn resolve_addr(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
         "_site_" | "0" | "0.0.0.0" => "0.0.0.0",
         other => other,
     };
-    (host, port).to_socket_addrs()?.next().ok_or_else(|| anyhow::anyhow!("cannot resolve http.host [{host}]"))
+    (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("cannot resolve http.host [{host}]"))
 }
 
 async fn shutdown_signal() {

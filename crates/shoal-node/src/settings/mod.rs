@@ -12,7 +12,7 @@ use shoal_codec::SourceCodec;
 use shoal_translog::Durability;
 
 pub use registry::{registry, SettingDef};
-pub use values::{parse_byte_size, parse_time, format_bytes};
+pub use values::{format_bytes, parse_byte_size, parse_time};
 
 use crate::error::{ApiError, ApiResult};
 
@@ -38,17 +38,30 @@ pub fn flatten_settings(body: &Value, index_scope: bool) -> ApiResult<FlatSettin
     }
     Ok(flat
         .into_iter()
-        .map(|(k, v)| if k.starts_with("index.") { (k, v) } else { (format!("index.{k}"), v) })
+        .map(|(k, v)| {
+            if k.starts_with("index.") {
+                (k, v)
+            } else {
+                (format!("index.{k}"), v)
+            }
+        })
         .collect())
 }
 
 fn flatten_into(prefix: &str, map: &Map<String, Value>, out: &mut FlatSettings) {
     for (key, value) in map {
-        let full = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        let full = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
         match value {
             Value::Object(inner) => flatten_into(&full, inner, out),
             Value::Array(items) => {
-                out.insert(full, Value::Array(items.iter().map(scalar_to_setting).collect()));
+                out.insert(
+                    full,
+                    Value::Array(items.iter().map(scalar_to_setting).collect()),
+                );
             }
             other => {
                 out.insert(full, scalar_to_setting(other));
@@ -89,7 +102,9 @@ fn insert_nested(map: &mut Map<String, Value>, parts: &[&str], value: Value) {
         }
         return;
     }
-    let entry = map.entry(parts[0].to_string()).or_insert_with(|| Value::Object(Map::new()));
+    let entry = map
+        .entry(parts[0].to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
     if !entry.is_object() {
         let leaf = entry.take();
         let mut object = Map::new();
@@ -114,7 +129,9 @@ fn fix_collisions(value: &mut Value) {
     let Value::Object(map) = value else { return };
     let keys: Vec<String> = map.keys().cloned().collect();
     for key in keys {
-        let Some(Value::Object(inner)) = map.get_mut(&key) else { continue };
+        let Some(Value::Object(inner)) = map.get_mut(&key) else {
+            continue;
+        };
         if let Some(leaf) = inner.remove("") {
             let children = std::mem::take(inner);
             map.insert(key.clone(), leaf);
@@ -155,10 +172,15 @@ pub fn validate_settings_update(
     let mut non_dynamic = Vec::new();
     for (key, value) in update {
         let def = check_known_index_setting(key)?;
-        let is_final = def.is_final || def.private || key == "index.number_of_shards" || key == "index.number_of_routing_shards";
+        let is_final = def.is_final
+            || def.private
+            || key == "index.number_of_shards"
+            || key == "index.number_of_routing_shards";
         // On open indices OpenSearch reports final settings as non-dynamic ones.
         if is_final && !open {
-            return Err(ApiError::bad_request(format!("final index setting [{key}], not updateable")));
+            return Err(ApiError::bad_request(format!(
+                "final index setting [{key}], not updateable"
+            )));
         }
         if !def.dynamic {
             non_dynamic.push(key.clone());
@@ -186,11 +208,16 @@ fn check_known_index_setting(key: &str) -> ApiResult<&'static SettingDef> {
 }
 
 fn failed_to_parse(key: &str, value: &str) -> ApiError {
-    ApiError::bad_request(format!("Failed to parse value [{value}] for setting [{key}]"))
+    ApiError::bad_request(format!(
+        "Failed to parse value [{value}] for setting [{key}]"
+    ))
 }
 
 fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
-    let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+    let text = value
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| value.to_string());
     let int_at_least = |min: i64| -> ApiResult<()> {
         let n: i64 = text.parse().map_err(|_| failed_to_parse(key, &text))?;
         if n < min {
@@ -210,15 +237,26 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
                 )));
             }
         }
-        "index.number_of_replicas" | "index.max_result_window" | "index.number_of_routing_shards" => {
-            int_at_least(if key == "index.number_of_replicas" { 0 } else { 1 })?
-        }
-        "index.refresh_interval" | "index.translog.sync_interval" | "index.gc_deletes"
-        | "index.soft_deletes.retention_lease.period" | "index.unassigned.node_left.delayed_timeout" => {
+        "index.number_of_replicas"
+        | "index.max_result_window"
+        | "index.number_of_routing_shards" => int_at_least(if key == "index.number_of_replicas" {
+            0
+        } else {
+            1
+        })?,
+        "index.refresh_interval"
+        | "index.translog.sync_interval"
+        | "index.gc_deletes"
+        | "index.soft_deletes.retention_lease.period"
+        | "index.unassigned.node_left.delayed_timeout" => {
             let parsed = parse_time(&text).map_err(|reason| {
-                ApiError::bad_request(format!("failed to parse setting [{key}] with value [{text}] as a time value: {reason}"))
+                ApiError::bad_request(format!(
+                    "failed to parse setting [{key}] with value [{text}] as a time value: {reason}"
+                ))
             })?;
-            if key == "index.translog.sync_interval" && parsed.is_some_and(|d| d < Duration::from_millis(100)) {
+            if key == "index.translog.sync_interval"
+                && parsed.is_some_and(|d| d < Duration::from_millis(100))
+            {
                 return Err(ApiError::bad_request(format!(
                     "failed to parse value [{text}] for setting [{key}], must be >= [100ms]"
                 )));
@@ -231,7 +269,10 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
         }
         "index.translog.durability" => {
             text.parse::<Durability>().map_err(|_| {
-                ApiError::bad_request(format!("No enum constant org.opensearch.index.translog.Translog.Durability.{}", text.to_uppercase()))
+                ApiError::bad_request(format!(
+                    "No enum constant org.opensearch.index.translog.Translog.Durability.{}",
+                    text.to_uppercase()
+                ))
             })?;
         }
         "index.replication.type" => {
@@ -241,8 +282,12 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
                 )));
             }
         }
-        "index.blocks.read_only" | "index.blocks.write" | "index.blocks.read" | "index.blocks.metadata"
-        | "index.blocks.read_only_allow_delete" | "index.hidden" => {
+        "index.blocks.read_only"
+        | "index.blocks.write"
+        | "index.blocks.read"
+        | "index.blocks.metadata"
+        | "index.blocks.read_only_allow_delete"
+        | "index.hidden" => {
             if !matches!(text.as_str(), "true" | "false") {
                 return Err(ApiError::bad_request(format!(
                     "Failed to parse value [{text}] as only [true] or [false] are allowed."
@@ -257,11 +302,18 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
 /// The `_source` codec chosen by `index.codec` and `index.codec.compression_level`.
 pub fn codec_of(settings: &FlatSettings) -> ApiResult<SourceCodec> {
     let codec = settings.get("index.codec").and_then(Value::as_str);
-    let level = match settings.get("index.codec.compression_level").and_then(Value::as_str) {
-        Some(text) => Some(text.parse::<i64>().map_err(|_| failed_to_parse("index.codec.compression_level", text))?),
+    let level = match settings
+        .get("index.codec.compression_level")
+        .and_then(Value::as_str)
+    {
+        Some(text) => Some(
+            text.parse::<i64>()
+                .map_err(|_| failed_to_parse("index.codec.compression_level", text))?,
+        ),
         None => None,
     };
-    SourceCodec::from_optional_settings(codec, level).map_err(|e| ApiError::new(400, e.error_type(), e.message()))
+    SourceCodec::from_optional_settings(codec, level)
+        .map_err(|e| ApiError::new(400, e.error_type(), e.message()))
 }
 
 /// Typed view of an index's settings.
@@ -281,36 +333,53 @@ impl IndexSettings<'_> {
     }
 
     pub fn number_of_shards(&self) -> usize {
-        self.get_or_default("index.number_of_shards").parse().unwrap_or(1)
+        self.get_or_default("index.number_of_shards")
+            .parse()
+            .unwrap_or(1)
     }
 
     pub fn number_of_replicas(&self) -> usize {
-        self.get_or_default("index.number_of_replicas").parse().unwrap_or(1)
+        self.get_or_default("index.number_of_replicas")
+            .parse()
+            .unwrap_or(1)
     }
 
     /// `None` when refresh is disabled (`-1`).
     pub fn refresh_interval(&self) -> Option<Duration> {
-        parse_time(&self.get_or_default("index.refresh_interval")).ok().flatten()
+        parse_time(&self.get_or_default("index.refresh_interval"))
+            .ok()
+            .flatten()
     }
 
     pub fn durability(&self) -> Durability {
-        self.get_or_default("index.translog.durability").parse().unwrap_or(Durability::Request)
+        self.get_or_default("index.translog.durability")
+            .parse()
+            .unwrap_or(Durability::Request)
     }
 
     pub fn sync_interval(&self) -> Duration {
-        parse_time(&self.get_or_default("index.translog.sync_interval")).ok().flatten().unwrap_or(Duration::from_secs(5))
+        parse_time(&self.get_or_default("index.translog.sync_interval"))
+            .ok()
+            .flatten()
+            .unwrap_or(Duration::from_secs(5))
     }
 
     pub fn flush_threshold_size(&self) -> u64 {
-        parse_byte_size(&self.get_or_default("index.translog.flush_threshold_size")).unwrap_or(512 * 1024 * 1024)
+        parse_byte_size(&self.get_or_default("index.translog.flush_threshold_size"))
+            .unwrap_or(512 * 1024 * 1024)
     }
 
     pub fn max_result_window(&self) -> usize {
-        self.get_or_default("index.max_result_window").parse().unwrap_or(10_000)
+        self.get_or_default("index.max_result_window")
+            .parse()
+            .unwrap_or(10_000)
     }
 
     pub fn gc_deletes(&self) -> Duration {
-        parse_time(&self.get_or_default("index.gc_deletes")).ok().flatten().unwrap_or(Duration::from_secs(60))
+        parse_time(&self.get_or_default("index.gc_deletes"))
+            .ok()
+            .flatten()
+            .unwrap_or(Duration::from_secs(60))
     }
 
     pub fn codec(&self) -> SourceCodec {
@@ -324,7 +393,10 @@ impl IndexSettings<'_> {
     /// `index.number_of_routing_shards`, defaulting like OpenSearch so that the index can be
     /// split by powers of two up to 1024 shards.
     pub fn routing_num_shards(&self) -> usize {
-        if let Some(n) = self.get("index.number_of_routing_shards").and_then(|v| v.parse().ok()) {
+        if let Some(n) = self
+            .get("index.number_of_routing_shards")
+            .and_then(|v| v.parse().ok())
+        {
             return n;
         }
         default_routing_num_shards(self.number_of_shards())
@@ -347,7 +419,11 @@ mod tests {
 
     #[test]
     fn nested_and_short_forms_flatten_to_index_keys() {
-        let flat = flatten_settings(&json!({"number_of_shards": 3, "index": {"refresh_interval": "5s"}}), true).unwrap();
+        let flat = flatten_settings(
+            &json!({"number_of_shards": 3, "index": {"refresh_interval": "5s"}}),
+            true,
+        )
+        .unwrap();
         assert_eq!(flat.get("index.number_of_shards"), Some(&json!("3")));
         assert_eq!(flat.get("index.refresh_interval"), Some(&json!("5s")));
     }
@@ -356,18 +432,27 @@ mod tests {
     fn unknown_index_settings_are_refused() {
         let flat = flatten_settings(&json!({"index.bogus": 1}), true).unwrap();
         let err = validate_new_index_settings(&flat).unwrap_err();
-        assert!(err.reason.starts_with("unknown setting [index.bogus]"), "{}", err.reason);
+        assert!(
+            err.reason.starts_with("unknown setting [index.bogus]"),
+            "{}",
+            err.reason
+        );
     }
 
     #[test]
     fn static_settings_refused_on_open_index() {
         let flat = flatten_settings(&json!({"index.codec": "best_compression"}), true).unwrap();
         let err = validate_settings_update(&flat, "i", "u", true).unwrap_err();
-        assert_eq!(err.reason, "Can't update non dynamic settings [[index.codec]] for open indices [[i/u]]");
+        assert_eq!(
+            err.reason,
+            "Can't update non dynamic settings [[index.codec]] for open indices [[i/u]]"
+        );
         assert!(validate_settings_update(&flat, "i", "u", false).is_ok());
         let flat = flatten_settings(&json!({"index.number_of_shards": 2}), true).unwrap();
         assert_eq!(
-            validate_settings_update(&flat, "i", "u", false).unwrap_err().reason,
+            validate_settings_update(&flat, "i", "u", false)
+                .unwrap_err()
+                .reason,
             "final index setting [index.number_of_shards], not updateable"
         );
     }
@@ -381,7 +466,14 @@ mod tests {
 
     #[test]
     fn nested_rendering_keeps_leaf_and_child() {
-        let flat: FlatSettings = [("index.codec".to_string(), json!("zstd")), ("index.codec.compression_level".to_string(), json!("3"))].into();
-        assert_eq!(nest_settings_opensearch(&flat), json!({"index": {"codec": "zstd", "codec.compression_level": "3"}}));
+        let flat: FlatSettings = [
+            ("index.codec".to_string(), json!("zstd")),
+            ("index.codec.compression_level".to_string(), json!("3")),
+        ]
+        .into();
+        assert_eq!(
+            nest_settings_opensearch(&flat),
+            json!({"index": {"codec": "zstd", "codec.compression_level": "3"}})
+        );
     }
 }

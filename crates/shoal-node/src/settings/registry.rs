@@ -39,8 +39,13 @@ pub fn registry() -> &'static Registry {
     REGISTRY.get_or_init(|| {
         let mut exact = BTreeMap::new();
         let mut prefixes = Vec::new();
-        for line in include_str!("builtin.txt").lines().chain(SHOAL_EXTRA.iter().copied()) {
-            let Some(def) = parse_line(line) else { continue };
+        for line in include_str!("builtin.txt")
+            .lines()
+            .chain(SHOAL_EXTRA.iter().copied())
+        {
+            let Some(def) = parse_line(line) else {
+                continue;
+            };
             if def.prefix {
                 prefixes.push(def);
             } else {
@@ -74,7 +79,9 @@ impl Registry {
         if let Some(def) = self.exact.get(key) {
             return Some(def);
         }
-        self.prefixes.iter().find(|def| matches_prefix(&def.key, key))
+        self.prefixes
+            .iter()
+            .find(|def| matches_prefix(&def.key, key))
     }
 
     /// Built-in index settings with their defaults (for `include_defaults`).

@@ -11,7 +11,15 @@ pub fn parse_time(text: &str) -> Result<Option<Duration>, String> {
     if text == "0" {
         return Ok(Some(Duration::ZERO));
     }
-    let units: [(&str, f64); 7] = [("nanos", 1e-9), ("micros", 1e-6), ("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0)];
+    let units: [(&str, f64); 7] = [
+        ("nanos", 1e-9),
+        ("micros", 1e-6),
+        ("ms", 1e-3),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("h", 3600.0),
+        ("d", 86400.0),
+    ];
     for (suffix, seconds) in units {
         if let Some(number) = text.strip_suffix(suffix) {
             // "ms" also ends with "s": only accept when what is left is a number.
@@ -32,10 +40,20 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
     if lower == "-1" {
         return Ok(u64::MAX);
     }
-    let units: [(&str, u64); 6] = [("pb", 1 << 50), ("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10), ("b", 1)];
+    let units: [(&str, u64); 6] = [
+        ("pb", 1 << 50),
+        ("tb", 1 << 40),
+        ("gb", 1 << 30),
+        ("mb", 1 << 20),
+        ("kb", 1 << 10),
+        ("b", 1),
+    ];
     for (suffix, multiplier) in units {
         if let Some(number) = lower.strip_suffix(suffix) {
-            let n: f64 = number.trim().parse().map_err(|_| format!("failed to parse [{text}]"))?;
+            let n: f64 = number
+                .trim()
+                .parse()
+                .map_err(|_| format!("failed to parse [{text}]"))?;
             return Ok((n * multiplier as f64) as u64);
         }
     }
@@ -44,7 +62,13 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
 
 /// Human-readable bytes as `_cat` prints them (`4.5kb`, `12mb`).
 pub fn format_bytes(bytes: u64) -> String {
-    let units = [("pb", 1u64 << 50), ("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)];
+    let units = [
+        ("pb", 1u64 << 50),
+        ("tb", 1 << 40),
+        ("gb", 1 << 30),
+        ("mb", 1 << 20),
+        ("kb", 1 << 10),
+    ];
     for (suffix, size) in units {
         if bytes >= size {
             let value = bytes as f64 / size as f64;

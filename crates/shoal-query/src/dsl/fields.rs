@@ -50,7 +50,9 @@ pub(crate) fn resolve<'c>(ctx: &QueryContext<'c>, path: &str) -> Result<Target<'
         // A shard-level failure in OpenSearch (query_shard_exception in a search phase failure).
         return Err(crate::search::shard_error(
             "query_shard_exception",
-            format!("failed to create query: Cannot search on field [{path}] since it is not indexed."),
+            format!(
+                "failed to create query: Cannot search on field [{path}] since it is not indexed."
+            ),
         ));
     }
     Ok(Target::Field(FieldRef {

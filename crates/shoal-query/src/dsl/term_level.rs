@@ -414,7 +414,11 @@ mod tests {
             "field name is null or empty"
         );
         match fx.error(json!({"term": {"hidden": "secret"}})) {
-            QueryError::SearchPhase { cause_type, cause_reason, .. } => {
+            QueryError::SearchPhase {
+                cause_type,
+                cause_reason,
+                ..
+            } => {
                 assert_eq!(cause_type, "query_shard_exception");
                 assert_eq!(cause_reason, "failed to create query: Cannot search on field [hidden] since it is not indexed.");
             }

@@ -399,10 +399,15 @@ impl MetaColumns {
     }
 
     fn routing(&self, doc: DocId) -> Result<Option<String>, QueryError> {
-        let Some(col) = &self.routing else { return Ok(None) };
-        let Some(ord) = col.term_ords(doc).next() else { return Ok(None) };
+        let Some(col) = &self.routing else {
+            return Ok(None);
+        };
+        let Some(ord) = col.term_ords(doc).next() else {
+            return Ok(None);
+        };
         let mut routing = String::new();
-        col.ord_to_str(ord, &mut routing).map_err(|e| QueryError::Internal(e.to_string()))?;
+        col.ord_to_str(ord, &mut routing)
+            .map_err(|e| QueryError::Internal(e.to_string()))?;
         Ok(Some(routing))
     }
 

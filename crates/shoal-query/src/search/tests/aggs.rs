@@ -417,8 +417,16 @@ fn nested_filters_under_terms_are_refused_clearly() {
 #[test]
 fn top_hits_without_sort_keep_index_order() {
     let f = Fixture::products();
-    let r = aggs(&f, json!({"s": {"terms": {"field": "status", "size": 1}, "aggs": {"top": {"top_hits": {"size": 5, "_source": false}}}}}));
-    let ids: Vec<_> = r["s"]["buckets"][0]["top"]["hits"]["hits"].as_array().unwrap().iter().map(|h| h["_id"].clone()).collect();
+    let r = aggs(
+        &f,
+        json!({"s": {"terms": {"field": "status", "size": 1}, "aggs": {"top": {"top_hits": {"size": 5, "_source": false}}}}}),
+    );
+    let ids: Vec<_> = r["s"]["buckets"][0]["top"]["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["_id"].clone())
+        .collect();
     assert_eq!(ids, [json!("1"), json!("3")]);
 }
 
