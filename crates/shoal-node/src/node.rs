@@ -229,12 +229,21 @@ impl Node {
         } else {
             expression.split(',').map(str::trim).collect()
         };
+        // Hidden indices only match a wildcard that asks for them: expand_wildcards=hidden|all, or a
+        // dot-prefixed pattern for a dot-prefixed index.
+        let visible = |pattern: &str, name: &str, service: &IndexService| {
+            options.expand_hidden
+                || !service.with_meta(|m| m.settings().is_true("index.hidden"))
+                || (pattern.starts_with('.') && name.starts_with('.'))
+        };
         for part in parts {
             if part == "_all" || part == "*" {
                 out.extend(
                     indices
                         .iter()
-                        .filter(|(_, s)| options.include_closed || s.is_open())
+                        .filter(|(n, s)| {
+                            (options.include_closed || s.is_open()) && visible(part, n, s)
+                        })
                         .map(|(n, _)| n.clone()),
                 );
                 continue;
@@ -250,7 +259,10 @@ impl Node {
                         service.with_meta(|m| m.aliases.keys().cloned().collect::<Vec<_>>());
                     let matches = wildcard_match(part, name)
                         || aliases.iter().any(|a| wildcard_match(part, a));
-                    if matches && (options.include_closed || service.is_open()) {
+                    if matches
+                        && (options.include_closed || service.is_open())
+                        && visible(part, name, service)
+                    {
                         out.push(name.clone());
                     }
                 }
@@ -592,6 +604,8 @@ pub struct ResolveOptions {
     pub ignore_unavailable: bool,
     pub allow_no_indices: bool,
     pub include_closed: bool,
+    /// Wildcards also match `index.hidden` indices (`expand_wildcards=hidden|all`).
+    pub expand_hidden: bool,
 }
 
 impl ResolveOptions {
@@ -601,7 +615,20 @@ impl ResolveOptions {
             ignore_unavailable: false,
             allow_no_indices: true,
             include_closed: false,
+            expand_hidden: false,
         }
+    }
+
+    /// Applies `expand_wildcards` (`open`, `closed`, `hidden`, `all`, `none`).
+    pub fn with_expand_wildcards(mut self, value: Option<&str>) -> ResolveOptions {
+        if let Some(value) = value {
+            let parts: Vec<&str> = value.split(',').map(str::trim).collect();
+            self.expand_hidden = parts.iter().any(|p| *p == "hidden" || *p == "all");
+            if parts.iter().any(|p| *p == "closed" || *p == "all") {
+                self.include_closed = true;
+            }
+        }
+        self
     }
 
     /// Admin APIs on indices (get, delete, settings): closed indices included.
@@ -610,6 +637,7 @@ impl ResolveOptions {
             ignore_unavailable: false,
             allow_no_indices: true,
             include_closed: true,
+            expand_hidden: false,
         }
     }
 }

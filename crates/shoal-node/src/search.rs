@@ -134,7 +134,9 @@ impl SearchScope {
                 ignore_unavailable: flag("ignore_unavailable", false)?,
                 allow_no_indices: flag("allow_no_indices", true)?,
                 include_closed: false,
-            },
+                expand_hidden: false,
+            }
+            .with_expand_wildcards(params.get("expand_wildcards").map(String::as_str)),
         })
     }
 }

@@ -244,10 +244,22 @@ fn n(v: impl TryInto<i64>) -> Cell {
 
 /// `GET /_cat/indices[/{index}]`.
 pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let health_filter = match params.get("health") {
+        None => None,
+        Some(h) => Some(stats::Health::parse(h).ok_or_else(|| {
+            shoal_node::ApiError::bad_request(format!(
+                "Invalid health status [{h}], expected one of [green, yellow, red]"
+            ))
+        })?),
+    };
+    let options = ResolveOptions::admin().with_expand_wildcards(params.get("expand_wildcards"));
     let table = blocking(move || -> ApiResult<Table> {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let services = node.resolve(index.as_deref().unwrap_or("_all"), options)?;
         let mut rows = Vec::new();
         for service in services {
+            if health_filter.is_some_and(|h| stats::index_health(&service) != h) {
+                continue;
+            }
             let counts = stats::shard_counts(&service);
             let open = service.is_open();
             let s = stats::sum_engine_stats(&service);

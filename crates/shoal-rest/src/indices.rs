@@ -19,7 +19,9 @@ fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
         ignore_unavailable: params.bool_or("ignore_unavailable", base.ignore_unavailable)?,
         allow_no_indices: params.bool_or("allow_no_indices", base.allow_no_indices)?,
         include_closed: base.include_closed,
-    })
+        expand_hidden: base.expand_hidden,
+    }
+    .with_expand_wildcards(params.get("expand_wildcards")))
 }
 
 fn ack() -> Value {
@@ -47,9 +49,8 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
     let opts = options(
         &params,
         ResolveOptions {
-            ignore_unavailable: false,
-            allow_no_indices: true,
             include_closed: true,
+            ..ResolveOptions::search()
         },
     )?;
     blocking(move || {
