@@ -751,41 +751,45 @@ impl Engine {
     pub fn force_merge(&self, max_num_segments: usize) -> Result<(), EngineError> {
         self.refresh()?;
         let max_num_segments = max_num_segments.max(1);
-        let mut metas = self.index.searchable_segment_metas()?;
-        if metas.len() <= max_num_segments && metas.iter().all(|m| m.num_deleted_docs() == 0) {
-            return Ok(());
+        // Background merges may hold some of the segments: wait for them and try again.
+        let deadline = Instant::now() + std::time::Duration::from_secs(600);
+        loop {
+            let mut metas = self.index.searchable_segment_metas()?;
+            let has_deletes = metas.iter().any(|m| m.num_deleted_docs() > 0);
+            if metas.len() <= max_num_segments && !has_deletes {
+                return Ok(());
+            }
+            // Merge the smallest segments together so that `max_num_segments` remain.
+            metas.sort_by_key(|m| m.num_docs());
+            let merge_count = if metas.len() > max_num_segments {
+                metas.len() - max_num_segments + 1
+            } else {
+                metas.len()
+            };
+            let picked = &metas[..merge_count.max(1)];
+            let ids: Vec<_> = picked.iter().map(|m| m.id()).collect();
+            let docs: u64 = picked.iter().map(|m| m.num_docs() as u64).sum();
+            let started = Instant::now();
+            Counters::add(&self.counters.merge_current, 1);
+            let future = self.state.lock().writer.merge(&ids);
+            let outcome = future.wait();
+            self.counters.merge_current.fetch_sub(1, Ordering::Relaxed);
+            match outcome {
+                Ok(_) => {
+                    Counters::add(&self.counters.merge_total, 1);
+                    Counters::add(&self.counters.merge_docs, docs);
+                    Counters::add(
+                        &self.counters.merge_time_nanos,
+                        started.elapsed().as_nanos() as u64,
+                    );
+                }
+                Err(e) if is_busy_segment_error(&e) && Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            self.reader.reload()?;
         }
-        // Merge the smallest segments together so that `max_num_segments` remain.
-        metas.sort_by_key(|m| m.num_docs());
-        let merge_count = if metas.len() > max_num_segments {
-            metas.len() - max_num_segments + 1
-        } else {
-            metas.len()
-        };
-        let ids: Vec<_> = metas
-            .iter()
-            .take(merge_count.max(1))
-            .map(|m| m.id())
-            .collect();
-        let started = Instant::now();
-        let docs: u64 = metas
-            .iter()
-            .take(merge_count)
-            .map(|m| m.num_docs() as u64)
-            .sum();
-        Counters::add(&self.counters.merge_current, 1);
-        let future = self.state.lock().writer.merge(&ids);
-        let outcome = future.wait();
-        self.counters.merge_current.fetch_sub(1, Ordering::Relaxed);
-        outcome?;
-        Counters::add(&self.counters.merge_total, 1);
-        Counters::add(&self.counters.merge_docs, docs);
-        Counters::add(
-            &self.counters.merge_time_nanos,
-            started.elapsed().as_nanos() as u64,
-        );
-        self.reader.reload()?;
-        Ok(())
     }
 
     /// A point-in-time searcher over refreshed data.
@@ -979,6 +983,13 @@ impl VersionMap {
             v.location = Some(location);
         }
     }
+}
+
+/// tantivy refuses to merge segments that a background merge is already rewriting.
+fn is_busy_segment_error(error: &tantivy::TantivyError) -> bool {
+    error
+        .to_string()
+        .contains("could not be found in the SegmentManager")
 }
 
 fn noop_result(seq_no: i64, primary_term: i64, version: i64) -> OpResult {

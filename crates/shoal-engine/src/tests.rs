@@ -322,3 +322,30 @@ fn flush_trims_translog_and_force_merge_reduces_segments() {
         br#"{"t":"hello world"}"#
     );
 }
+
+#[test]
+fn force_merge_waits_out_background_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    // Enough small commits for the log merge policy to start merging in the background.
+    for round in 0..24 {
+        for i in 0..10 {
+            apply_one(
+                &engine,
+                index_op(
+                    &engine,
+                    &m,
+                    &format!("{round}-{i}"),
+                    json!({"n": i}),
+                    DocRequest::default(),
+                ),
+            )
+            .unwrap();
+        }
+        engine.refresh().unwrap();
+    }
+    engine.force_merge(1).unwrap();
+    assert_eq!(engine.segments().unwrap().len(), 1);
+    assert_eq!(engine.searcher().num_docs(), 240);
+}
