@@ -1,10 +1,11 @@
 //! The built-in analyzers, registered under fixed tokenizer names on every shard index.
 
 use tantivy::tokenizer::{
-    Language, LowerCaser, RawTokenizer, RegexTokenizer, RemoveLongFilter, SimpleTokenizer, Stemmer,
-    StopWordFilter, TextAnalyzer, TokenizerManager, WhitespaceTokenizer,
+    Language, LowerCaser, RawTokenizer, RegexTokenizer, RemoveLongFilter, Stemmer, StopWordFilter,
+    TextAnalyzer, TokenizerManager, WhitespaceTokenizer,
 };
 
+use crate::standard_tokenizer::StandardTokenizer;
 use crate::Analyzer;
 
 /// Lucene drops tokens longer than 255 characters in the standard analyzer.
@@ -24,7 +25,7 @@ pub fn tokenizer_name(analyzer: Analyzer) -> &'static str {
 /// Builds the tantivy analyzer equivalent to an OpenSearch built-in analyzer.
 pub fn build_analyzer(analyzer: Analyzer) -> TextAnalyzer {
     match analyzer {
-        Analyzer::Standard => TextAnalyzer::builder(SimpleTokenizer::default())
+        Analyzer::Standard => TextAnalyzer::builder(StandardTokenizer::default())
             .filter(RemoveLongFilter::limit(MAX_TOKEN_LENGTH + 1))
             .filter(LowerCaser)
             .build(),
@@ -38,13 +39,63 @@ pub fn build_analyzer(analyzer: Analyzer) -> TextAnalyzer {
         Analyzer::English => {
             let stop_words =
                 StopWordFilter::new(Language::English).expect("tantivy ships English stop words");
-            TextAnalyzer::builder(SimpleTokenizer::default())
+            TextAnalyzer::builder(StandardTokenizer::default())
                 .filter(RemoveLongFilter::limit(MAX_TOKEN_LENGTH + 1))
+                .filter(EnglishPossessiveFilter)
                 .filter(LowerCaser)
                 .filter(stop_words)
                 .filter(Stemmer::new(Language::English))
                 .build()
         }
+    }
+}
+
+/// Lucene's `EnglishPossessiveFilter`: `fox's` → `fox`.
+#[derive(Clone, Copy)]
+struct EnglishPossessiveFilter;
+
+impl tantivy::tokenizer::TokenFilter for EnglishPossessiveFilter {
+    type Tokenizer<T: tantivy::tokenizer::Tokenizer> = PossessiveTokenizer<T>;
+
+    fn transform<T: tantivy::tokenizer::Tokenizer>(self, tokenizer: T) -> PossessiveTokenizer<T> {
+        PossessiveTokenizer(tokenizer)
+    }
+}
+
+#[derive(Clone)]
+struct PossessiveTokenizer<T>(T);
+
+impl<T: tantivy::tokenizer::Tokenizer> tantivy::tokenizer::Tokenizer for PossessiveTokenizer<T> {
+    type TokenStream<'a> = PossessiveStream<T::TokenStream<'a>>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        PossessiveStream(self.0.token_stream(text))
+    }
+}
+
+struct PossessiveStream<S>(S);
+
+impl<S: tantivy::tokenizer::TokenStream> tantivy::tokenizer::TokenStream for PossessiveStream<S> {
+    fn advance(&mut self) -> bool {
+        if !self.0.advance() {
+            return false;
+        }
+        let text = &mut self.0.token_mut().text;
+        for suffix in ["'s", "'S", "\u{2019}s", "\u{2019}S"] {
+            if text.len() > suffix.len() && text.ends_with(suffix) {
+                text.truncate(text.len() - suffix.len());
+                break;
+            }
+        }
+        true
+    }
+
+    fn token(&self) -> &tantivy::tokenizer::Token {
+        self.0.token()
+    }
+
+    fn token_mut(&mut self) -> &mut tantivy::tokenizer::Token {
+        self.0.token_mut()
     }
 }
 

@@ -15,6 +15,7 @@ mod field;
 mod mapping;
 mod parser;
 pub mod schema;
+mod standard_tokenizer;
 
 pub use error::MapperError;
 pub use field::{Analyzer, Dynamic, FieldMapping, FieldType, NumericKind};
