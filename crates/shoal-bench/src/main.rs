@@ -14,6 +14,10 @@ mod stats;
 
 use clap::{Parser, Subcommand};
 
+/// The same allocator as the `shoal` binary, so `raw-tantivy` measures the same code path.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "shoal-bench",

@@ -15,7 +15,6 @@ pub struct Counters {
     pub noop_update_total: AtomicU64,
     pub refresh_total: AtomicU64,
     pub refresh_time_nanos: AtomicU64,
-    pub external_refresh_total: AtomicU64,
     pub flush_total: AtomicU64,
     pub flush_time_nanos: AtomicU64,
     pub merge_total: AtomicU64,

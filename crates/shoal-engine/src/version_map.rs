@@ -70,14 +70,6 @@ impl VersionMap {
     pub fn heap_bytes(&self) -> usize {
         self.heap_bytes
     }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 impl VersionMap {

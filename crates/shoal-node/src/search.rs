@@ -30,6 +30,23 @@ pub struct ShardTarget {
     pub searcher: Searcher,
 }
 
+impl ShardTarget {
+    /// The query context of this shard's index; `mapping` and `name` come from its service.
+    fn query_context<'a>(
+        &'a self,
+        mapping: &'a shoal_mapping::Mapping,
+        name: &'a str,
+        now: i64,
+    ) -> QueryContext<'a> {
+        QueryContext {
+            mapping,
+            schema: self.engine.schema(),
+            now_millis: now,
+            index: name,
+        }
+    }
+}
+
 /// An open scroll: the pinned shards, the request, and where the next page starts.
 pub struct ScrollContext {
     targets: Vec<ShardTarget>,
@@ -335,14 +352,8 @@ impl Node {
         let now = now_millis();
         let mut count = 0;
         for target in &targets {
-            let mapping = target.service.mapping();
-            let name = target.service.name();
-            let ctx = QueryContext {
-                mapping: &mapping,
-                schema: target.engine.schema(),
-                now_millis: now,
-                index: &name,
-            };
+            let (mapping, name) = (target.service.mapping(), target.service.name());
+            let ctx = target.query_context(&mapping, &name, now);
             let query = build(&request, &ctx)?;
             count += count_shard(&target.searcher, query.as_ref())?;
         }
@@ -392,14 +403,8 @@ impl Node {
         let mut matches: Vec<(Arc<IndexService>, String, i64, i64, Option<Vec<u8>>)> = Vec::new();
         let now = now_millis();
         for target in &targets {
-            let mapping = target.service.mapping();
-            let name = target.service.name();
-            let ctx = QueryContext {
-                mapping: &mapping,
-                schema: target.engine.schema(),
-                now_millis: now,
-                index: &name,
-            };
+            let (mapping, name) = (target.service.mapping(), target.service.name());
+            let ctx = target.query_context(&mapping, &name, now);
             let mut request = SearchRequest::parse(&Value::Object(query_body.clone()), params)?;
             let query = build(&request, &ctx)?;
             request.from = 0;
@@ -565,14 +570,8 @@ fn run_search(
     let mut results: Vec<ShardResult> = Vec::with_capacity(targets.len());
     for (shard_index, target) in targets.iter().enumerate() {
         let query_started = Instant::now();
-        let mapping = target.service.mapping();
-        let name = target.service.name();
-        let ctx = QueryContext {
-            mapping: &mapping,
-            schema: target.engine.schema(),
-            now_millis: now,
-            index: &name,
-        };
+        let (mapping, name) = (target.service.mapping(), target.service.name());
+        let ctx = target.query_context(&mapping, &name, now);
         target
             .service
             .search

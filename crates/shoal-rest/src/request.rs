@@ -44,10 +44,6 @@ impl Params {
     pub fn usize(&self, key: &str) -> ApiResult<Option<usize>> {
         Ok(self.i64(key)?.map(|n| n.max(0) as usize))
     }
-
-    pub fn as_map(&self) -> &HashMap<String, String> {
-        &self.0
-    }
 }
 
 /// Parses a JSON body; empty bodies are `Null`. Malformed JSON is OpenSearch's 400
