@@ -930,7 +930,8 @@ impl Engine {
         EngineStats {
             docs_count,
             docs_deleted,
-            store_size_in_bytes: dir_size(&self.config.path),
+            // Like OpenSearch, the store is the index files; the translog is reported apart.
+            store_size_in_bytes: dir_size(&self.config.index_dir()),
             index_total: load(&c.index_total),
             index_time_in_millis: load(&c.index_time_nanos) / 1_000_000,
             index_current: load(&c.index_current),

@@ -315,6 +315,13 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
                 "attributes": {},
                 "indices": indices,
                 "os": os_stats(),
+                // No JVM here; the section exists because tools (opensearch-benchmark) read it.
+                "jvm": {"timestamp": shoal_node::node::now_millis(), "uptime_in_millis": node.started.elapsed().as_millis() as u64,
+                        "mem": {"heap_used_in_bytes": 0, "heap_used_percent": 0, "heap_committed_in_bytes": 0, "heap_max_in_bytes": 0,
+                                "non_heap_used_in_bytes": 0, "non_heap_committed_in_bytes": 0, "pools": {}},
+                        "threads": {"count": 0, "peak_count": 0},
+                        "gc": {"collectors": {"young": {"collection_count": 0, "collection_time_in_millis": 0},
+                                              "old": {"collection_count": 0, "collection_time_in_millis": 0}}}},
                 "process": process,
                 "fs": fs,
                 "thread_pool": {}, "breakers": {}, "http": {"current_open": 0, "total_opened": 0}
@@ -402,6 +409,28 @@ pub fn disk_space(path: &std::path::Path) -> (u64, u64) {
     }
 }
 
+/// `level=shards`: one entry per shard copy, with its routing and its own sections.
+fn shard_sections(
+    node: &Node,
+    service: &shoal_node::index_service::IndexService,
+    metric: Option<&str>,
+) -> Value {
+    let mut shards = Map::new();
+    for (number, engine) in service.shards().iter().enumerate() {
+        let mut section = stats::stats_section(service, &engine.stats());
+        if let (Some(metrics), Value::Object(map)) = (metric.filter(|m| *m != "_all"), &mut section)
+        {
+            let keep: Vec<&str> = metrics.split(',').collect();
+            map.retain(|k, _| keep.contains(&k.as_str()));
+        }
+        if let Value::Object(map) = &mut section {
+            map.insert("routing".into(), json!({"state": "STARTED", "primary": true, "node": node.node_id, "relocating_node": null}));
+        }
+        shards.insert(number.to_string(), json!([section]));
+    }
+    Value::Object(shards)
+}
+
 /// `GET /_stats`, `/{index}/_stats[/{metric}]`.
 pub async fn index_stats(
     node: Arc<Node>,
@@ -409,6 +438,7 @@ pub async fn index_stats(
     metric: Option<String>,
     params: Params,
 ) -> RestResult {
+    let shard_level = params.get("level") == Some("shards");
     let body = blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
         let mut all_primaries = json!({});
@@ -431,7 +461,11 @@ pub async fn index_stats(
             successful += counts.active;
             stats::add_sections(&mut all_primaries, &section);
             stats::add_sections(&mut all_total, &section);
-            indices.insert(service.name(), json!({"uuid": service.uuid(), "health": stats::index_health(service).as_str(), "status": "open", "primaries": section.clone(), "total": section}));
+            let mut entry = json!({"uuid": service.uuid(), "health": stats::index_health(service).as_str(), "status": "open", "primaries": section.clone(), "total": section});
+            if shard_level {
+                entry["shards"] = shard_sections(&node, service, metric.as_deref());
+            }
+            indices.insert(service.name(), entry);
         }
         Ok(json!({"_shards": {"total": total_shards, "successful": successful, "failed": 0},
             "_all": {"primaries": all_primaries, "total": all_total}, "indices": indices}))
