@@ -10,7 +10,6 @@ use shoal_codec::{add_source_field, SourceCodec, SourceReaderCache, SourceStoreP
 use shoal_mapping::{analysis, MapperError, ShardSchema};
 use shoal_translog::{Location, OpKind, Operation, Translog, TranslogConfig};
 use tantivy::indexer::LogMergePolicy;
-use tantivy::schema::Schema;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 use tracing::{info, warn};
 
@@ -19,7 +18,7 @@ use crate::commit::CommitPayload;
 use crate::lookup::{find_doc, read_source};
 use crate::stats::{Counters, EngineStats, SegmentInfo};
 use crate::version_map::{VersionMap, VersionValue};
-use crate::{EngineConfig, EngineError, NO_OPS_PERFORMED, UNASSIGNED_SEQ_NO};
+use crate::{EngineConfig, EngineError, NO_OPS_PERFORMED};
 
 pub(crate) const SEQ_NO: &str = shoal_mapping::schema::SEQ_NO_FIELD;
 pub(crate) const PRIMARY_TERM: &str = shoal_mapping::schema::PRIMARY_TERM_FIELD;
@@ -630,30 +629,23 @@ impl Engine {
                 }));
             }
         }
+        // Not in the version map: the last refresh holds the latest state of this id.
         let searcher = self.reader.searcher();
         drop(state);
-        let Some(doc) = find_doc(&searcher, &self.schema, id)? else {
-            return Ok(None);
-        };
-        let source = read_source(&searcher, &self.source_cache, doc.address)?.unwrap_or_default();
-        Counters::add(&self.counters.get_exists, 1);
-        Ok(Some(GetResult {
-            seq_no: doc.seq_no,
-            primary_term: doc.primary_term,
-            version: doc.version,
-            source,
-            routing: None,
-        }))
+        self.get_from(&searcher, id)
     }
 
     /// Get from the last refreshed searcher only (`realtime=false`).
     pub fn get_refreshed(&self, id: &str) -> Result<Option<GetResult>, EngineError> {
         Counters::add(&self.counters.get_total, 1);
-        let searcher = self.reader.searcher();
-        let Some(doc) = find_doc(&searcher, &self.schema, id)? else {
+        self.get_from(&self.reader.searcher(), id)
+    }
+
+    fn get_from(&self, searcher: &Searcher, id: &str) -> Result<Option<GetResult>, EngineError> {
+        let Some(doc) = find_doc(searcher, &self.schema, id)? else {
             return Ok(None);
         };
-        let source = read_source(&searcher, &self.source_cache, doc.address)?.unwrap_or_default();
+        let source = read_source(searcher, &self.source_cache, doc.address)?.unwrap_or_default();
         Counters::add(&self.counters.get_exists, 1);
         Ok(Some(GetResult {
             seq_no: doc.seq_no,
@@ -1090,7 +1082,6 @@ fn open_or_create_index(
     };
     analysis::register_analyzers(index.tokenizers());
     let schema = ShardSchema::from_schema(index.schema())?;
-    let _: &Schema = &schema.schema;
     Ok((index, schema))
 }
 
@@ -1148,6 +1139,3 @@ fn dir_size(path: &Path) -> u64 {
         })
         .sum()
 }
-
-#[allow(dead_code)]
-const _ASSERT_UNASSIGNED: i64 = UNASSIGNED_SEQ_NO;

@@ -123,16 +123,14 @@ impl ObjectMapping {
                     existing.merge(&path, new)?
                 }
                 (Some(Property::Object(_)), Property::Field(new)) => {
-                    return Err(MapperError::Conflict(format!(
-                        "can't merge a non object mapping [{path}] with an object mapping"
+                    return Err(MapperError::type_change(
+                        &path,
+                        "object",
+                        new.field_type.name(),
                     ))
-                    .with_type_change(&path, "object", new.field_type.name()))
                 }
                 (Some(Property::Field(existing)), Property::Object(_)) => {
-                    return Err(MapperError::Conflict(format!(
-                        "can't merge a non object mapping [{path}] with an object mapping"
-                    ))
-                    .with_type_change(
+                    return Err(MapperError::type_change(
                         &path,
                         existing.field_type.name(),
                         "object",
@@ -145,9 +143,8 @@ impl ObjectMapping {
 }
 
 impl MapperError {
-    fn with_type_change(self, path: &str, from: &str, to: &str) -> MapperError {
-        // OpenSearch words an object/leaf clash as a type change as well.
-        let _ = self;
+    /// OpenSearch words an object/leaf clash as a type change as well.
+    fn type_change(path: &str, from: &str, to: &str) -> MapperError {
         MapperError::Conflict(format!(
             "mapper [{path}] cannot be changed from type [{from}] to [{to}]"
         ))

@@ -1,8 +1,8 @@
 //! The fixed tantivy schema shared by every shard, and where each mapped field lives in it.
 
 use tantivy::schema::{
-    Field, IndexRecordOption, JsonObjectOptions, NumericOptions, Schema, TextFieldIndexing,
-    TextOptions, FAST, INDEXED, STRING,
+    Field, IndexRecordOption, JsonObjectOptions, NumericOptions, Schema, TextFieldIndexing, FAST,
+    INDEXED, STRING,
 };
 
 use crate::analysis::tokenizer_name;
@@ -100,7 +100,6 @@ impl ShardSchema {
             )
         });
         let source = add_source(&mut builder);
-        let _ = TextOptions::default();
         ShardSchema {
             schema: builder.build(),
             id,

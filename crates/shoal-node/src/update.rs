@@ -1,7 +1,7 @@
 //! The update API: read the current document, merge the partial `doc` (or use the upsert),
 //! and write it back guarded by `if_seq_no`/`if_primary_term`, retrying on conflicts.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use shoal_engine::{DocRequest, OpResult, OpResultKind};
 use shoal_query::search::{filter_source, SourceFilter};
 
@@ -238,11 +238,6 @@ pub fn deep_merge(target: &mut Value, update: &Value) -> bool {
         }
     }
     changed
-}
-
-#[allow(dead_code)]
-fn empty() -> Map<String, Value> {
-    Map::new()
 }
 
 #[cfg(test)]

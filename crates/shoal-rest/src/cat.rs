@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use serde_json::{json, Value};
+use serde_json::Value;
 use shoal_node::settings::format_bytes;
 use shoal_node::stats;
 use shoal_node::{ApiResult, Node, ResolveOptions};
@@ -817,9 +817,4 @@ pub async fn help() -> RestResult {
         StatusCode::OK,
         format!("=^.^=\n{}\n", endpoints.join("\n")),
     ))
-}
-
-#[allow(dead_code)]
-fn unused() -> Value {
-    json!(null)
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use shoal_node::{ApiError, ApiResult, Node};
 
 use crate::request::Params;
-use crate::response::{RestError, RestResult};
+use crate::response::RestError;
 use crate::{cat, cluster, documents, indices, search};
 
 type S = Arc<Node>;
@@ -763,6 +763,3 @@ pub async fn serve(
         .with_graceful_shutdown(shutdown)
         .await
 }
-
-#[allow(dead_code)]
-fn _assert_result(_: RestResult) {}
