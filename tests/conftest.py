@@ -54,11 +54,13 @@ class ShoalNode:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "node.log"
         self.port = free_port()
+        self.transport_port = free_port()
         self.name = name
         self.settings = {
             "path.data": str(self.data),
             "path.logs": str(self.logs),
             "http.port": str(self.port),
+            "transport.port": str(self.transport_port),
             "node.name": name,
             "cluster.name": "shoal-test",
         }

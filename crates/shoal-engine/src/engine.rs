@@ -34,7 +34,7 @@ pub enum Origin {
     LocalRecovery,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum VersionType {
     #[default]
     Internal,
@@ -43,7 +43,7 @@ pub enum VersionType {
 }
 
 /// Concurrency constraints of a client request (primary only).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct DocRequest {
     pub if_seq_no: Option<i64>,
     pub if_primary_term: Option<i64>,
@@ -86,7 +86,7 @@ pub enum WriteOp {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum OpResultKind {
     Created,
     Updated,
@@ -108,7 +108,7 @@ impl OpResultKind {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct OpResult {
     pub kind: OpResultKind,
     pub seq_no: i64,

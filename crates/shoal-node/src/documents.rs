@@ -18,7 +18,7 @@ use crate::index_service::IndexService;
 use crate::node::Node;
 
 /// `refresh` request parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Refresh {
     #[default]
     False,
@@ -40,7 +40,7 @@ impl Refresh {
 }
 
 /// One document write, before routing.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum DocWrite {
     Index {
         index: String,
@@ -58,6 +58,16 @@ pub enum DocWrite {
 }
 
 impl DocWrite {
+    /// The value that picks the shard: `routing`, or the id.
+    fn routing_or_id(&self) -> &str {
+        match self {
+            DocWrite::Index { routing, id, .. } => {
+                routing.as_deref().or(id.as_deref()).unwrap_or_default()
+            }
+            DocWrite::Delete { routing, id, .. } => routing.as_deref().unwrap_or(id),
+        }
+    }
+
     fn index_name(&self) -> &str {
         match self {
             DocWrite::Index { index, .. } | DocWrite::Delete { index, .. } => index,
@@ -66,7 +76,7 @@ impl DocWrite {
 }
 
 /// The outcome of one write, rendered as OpenSearch's write response.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct WriteOutcome {
     pub index: String,
     pub id: String,
@@ -107,7 +117,7 @@ impl WriteOutcome {
 }
 
 /// Options of a batch of writes.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct WriteOptions {
     pub refresh: Refresh,
     pub require_alias: bool,
@@ -143,6 +153,7 @@ impl Node {
             (0..items.len()).map(|_| None).collect();
         let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
         let mut prepared = Vec::with_capacity(items.len());
+        let mut remote: BTreeMap<String, Vec<(usize, DocWrite)>> = BTreeMap::new();
         for (slot, item) in items.into_iter().enumerate() {
             let name = item.index_name().to_string();
             let service = services
@@ -155,11 +166,26 @@ impl Node {
                     )
                 })
                 .clone();
-            match service.and_then(|s| prepare(s, item, slot)) {
-                Ok(p) => prepared.push(p),
+            let service = match service {
+                Ok(service) => service,
+                Err(e) => {
+                    results[slot] = Some(Err(e));
+                    continue;
+                }
+            };
+            let mut item = item;
+            assign_auto_id(&mut item);
+            let shard = service.route(item.routing_or_id());
+            match self.primary_location(&service.name(), shard) {
+                Ok(None) => match prepare(service, item, slot) {
+                    Ok(p) => prepared.push(p),
+                    Err(e) => results[slot] = Some(Err(e)),
+                },
+                Ok(Some(address)) => remote.entry(address).or_default().push((slot, item)),
                 Err(e) => results[slot] = Some(Err(e)),
             }
         }
+        let forwarded = self.forward_writes(remote, options);
         // Group by shard, keeping item order within a shard.
         let mut groups: BTreeMap<(String, usize), Vec<Prepared>> = BTreeMap::new();
         for p in prepared {
@@ -238,6 +264,27 @@ impl Node {
             for engine in touched {
                 if let Err(e) = engine.refresh() {
                     tracing::warn!(error = %e, "refresh after write failed");
+                }
+            }
+        }
+        for (slots, outcome) in self.collect_forwarded(forwarded) {
+            match outcome {
+                Ok(outcomes) if outcomes.len() == slots.len() => {
+                    for (slot, outcome) in slots.into_iter().zip(outcomes) {
+                        results[slot] = Some(outcome);
+                    }
+                }
+                Ok(_) => {
+                    for slot in slots {
+                        results[slot] = Some(Err(ApiError::internal(
+                            "shard bulk answered a wrong number of items",
+                        )));
+                    }
+                }
+                Err(e) => {
+                    for slot in slots {
+                        results[slot] = Some(Err(e.clone()));
+                    }
                 }
             }
         }
@@ -343,6 +390,17 @@ impl ApiError {
     fn with_reason(mut self, reason: String) -> ApiError {
         self.reason = reason;
         self
+    }
+}
+
+/// Gives an id-less index request its id on the coordinating node, so it is routed once and
+/// a forwarded retry keeps the same id.
+fn assign_auto_id(item: &mut DocWrite) {
+    if let DocWrite::Index { id, request, .. } = item {
+        if id.is_none() {
+            *id = Some(auto_id());
+            request.auto_generated_id = true;
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 /// An OpenSearch-shaped error: `{"type", "reason", "index", ...}` plus the HTTP status.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ApiError {
     pub status: u16,
     pub error_type: String,

@@ -36,21 +36,33 @@ pub struct Schedule {
 pub struct IndexService {
     meta: RwLock<IndexMetadata>,
     mapping: RwLock<Arc<Mapping>>,
-    shards: RwLock<Vec<Arc<Engine>>>,
+    /// Shard engines by shard number; `None` where no copy of the shard is on this node.
+    shards: RwLock<Vec<Option<Arc<Engine>>>>,
     /// Serializes metadata changes of this index (mapping updates, settings).
     pub update_lock: Mutex<()>,
     pub search: SearchCounters,
     pub schedule: Mutex<Schedule>,
     paths: NodePaths,
+    /// Publishes metadata changes through the cluster manager.
+    node: std::sync::Weak<crate::node::Node>,
 }
 
 impl IndexService {
-    /// Opens the shards of an open index (creating them if new) and returns the service.
-    pub fn open(meta: IndexMetadata, paths: NodePaths) -> ApiResult<IndexService> {
-        let service = IndexService {
+    /// A service with no shard open yet; the cluster-state applier opens the copies
+    /// assigned to this node.
+    pub fn new(
+        meta: IndexMetadata,
+        paths: NodePaths,
+        node: std::sync::Weak<crate::node::Node>,
+    ) -> IndexService {
+        let shards = meta.settings().number_of_shards();
+        if let Err(e) = paths.persist_index(&meta) {
+            tracing::warn!(index = %meta.name, error = %e.reason, "could not cache index metadata");
+        }
+        IndexService {
             mapping: RwLock::new(Arc::new(meta.mapping.clone())),
             meta: RwLock::new(meta),
-            shards: RwLock::new(Vec::new()),
+            shards: RwLock::new(vec![None; shards]),
             update_lock: Mutex::new(()),
             search: SearchCounters::default(),
             schedule: Mutex::new(Schedule {
@@ -58,15 +70,19 @@ impl IndexService {
                 last_sync: Instant::now(),
             }),
             paths,
-        };
-        if service.meta.read().state == IndexState::Open {
-            service.open_shards()?;
+            node,
         }
-        Ok(service)
     }
 
-    /// Opens every shard engine, replaying their translogs.
-    pub fn open_shards(&self) -> ApiResult<()> {
+    /// Opens one shard's engine (creating an empty one or replaying its translog) unless it is
+    /// open already; keeps the primary term current.
+    pub fn ensure_shard_open(&self, shard: usize, primary_term: i64) -> ApiResult<()> {
+        if let Some(engine) = self.shards.read().get(shard).cloned().flatten() {
+            if engine.primary_term() < primary_term {
+                engine.set_primary_term(primary_term);
+            }
+            return Ok(());
+        }
         let meta = self.meta.read().clone();
         let mapping = meta.mapping.clone();
         let schema = shoal_mapping::ShardSchema::build(shoal_codec::add_source_field);
@@ -75,20 +91,29 @@ impl IndexService {
                 .parse(id, source)?
                 .doc)
         };
-        let mut shards = Vec::new();
-        for shard in 0..meta.settings().number_of_shards() {
-            let config = self.engine_config(&meta, shard);
-            let term = meta.primary_terms.get(shard).copied().unwrap_or(1);
-            let engine = Engine::open(config, term, &parse).map_err(|e| {
-                ApiError::internal(format!(
-                    "failed to open shard [{}][{shard}]: {e}",
-                    meta.name
-                ))
-            })?;
-            shards.push(Arc::new(engine));
+        let config = self.engine_config(&meta, shard);
+        let engine = Engine::open(config, primary_term, &parse).map_err(|e| {
+            ApiError::internal(format!(
+                "failed to open shard [{}][{shard}]: {e}",
+                meta.name
+            ))
+        })?;
+        let mut shards = self.shards.write();
+        if shards.len() <= shard {
+            shards.resize(shard + 1, None);
         }
-        *self.shards.write() = shards;
+        shards[shard] = Some(Arc::new(engine));
         Ok(())
+    }
+
+    /// Flushes and drops one shard's engine if it is open here.
+    pub fn close_shard(&self, shard: usize) {
+        let engine = self.shards.write().get_mut(shard).and_then(Option::take);
+        if let Some(engine) = engine {
+            if let Err(e) = engine.close() {
+                tracing::warn!(index = %self.name(), shard, error = %e, "flush at close failed");
+            }
+        }
     }
 
     fn engine_config(&self, meta: &IndexMetadata, shard: usize) -> EngineConfig {
@@ -109,7 +134,12 @@ impl IndexService {
 
     /// Flushes and drops the engines (close index, node shutdown).
     pub fn close_shards(&self) -> ApiResult<()> {
-        let shards = std::mem::take(&mut *self.shards.write());
+        let shards: Vec<_> = self
+            .shards
+            .write()
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
         for engine in shards {
             engine.close()?;
         }
@@ -140,14 +170,25 @@ impl IndexService {
         self.mapping.read().clone()
     }
 
+    /// The engines of the shard copies open on this node.
     pub fn shards(&self) -> Vec<Arc<Engine>> {
-        self.shards.read().clone()
+        self.shards.read().iter().flatten().cloned().collect()
+    }
+
+    /// The shard copies open on this node, with their shard numbers.
+    pub fn local_shards(&self) -> Vec<(usize, Arc<Engine>)> {
+        self.shards
+            .read()
+            .iter()
+            .enumerate()
+            .filter_map(|(n, e)| Some((n, e.clone()?)))
+            .collect()
     }
 
     pub fn shard(&self, shard: usize) -> ApiResult<Arc<Engine>> {
         let shards = self.shards.read();
-        match shards.get(shard) {
-            Some(engine) => Ok(engine.clone()),
+        match shards.get(shard).cloned().flatten() {
+            Some(engine) => Ok(engine),
             None => {
                 let meta = self.meta.read();
                 Err(ApiError::index_closed(&meta.name, &meta.uuid))
@@ -163,10 +204,25 @@ impl IndexService {
         let mut updated = self.meta.read().clone();
         change(&mut updated)?;
         updated.version += 1;
-        self.paths.persist_index(&updated)?;
-        *self.mapping.write() = Arc::new(updated.mapping.clone());
-        *self.meta.write() = updated.clone();
+        if let Some(node) = self.node.upgrade() {
+            node.publish_index(&updated, false)?;
+        }
+        self.replace_meta(updated.clone());
         Ok(updated)
+    }
+
+    /// Installs metadata agreed by the cluster (no publication).
+    pub fn replace_meta(&self, meta: IndexMetadata) {
+        if let Err(e) = self.paths.persist_index(&meta) {
+            tracing::warn!(index = %meta.name, error = %e.reason, "could not cache index metadata");
+        }
+        let shards = meta.settings().number_of_shards();
+        *self.mapping.write() = Arc::new(meta.mapping.clone());
+        *self.meta.write() = meta;
+        let mut engines = self.shards.write();
+        if engines.len() < shards {
+            engines.resize(shards, None);
+        }
     }
 
     /// Merges a dynamic mapping update durably. Returns the new mapping.

@@ -3,6 +3,7 @@
 //! holding a primary (cluster issue) plugs in.
 
 pub mod bulk;
+pub mod cluster_bridge;
 pub mod documents;
 pub mod error;
 pub mod index_service;

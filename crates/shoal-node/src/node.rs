@@ -76,18 +76,28 @@ pub struct ClusterSettings {
 pub struct Node {
     pub config: NodeConfig,
     pub node_id: String,
-    pub cluster_uuid: String,
     pub paths: NodePaths,
     pub started: Instant,
     indices: RwLock<BTreeMap<String, Arc<IndexService>>>,
-    cluster_settings: RwLock<ClusterSettings>,
+    pub(crate) cluster_settings: RwLock<ClusterSettings>,
     /// Serializes index creation/deletion/rename so names stay unique.
     lifecycle_lock: Mutex<()>,
     pub scrolls: crate::search::ScrollRegistry,
+    pub(crate) cluster: Arc<shoal_cluster::Cluster>,
+    pub transport: Arc<shoal_transport::Transport>,
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// Keeps a runtime alive when the node was started outside of one (tests).
+    _own_runtime: Option<tokio::runtime::Runtime>,
+    pub(crate) applied_version: Mutex<u64>,
+    pub(crate) applied_cond: parking_lot::Condvar,
+    pub(crate) reported_started: Mutex<std::collections::HashSet<String>>,
+    /// The transport server; dropping the handle would stop it.
+    transport_server: Mutex<Option<shoal_transport::ServerHandle>>,
 }
 
 impl Node {
-    /// Starts the node: loads its identity and every index, replaying shard translogs.
+    /// Starts the node: loads its identity, starts the transport and the cluster member, and
+    /// follows the cluster state (which opens the shards assigned here).
     pub fn start(config: NodeConfig) -> ApiResult<Arc<Node>> {
         let paths = NodePaths {
             data: config.data_path.clone(),
@@ -98,53 +108,77 @@ impl Node {
             .as_ref()
             .and_then(|s| s["node_id"].as_str().map(str::to_string))
             .unwrap_or_else(new_id);
-        let cluster_uuid = state
-            .as_ref()
-            .and_then(|s| s["cluster_uuid"].as_str().map(str::to_string))
-            .unwrap_or_else(new_id);
-        let persistent: FlatSettings = state
-            .as_ref()
-            .and_then(|s| s["persistent_settings"].as_object().cloned())
-            .map(|m| m.into_iter().collect())
-            .unwrap_or_default();
-        let node = Node {
+        paths.persist_node_state(&json!({ "node_id": node_id }))?;
+        let (runtime, own_runtime) = match tokio::runtime::Handle::try_current() {
+            Ok(handle) => (handle, None),
+            Err(_) => {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()?;
+                (rt.handle().clone(), Some(rt))
+            }
+        };
+        let (transport, cluster, handler, server) =
+            crate::cluster_bridge::start_cluster(&runtime, &config, &node_id)?;
+        let node = Arc::new(Node {
             node_id,
-            cluster_uuid,
             started: Instant::now(),
             indices: RwLock::new(BTreeMap::new()),
-            cluster_settings: RwLock::new(ClusterSettings {
-                persistent,
-                transient: FlatSettings::new(),
-            }),
+            cluster_settings: RwLock::new(ClusterSettings::default()),
             lifecycle_lock: Mutex::new(()),
             scrolls: crate::search::ScrollRegistry::default(),
             paths,
             config,
-        };
-        node.persist_node_state()?;
-        for meta in node.paths.load_indices()? {
-            let name = meta.name.clone();
-            let opened = Instant::now();
-            let service = IndexService::open(meta, node.paths.clone())?;
-            info!(index = %name, elapsed_ms = opened.elapsed().as_millis() as u64, "index recovered");
-            node.indices.write().insert(name, Arc::new(service));
-        }
-        let node = Arc::new(node);
+            cluster,
+            transport,
+            runtime,
+            _own_runtime: own_runtime,
+            applied_version: Mutex::new(0),
+            applied_cond: parking_lot::Condvar::new(),
+            reported_started: Mutex::new(Default::default()),
+            transport_server: Mutex::new(Some(server)),
+        });
+        handler.attach(&node);
+        crate::cluster_bridge::spawn_applier(&node);
         crate::scheduler::spawn(Arc::downgrade(&node));
+        node.wait_for_local_shards(std::time::Duration::from_secs(20));
         Ok(node)
     }
 
-    fn persist_node_state(&self) -> ApiResult<()> {
-        let settings = self.cluster_settings.read();
-        self.paths.persist_node_state(&json!({
-            "node_id": self.node_id,
-            "cluster_uuid": self.cluster_uuid,
-            "persistent_settings": settings.persistent,
-        }))
+    /// The uuid of the cluster this node belongs to (empty until bootstrapped).
+    pub fn cluster_uuid(&self) -> String {
+        self.cluster.state().cluster_uuid.clone()
+    }
+
+    pub(crate) fn insert_index(&self, name: &str, service: Arc<IndexService>) {
+        self.indices.write().insert(name.to_string(), service);
+    }
+
+    /// Drops an index this node no longer holds and deletes its files.
+    pub(crate) fn remove_local_index(&self, service: &Arc<IndexService>) {
+        let name = service.name();
+        {
+            let mut indices = self.indices.write();
+            if indices.get(&name).is_some_and(|s| Arc::ptr_eq(s, service)) {
+                indices.remove(&name);
+            }
+        }
+        let _ = service.close_shards();
+        let dir = self.paths.index_dir(&service.uuid());
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => info!(index = %name, "index deleted"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(index = %name, error = %e, "could not delete index files"),
+        }
     }
 
     /// Flushes every shard (graceful shutdown).
     pub fn shutdown(&self) {
+        if let Some(server) = self.transport_server.lock().take() {
+            self.runtime
+                .block_on(server.shutdown(std::time::Duration::from_millis(200)));
+        }
         for index in self.all_indices() {
             if let Err(e) = index.close_shards() {
                 tracing::warn!(index = %index.name(), error = %e, "flush at shutdown failed");
@@ -206,11 +240,14 @@ impl Node {
                 )));
             }
         }
-        let mut settings = self.cluster_settings.write();
+        let mut settings = self.cluster_settings();
         apply_update(&mut settings.persistent, persistent);
         apply_update(&mut settings.transient, transient);
-        drop(settings);
-        self.persist_node_state()?;
+        self.propose(shoal_state::Command::PutClusterSettings {
+            persistent: settings.persistent.clone(),
+            transient: settings.transient.clone(),
+        })?;
+        *self.cluster_settings.write() = settings;
         Ok(self.cluster_settings())
     }
 
@@ -435,27 +472,19 @@ impl Node {
             settings_version: 1,
             aliases_version: 1,
         };
-        self.paths.persist_index(&meta)?;
-        let service = Arc::new(IndexService::open(meta, self.paths.clone())?);
-        self.indices
-            .write()
-            .insert(name.to_string(), service.clone());
+        self.publish_index(&meta, true)?;
         info!(index = %name, shards, "index created");
-        Ok(service)
+        self.wait_for_primaries(name, crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT);
+        self.require_index(name)
     }
 
     /// Deletes indices: metadata first (so a crash never resurrects them), then files.
     pub fn delete_indices(&self, services: &[Arc<IndexService>]) -> ApiResult<()> {
         let _guard = self.lifecycle_lock.lock();
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        self.propose(shoal_state::Command::DeleteIndices { names })?;
         for service in services {
-            let name = service.name();
-            self.indices.write().remove(&name);
-            let _ = service.close_shards();
-            let dir = self.paths.index_dir(&service.uuid());
-            let state = dir.join("_state").join("index.json");
-            std::fs::remove_file(&state).ok();
-            std::fs::remove_dir_all(&dir)?;
-            info!(index = %name, "index deleted");
+            self.remove_local_index(service);
         }
         Ok(())
     }
@@ -482,7 +511,11 @@ impl Node {
             m.state = IndexState::Open;
             Ok(())
         })?;
-        service.open_shards()
+        self.wait_for_primaries(
+            &service.name(),
+            crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,
+        );
+        Ok(())
     }
 
     /// Applies `POST /_aliases` actions atomically.

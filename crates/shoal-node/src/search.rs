@@ -168,7 +168,7 @@ impl Node {
         let services = self.resolve(indices, scope.options)?;
         let mut targets = Vec::new();
         for service in services {
-            let shards = service.shards();
+            let shard_count = service.with_meta(|m| m.settings().number_of_shards());
             let selected: Vec<usize> = match &scope.routing {
                 Some(routing) => {
                     let mut ids: Vec<usize> = routing
@@ -179,7 +179,7 @@ impl Node {
                     ids.dedup();
                     ids
                 }
-                None => (0..shards.len()).collect(),
+                None => (0..shard_count).collect(),
             };
             for shard in selected {
                 if scope
@@ -189,7 +189,7 @@ impl Node {
                 {
                     continue;
                 }
-                let Some(engine) = shards.get(shard) else {
+                let Ok(engine) = service.shard(shard) else {
                     continue;
                 };
                 targets.push(ShardTarget {

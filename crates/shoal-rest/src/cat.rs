@@ -340,40 +340,37 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
 pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
+        let state = node.cluster_state();
         for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())? {
-            let counts = stats::shard_counts(&service);
-            let engines = service.shards();
-            for shard in 0..counts.primaries {
-                let s = engines.get(shard).map(|e| e.stats());
-                rows.push(vec![
-                    t(service.name()),
-                    n(shard),
-                    t("p"),
-                    t("STARTED"),
-                    s.as_ref().map_or(Cell::Null, |s| n(s.docs_count)),
-                    s.as_ref()
-                        .map_or(Cell::Null, |s| Cell::Bytes(s.store_size_in_bytes)),
-                    t(node.config.http_host.clone()),
-                    t(node.config.node_name.clone()),
-                    Cell::Null,
-                    s.as_ref().map_or(Cell::Null, |s| n(s.max_seq_no)),
-                    s.as_ref().map_or(Cell::Null, |s| n(s.local_checkpoint)),
-                    s.as_ref().map_or(Cell::Null, |s| n(s.global_checkpoint)),
-                ]);
-                for _ in 0..counts.replicas {
+            let name = service.name();
+            let Some(table) = state.routing.get(&name) else {
+                continue;
+            };
+            for copies in &table.shards {
+                for copy in copies {
+                    let holder = copy.node.as_deref().and_then(|id| state.nodes.get(id));
+                    let local = copy.node.as_deref() == Some(node.node_id.as_str());
+                    let s = local
+                        .then(|| service.shard(copy.shard as usize).ok())
+                        .flatten()
+                        .map(|e| e.stats());
                     rows.push(vec![
-                        t(service.name()),
-                        n(shard),
-                        t("r"),
-                        t("UNASSIGNED"),
-                        Cell::Null,
-                        Cell::Null,
-                        Cell::Null,
-                        Cell::Null,
-                        t("INDEX_CREATED"),
-                        Cell::Null,
-                        Cell::Null,
-                        Cell::Null,
+                        t(name.clone()),
+                        n(copy.shard),
+                        t(if copy.primary { "p" } else { "r" }),
+                        t(copy.state.as_str()),
+                        s.as_ref().map_or(Cell::Null, |s| n(s.docs_count)),
+                        s.as_ref()
+                            .map_or(Cell::Null, |s| Cell::Bytes(s.store_size_in_bytes)),
+                        holder.map_or(Cell::Null, |h| t(h.ip.clone())),
+                        holder.map_or(Cell::Null, |h| t(h.name.clone())),
+                        copy.unassigned
+                            .as_ref()
+                            .filter(|_| copy.state == shoal_state::ShardState::Unassigned)
+                            .map_or(Cell::Null, |u| t(u.reason.as_str())),
+                        s.as_ref().map_or(Cell::Null, |s| n(s.max_seq_no)),
+                        s.as_ref().map_or(Cell::Null, |s| n(s.local_checkpoint)),
+                        s.as_ref().map_or(Cell::Null, |s| n(s.global_checkpoint)),
                     ]);
                 }
             }
@@ -642,20 +639,38 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
             col!("name", ["n"], true, "node name"),
             col!("id", ["nodeId"], false, "unique node id"),
         ],
-        rows: vec![vec![
-            t(node.config.http_host.clone()),
-            n(0),
-            n(0),
-            n(0),
-            t(loads.first().cloned().unwrap_or_default()),
-            t(loads.get(1).cloned().unwrap_or_default()),
-            t(loads.get(2).cloned().unwrap_or_default()),
-            t("dimr"),
-            t("cluster_manager,data,ingest,remote_cluster_client"),
-            t("*"),
-            t(node.config.node_name.clone()),
-            t(node.node_id.clone()),
-        ]],
+        rows: {
+            let state = node.cluster_state();
+            let manager = state.cluster_manager.clone();
+            state
+                .nodes
+                .values()
+                .map(|d| {
+                    vec![
+                        t(d.ip.clone()),
+                        n(0),
+                        n(0),
+                        n(0),
+                        t(loads.first().cloned().unwrap_or_default()),
+                        t(loads.get(1).cloned().unwrap_or_default()),
+                        t(loads.get(2).cloned().unwrap_or_default()),
+                        t(d.role_letters()),
+                        t(d.roles
+                            .iter()
+                            .map(|r| r.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")),
+                        t(if manager.as_deref() == Some(d.id.as_str()) {
+                            "*"
+                        } else {
+                            "-"
+                        }),
+                        t(d.name.clone()),
+                        t(d.id.clone()),
+                    ]
+                })
+                .collect()
+        },
     };
     table.render(&params)
 }
@@ -665,7 +680,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
         for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())? {
-            for (shard, engine) in service.shards().iter().enumerate() {
+            for (shard, engine) in service.local_shards() {
                 for seg in engine.segments().map_err(shoal_node::ApiError::from)? {
                     rows.push(vec![
                         t(service.name()),
@@ -817,4 +832,33 @@ pub async fn help() -> RestResult {
         StatusCode::OK,
         format!("=^.^=\n{}\n", endpoints.join("\n")),
     ))
+}
+
+/// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager.
+pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
+    let state = node.cluster_state();
+    let rows = state
+        .cluster_manager
+        .as_deref()
+        .and_then(|id| state.nodes.get(id))
+        .map(|d| {
+            vec![
+                t(d.id.clone()),
+                t(d.host.clone()),
+                t(d.ip.clone()),
+                t(d.name.clone()),
+            ]
+        })
+        .into_iter()
+        .collect();
+    let table = Table {
+        columns: vec![
+            col!("id", [], true, "node id"),
+            col!("host", ["h"], true, "host name"),
+            col!("ip", [], true, "ip address"),
+            col!("node", ["n"], true, "node name"),
+        ],
+        rows,
+    };
+    table.render(&params)
 }

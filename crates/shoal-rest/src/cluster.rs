@@ -22,7 +22,7 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
         json!({
             "name": node.config.node_name,
             "cluster_name": node.config.cluster_name,
-            "cluster_uuid": node.cluster_uuid,
+            "cluster_uuid": node.cluster_uuid(),
             "version": {
                 "distribution": "shoal",
                 "number": OPENSEARCH_VERSION,
@@ -42,76 +42,90 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
 }
 
 fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Value, Health, bool)> {
-    let mut overall = Health::Green;
     let mut missing = false;
-    let services = match index {
+    let names: Option<Vec<String>> = match index {
         Some(expr) => match node.resolve(expr, ResolveOptions::admin()) {
-            Ok(services) => services,
+            Ok(services) => Some(services.iter().map(|s| s.name()).collect()),
             // A missing index is red until it is created, like OpenSearch.
             Err(e) if e.status == 404 => {
-                overall = Health::Red;
                 missing = true;
-                Vec::new()
+                Some(Vec::new())
             }
             Err(e) => return Err(e),
         },
-        None => node.all_indices(),
+        None => None,
     };
-    let (mut active_primaries, mut active, mut unassigned) = (0, 0, 0);
+    let state = node.cluster_state();
+    let health = state.health(names.as_deref());
+    let overall = match (missing, health.status) {
+        (true, _) | (_, shoal_state::HealthStatus::Red) => Health::Red,
+        (_, shoal_state::HealthStatus::Yellow) => Health::Yellow,
+        _ => Health::Green,
+    };
+    let counts_json = |c: &shoal_state::health::Counts| {
+        json!({
+            "active_primary_shards": c.active_primary_shards, "active_shards": c.active_shards,
+            "relocating_shards": c.relocating_shards, "initializing_shards": c.initializing_shards,
+            "unassigned_shards": c.unassigned_shards,
+        })
+    };
     let mut indices = Map::new();
-    for service in &services {
-        let counts = stats::shard_counts(service);
-        let health = stats::index_health(service);
-        overall = overall.max(health);
-        active_primaries += counts.active_primaries;
-        active += counts.active;
-        unassigned += counts.unassigned;
-        if level == "indices" || level == "shards" {
+    if level == "indices" || level == "shards" {
+        for (name, index) in &health.indices {
             let mut entry = json!({
-                "status": health.as_str(), "number_of_shards": counts.primaries, "number_of_replicas": counts.replicas,
-                "active_primary_shards": counts.active_primaries, "active_shards": counts.active, "relocating_shards": 0,
-                "initializing_shards": 0, "unassigned_shards": counts.unassigned
+                "status": index.status.as_str(), "number_of_shards": index.number_of_shards,
+                "number_of_replicas": index.number_of_replicas,
             });
+            merge_into(&mut entry, counts_json(&index.counts));
             if level == "shards" {
-                let shards: Map<String, Value> = (0..counts.primaries)
-                    .map(|s| {
-                        (s.to_string(), json!({"status": health.as_str(), "primary_active": true, "active_shards": 1, "relocating_shards": 0, "initializing_shards": 0, "unassigned_shards": counts.replicas}))
+                let shards: Map<String, Value> = index
+                    .shards
+                    .iter()
+                    .map(|(n, shard)| {
+                        let mut v = json!({"status": shard.status.as_str(), "primary_active": shard.primary_active});
+                        let mut counts = counts_json(&shard.counts);
+                        // Per shard, OpenSearch reports `primary_active` instead of a count.
+                        counts.as_object_mut().map(|c| c.remove("active_primary_shards"));
+                        merge_into(&mut v, counts);
+                        (n.to_string(), v)
                     })
                     .collect();
                 entry["shards"] = Value::Object(shards);
             }
-            indices.insert(service.name(), entry);
+            indices.insert(name.clone(), entry);
         }
     }
-    let total = active + unassigned;
-    let percent = if total == 0 {
-        100.0
-    } else {
-        active as f64 * 100.0 / total as f64
-    };
+    let discovered = node.cluster().has_cluster_manager();
+    let c = &health.counts;
     let mut body = json!({
         "cluster_name": node.config.cluster_name,
         "status": overall.as_str(),
         "timed_out": false,
-        "number_of_nodes": 1,
-        "number_of_data_nodes": 1,
-        "discovered_master": true,
-        "discovered_cluster_manager": true,
-        "active_primary_shards": active_primaries,
-        "active_shards": active,
-        "relocating_shards": 0,
-        "initializing_shards": 0,
-        "unassigned_shards": unassigned,
-        "delayed_unassigned_shards": 0,
+        "number_of_nodes": health.number_of_nodes,
+        "number_of_data_nodes": health.number_of_data_nodes,
+        "discovered_master": discovered,
+        "discovered_cluster_manager": discovered,
+        "active_primary_shards": c.active_primary_shards,
+        "active_shards": c.active_shards,
+        "relocating_shards": c.relocating_shards,
+        "initializing_shards": c.initializing_shards,
+        "unassigned_shards": c.unassigned_shards,
+        "delayed_unassigned_shards": c.delayed_unassigned_shards,
         "number_of_pending_tasks": 0,
         "number_of_in_flight_fetch": 0,
         "task_max_waiting_in_queue_millis": 0,
-        "active_shards_percent_as_number": percent
+        "active_shards_percent_as_number": health.active_shards_percent()
     });
     if level == "indices" || level == "shards" {
         body["indices"] = Value::Object(indices);
     }
     Ok((body, overall, missing))
+}
+
+fn merge_into(target: &mut Value, extra: Value) {
+    if let (Value::Object(t), Value::Object(e)) = (target, extra) {
+        t.extend(e);
+    }
 }
 
 /// `GET /_cluster/health[/{index}]` with `wait_for_status` and `timeout`.
@@ -157,10 +171,10 @@ pub async fn state(
         let metrics: Vec<String> = metrics.unwrap_or_else(|| "_all".into()).split(',').map(str::to_string).collect();
         let want = |m: &str| metrics.iter().any(|x| x == "_all" || x == m);
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
-        let mut body = json!({"cluster_name": node.config.cluster_name, "cluster_uuid": node.cluster_uuid});
+        let mut body = json!({"cluster_name": node.config.cluster_name, "cluster_uuid": node.cluster_uuid()});
         if want("version") {
             body["version"] = json!(services.iter().map(|s| s.with_meta(|m| m.version)).sum::<u64>() + 1);
-            body["state_uuid"] = json!(node.cluster_uuid);
+            body["state_uuid"] = json!(node.cluster_uuid());
         }
         if want("master_node") || want("cluster_manager_node") {
             body["master_node"] = json!(node.node_id);
@@ -186,7 +200,7 @@ pub async fn state(
                 })
                 .collect();
             let cluster = node.cluster_settings();
-            body["metadata"] = json!({"cluster_uuid": node.cluster_uuid, "cluster_uuid_committed": true,
+            body["metadata"] = json!({"cluster_uuid": node.cluster_uuid(), "cluster_uuid_committed": true,
                 "persistent_settings": settings::nest_settings(&cluster.persistent), "transient_settings": settings::nest_settings(&cluster.transient),
                 "indices": indices});
         }
@@ -416,7 +430,7 @@ fn shard_sections(
     metric: Option<&str>,
 ) -> Value {
     let mut shards = Map::new();
-    for (number, engine) in service.shards().iter().enumerate() {
+    for (number, engine) in service.local_shards() {
         let mut section = stats::stats_section(service, &engine.stats());
         if let (Some(metrics), Value::Object(map)) = (metric.filter(|m| *m != "_all"), &mut section)
         {

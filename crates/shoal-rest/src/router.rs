@@ -209,6 +209,14 @@ fn cat_routes() -> Router<S> {
             get(|State(n): State<S>, Query(q): Q| cat::nodes(n, p(q))),
         )
         .route(
+            "/_cat/cluster_manager",
+            get(|State(n): State<S>, Query(q): Q| cat::cluster_manager(n, p(q))),
+        )
+        .route(
+            "/_cat/master",
+            get(|State(n): State<S>, Query(q): Q| cat::cluster_manager(n, p(q))),
+        )
+        .route(
             "/_cat/segments",
             get(|State(n): State<S>, Query(q): Q| cat::segments(n, None, p(q))),
         )

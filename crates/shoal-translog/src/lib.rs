@@ -45,7 +45,9 @@ pub const NO_OPS_PERFORMED: i64 = -1;
 
 /// Where a record lives: generation, byte offset of the record and its size
 /// (header included).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Location {
     pub generation: u64,
     pub offset: u64,

@@ -47,7 +47,7 @@ pub fn init_logging(settings: &FlatSettings) -> Result<(), String> {
     use tracing_subscriber::fmt;
     use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tantivy=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tantivy=warn,openraft=warn"));
     let stderr = fmt::layer().with_writer(std::io::stderr).with_target(false);
     let file_layer = match settings.get("path.logs").and_then(Value::as_str) {
         Some(dir) => {

@@ -5,14 +5,15 @@ use chrono::{
     Datelike, Duration, Months, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone, Timelike,
     Utc,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shoal_mapping::date::DateFormat;
 
 /// A `time_zone` parameter: a fixed offset or a named (DST-aware) zone.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Zone {
     Fixed(i32),
-    Named(chrono_tz::Tz),
+    Named(#[serde(with = "crate::search::wire::tz")] chrono_tz::Tz),
 }
 
 impl Zone {
@@ -95,7 +96,7 @@ impl Zone {
 }
 
 /// A calendar unit of `calendar_interval`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CalendarUnit {
     Second,
     Minute,
@@ -124,7 +125,7 @@ impl CalendarUnit {
 }
 
 /// A date histogram interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Interval {
     Fixed(i64),
     Calendar(CalendarUnit),
@@ -150,7 +151,7 @@ pub fn parse_time_millis(text: &str) -> Option<i64> {
 }
 
 /// Rounds dates down to the start of their bucket.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Rounding {
     pub interval: Interval,
     pub zone: Zone,

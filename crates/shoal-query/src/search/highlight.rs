@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use shoal_mapping::analysis::analyze_with_offsets;
 use shoal_mapping::{Analyzer, FieldType};
@@ -182,7 +183,7 @@ fn count(key: &str, value: &Value) -> Result<usize, QueryError> {
 }
 
 /// A term to highlight, as indexed (already analyzed).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) enum HlTerm {
     Exact(String),
     Glob(String),
@@ -198,15 +199,16 @@ impl HlTerm {
 }
 
 /// Highlighting resolved for one index: which fields, with which analyzer and terms.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HighlightPlan {
     fields: Vec<PlannedField>,
     html_encoder: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct PlannedField {
     path: String,
+    #[serde(with = "super::wire::analyzer")]
     analyzer: Analyzer,
     terms: Vec<HlTerm>,
     pre_tags: Vec<String>,

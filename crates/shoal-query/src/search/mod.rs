@@ -9,6 +9,11 @@
 //! 3. [`merge_and_render`] with all shard results, which fetches `_source` of the returned
 //!    hits (and `top_hits` documents) through a callback.
 //!
+//! Across nodes the same steps form OpenSearch's query-then-fetch: data nodes run step 2 and
+//! send their [`ShardResult`] as JSON (see `wire`); the coordinator asks [`select_page`]
+//! which documents the response will show, fetches them from the nodes that hold them
+//! (which kept their searchers open), then runs step 3 with a callback reading those.
+//!
 //! `_count` uses [`count_shard`].
 
 mod aggs;
@@ -21,10 +26,11 @@ mod sort;
 mod source;
 #[cfg(test)]
 mod tests;
+pub(crate) mod wire;
 
 pub use aggs::{AggDef, AggRequest};
 pub use highlight::{highlight_field, HighlightFieldSpec, HighlightPlan, HighlightSpec};
-pub use merge::merge_and_render;
+pub use merge::{merge_and_render, select_page};
 pub use request::{SearchRequest, TrackTotalHits, DEFAULT_TRACK_TOTAL_HITS};
 pub use shard::{count_shard, search_shard, search_shard_with, ShardHit, ShardResult};
 pub use sort::{Missing, SortMode, SortOrder, SortSpec, SortTarget, SortValue};

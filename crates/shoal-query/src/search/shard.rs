@@ -5,6 +5,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
+use serde::{Deserialize, Serialize};
 use tantivy::query::{EnableScoring, Query};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocAddress, DocId, DocSet, Score, Searcher, SegmentReader, Term, TERMINATED};
@@ -13,15 +14,18 @@ use super::aggs::{collect_top_hits_ids, plan_aggs, AggCollector, AggPlan, LevelF
 use super::highlight::{plan_highlight, HighlightPlan};
 use super::request::{SearchRequest, TrackTotalHits};
 use super::sort::{compare_all, resolve_sorts, SegmentKeys, SortValue};
-use super::{shard_error, TopHitDoc};
+use super::{shard_error, wire, TopHitDoc};
 use crate::{dsl, QueryContext, QueryError};
 
 /// One hit of a shard, before the merge.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShardHit {
     /// The score, or NaN when scores were not computed.
+    #[serde(with = "wire::float32")]
     pub score: f32,
     pub sort_values: Vec<SortValue>,
+    /// Only meaningful to the node that ran the query phase, with the same searcher.
+    #[serde(with = "wire::doc_address")]
     pub address: DocAddress,
     pub id: String,
     pub seq_no: i64,
@@ -32,25 +36,38 @@ pub struct ShardHit {
 }
 
 /// Aggregation results of a shard, mergeable with other shards'.
+///
+/// The plan travels with the partial results (rather than being rebuilt on the coordinator)
+/// because building it needs the index mapping and the shard's `now`, and rendering must
+/// use exactly what the shard collected with.
+#[derive(Clone, Serialize, Deserialize)]
 pub(crate) struct ShardAggs {
+    #[serde(with = "wire::packed_arc")]
     pub plan: Arc<AggPlan>,
+    #[serde(with = "wire::packed")]
     pub fruit: LevelFruit,
     /// Documents aggregated (before `post_filter`).
     pub doc_count: u64,
     pub top_hits_docs: HashMap<String, TopHitDoc>,
 }
 
-/// What a shard returns for a search.
+/// What a shard returns for a search: the query phase's result, serializable so that a data
+/// node can send it to the coordinator (see [`super::wire`]).
+#[derive(Serialize, Deserialize)]
 pub struct ShardResult {
     pub shard_index: usize,
     /// The shard's best `from + size` hits, best first.
     pub hits: Vec<ShardHit>,
     /// Matching documents (exact; after `post_filter` and `min_score`).
     pub total_hits: u64,
+    #[serde(with = "wire::opt_float32")]
     pub max_score: Option<f32>,
     pub timed_out: bool,
     pub terminated_early: bool,
     pub(crate) aggs: Option<ShardAggs>,
+    /// The highlighting resolved on the shard. It holds analyzed terms, not a tantivy query,
+    /// so it travels as is and the coordinator highlights the fetched sources with it.
+    #[serde(with = "wire::opt_arc")]
     pub(crate) highlight: Option<Arc<HighlightPlan>>,
 }
 

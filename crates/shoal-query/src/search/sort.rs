@@ -3,6 +3,7 @@
 
 use std::cmp::Ordering;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use shoal_mapping::date::DateFormat;
 use shoal_mapping::FieldType;
@@ -193,10 +194,10 @@ pub fn parse_sort_param(param: &str) -> Result<Vec<SortSpec>, QueryError> {
 }
 
 /// A sort value, typed so that shards merge exactly.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SortValue {
     Long(i64),
-    Double(f64),
+    Double(#[serde(with = "super::wire::float")] f64),
     /// `None` is a missing keyword value (rendered `null`).
     Str(Option<String>),
 }
@@ -273,7 +274,7 @@ pub fn compare_all(a: &[SortValue], b: &[SortValue], specs: &[SortSpec]) -> Orde
 }
 
 /// How a criterion reads its values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum ValueKind {
     Score,
     Doc,

@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::QueryError;
 
 /// What to return of `_source`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceFilter {
     /// `false` when `_source: false`: hits carry no `_source` at all.
     pub fetch: bool,

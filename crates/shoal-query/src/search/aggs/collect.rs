@@ -2,6 +2,7 @@
 //! aggregations, and Shoal's filter buckets (a document goes into a bucket when the bucket's
 //! query scorer, advanced in document order, lands on it).
 
+use serde::{Deserialize, Serialize};
 use tantivy::aggregation::agg_result::{
     AggregationResult, AggregationResults, BucketEntries, BucketResult, MetricResult,
 };
@@ -16,7 +17,7 @@ use super::plan::{AggLevel, AggPlan, PlanNode};
 use crate::QueryError;
 
 /// The mergeable result of one level of aggregations.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct LevelFruit {
     pub native: Option<IntermediateAggregationResults>,
     /// Per filter node of the level: per bucket, its document count and sub-results.

@@ -42,7 +42,7 @@ pub(super) fn plan_native(
                 children: Vec<NativeNode>,
                 sub_req: Aggregations| NativeNode {
         name: def.name.clone(),
-        typed_name,
+        typed_name: typed_name.into(),
         kind,
         meta: def.meta.clone(),
         children,
@@ -505,7 +505,7 @@ fn plan_date_histogram(
     );
     let node = NativeNode {
         name: name.clone(),
-        typed_name: "date_histogram",
+        typed_name: "date_histogram".into(),
         kind,
         meta: def.meta.clone(),
         children,
@@ -588,7 +588,7 @@ fn plan_top_hits(
     };
     let node = NativeNode {
         name: name.clone(),
-        typed_name: "top_hits",
+        typed_name: "top_hits".into(),
         kind,
         meta: def.meta.clone(),
         children,

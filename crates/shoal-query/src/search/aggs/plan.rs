@@ -3,8 +3,10 @@
 //! what tantivy cannot do is either done by Shoal (filters, calendar intervals, overlapping
 //! ranges, exact small percentiles) or refused with a 400 naming the construct.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use shoal_mapping::date::DateFormat;
 use shoal_mapping::FieldType;
@@ -23,8 +25,13 @@ use crate::{QueryContext, QueryError};
 pub(super) const UNMAPPED: &str = "\u{1}unmapped";
 
 /// The resolved aggregations of a request on one index.
+#[derive(Serialize, Deserialize)]
 pub(crate) struct AggPlan {
     pub root: AggLevel,
+    /// Computed columns (trait objects) and limits for collecting on a shard. Merging and
+    /// rendering do not use it, so it stays on the shard: a plan decoded on the coordinator
+    /// can merge and render but must not collect.
+    #[serde(skip)]
     pub context: AggContextParams,
     pub has_top_hits: bool,
 }
@@ -38,20 +45,23 @@ impl std::fmt::Debug for AggPlan {
 }
 
 /// Sibling aggregations: those tantivy runs (`native_req`) and Shoal's filter buckets.
+#[derive(Serialize, Deserialize)]
 pub(crate) struct AggLevel {
     pub native_req: Aggregations,
     pub nodes: Vec<PlanNode>,
 }
 
+#[derive(Serialize, Deserialize)]
 pub(crate) enum PlanNode {
     Native(NativeNode),
     Filter(FilterNode),
 }
 
+#[derive(Serialize, Deserialize)]
 pub(crate) struct NativeNode {
     pub name: String,
-    /// The type name used by `typed_keys` (`sterms`, `avg`, ...).
-    pub typed_name: &'static str,
+    /// The type name used by `typed_keys` (`sterms`, `avg`, ...); owned once decoded.
+    pub typed_name: Cow<'static, str>,
     pub kind: NativeKind,
     pub meta: Option<Value>,
     pub children: Vec<NativeNode>,
@@ -60,6 +70,7 @@ pub(crate) struct NativeNode {
 }
 
 /// `filter` (one unnamed bucket) or `filters`.
+#[derive(Serialize, Deserialize)]
 pub(crate) struct FilterNode {
     pub name: String,
     pub meta: Option<Value>,
@@ -70,7 +81,7 @@ pub(crate) struct FilterNode {
     pub child: AggLevel,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum KeyKind {
     Str,
     Long,
@@ -80,13 +91,14 @@ pub(crate) enum KeyKind {
     Unmapped,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) enum OrderKey {
     Count,
     Key,
     Sub(String, Option<String>),
 }
 
+#[derive(Serialize, Deserialize)]
 pub(crate) struct RangeBucket {
     pub key: Option<String>,
     pub from: Option<f64>,
@@ -96,7 +108,7 @@ pub(crate) struct RangeBucket {
     pub tantivy_key: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum MetricOp {
     Avg,
     Sum,
@@ -108,6 +120,7 @@ pub(crate) enum MetricOp {
     Cardinality,
 }
 
+#[derive(Serialize, Deserialize)]
 pub(crate) enum NativeKind {
     Terms {
         key_kind: KeyKind,

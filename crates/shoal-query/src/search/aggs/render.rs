@@ -5,6 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tantivy::aggregation::agg_result::{
     AggregationResult, AggregationResults, BucketEntries, BucketEntry, BucketResult, MetricResult,
@@ -29,9 +30,10 @@ use crate::QueryError;
 pub const MAX_BUCKETS: usize = 65_535;
 
 /// Where a `top_hits` document lives.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct TopHitDoc {
     pub shard: usize,
+    #[serde(with = "crate::search::wire::doc_address")]
     pub address: DocAddress,
     pub version: i64,
     pub seq_no: i64,
@@ -90,7 +92,7 @@ fn render_level(
         match node {
             PlanNode::Native(native) => {
                 let value = render_native(native, &results, doc_count, rc)?;
-                out.insert(key_name(rc, native.typed_name, &native.name), value);
+                out.insert(key_name(rc, &native.typed_name, &native.name), value);
             }
             PlanNode::Filter(filter) => {
                 let buckets = filter_fruits.next().unwrap_or_default();
@@ -175,7 +177,7 @@ fn render_children(
     let mut out = Map::new();
     for child in children {
         let value = render_native(child, results, doc_count, rc)?;
-        out.insert(key_name(rc, child.typed_name, &child.name), value);
+        out.insert(key_name(rc, &child.typed_name, &child.name), value);
     }
     Ok(out)
 }

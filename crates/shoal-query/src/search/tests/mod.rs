@@ -2,6 +2,7 @@
 
 mod aggs;
 mod hits;
+mod wire;
 
 use std::collections::HashMap;
 
@@ -191,16 +192,32 @@ impl Fixture {
             let id = id_of(&searchers[shard], address);
             Ok(self.shards[shard].sources.get(&id).cloned())
         };
+        self.merge_with(req, results, &mut fetch)
+    }
+
+    /// [`merge_and_render`] with a given fetch, `took` zeroed.
+    pub fn merge_with(
+        &self,
+        req: &SearchRequest,
+        results: Vec<ShardResult>,
+        fetch: &mut dyn FnMut(usize, DocAddress) -> Result<Option<Value>, QueryError>,
+    ) -> Result<Value, QueryError> {
         let mut response = merge_and_render(
             req,
             results,
-            &mut fetch,
+            fetch,
             &|_| "products".to_string(),
             0,
             self.shards.len(),
         )?;
         response["took"] = json!(0);
         Ok(response)
+    }
+
+    /// A document's `_source`, as the node holding the shard would fetch it.
+    pub fn source_of(&self, shard: usize, address: DocAddress) -> Option<Value> {
+        let id = id_of(&self.shards[shard].reader.searcher(), address);
+        self.shards[shard].sources.get(&id).cloned()
     }
 }
 

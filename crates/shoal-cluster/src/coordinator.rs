@@ -1,0 +1,414 @@
+//! The cluster service of one node: starts the Raft group member, finds the cluster (seed
+//! hosts, bootstrap), joins it, and — on the elected cluster manager — keeps the voting
+//! configuration right and removes nodes that stop answering.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::BasicNode;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use shoal_state::{ClusterState, Command, DiscoveryNode, Proposal};
+use shoal_transport::{RemoteError, Transport};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::config::ClusterConfig;
+use crate::error::ClusterError;
+use crate::raft::log_store::LogStore;
+use crate::raft::network::Network;
+use crate::raft::state_machine::StateMachine;
+use crate::raft::types::{ApplyResult, Raft, RaftId};
+
+pub const ACTION_PEERS: &str = "internal:discovery/peers";
+pub const ACTION_JOIN: &str = "internal:cluster/coordination/join";
+pub const ACTION_PROPOSE: &str = "internal:cluster/coordination/propose";
+pub const ACTION_FOLLOWER_CHECK: &str = "internal:coordination/fault_detection/follower_check";
+
+/// How long a metadata change waits for a cluster manager to appear before answering 503.
+const NO_LEADER_GRACE: Duration = Duration::from_secs(3);
+
+/// What a node tells a peer that probes it during discovery.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerInfo {
+    pub node: DiscoveryNode,
+    pub cluster_uuid: String,
+    /// Transport address of the cluster manager this node follows, if any.
+    pub leader_address: Option<String>,
+    pub initialized: bool,
+}
+
+pub struct Cluster {
+    config: ClusterConfig,
+    transport: Arc<Transport>,
+    raft: Raft,
+    state_machine: StateMachine,
+    initialized_log: Mutex<bool>,
+    last_join_attempt: Mutex<Option<Instant>>,
+    /// Consecutive failed follower checks per node id (cluster manager only).
+    follower_failures: Mutex<BTreeMap<String, u32>>,
+    checks_in_flight: Mutex<BTreeSet<String>>,
+    /// Set once this process has acted as cluster manager (see `leader::leader_duties`).
+    pub(crate) led_before: std::sync::atomic::AtomicBool,
+}
+
+pub fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Cluster {
+    /// Opens the Raft log and state machine and starts the coordination loop. The transport
+    /// server must route cluster actions to [`Cluster::handle`].
+    pub async fn start(
+        config: ClusterConfig,
+        transport: Arc<Transport>,
+    ) -> Result<Arc<Cluster>, ClusterError> {
+        let io = |e: std::io::Error| ClusterError::Internal(format!("raft storage: {e}"));
+        let log_store = LogStore::open(&config.raft_dir).map_err(io)?;
+        let initialized = log_store.has_state();
+        let state_machine =
+            StateMachine::open(&config.raft_dir, &config.cluster_name).map_err(io)?;
+        let election_min = (config.leader_check.interval.as_millis() as u64 / 2).max(300);
+        let raft_config = openraft::Config {
+            cluster_name: config.cluster_name.clone(),
+            heartbeat_interval: (election_min / 4).max(50),
+            election_timeout_min: election_min,
+            election_timeout_max: election_min * 2,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ClusterError::Internal(format!("raft config: {e}")))?;
+        let raft = Raft::new(
+            config.local.raft_id,
+            Arc::new(raft_config),
+            Network::new(transport.clone()),
+            log_store,
+            state_machine.clone(),
+        )
+        .await
+        .map_err(|e| ClusterError::Internal(format!("raft start: {e}")))?;
+        let uuid = state_machine.current().cluster_uuid.clone();
+        if !uuid.is_empty() {
+            transport.set_cluster_uuid(&uuid);
+        }
+        let cluster = Arc::new(Cluster {
+            config,
+            transport,
+            raft,
+            state_machine,
+            initialized_log: Mutex::new(initialized),
+            last_join_attempt: Mutex::new(None),
+            follower_failures: Mutex::new(BTreeMap::new()),
+            checks_in_flight: Mutex::new(BTreeSet::new()),
+            led_before: std::sync::atomic::AtomicBool::new(false),
+        });
+        tokio::spawn(coordination_loop(Arc::downgrade(&cluster)));
+        Ok(cluster)
+    }
+
+    pub fn local(&self) -> &DiscoveryNode {
+        &self.config.local
+    }
+
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    pub fn transport(&self) -> &Arc<Transport> {
+        &self.transport
+    }
+
+    /// The last applied cluster state.
+    pub fn state(&self) -> Arc<ClusterState> {
+        self.state_machine.current()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Arc<ClusterState>> {
+        self.state_machine.subscribe()
+    }
+
+    pub fn is_cluster_manager(&self) -> bool {
+        self.raft.is_leader()
+    }
+
+    fn leader_id(&self) -> Option<RaftId> {
+        self.raft.metrics().borrow_watched().current_leader
+    }
+
+    /// The transport address of the elected cluster manager, as Raft knows it.
+    pub fn leader_address(&self) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        let leader = metrics.current_leader?;
+        metrics
+            .membership_config
+            .get_node(&leader)
+            .map(|n| n.addr.clone())
+    }
+
+    /// The elected cluster manager as a node of the state, when it has joined it.
+    pub fn cluster_manager(&self) -> Option<DiscoveryNode> {
+        let leader = self.leader_id()?;
+        self.state()
+            .nodes
+            .values()
+            .find(|n| n.raft_id == leader)
+            .cloned()
+    }
+
+    /// Whether a cluster manager is known (otherwise `cluster.no_cluster_manager_block` applies).
+    pub fn has_cluster_manager(&self) -> bool {
+        self.leader_id().is_some()
+    }
+
+    /// Proposes a command through the cluster manager and waits until this node has applied
+    /// it. Answers 503 `cluster_block_exception` when no cluster manager appears in time.
+    pub async fn propose(
+        &self,
+        command: Command,
+        timeout: Duration,
+    ) -> Result<Arc<ClusterState>, ClusterError> {
+        let deadline = Instant::now() + timeout;
+        let no_leader_deadline = Instant::now() + NO_LEADER_GRACE.min(timeout);
+        let result = loop {
+            match self.try_propose(&command, deadline).await {
+                Ok(result) => break result,
+                Err(ClusterError::NoClusterManager) if Instant::now() < no_leader_deadline => {}
+                Err(ClusterError::Internal(reason)) if Instant::now() < deadline => {
+                    debug!(%reason, "proposal failed; retrying");
+                }
+                Err(e) => return Err(e),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        if let Some(error) = result.error {
+            return Err(ClusterError::Refused(error));
+        }
+        self.wait_for_version(result.version, deadline).await
+    }
+
+    async fn try_propose(
+        &self,
+        command: &Command,
+        deadline: Instant,
+    ) -> Result<ApplyResult, ClusterError> {
+        if self.raft.is_leader() {
+            return self.propose_as_leader(command.clone()).await;
+        }
+        let Some(addr) = self.leader_address() else {
+            return Err(ClusterError::NoClusterManager);
+        };
+        let body =
+            serde_json::to_vec(command).map_err(|e| ClusterError::Internal(e.to_string()))?;
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100));
+        match self
+            .transport
+            .call(&addr, ACTION_PROPOSE, Bytes::from(body), remaining)
+            .await
+        {
+            Ok(reply) => {
+                serde_json::from_slice(&reply).map_err(|e| ClusterError::Internal(e.to_string()))
+            }
+            Err(shoal_transport::TransportError::Remote(remote))
+                if remote.error_type != "not_cluster_manager" =>
+            {
+                Err(ClusterError::from_remote(remote))
+            }
+            Err(e) => Err(ClusterError::Internal(e.to_string())),
+        }
+    }
+
+    async fn propose_as_leader(&self, command: Command) -> Result<ApplyResult, ClusterError> {
+        let proposal = Proposal {
+            now_millis: now_millis(),
+            command,
+        };
+        match self.raft.client_write(proposal).await {
+            Ok(response) => Ok(response.data),
+            Err(e) => Err(ClusterError::Internal(format!("raft write: {e}"))),
+        }
+    }
+
+    /// Waits until the local state machine has applied `version`.
+    pub async fn wait_for_version(
+        &self,
+        version: u64,
+        deadline: Instant,
+    ) -> Result<Arc<ClusterState>, ClusterError> {
+        let mut rx = self.subscribe();
+        loop {
+            let state = rx.borrow_and_update().clone();
+            if state.version >= version {
+                return Ok(state);
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(ClusterError::Timeout(Duration::ZERO));
+            }
+            if tokio::time::timeout(remaining, rx.changed()).await.is_err() {
+                return Err(ClusterError::Timeout(remaining));
+            }
+        }
+    }
+
+    /// Serves cluster-layer transport actions; `None` when the action is not one of them.
+    pub async fn handle(&self, action: &str, body: &[u8]) -> Option<Result<Bytes, RemoteError>> {
+        if let Some(reply) = crate::raft::network::handle(&self.raft, action, body).await {
+            return Some(reply.map(Bytes::from).map_err(RemoteError::bad_request));
+        }
+        let reply = match action {
+            ACTION_PEERS => self.peer_info(),
+            ACTION_FOLLOWER_CHECK => Ok(Bytes::from_static(b"{}")),
+            ACTION_JOIN => self.handle_join(body).await,
+            ACTION_PROPOSE => self.handle_propose(body).await,
+            _ => return None,
+        };
+        Some(reply)
+    }
+
+    fn peer_info(&self) -> Result<Bytes, RemoteError> {
+        let info = PeerInfo {
+            node: self.config.local.clone(),
+            cluster_uuid: self.state().cluster_uuid.clone(),
+            leader_address: self.leader_address(),
+            initialized: *self.initialized_log.lock(),
+        };
+        Ok(Bytes::from(serde_json::to_vec(&info).expect("json")))
+    }
+
+    fn not_leader(&self) -> RemoteError {
+        RemoteError::new(
+            503,
+            "not_cluster_manager",
+            format!(
+                "node [{}] is not the cluster manager",
+                self.config.local.name
+            ),
+        )
+    }
+
+    async fn handle_join(&self, body: &[u8]) -> Result<Bytes, RemoteError> {
+        if !self.raft.is_leader() {
+            return Err(self.not_leader());
+        }
+        let node: DiscoveryNode = serde_json::from_slice(body)
+            .map_err(|e| RemoteError::bad_request(format!("malformed join request: {e}")))?;
+        info!(node = %node.name, address = %node.transport_address, "node joining");
+        self.ensure_raft_member(&node).await;
+        self.propose_as_leader(Command::NodeJoin(node))
+            .await
+            .map_err(|e| e.to_remote())?;
+        Ok(Bytes::from_static(b"{}"))
+    }
+
+    async fn handle_propose(&self, body: &[u8]) -> Result<Bytes, RemoteError> {
+        if !self.raft.is_leader() {
+            return Err(self.not_leader());
+        }
+        let command: Command = serde_json::from_slice(body)
+            .map_err(|e| RemoteError::bad_request(format!("malformed proposal: {e}")))?;
+        let result = self
+            .propose_as_leader(command)
+            .await
+            .map_err(|e| e.to_remote())?;
+        Ok(Bytes::from(serde_json::to_vec(&result).expect("json")))
+    }
+
+    /// Adds a node to the Raft group as a learner (it receives the log; voters are chosen by
+    /// [`Cluster::reconcile_voters`]).
+    async fn ensure_raft_member(&self, node: &DiscoveryNode) {
+        let known = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow_watched();
+            metrics
+                .membership_config
+                .get_node(&node.raft_id)
+                .map(|n| n.addr == node.transport_address)
+        };
+        if known == Some(true) {
+            return;
+        }
+        if let Err(e) = self
+            .raft
+            .add_learner(node.raft_id, BasicNode::new(&node.transport_address), false)
+            .await
+        {
+            warn!(node = %node.name, error = %e, "could not add node to the raft group");
+        }
+    }
+
+    pub async fn shutdown(&self) {
+        let _ = self.raft.shutdown().await;
+    }
+}
+
+async fn coordination_loop(cluster: std::sync::Weak<Cluster>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        let uuid = cluster.state().cluster_uuid.clone();
+        if !uuid.is_empty() && cluster.transport.cluster_uuid() != uuid {
+            cluster.transport.set_cluster_uuid(&uuid);
+        }
+        if cluster.raft.is_leader() {
+            *cluster.initialized_log.lock() = true;
+            crate::leader::leader_duties(&cluster).await;
+        } else {
+            crate::discovery::follower_duties(&cluster).await;
+        }
+    }
+}
+
+impl Cluster {
+    pub(crate) fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    pub(crate) fn mark_initialized(&self) {
+        *self.initialized_log.lock() = true;
+    }
+
+    pub(crate) fn is_initialized(&self) -> bool {
+        *self.initialized_log.lock()
+    }
+
+    pub(crate) fn join_due(&self) -> bool {
+        let mut last = self.last_join_attempt.lock();
+        if last.is_some_and(|t| t.elapsed() < Duration::from_millis(1000)) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
+    }
+
+    pub(crate) fn follower_failures(&self) -> &Mutex<BTreeMap<String, u32>> {
+        &self.follower_failures
+    }
+
+    pub(crate) fn checks_in_flight(&self) -> &Mutex<BTreeSet<String>> {
+        &self.checks_in_flight
+    }
+
+    pub(crate) async fn propose_local(
+        &self,
+        command: Command,
+    ) -> Result<ApplyResult, ClusterError> {
+        self.propose_as_leader(command).await
+    }
+
+    pub(crate) async fn add_member(&self, node: &DiscoveryNode) {
+        self.ensure_raft_member(node).await
+    }
+}

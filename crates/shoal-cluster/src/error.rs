@@ -1,0 +1,48 @@
+//! Errors of the cluster service, each mapping to an HTTP status and OpenSearch error type.
+
+use shoal_state::StateError;
+use shoal_transport::RemoteError;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClusterError {
+    /// No elected cluster manager: `cluster.no_cluster_manager_block`.
+    #[error("blocked by: [SERVICE_UNAVAILABLE/2/no cluster-manager];")]
+    NoClusterManager,
+    /// The command was refused by the state (index exists, no such index…).
+    #[error("{0}")]
+    Refused(StateError),
+    #[error("failed to process cluster event within {0:?}")]
+    Timeout(std::time::Duration),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ClusterError {
+    pub fn to_remote(&self) -> RemoteError {
+        match self {
+            ClusterError::NoClusterManager => {
+                RemoteError::new(503, "cluster_block_exception", self.to_string())
+            }
+            ClusterError::Refused(e) => {
+                RemoteError::new(e.status, e.error_type.clone(), e.reason.clone())
+            }
+            ClusterError::Timeout(_) => RemoteError::new(
+                503,
+                "process_cluster_event_timeout_exception",
+                self.to_string(),
+            ),
+            ClusterError::Internal(reason) => RemoteError::internal(reason.clone()),
+        }
+    }
+
+    pub fn from_remote(remote: RemoteError) -> ClusterError {
+        match remote.error_type.as_str() {
+            "cluster_block_exception" => ClusterError::NoClusterManager,
+            _ => ClusterError::Refused(StateError::new(
+                remote.status,
+                &remote.error_type,
+                remote.reason,
+            )),
+        }
+    }
+}

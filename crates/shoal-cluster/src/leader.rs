@@ -1,0 +1,312 @@
+//! Duties of the elected cluster manager: announcing itself, admitting nodes to the Raft
+//! group, keeping the voting configuration odd and sized, checking followers and removing the
+//! ones that stop answering, and waking allocation when delayed shards become due.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use openraft::async_runtime::watch::WatchReceiver;
+use shoal_state::{ClusterState, Command, ShardState};
+use tracing::{info, warn};
+
+use crate::coordinator::{now_millis, Cluster, ACTION_FOLLOWER_CHECK};
+
+pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
+    let state = cluster.state();
+    let local = cluster.local().clone();
+    let term = cluster.raft().metrics().borrow_watched().current_term;
+    if state.cluster_uuid.is_empty() {
+        let uuid = new_cluster_uuid(&local.id);
+        let _ = cluster
+            .propose_local(Command::Bootstrap {
+                cluster_uuid: uuid,
+                cluster_name: cluster.config().cluster_name.clone(),
+            })
+            .await;
+    }
+    let first_time = !cluster
+        .led_before
+        .swap(true, std::sync::atomic::Ordering::SeqCst);
+    if first_time
+        && state.cluster_manager.as_deref() == Some(local.id.as_str())
+        && !state.metadata.transient_settings.is_empty()
+    {
+        // The previous cluster manager was this node in an earlier process: the cluster
+        // restarted as a whole (always so for a single node), and transient settings do not
+        // survive a full cluster restart in OpenSearch. A full restart electing another node
+        // keeps them: an approximation until nodes record their start epochs.
+        let _ = cluster
+            .propose_local(Command::PutClusterSettings {
+                persistent: state.metadata.persistent_settings.clone(),
+                transient: Default::default(),
+            })
+            .await;
+    }
+    if state.cluster_manager.as_deref() != Some(local.id.as_str()) || state.term != term {
+        info!(term, "elected as cluster manager");
+        let _ = cluster
+            .propose_local(Command::ClusterManagerElected {
+                node_id: local.id.clone(),
+                term,
+            })
+            .await;
+    }
+    if state.nodes.get(&local.id) != Some(&local) {
+        let _ = cluster.propose_local(Command::NodeJoin(local)).await;
+    }
+    let state = cluster.state();
+    for node in state.nodes.values() {
+        cluster.add_member(node).await;
+    }
+    reconcile_voters(cluster, &state).await;
+    spawn_follower_checks(cluster, &state);
+    if delayed_allocation_due(&state, now_millis()) {
+        let _ = cluster.propose_local(Command::Tick).await;
+    }
+}
+
+/// Chooses the voters like OpenSearch's reconfigurator: live, non-excluded cluster-manager-
+/// eligible nodes, an odd number of them up to 5, never fewer than 3 while 3 are available
+/// (a dead voter stays in rather than shrinking to an even or tiny configuration).
+pub(crate) fn desired_voters(state: &ClusterState, current: &BTreeSet<u64>) -> BTreeSet<u64> {
+    let excluded: BTreeSet<&str> = state
+        .metadata
+        .voting_config_exclusions
+        .iter()
+        .map(|e| e.node_id.as_str())
+        .collect();
+    let mut live: Vec<&shoal_state::DiscoveryNode> = state
+        .nodes
+        .values()
+        .filter(|n| n.is_cluster_manager_eligible() && !excluded.contains(n.id.as_str()))
+        .collect();
+    // Current voters first, so the configuration changes as little as possible.
+    live.sort_by_key(|n| (!current.contains(&n.raft_id), n.id.clone()));
+    let target = round_down_to_odd(live.len()).min(5).max(live.len().min(3));
+    let mut voters: BTreeSet<u64> = live.iter().take(target).map(|n| n.raft_id).collect();
+    // Keep absent (not excluded) voters while the configuration would otherwise be below 3.
+    let excluded_raft: BTreeSet<u64> = state
+        .nodes
+        .values()
+        .filter(|n| excluded.contains(n.id.as_str()))
+        .map(|n| n.raft_id)
+        .chain(
+            state
+                .metadata
+                .voting_config_exclusions
+                .iter()
+                .map(|e| crate::raft::types::raft_id_of(&e.node_id)),
+        )
+        .collect();
+    for id in current {
+        if voters.len() >= 3 {
+            break;
+        }
+        if !excluded_raft.contains(id) && !state.nodes.values().any(|n| n.raft_id == *id) {
+            voters.insert(*id);
+        }
+    }
+    voters
+}
+
+fn round_down_to_odd(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else if n % 2 == 0 {
+        n - 1
+    } else {
+        n
+    }
+}
+
+async fn reconcile_voters(cluster: &Cluster, state: &ClusterState) {
+    let (current, members): (BTreeSet<u64>, BTreeSet<u64>) = {
+        let metrics = cluster.raft().metrics();
+        let metrics = metrics.borrow_watched();
+        let membership = metrics.membership_config.membership();
+        (
+            membership.voter_ids().collect(),
+            membership.nodes().map(|(id, _)| *id).collect(),
+        )
+    };
+    let desired = desired_voters(state, &current);
+    if desired.is_empty() || desired == current || !desired.is_subset(&members) {
+        return;
+    }
+    info!(?current, ?desired, "changing the voting configuration");
+    if let Err(e) = cluster.raft().change_membership(desired, true).await {
+        warn!(error = %e, "voting configuration change failed");
+    }
+}
+
+fn spawn_follower_checks(cluster: &Arc<Cluster>, state: &ClusterState) {
+    let local = cluster.local().id.clone();
+    for node in state.nodes.values().filter(|n| n.id != local) {
+        if !cluster.checks_in_flight().lock().insert(node.id.clone()) {
+            continue;
+        }
+        let cluster = cluster.clone();
+        let node = node.clone();
+        tokio::spawn(async move {
+            check_follower(&cluster, &node).await;
+            cluster.checks_in_flight().lock().remove(&node.id);
+        });
+    }
+}
+
+/// One round of checks of a follower: a successful check waits `interval` before the next; a
+/// failed one is retried at once, `retry_count` times in a row before the node is removed. A
+/// refused connection (the process is gone) removes the node at once, like OpenSearch does
+/// for a disconnected node.
+async fn check_follower(cluster: &Cluster, node: &shoal_state::DiscoveryNode) {
+    let settings = cluster.config().follower_check;
+    let result = cluster
+        .transport()
+        .call(
+            &node.transport_address,
+            ACTION_FOLLOWER_CHECK,
+            Bytes::new(),
+            settings.timeout,
+        )
+        .await;
+    let failures = {
+        let mut failures = cluster.follower_failures().lock();
+        match &result {
+            Ok(_) => {
+                failures.remove(&node.id);
+                0
+            }
+            Err(e) if e.is_connection_error() => settings.retry_count,
+            Err(_) => {
+                let count = failures.entry(node.id.clone()).or_insert(0);
+                *count += 1;
+                *count
+            }
+        }
+    };
+    if failures == 0 {
+        tokio::time::sleep(settings.interval).await;
+        return;
+    }
+    if failures < settings.retry_count {
+        return; // retried on the next coordination tick
+    }
+    cluster.follower_failures().lock().remove(&node.id);
+    let reason = match result {
+        Err(e) if e.is_connection_error() => "disconnected".to_string(),
+        _ => format!(
+            "followers check retry count exceeded [{}]",
+            settings.retry_count
+        ),
+    };
+    warn!(node = %node.name, %reason, "removing node from the cluster");
+    let _ = cluster
+        .propose_local(Command::NodeLeft {
+            node_id: node.id.clone(),
+            reason,
+        })
+        .await;
+    cluster.transport().disconnect(&node.transport_address);
+}
+
+fn delayed_allocation_due(state: &ClusterState, now: i64) -> bool {
+    state.all_copies().any(|c| {
+        c.state == ShardState::Unassigned
+            && c.unassigned.as_ref().is_some_and(|u| {
+                u.delayed
+                    && state
+                        .metadata
+                        .indices
+                        .get(&c.index)
+                        .is_some_and(|m| u.at_millis + m.node_left_delay_millis() <= now)
+            })
+    })
+}
+
+fn new_cluster_uuid(seed: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut x = nanos as u64 ^ crate::raft::types::raft_id_of(seed);
+    let mut out = String::new();
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    for _ in 0..22 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        out.push(ALPHABET[(x >> 58) as usize] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_state::{DiscoveryNode, Role};
+
+    fn node(id: &str) -> DiscoveryNode {
+        DiscoveryNode {
+            id: id.into(),
+            name: id.into(),
+            raft_id: crate::raft::types::raft_id_of(id),
+            transport_address: format!("{id}:9300"),
+            http_address: format!("{id}:9200"),
+            host: id.into(),
+            ip: "127.0.0.1".into(),
+            roles: [Role::ClusterManager, Role::Data].into_iter().collect(),
+            attributes: Default::default(),
+            version: "2.18.0".into(),
+        }
+    }
+
+    fn state_with(ids: &[&str]) -> ClusterState {
+        let mut state = ClusterState::new("test");
+        for id in ids {
+            state.nodes.insert(id.to_string(), node(id));
+        }
+        state
+    }
+
+    #[test]
+    fn voters_grow_to_three_then_five_and_stay_odd_above_three() {
+        let ids = ["a", "b", "c", "d", "e", "f"];
+        for n in 1..=6 {
+            let state = state_with(&ids[..n]);
+            let voters = desired_voters(&state, &BTreeSet::new());
+            // Like OpenSearch's reconfigurator: at least 3 while available, otherwise all of them.
+            let expected = [1, 2, 3, 3, 5, 5][n - 1];
+            assert_eq!(voters.len(), expected, "{n} eligible nodes");
+        }
+    }
+
+    #[test]
+    fn a_dead_voter_stays_while_fewer_than_three_are_live() {
+        let state = state_with(&["a", "b"]);
+        let current: BTreeSet<u64> = ["a", "b", "c"]
+            .iter()
+            .map(|i| crate::raft::types::raft_id_of(i))
+            .collect();
+        assert_eq!(desired_voters(&state, &current), current);
+    }
+
+    #[test]
+    fn excluded_nodes_leave_the_configuration() {
+        let mut state = state_with(&["a", "b", "c"]);
+        state
+            .metadata
+            .voting_config_exclusions
+            .push(shoal_state::VotingExclusion {
+                node_id: "c".into(),
+                node_name: "c".into(),
+            });
+        let current: BTreeSet<u64> = ["a", "b", "c"]
+            .iter()
+            .map(|i| crate::raft::types::raft_id_of(i))
+            .collect();
+        let voters = desired_voters(&state, &current);
+        assert!(!voters.contains(&crate::raft::types::raft_id_of("c")));
+        assert_eq!(voters.len(), 2);
+    }
+}

@@ -1,0 +1,15 @@
+//! The cluster layer: the Raft group that agrees on the cluster state, discovery and joining,
+//! fault detection, and the cluster manager's duties (voting configuration, node removal).
+
+pub mod config;
+pub mod coordinator;
+mod discovery;
+pub mod error;
+mod leader;
+pub mod placement;
+pub mod raft;
+
+pub use config::{CheckSettings, ClusterConfig};
+pub use coordinator::{now_millis, Cluster, PeerInfo};
+pub use error::ClusterError;
+pub use raft::types::raft_id_of;

@@ -1,0 +1,204 @@
+//! The Raft state machine: the cluster state, advanced by committed proposals. Every applied
+//! entry is published on a watch channel that the node's applier follows.
+
+use std::io::{self, Cursor};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::{Stream, TryStreamExt};
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend};
+use serde::{Deserialize, Serialize};
+use shoal_state::{ClusterState, Command, Proposal};
+use tokio::sync::watch;
+
+use super::log_store::write_json_atomically;
+use super::types::{ApplyResult, LogId, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: SnapshotMeta,
+    state: ClusterState,
+}
+
+#[derive(Clone)]
+pub struct StateMachine {
+    inner: Arc<tokio::sync::Mutex<Inner>>,
+    published: watch::Sender<Arc<ClusterState>>,
+}
+
+struct Inner {
+    snapshot_path: PathBuf,
+    state: ClusterState,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    snapshot: Option<(SnapshotMeta, Vec<u8>)>,
+}
+
+impl StateMachine {
+    /// Loads the last snapshot from `dir`; Raft replays committed entries after it.
+    pub fn open(dir: &Path, cluster_name: &str) -> io::Result<StateMachine> {
+        let snapshot_path = dir.join("raft-snapshot.json");
+        let loaded: Option<SnapshotFile> = match std::fs::read(&snapshot_path) {
+            Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(io::Error::other)?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let mut inner = Inner {
+            snapshot_path,
+            state: ClusterState::new(cluster_name),
+            last_applied: None,
+            membership: StoredMembership::default(),
+            snapshot: None,
+        };
+        if let Some(file) = loaded {
+            let data = serde_json::to_vec(&file.state).map_err(io::Error::other)?;
+            inner.last_applied = file.meta.last_log_id.clone();
+            inner.membership = file.meta.last_membership.clone();
+            inner.state = file.state;
+            inner.snapshot = Some((file.meta, data));
+        }
+        let (published, _) = watch::channel(Arc::new(inner.state.clone()));
+        Ok(StateMachine {
+            inner: Arc::new(tokio::sync::Mutex::new(inner)),
+            published,
+        })
+    }
+
+    /// Follows every applied state.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<ClusterState>> {
+        self.published.subscribe()
+    }
+
+    pub fn current(&self) -> Arc<ClusterState> {
+        self.published.borrow().clone()
+    }
+}
+
+/// Applies one proposal, then lets allocation place shards; both are deterministic.
+pub fn apply_proposal(state: &mut ClusterState, proposal: &Proposal) -> ApplyResult {
+    let mut next = state.clone();
+    let outcome = next.apply(proposal).and_then(|()| match &proposal.command {
+        Command::Reroute {
+            commands,
+            retry_failed,
+        } => crate::placement::execute(&mut next, commands, *retry_failed).map(|_| ()),
+        _ => Ok(()),
+    });
+    match outcome {
+        Ok(()) => {
+            crate::placement::reroute(&mut next);
+            *state = next;
+            ApplyResult {
+                version: state.version,
+                error: None,
+            }
+        }
+        Err(error) => ApplyResult {
+            version: state.version,
+            error: Some(error),
+        },
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        let mut inner = self.inner.lock().await;
+        let meta = SnapshotMeta {
+            last_log_id: inner.last_applied.clone(),
+            last_membership: inner.membership.clone(),
+        };
+        let file = SnapshotFile {
+            meta: meta.clone(),
+            state: inner.state.clone(),
+        };
+        write_json_atomically(&inner.snapshot_path, &file)?;
+        let data = serde_json::to_vec(&file.state).map_err(io::Error::other)?;
+        inner.snapshot = Some((meta.clone(), data.clone()));
+        Ok(Snapshot {
+            meta,
+            snapshot: Cursor::new(data),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = Cursor<Vec<u8>>;
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let inner = self.inner.lock().await;
+        Ok((inner.last_applied.clone(), inner.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
+    {
+        let mut inner = self.inner.lock().await;
+        while let Some((entry, responder)) = entries.try_next().await? {
+            inner.last_applied = Some(entry.log_id.clone());
+            let result = match &entry.payload {
+                EntryPayload::Blank => ApplyResult {
+                    version: inner.state.version,
+                    error: None,
+                },
+                EntryPayload::Normal(proposal) => {
+                    let result = apply_proposal(&mut inner.state, proposal);
+                    if let Some(error) = &result.error {
+                        tracing::debug!(command = proposal.command.name(), %error, "command refused");
+                    }
+                    result
+                }
+                EntryPayload::Membership(membership) => {
+                    inner.membership =
+                        StoredMembership::new(Some(entry.log_id.clone()), membership.clone());
+                    ApplyResult {
+                        version: inner.state.version,
+                        error: None,
+                    }
+                }
+            };
+            self.published.send_replace(Arc::new(inner.state.clone()));
+            if let Some(responder) = responder {
+                responder.send(result);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Self::SnapshotData,
+    ) -> Result<(), io::Error> {
+        let data = snapshot.into_inner();
+        let state: ClusterState = serde_json::from_slice(&data).map_err(io::Error::other)?;
+        let mut inner = self.inner.lock().await;
+        let file = SnapshotFile {
+            meta: meta.clone(),
+            state: state.clone(),
+        };
+        write_json_atomically(&inner.snapshot_path, &file)?;
+        inner.last_applied = meta.last_log_id.clone();
+        inner.membership = meta.last_membership.clone();
+        inner.state = state;
+        inner.snapshot = Some((meta.clone(), data));
+        self.published.send_replace(Arc::new(inner.state.clone()));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        let inner = self.inner.lock().await;
+        Ok(inner.snapshot.as_ref().map(|(meta, data)| Snapshot {
+            meta: meta.clone(),
+            snapshot: Cursor::new(data.clone()),
+        }))
+    }
+}

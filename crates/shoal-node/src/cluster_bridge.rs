@@ -1,0 +1,597 @@
+//! Where the node meets the cluster layer: it starts the transport and the Raft member,
+//! turns metadata changes into proposals, and applies every new cluster state to the shards
+//! this node holds (the "applier").
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::ToSocketAddrs;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use shoal_cluster::{CheckSettings, Cluster, ClusterConfig, ClusterError};
+use shoal_state::{ClusterState, Command, DiscoveryNode, Role, ShardState};
+use shoal_transport::{Handler, RemoteError, Request, Transport};
+use tracing::{info, warn};
+
+use crate::error::{ApiError, ApiResult};
+use crate::metadata::IndexMetadata;
+use crate::node::{Node, NodeConfig};
+
+/// How long a metadata change may wait for the cluster manager (OpenSearch's
+/// `cluster_manager_timeout` default).
+pub const CLUSTER_MANAGER_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub const ACTION_SHARD_BULK: &str = "indices:data/write/bulk[s]";
+
+impl From<ClusterError> for ApiError {
+    fn from(e: ClusterError) -> ApiError {
+        let remote = e.to_remote();
+        ApiError::new(remote.status, &remote.error_type, remote.reason)
+    }
+}
+
+/// The node as the cluster state describes it.
+pub fn local_discovery_node(config: &NodeConfig, node_id: &str) -> ApiResult<DiscoveryNode> {
+    let roles = match config.settings.get("node.roles") {
+        None => Role::all(),
+        Some(value) => {
+            let names: Vec<String> = match value {
+                Value::Array(items) => items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect(),
+                Value::String(s) => shoal_state_split(s),
+                _ => Vec::new(),
+            };
+            let mut roles = BTreeSet::new();
+            for name in names {
+                let role = Role::parse(&name)
+                    .ok_or_else(|| ApiError::bad_request(format!("unknown role [{name}]")))?;
+                roles.insert(role);
+            }
+            roles
+        }
+    };
+    let attributes: BTreeMap<String, String> = config
+        .settings
+        .iter()
+        .filter_map(|(k, v)| {
+            let attr = k.strip_prefix("node.attr.")?;
+            Some((
+                attr.to_string(),
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string()),
+            ))
+        })
+        .collect();
+    let host = config
+        .get("transport.host")
+        .or(config.get("network.host"))
+        .unwrap_or("127.0.0.1");
+    let host = if host == "_local_" || host == "localhost" {
+        "127.0.0.1"
+    } else {
+        host
+    };
+    Ok(DiscoveryNode {
+        id: node_id.to_string(),
+        name: config.node_name.clone(),
+        raft_id: shoal_cluster::raft_id_of(node_id),
+        transport_address: format!("{host}:{}", config.transport_port),
+        http_address: format!("{}:{}", config.http_host, config.http_port),
+        host: host.to_string(),
+        ip: host.to_string(),
+        roles,
+        attributes,
+        version: crate::OPENSEARCH_VERSION.to_string(),
+    })
+}
+
+fn shoal_state_split(text: &str) -> Vec<String> {
+    text.trim_matches(|c| c == '[' || c == ']')
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn check_settings(config: &NodeConfig, prefix: &str) -> CheckSettings {
+    let defaults = ClusterConfig::default_checks();
+    let millis = |key: &str, default: Duration| {
+        config
+            .get(&format!("{prefix}.{key}"))
+            .and_then(shoal_state::parse_duration_millis)
+            .filter(|m| *m > 0)
+            .map(|m| Duration::from_millis(m as u64))
+            .unwrap_or(default)
+    };
+    CheckSettings {
+        interval: millis("interval", defaults.interval),
+        timeout: millis("timeout", defaults.timeout),
+        retry_count: config
+            .get(&format!("{prefix}.retry_count"))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(defaults.retry_count),
+    }
+}
+
+fn list_setting(config: &NodeConfig, key: &str) -> Vec<String> {
+    match config.settings.get(key) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        Some(Value::String(s)) => shoal_state_split(s),
+        _ => Vec::new(),
+    }
+}
+
+pub fn cluster_config(config: &NodeConfig, local: DiscoveryNode) -> ClusterConfig {
+    let seed_hosts: Vec<String> = list_setting(config, "discovery.seed_hosts")
+        .into_iter()
+        .map(|h| {
+            if h.contains(':') {
+                h
+            } else {
+                format!("{h}:9300")
+            }
+        })
+        .collect();
+    let mut initial = list_setting(config, "cluster.initial_cluster_manager_nodes");
+    if initial.is_empty() {
+        initial = list_setting(config, "cluster.initial_master_nodes");
+    }
+    let single_node = config.get("discovery.type") == Some("single-node")
+        || (seed_hosts.is_empty() && initial.is_empty());
+    ClusterConfig {
+        cluster_name: config.cluster_name.clone(),
+        raft_dir: config.data_path.join("_state").join("raft"),
+        seed_hosts,
+        initial_cluster_manager_nodes: initial,
+        single_node,
+        follower_check: check_settings(config, "cluster.fault_detection.follower_check"),
+        leader_check: check_settings(config, "cluster.fault_detection.leader_check"),
+        local,
+    }
+}
+
+/// Starts the transport server and the cluster member of this node.
+pub fn start_cluster(
+    runtime: &tokio::runtime::Handle,
+    config: &NodeConfig,
+    node_id: &str,
+) -> ApiResult<(
+    Arc<Transport>,
+    Arc<Cluster>,
+    Arc<NodeHandler>,
+    shoal_transport::ServerHandle,
+)> {
+    let local = local_discovery_node(config, node_id)?;
+    let cluster_config = cluster_config(config, local.clone());
+    let transport = Transport::new(node_id.to_string());
+    let bind = (local.host.as_str(), config.transport_port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("cannot resolve transport host [{}]", local.host))
+        })?;
+    let handler = Arc::new(NodeHandler {
+        node: std::sync::OnceLock::new(),
+        cluster: std::sync::OnceLock::new(),
+    });
+    runtime.block_on(async {
+        let server = transport.serve(bind, handler.clone()).await.map_err(|e| {
+            ApiError::internal(format!(
+                "cannot bind transport on {bind}: {e} (set -E transport.port=...)"
+            ))
+        })?;
+        let cluster = Cluster::start(cluster_config, transport.clone()).await?;
+        let _ = handler.cluster.set(cluster.clone());
+        info!(transport = %bind, node_id, "cluster member started");
+        Ok::<_, ApiError>((transport.clone(), cluster, handler.clone(), server))
+    })
+}
+
+/// Serves transport actions: cluster coordination first, then data-path actions.
+pub struct NodeHandler {
+    node: std::sync::OnceLock<Weak<Node>>,
+    cluster: std::sync::OnceLock<Arc<Cluster>>,
+}
+
+impl Handler for NodeHandler {
+    fn handle(&self, req: Request) -> BoxFuture<'static, Result<Bytes, RemoteError>> {
+        let cluster = self.cluster.get().cloned();
+        let node = self.node.get().cloned().unwrap_or_default();
+        Box::pin(async move {
+            if let Some(cluster) = &cluster {
+                if let Some(reply) = cluster.handle(&req.action, &req.body).await {
+                    return reply;
+                }
+            }
+            let Some(node) = node.upgrade() else {
+                return Err(RemoteError::new(
+                    503,
+                    "node_closed_exception",
+                    "node is starting or stopping",
+                ));
+            };
+            match req.action.as_str() {
+                ACTION_SHARD_BULK => {
+                    let body = req.body.clone();
+                    tokio::task::spawn_blocking(move || node.handle_shard_bulk(&body))
+                        .await
+                        .map_err(|e| RemoteError::internal(e.to_string()))?
+                }
+                other => Err(RemoteError::new(
+                    400,
+                    "action_not_found_transport_exception",
+                    format!("No handler for action [{other}]"),
+                )),
+            }
+        })
+    }
+}
+
+impl NodeHandler {
+    pub fn attach(&self, node: &Arc<Node>) {
+        let _ = self.node.set(Arc::downgrade(node));
+    }
+}
+
+impl Node {
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// The applied cluster state.
+    pub fn cluster_state(&self) -> Arc<ClusterState> {
+        self.cluster.state()
+    }
+
+    /// Proposes a command and waits until this node's applier has applied it.
+    pub fn propose(&self, command: Command) -> ApiResult<Arc<ClusterState>> {
+        let state = self
+            .runtime
+            .block_on(self.cluster.propose(command, CLUSTER_MANAGER_TIMEOUT))?;
+        self.wait_applied(state.version, Instant::now() + CLUSTER_MANAGER_TIMEOUT);
+        Ok(state)
+    }
+
+    /// Publishes index metadata through the cluster manager (create or replace).
+    pub fn publish_index(
+        &self,
+        meta: &IndexMetadata,
+        create: bool,
+    ) -> ApiResult<Arc<ClusterState>> {
+        let state_meta: shoal_state::IndexMetadata = serde_json::from_value(meta.to_json())
+            .map_err(|e| ApiError::internal(format!("index metadata: {e}")))?;
+        self.propose(Command::PutIndex {
+            meta: state_meta,
+            create,
+        })
+    }
+
+    fn wait_applied(&self, version: u64, deadline: Instant) {
+        let mut applied = self.applied_version.lock();
+        while *applied < version {
+            if self
+                .applied_cond
+                .wait_until(&mut applied, deadline)
+                .timed_out()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Waits until every primary of `index` is started (create index answers after that,
+    /// like OpenSearch's default `wait_for_active_shards=1`). Returns whether they did.
+    pub fn wait_for_primaries(&self, index: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let state = self.cluster.state();
+            let started = state.routing.get(index).is_some_and(|t| {
+                t.shards
+                    .iter()
+                    .all(|copies| copies.iter().any(|c| c.primary && c.is_active()))
+            });
+            if started {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Applies a cluster state to this node: creates, updates and deletes index services and
+    /// opens or closes the shard copies assigned here.
+    pub(crate) fn apply_cluster_state(self: &Arc<Self>, state: &ClusterState) {
+        *self.cluster_settings.write() = crate::node::ClusterSettings {
+            persistent: state.metadata.persistent_settings.clone(),
+            transient: state.metadata.transient_settings.clone(),
+        };
+        for (name, state_meta) in &state.metadata.indices {
+            if let Err(e) = self.apply_index(state, name, state_meta) {
+                warn!(index = %name, error = %e.reason, "could not apply index metadata");
+            }
+        }
+        let gone: Vec<_> = self
+            .all_indices()
+            .into_iter()
+            .filter(|s| {
+                state
+                    .metadata
+                    .indices
+                    .get(&s.name())
+                    .is_none_or(|m| m.uuid != s.uuid())
+            })
+            .collect();
+        for service in gone {
+            self.remove_local_index(&service);
+        }
+        let mut applied = self.applied_version.lock();
+        *applied = state.version;
+        self.applied_cond.notify_all();
+    }
+
+    fn apply_index(
+        self: &Arc<Self>,
+        state: &ClusterState,
+        name: &str,
+        state_meta: &shoal_state::IndexMetadata,
+    ) -> ApiResult<()> {
+        let json =
+            serde_json::to_value(state_meta).map_err(|e| ApiError::internal(e.to_string()))?;
+        let meta = IndexMetadata::from_json(&json)?;
+        let service = match self.index(name) {
+            Some(s) if s.uuid() == meta.uuid => {
+                if s.with_meta(|m| m.version < meta.version || m.state != meta.state) {
+                    s.replace_meta(meta.clone());
+                }
+                s
+            }
+            _ => {
+                let service = Arc::new(crate::index_service::IndexService::new(
+                    meta.clone(),
+                    self.paths.clone(),
+                    Arc::downgrade(self),
+                ));
+                self.insert_index(name, service.clone());
+                service
+            }
+        };
+        let local: BTreeMap<usize, &shoal_state::ShardRouting> = state
+            .routing
+            .get(name)
+            .map(|t| {
+                t.shards
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(n, copies)| {
+                        copies
+                            .iter()
+                            .find(|c| c.node.as_deref() == Some(self.node_id.as_str()))
+                            .map(|c| (n, c))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let open = meta.state == crate::metadata::IndexState::Open;
+        for shard in 0..meta.settings().number_of_shards() {
+            let copy = local.get(&shard).filter(|_| open);
+            // Replicas wait for peer recovery (next issue); primaries open their store.
+            let wanted = copy.filter(|c| c.primary || c.state != ShardState::Initializing);
+            match wanted {
+                Some(copy) => {
+                    let term = meta.primary_terms.get(shard).copied().unwrap_or(1);
+                    service.ensure_shard_open(shard, term)?;
+                    if copy.state == ShardState::Initializing {
+                        self.report_started(copy);
+                    }
+                }
+                None => service.close_shard(shard),
+            }
+        }
+        Ok(())
+    }
+
+    fn report_started(self: &Arc<Self>, copy: &shoal_state::ShardRouting) {
+        let Some(allocation_id) = copy.allocation_id.clone() else {
+            return;
+        };
+        if !self.reported_started.lock().insert(allocation_id.clone()) {
+            return;
+        }
+        let cluster = self.cluster.clone();
+        let command = Command::ShardStarted {
+            index: copy.index.clone(),
+            shard: copy.shard,
+            allocation_id,
+        };
+        self.runtime.spawn(async move {
+            if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {
+                warn!(error = %e, "could not report a started shard");
+            }
+        });
+    }
+}
+
+/// Follows the cluster state on a dedicated thread (opening shards blocks).
+pub fn spawn_applier(node: &Arc<Node>) {
+    let weak = Arc::downgrade(node);
+    let mut rx = node.cluster.subscribe();
+    let runtime = node.runtime.clone();
+    std::thread::Builder::new()
+        .name("cluster-applier".into())
+        .spawn(move || loop {
+            let state = rx.borrow_and_update().clone();
+            let Some(node) = weak.upgrade() else { return };
+            node.apply_cluster_state(&state);
+            drop(node);
+            if runtime.block_on(rx.changed()).is_err() {
+                return;
+            }
+        })
+        .expect("spawn applier");
+}
+
+/// A batch of writes forwarded to the node holding the primaries they route to.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ShardBulk {
+    items: Vec<crate::documents::DocWrite>,
+    options: crate::documents::WriteOptions,
+}
+
+type Forwarded = Vec<(
+    Vec<usize>,
+    tokio::task::JoinHandle<ApiResult<Vec<ApiResult<crate::documents::WriteOutcome>>>>,
+)>;
+
+/// How long a write waits for its shard's primary to become active (OpenSearch: the
+/// request `timeout`, 1m; shorter here so a client sees the failure while it can act).
+const PRIMARY_WAIT: Duration = Duration::from_secs(20);
+
+impl Node {
+    /// `None` when the primary of the shard is open on this node; the primary's transport
+    /// address otherwise. Waits for an inactive primary (a promotion in progress).
+    pub(crate) fn primary_location(&self, index: &str, shard: usize) -> ApiResult<Option<String>> {
+        let deadline = Instant::now() + PRIMARY_WAIT;
+        loop {
+            let state = self.cluster.state();
+            let primary = state.primary(index, shard as u32).filter(|p| p.is_active());
+            if let Some(primary) = primary {
+                let node = primary.node.as_deref().unwrap_or_default();
+                if node == self.node_id {
+                    if self.index(index).is_some_and(|s| s.shard(shard).is_ok()) {
+                        return Ok(None);
+                    }
+                } else if let Some(n) = state.nodes.get(node) {
+                    return Ok(Some(n.transport_address.clone()));
+                }
+            } else if !state.metadata.indices.contains_key(index) {
+                return Ok(None); // not in the cluster state (yet): let the local path answer
+            }
+            if Instant::now() >= deadline {
+                return Err(ApiError::new(
+                    503,
+                    "unavailable_shards_exception",
+                    format!(
+                        "[{index}][{shard}] primary shard is not active Timeout: [{}s]",
+                        PRIMARY_WAIT.as_secs()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub(crate) fn forward_writes(
+        &self,
+        remote: BTreeMap<String, Vec<(usize, crate::documents::DocWrite)>>,
+        options: &crate::documents::WriteOptions,
+    ) -> Forwarded {
+        remote
+            .into_iter()
+            .map(|(address, batch)| {
+                let (slots, items): (Vec<usize>, Vec<_>) = batch.into_iter().unzip();
+                let body = serde_json::to_vec(&ShardBulk {
+                    items,
+                    options: options.clone(),
+                })
+                .expect("json");
+                let transport = self.transport.clone();
+                let handle = self.runtime.spawn(async move {
+                    let reply = transport
+                        .call(
+                            &address,
+                            ACTION_SHARD_BULK,
+                            Bytes::from(body),
+                            Duration::from_secs(120),
+                        )
+                        .await
+                        .map_err(|e| {
+                            let remote = e.to_remote_error();
+                            ApiError::new(remote.status, &remote.error_type, remote.reason)
+                        })?;
+                    serde_json::from_slice(&reply)
+                        .map_err(|e| ApiError::internal(format!("malformed shard bulk reply: {e}")))
+                });
+                (slots, handle)
+            })
+            .collect()
+    }
+
+    pub(crate) fn collect_forwarded(
+        &self,
+        forwarded: Forwarded,
+    ) -> Vec<(
+        Vec<usize>,
+        ApiResult<Vec<ApiResult<crate::documents::WriteOutcome>>>,
+    )> {
+        forwarded
+            .into_iter()
+            .map(|(slots, handle)| {
+                let outcome = self
+                    .runtime
+                    .block_on(handle)
+                    .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())));
+                (slots, outcome)
+            })
+            .collect()
+    }
+
+    /// Executes a forwarded batch on this node (it holds the primaries).
+    pub(crate) fn handle_shard_bulk(&self, body: &[u8]) -> Result<Bytes, RemoteError> {
+        let bulk: ShardBulk = serde_json::from_slice(body)
+            .map_err(|e| RemoteError::bad_request(format!("malformed shard bulk: {e}")))?;
+        let results = self.execute_writes(bulk.items, &bulk.options);
+        Ok(Bytes::from(serde_json::to_vec(&results).expect("json")))
+    }
+}
+
+impl Node {
+    /// At startup, waits until a cluster manager is known and every active shard copy the
+    /// cluster state places on this node is open, so the node does not answer reads from a
+    /// shard it has not reopened yet. Gives up after `timeout` (a cluster without quorum).
+    pub(crate) fn wait_for_local_shards(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let state = self.cluster.state();
+            let applied = *self.applied_version.lock() >= state.version;
+            if self.cluster.has_cluster_manager()
+                && state.version > 0
+                && applied
+                && self.local_copies_open(&state)
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        warn!("started before every local shard copy was open (no cluster manager yet?)");
+    }
+
+    fn local_copies_open(&self, state: &ClusterState) -> bool {
+        state
+            .copies_on_node(&self.node_id)
+            .filter(|c| c.is_active())
+            .filter(|c| {
+                state
+                    .metadata
+                    .indices
+                    .get(&c.index)
+                    .is_some_and(|m| m.state == shoal_state::IndexState::Open)
+            })
+            .all(|c| {
+                self.index(&c.index)
+                    .is_some_and(|s| s.shard(c.shard as usize).is_ok())
+            })
+    }
+}

@@ -1,0 +1,420 @@
+//! Applying a proposal to the state. Deterministic: no clocks, no randomness, no I/O.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::{Command, Proposal};
+use crate::metadata::IndexMetadata;
+use crate::routing::{
+    IndexRoutingTable, RecoverySource, ShardRouting, ShardState, UnassignedInfo, UnassignedReason,
+};
+use crate::ClusterState;
+
+/// A refused command, in OpenSearch's error vocabulary (rendered as the REST error body).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateError {
+    pub status: u16,
+    pub error_type: String,
+    pub reason: String,
+}
+
+impl StateError {
+    pub fn new(status: u16, error_type: &str, reason: impl Into<String>) -> StateError {
+        StateError {
+            status,
+            error_type: error_type.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.error_type, self.reason)
+    }
+}
+
+impl ClusterState {
+    /// Applies one proposal. A refused command leaves the state untouched. `Reroute` commands
+    /// are executed by the allocation crate, which the caller runs after every apply.
+    pub fn apply(&mut self, proposal: &Proposal) -> Result<(), StateError> {
+        let now = proposal.now_millis;
+        match &proposal.command {
+            Command::Bootstrap {
+                cluster_uuid,
+                cluster_name,
+            } => {
+                if self.cluster_uuid.is_empty() {
+                    self.cluster_uuid = cluster_uuid.clone();
+                    self.cluster_name = cluster_name.clone();
+                }
+            }
+            Command::NodeJoin(node) => self.node_joined(node.clone()),
+            Command::NodeLeft { node_id, reason } => self.node_left(node_id, reason, now),
+            Command::ClusterManagerElected { node_id, term } => {
+                self.cluster_manager = Some(node_id.clone());
+                self.term = *term;
+            }
+            Command::PutIndex { meta, create } => {
+                if *create {
+                    self.create_index(meta.clone(), now)?
+                } else {
+                    self.update_index(meta.clone(), now)?
+                }
+            }
+            Command::DeleteIndices { names } => {
+                for name in names {
+                    self.metadata.indices.remove(name);
+                    self.routing.remove(name);
+                }
+            }
+            Command::ShardStarted {
+                index,
+                shard,
+                allocation_id,
+            } => self.shard_started(index, *shard, allocation_id),
+            Command::ShardFailed {
+                index,
+                shard,
+                allocation_id,
+                reason,
+            } => self.fail_copy(
+                index,
+                *shard,
+                allocation_id,
+                UnassignedReason::AllocationFailed,
+                reason,
+                now,
+            ),
+            Command::PutClusterSettings {
+                persistent,
+                transient,
+            } => {
+                self.metadata.persistent_settings = persistent.clone();
+                self.metadata.transient_settings = transient.clone();
+            }
+            Command::SetVotingExclusions(exclusions) => {
+                self.metadata.voting_config_exclusions = exclusions.clone();
+            }
+            Command::DiskUsage { node_id, usage } => {
+                self.disk_usage.insert(node_id.clone(), *usage);
+            }
+            Command::Reroute { .. } | Command::Tick => {}
+        }
+        self.version += 1;
+        Ok(())
+    }
+
+    fn node_joined(&mut self, node: crate::DiscoveryNode) {
+        // A restarted node may come back on the address of an older incarnation.
+        let stale: Vec<String> = self
+            .nodes
+            .values()
+            .filter(|n| n.id != node.id && n.transport_address == node.transport_address)
+            .map(|n| n.id.clone())
+            .collect();
+        for id in stale {
+            self.nodes.remove(&id);
+        }
+        self.nodes.insert(node.id.clone(), node);
+    }
+
+    fn node_left(&mut self, node_id: &str, reason: &str, now: i64) {
+        if self.nodes.remove(node_id).is_none() {
+            return;
+        }
+        self.disk_usage.remove(node_id);
+        let lost: Vec<(String, u32, String)> = self
+            .copies_on_node(node_id)
+            .chain(
+                self.all_copies()
+                    .filter(|c| c.relocating_node.as_deref() == Some(node_id)),
+            )
+            .filter_map(|c| Some((c.index.clone(), c.shard, c.allocation_id.clone()?)))
+            .collect();
+        let details = format!("node_left [{node_id}]: {reason}");
+        for (index, shard, allocation_id) in lost {
+            self.fail_copy(
+                &index,
+                shard,
+                &allocation_id,
+                UnassignedReason::NodeLeft,
+                &details,
+                now,
+            );
+        }
+        if self.cluster_manager.as_deref() == Some(node_id) {
+            self.cluster_manager = None;
+        }
+    }
+
+    fn create_index(&mut self, mut meta: IndexMetadata, now: i64) -> Result<(), StateError> {
+        if let Some(existing) = self.metadata.indices.get(&meta.name) {
+            return Err(StateError::new(
+                400,
+                "resource_already_exists_exception",
+                format!("index [{}/{}] already exists", existing.name, existing.uuid),
+            ));
+        }
+        meta.normalize();
+        let info = UnassignedInfo::new(UnassignedReason::IndexCreated, now);
+        let table = IndexRoutingTable {
+            shards: (0..meta.number_of_shards())
+                .map(|shard| {
+                    let mut primary =
+                        ShardRouting::unassigned(&meta.name, shard, true, info.clone());
+                    primary.recovery_source = Some(RecoverySource::EmptyStore);
+                    let mut copies = vec![primary];
+                    for _ in 0..meta.number_of_replicas() {
+                        copies.push(ShardRouting::unassigned(
+                            &meta.name,
+                            shard,
+                            false,
+                            info.clone(),
+                        ));
+                    }
+                    copies
+                })
+                .collect(),
+        };
+        self.routing.insert(meta.name.clone(), table);
+        self.metadata.indices.insert(meta.name.clone(), meta);
+        Ok(())
+    }
+
+    fn update_index(&mut self, mut meta: IndexMetadata, now: i64) -> Result<(), StateError> {
+        let Some(current) = self.metadata.indices.get(&meta.name) else {
+            return Err(StateError::new(
+                404,
+                "index_not_found_exception",
+                format!("no such index [{}]", meta.name),
+            ));
+        };
+        if current.uuid != meta.uuid {
+            return Err(StateError::new(
+                409,
+                "index_not_found_exception",
+                format!("no such index [{}] with uuid [{}]", meta.name, meta.uuid),
+            ));
+        }
+        // Terms and in-sync sets belong to the cluster manager, never to a caller's copy.
+        meta.primary_terms = current.primary_terms.clone();
+        meta.in_sync_allocations = current.in_sync_allocations.clone();
+        meta.normalize();
+        let replicas = meta.number_of_replicas() as usize;
+        let name = meta.name.clone();
+        self.metadata.indices.insert(name.clone(), meta);
+        self.resize_replicas(&name, replicas, now);
+        Ok(())
+    }
+
+    /// Adds unassigned replicas or removes the least useful ones so every shard has
+    /// `replicas` replica copies (relocation targets not counted).
+    fn resize_replicas(&mut self, index: &str, replicas: usize, now: i64) {
+        let Some(table) = self.routing.get_mut(index) else {
+            return;
+        };
+        let mut removed_ids = Vec::new();
+        for (shard, copies) in table.shards.iter_mut().enumerate() {
+            let count = |copies: &Vec<ShardRouting>| {
+                copies
+                    .iter()
+                    .filter(|c| !c.primary && c.relocation_target_of().is_none())
+                    .count()
+            };
+            while count(copies) < replicas {
+                let info = UnassignedInfo::new(UnassignedReason::ReplicaAdded, now);
+                copies.push(ShardRouting::unassigned(index, shard as u32, false, info));
+            }
+            while count(copies) > replicas {
+                let victim = [
+                    ShardState::Unassigned,
+                    ShardState::Initializing,
+                    ShardState::Started,
+                ]
+                .iter()
+                .find_map(|state| {
+                    copies.iter().rposition(|c| {
+                        !c.primary && c.state == *state && c.relocation_target_of().is_none()
+                    })
+                });
+                let Some(position) = victim else { break };
+                let copy = copies.remove(position);
+                removed_ids.extend(copy.allocation_id.map(|id| (shard, id)));
+            }
+        }
+        if let Some(meta) = self.metadata.indices.get_mut(index) {
+            for (shard, id) in removed_ids {
+                meta.in_sync_allocations[shard].remove(&id);
+            }
+        }
+    }
+
+    fn shard_started(&mut self, index: &str, shard: u32, allocation_id: &str) {
+        let Some(copies) = self
+            .routing
+            .get_mut(index)
+            .and_then(|t| t.shards.get_mut(shard as usize))
+        else {
+            return;
+        };
+        let Some(position) = copies.iter().position(|c| {
+            c.allocation_id.as_deref() == Some(allocation_id) && c.state == ShardState::Initializing
+        }) else {
+            return; // stale report: the copy was failed or moved meanwhile
+        };
+        if let Some(source_node) = copies[position].relocating_node.clone() {
+            // End of a relocation: the target replaces the source.
+            copies.retain(|c| {
+                !(c.state == ShardState::Relocating && c.node.as_deref() == Some(&source_node))
+            });
+        }
+        let copy = copies
+            .iter_mut()
+            .find(|c| c.allocation_id.as_deref() == Some(allocation_id))
+            .expect("the copy is still there");
+        copy.state = ShardState::Started;
+        copy.relocating_node = None;
+        copy.recovery_source = None;
+        copy.unassigned = None;
+        // Keep the primary first, as OpenSearch lists copies.
+        copies.sort_by_key(|c| !c.primary);
+        if let Some(meta) = self.metadata.indices.get_mut(index) {
+            meta.normalize();
+            meta.in_sync_allocations[shard as usize].insert(allocation_id.to_string());
+        }
+    }
+
+    /// Fails one copy: promotes a replica when it was the primary, cancels relocations that
+    /// depended on it, and leaves an unassigned copy behind for allocation to place again.
+    /// Public for `shoal-allocation`'s `cancel` reroute command.
+    pub fn fail_copy(
+        &mut self,
+        index: &str,
+        shard: u32,
+        allocation_id: &str,
+        reason: UnassignedReason,
+        details: &str,
+        now: i64,
+    ) {
+        let delay = self
+            .metadata
+            .indices
+            .get(index)
+            .map(|m| m.node_left_delay_millis())
+            .unwrap_or(0);
+        let in_sync: BTreeSet<String> = self
+            .metadata
+            .indices
+            .get(index)
+            .and_then(|m| m.in_sync_allocations.get(shard as usize).cloned())
+            .unwrap_or_default();
+        let Some(copies) = self
+            .routing
+            .get_mut(index)
+            .and_then(|t| t.shards.get_mut(shard as usize))
+        else {
+            return;
+        };
+        let Some(position) = copies
+            .iter()
+            .position(|c| c.allocation_id.as_deref() == Some(allocation_id) && c.is_assigned())
+        else {
+            return;
+        };
+        let failed = copies.remove(position);
+        let failed_node = failed.node.clone();
+
+        // A failed relocation target: the source simply stays where it is.
+        if let Some(source) = failed.relocation_target_of() {
+            if let Some(src) = copies
+                .iter_mut()
+                .find(|c| c.state == ShardState::Relocating && c.node.as_deref() == Some(source))
+            {
+                src.state = ShardState::Started;
+                src.relocating_node = None;
+            }
+            return;
+        }
+        // A failed relocation source takes its target with it.
+        if failed.state == ShardState::Relocating {
+            copies.retain(|c| c.relocation_target_of() != failed_node.as_deref());
+        }
+
+        let mut info = UnassignedInfo::new(reason, now);
+        info.details = Some(details.to_string());
+        info.last_node = failed_node;
+        // Consecutive failures accumulate (the initializing copy kept its unassigned info) so
+        // `index.allocation.max_retries` can stop a copy that keeps failing.
+        let previous_failures = failed
+            .unassigned
+            .as_ref()
+            .map_or(0, |u| u.failed_allocations);
+        info.failed_allocations = if reason == UnassignedReason::AllocationFailed {
+            previous_failures.saturating_add(1)
+        } else {
+            0
+        };
+        let mut term_bump = false;
+        let mut remove_from_in_sync = Vec::new();
+
+        if failed.primary {
+            let promoted = copies.iter_mut().find(|c| {
+                c.state == ShardState::Started
+                    && c.allocation_id
+                        .as_ref()
+                        .is_some_and(|id| in_sync.contains(id))
+            });
+            if let Some(replica) = promoted {
+                replica.primary = true;
+                term_bump = true;
+                info.delayed = reason == UnassignedReason::NodeLeft && delay > 0;
+                remove_from_in_sync.push(allocation_id.to_string());
+                let mut left = ShardRouting::unassigned(index, shard, false, info);
+                left.allocation_id = failed.allocation_id.clone();
+                copies.push(left);
+            } else {
+                // No copy can take over: the primary waits for its data to come back (red),
+                // and copies recovering from it must start over.
+                let mut primary = ShardRouting::unassigned(index, shard, true, info.clone());
+                primary.allocation_id = failed.allocation_id.clone();
+                primary.recovery_source = Some(if in_sync.is_empty() {
+                    RecoverySource::EmptyStore
+                } else {
+                    RecoverySource::ExistingStore
+                });
+                if in_sync.is_empty() {
+                    primary.unassigned.as_mut().expect("unassigned").last_node = None;
+                }
+                copies.push(primary);
+                for copy in copies
+                    .iter_mut()
+                    .filter(|c| !c.primary && c.is_assigned() && !c.is_active())
+                {
+                    remove_from_in_sync.extend(copy.allocation_id.clone());
+                    let mut replica_info =
+                        UnassignedInfo::new(UnassignedReason::PrimaryFailed, now);
+                    replica_info.last_node = copy.node.clone();
+                    *copy = ShardRouting::unassigned(index, shard, false, replica_info);
+                }
+            }
+        } else {
+            info.delayed = reason == UnassignedReason::NodeLeft && delay > 0 && failed.is_active();
+            remove_from_in_sync.push(allocation_id.to_string());
+            let mut left = ShardRouting::unassigned(index, shard, false, info);
+            left.allocation_id = failed.allocation_id.clone();
+            copies.push(left);
+        }
+        copies.sort_by_key(|c| !c.primary);
+        if let Some(meta) = self.metadata.indices.get_mut(index) {
+            meta.normalize();
+            if term_bump {
+                meta.primary_terms[shard as usize] += 1;
+            }
+            for id in remove_from_in_sync {
+                meta.in_sync_allocations[shard as usize].remove(&id);
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Commands: the only way the cluster state changes. One command is one Raft log entry.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::metadata::IndexMetadata;
+use crate::node::{DiscoveryNode, DiskUsage};
+
+/// A command stamped by the cluster manager that proposed it. The timestamp is what makes
+/// time-based rules (delayed allocation) deterministic on every node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub now_millis: i64,
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VotingExclusion {
+    pub node_id: String,
+    pub node_name: String,
+}
+
+/// `POST /_cluster/reroute` commands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerouteCommand {
+    Move {
+        index: String,
+        shard: u32,
+        from_node: String,
+        to_node: String,
+    },
+    Cancel {
+        index: String,
+        shard: u32,
+        node: String,
+        allow_primary: bool,
+    },
+    AllocateReplica {
+        index: String,
+        shard: u32,
+        node: String,
+    },
+    AllocateEmptyPrimary {
+        index: String,
+        shard: u32,
+        node: String,
+        accept_data_loss: bool,
+    },
+    AllocateStalePrimary {
+        index: String,
+        shard: u32,
+        node: String,
+        accept_data_loss: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Command {
+    /// The first entry of a new cluster.
+    Bootstrap {
+        cluster_uuid: String,
+        cluster_name: String,
+    },
+    /// A node joins (or rejoins with a new address).
+    NodeJoin(DiscoveryNode),
+    /// Fault detection or a graceful shutdown removed a node.
+    NodeLeft {
+        node_id: String,
+        reason: String,
+    },
+    /// The Raft leader announces itself as cluster manager for its term.
+    ClusterManagerElected {
+        node_id: String,
+        term: u64,
+    },
+    /// Creates an index (`create`) or replaces its metadata (mappings, settings, aliases,
+    /// open/close). Replica count changes adjust the routing table.
+    PutIndex {
+        meta: IndexMetadata,
+        create: bool,
+    },
+    DeleteIndices {
+        names: Vec<String>,
+    },
+    /// A node finished initializing a copy.
+    ShardStarted {
+        index: String,
+        shard: u32,
+        allocation_id: String,
+    },
+    /// A copy failed (its node reports it, or the primary could not replicate to it).
+    ShardFailed {
+        index: String,
+        shard: u32,
+        allocation_id: String,
+        reason: String,
+    },
+    PutClusterSettings {
+        persistent: BTreeMap<String, Value>,
+        transient: BTreeMap<String, Value>,
+    },
+    SetVotingExclusions(Vec<crate::command::VotingExclusion>),
+    Reroute {
+        commands: Vec<RerouteCommand>,
+        retry_failed: bool,
+    },
+    DiskUsage {
+        node_id: String,
+        usage: DiskUsage,
+    },
+    /// Re-runs allocation (delayed shards whose delay expired).
+    Tick,
+}
+
+impl Command {
+    /// Whether the command changes metadata (blocked while there is no cluster manager under
+    /// `cluster.no_cluster_manager_block`; used for naming only here).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Bootstrap { .. } => "bootstrap",
+            Command::NodeJoin(_) => "node-join",
+            Command::NodeLeft { .. } => "node-left",
+            Command::ClusterManagerElected { .. } => "elected-as-cluster-manager",
+            Command::PutIndex { create: true, .. } => "create-index",
+            Command::PutIndex { .. } => "put-index-metadata",
+            Command::DeleteIndices { .. } => "delete-index",
+            Command::ShardStarted { .. } => "shard-started",
+            Command::ShardFailed { .. } => "shard-failed",
+            Command::PutClusterSettings { .. } => "cluster-update-settings",
+            Command::SetVotingExclusions(_) => "voting-config-exclusions",
+            Command::Reroute { .. } => "cluster-reroute",
+            Command::DiskUsage { .. } => "disk-usage",
+            Command::Tick => "reroute-delayed",
+        }
+    }
+}
+
+impl std::fmt::Display for Proposal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.command.name(), self.now_millis)
+    }
+}

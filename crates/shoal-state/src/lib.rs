@@ -1,0 +1,139 @@
+//! The cluster state: the one value every node agrees on through Raft.
+//!
+//! It holds the nodes, the index metadata (settings, mappings, aliases, primary terms and in-sync
+//! copies), the routing table of every shard copy and the cluster settings. The state only changes
+//! by applying a [`Proposal`] — a [`Command`] stamped with the cluster manager's clock — and applying
+//! is deterministic, so every node that applies the same log holds the same state. Shard placement
+//! (`shoal-allocation`) runs after each applied command, under the same rule.
+
+mod apply;
+mod command;
+pub mod health;
+mod metadata;
+mod node;
+mod routing;
+mod settings;
+
+pub use apply::StateError;
+pub use command::{Command, Proposal, RerouteCommand, VotingExclusion};
+pub use health::{ClusterHealth, HealthStatus, IndexHealth, ShardHealth};
+pub use metadata::{IndexMetadata, IndexState, Metadata};
+pub use node::{DiscoveryNode, DiskUsage, Role};
+pub use routing::{
+    IndexRoutingTable, RecoverySource, ShardRouting, ShardState, UnassignedInfo, UnassignedReason,
+};
+pub use settings::{parse_duration_millis, SettingsView};
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The cluster state. `version` grows by one with every applied command that changed something.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub cluster_name: String,
+    /// Empty until the cluster is bootstrapped.
+    pub cluster_uuid: String,
+    pub version: u64,
+    /// The node id of the elected cluster manager (the Raft leader), and its Raft term.
+    pub cluster_manager: Option<String>,
+    pub term: u64,
+    pub nodes: BTreeMap<String, DiscoveryNode>,
+    pub metadata: Metadata,
+    /// Index name → the copies of each of its shards.
+    pub routing: BTreeMap<String, IndexRoutingTable>,
+    /// Latest disk usage reported per node (input of the disk watermark decider).
+    pub disk_usage: BTreeMap<String, DiskUsage>,
+    /// Source of deterministic allocation ids.
+    pub next_allocation_seq: u64,
+}
+
+impl ClusterState {
+    pub fn new(cluster_name: &str) -> ClusterState {
+        ClusterState {
+            cluster_name: cluster_name.to_string(),
+            ..ClusterState::default()
+        }
+    }
+
+    /// Effective cluster settings (transient over persistent) with registry defaults supplied by
+    /// the caller's `SettingsView`.
+    pub fn settings(&self) -> SettingsView<'_> {
+        SettingsView::new(&self.metadata)
+    }
+
+    pub fn node_by_name(&self, name: &str) -> Option<&DiscoveryNode> {
+        self.nodes.values().find(|n| n.name == name)
+    }
+
+    /// A node by id or by name (reroute commands and `_only_nodes` accept both).
+    pub fn resolve_node(&self, id_or_name: &str) -> Option<&DiscoveryNode> {
+        self.nodes
+            .get(id_or_name)
+            .or_else(|| self.node_by_name(id_or_name))
+    }
+
+    /// Every shard copy of every index.
+    pub fn all_copies(&self) -> impl Iterator<Item = &ShardRouting> {
+        self.routing
+            .values()
+            .flat_map(|t| t.shards.iter().flat_map(|copies| copies.iter()))
+    }
+
+    /// The copies assigned to a node (including relocation targets).
+    pub fn copies_on_node<'a>(
+        &'a self,
+        node_id: &'a str,
+    ) -> impl Iterator<Item = &'a ShardRouting> {
+        self.all_copies()
+            .filter(move |c| c.node.as_deref() == Some(node_id))
+    }
+
+    pub fn primary(&self, index: &str, shard: u32) -> Option<&ShardRouting> {
+        self.routing
+            .get(index)?
+            .shards
+            .get(shard as usize)?
+            .iter()
+            .find(|c| c.primary && c.relocation_target_of().is_none())
+    }
+
+    pub fn copies(&self, index: &str, shard: u32) -> &[ShardRouting] {
+        self.routing
+            .get(index)
+            .and_then(|t| t.shards.get(shard as usize))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// A fresh allocation id; deterministic so every node applying the log agrees on it.
+    pub fn new_allocation_id(&mut self) -> String {
+        self.next_allocation_seq += 1;
+        allocation_id(&self.cluster_uuid, self.next_allocation_seq)
+    }
+}
+
+/// 22 url-safe characters, like OpenSearch's allocation ids, derived from the cluster uuid and a
+/// counter (splitmix64 twice).
+fn allocation_id(cluster_uuid: &str, seq: u64) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let seed = cluster_uuid.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut a = splitmix64(seed ^ seq);
+    let mut b = splitmix64(a ^ seq.rotate_left(17));
+    let mut out = String::with_capacity(22);
+    for i in 0..22 {
+        let word = if i < 11 { &mut a } else { &mut b };
+        out.push(ALPHABET[(*word & 63) as usize] as char);
+        *word >>= 6;
+    }
+    out
+}
+
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}

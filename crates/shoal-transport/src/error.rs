@@ -1,0 +1,120 @@
+//! Errors of the transport layer.
+//!
+//! [`RemoteError`] is what a remote handler answers when it fails: it keeps OpenSearch's error
+//! shape (HTTP status, `type`, `reason`) so the REST layer of the coordinating node can render it
+//! as if it had happened locally. [`TransportError`] is what a caller of the transport sees: either
+//! the remote error or a failure to get an answer at all.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// An error returned by a remote handler, in OpenSearch's error shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("[{error_type}] {reason} (status {status})")]
+pub struct RemoteError {
+    /// HTTP status the REST layer should answer with.
+    pub status: u16,
+    /// OpenSearch error type, e.g. `index_not_found_exception`.
+    pub error_type: String,
+    /// Human readable reason.
+    pub reason: String,
+}
+
+impl RemoteError {
+    pub fn new(status: u16, error_type: impl Into<String>, reason: impl Into<String>) -> Self {
+        RemoteError {
+            status,
+            error_type: error_type.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// 500 with OpenSearch's generic `exception` type.
+    pub fn internal(reason: impl Into<String>) -> Self {
+        RemoteError::new(500, "exception", reason)
+    }
+
+    /// 400 `illegal_argument_exception`.
+    pub fn bad_request(reason: impl Into<String>) -> Self {
+        RemoteError::new(400, "illegal_argument_exception", reason)
+    }
+
+    /// 400 answered for an action nobody registered a handler for.
+    pub fn action_not_found(action: &str) -> Self {
+        RemoteError::new(
+            400,
+            "action_not_found_transport_exception",
+            format!("no handler for action [{action}]"),
+        )
+    }
+}
+
+/// Why a call through the transport failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// The peer could not be reached, or the connection broke during the call.
+    #[error("node [{addr}] is unreachable: {reason}")]
+    Unreachable { addr: String, reason: String },
+    /// No answer within the caller's deadline.
+    #[error("request [{action}] to [{addr}] timed out after {after:?}")]
+    Timeout {
+        addr: String,
+        action: String,
+        after: Duration,
+    },
+    /// The peer belongs to another cluster (both cluster uuids are known and differ).
+    #[error("cluster uuid mismatch: local [{local}], remote [{remote}]")]
+    ClusterMismatch { local: String, remote: String },
+    /// The remote handler answered with an error.
+    #[error("remote error: {0}")]
+    Remote(RemoteError),
+    /// The message was dropped by a fault-injection [`crate::Filter`].
+    #[error("request dropped by a transport filter")]
+    Dropped,
+}
+
+impl TransportError {
+    /// True when the message may not have reached the peer at all, so the peer must not be
+    /// assumed to have acted on it (connection failures and injected drops).
+    pub fn is_connection_error(&self) -> bool {
+        matches!(
+            self,
+            TransportError::Unreachable { .. } | TransportError::Dropped
+        )
+    }
+
+    /// Renders the error in OpenSearch's shape, the way OpenSearch reports transport failures.
+    pub fn to_remote_error(&self) -> RemoteError {
+        match self {
+            TransportError::Remote(remote) => remote.clone(),
+            TransportError::Unreachable { addr, reason } => RemoteError::new(
+                500,
+                "connect_transport_exception",
+                format!("[{addr}] connect_exception: {reason}"),
+            ),
+            TransportError::Dropped => RemoteError::new(
+                500,
+                "connect_transport_exception",
+                "request dropped by a transport filter",
+            ),
+            TransportError::Timeout {
+                addr,
+                action,
+                after,
+            } => RemoteError::new(
+                500,
+                "receive_timeout_transport_exception",
+                format!(
+                    "[{addr}][{action}] request timed out after [{}ms]",
+                    after.as_millis()
+                ),
+            ),
+            TransportError::ClusterMismatch { local, remote } => RemoteError::new(
+                500,
+                "illegal_state_exception",
+                format!("remote node belongs to cluster [{remote}], local cluster is [{local}]"),
+            ),
+        }
+    }
+}

@@ -1,0 +1,132 @@
+"""A multi-node Shoal cluster of real processes on 127.0.0.1, for tests that need one.
+
+    with ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "b"}, {"zone": "c"}]) as c:
+        c.wait_for_nodes(3)
+        c.kill(0); c.stop(1); c.cont(1); c.restart(0)
+
+Every node lists every node as a seed; the cluster-manager-eligible ones form the first voting
+configuration. On failure the node logs are printed by `dump_logs()` (the fixture calls it).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import requests
+
+from conftest import ShoalNode, free_port
+
+
+class ShoalCluster:
+    def __init__(self, workdir: Path, n: int, *, attrs: list[dict] | None = None,
+                 roles: list[str | None] | None = None, settings: dict | None = None):
+        self.workdir = Path(workdir)
+        self.nodes: list[ShoalNode] = []
+        ports = [free_port() for _ in range(n)]
+        seeds = ",".join(f"127.0.0.1:{p}" for p in ports)
+        names = [f"node-{i}" for i in range(n)]
+        eligible = [names[i] for i in range(n) if roles is None or roles[i] is None or "cluster_manager" in roles[i]]
+        for i in range(n):
+            node_settings = {
+                "transport.port": str(ports[i]),
+                "discovery.seed_hosts": seeds,
+                "cluster.initial_cluster_manager_nodes": ",".join(eligible),
+            }
+            for k, v in (attrs[i] if attrs else {}).items():
+                node_settings[f"node.attr.{k}"] = v
+            if roles is not None and roles[i] is not None:
+                node_settings["node.roles"] = roles[i]
+            node_settings.update(settings or {})
+            node = ShoalNode(self.workdir / names[i], name=names[i], settings=node_settings)
+            node.transport_port = ports[i]
+            self.nodes.append(node)
+        self.stopped: set[int] = set()
+
+    def __enter__(self) -> "ShoalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+
+    def close(self) -> None:
+        for i in list(self.stopped):
+            self.cont(i)
+        for node in self.nodes:
+            node.kill9()
+
+    def http(self, i: int = 0):
+        return self.nodes[i].http()
+
+    def client(self, i: int = 0):
+        return self.nodes[i].client()
+
+    def live(self) -> list[int]:
+        return [i for i, n in enumerate(self.nodes) if n.alive() and i not in self.stopped]
+
+    def get(self, path: str, i: int | None = None, **params):
+        """GET on node i, or on the first live node that answers."""
+        order = [i] if i is not None else self.live()
+        last = None
+        for j in order:
+            try:
+                return requests.get(self.nodes[j].url + path, params=params, timeout=10)
+            except requests.RequestException as e:
+                last = e
+        raise RuntimeError(f"no node answered {path}: {last}")
+
+    def health(self, i: int | None = None, **params) -> dict:
+        return self.get("/_cluster/health", i, **params).json()
+
+    def wait_for_nodes(self, n: int, timeout: float = 60, i: int | None = None) -> dict:
+        return self.wait(lambda h: h.get("number_of_nodes") == n, timeout, i, f"{n} nodes")
+
+    def wait_for_status(self, status: str, timeout: float = 60, i: int | None = None) -> dict:
+        order = {"green": 0, "yellow": 1, "red": 2}
+        return self.wait(lambda h: h.get("status") in order and order[h["status"]] <= order[status], timeout, i, status)
+
+    def wait(self, predicate, timeout: float, i: int | None, what: str) -> dict:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = self.health(i)
+                if predicate(last):
+                    return last
+            except Exception as e:  # a node may be restarting
+                last = repr(e)
+            time.sleep(0.1)
+        raise AssertionError(f"cluster did not reach {what} within {timeout}s; last health: {last}\n{self.dump_logs()}")
+
+    def cluster_manager(self, i: int | None = None) -> str | None:
+        rows = self.get("/_cat/cluster_manager", i, format="json", h="node").json()
+        return rows[0]["node"] if rows else None
+
+    def index_of(self, name: str) -> int:
+        return [n.name for n in self.nodes].index(name)
+
+    def kill(self, i: int) -> None:
+        self.nodes[i].kill9()
+
+    def stop(self, i: int) -> None:
+        """SIGSTOP: the process hangs without closing its sockets."""
+        self.nodes[i].proc.send_signal(signal.SIGSTOP)
+        self.stopped.add(i)
+
+    def cont(self, i: int) -> None:
+        if i in self.stopped and self.nodes[i].alive():
+            self.nodes[i].proc.send_signal(signal.SIGCONT)
+        self.stopped.discard(i)
+
+    def restart(self, i: int) -> None:
+        self.nodes[i].kill9()
+        self.nodes[i].start()
+
+    def dump_logs(self, lines: int = 60) -> str:
+        return "\n".join(n.log_tail(lines) for n in self.nodes)

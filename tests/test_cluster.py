@@ -1,0 +1,175 @@
+"""Multi-node clusters of real `shoal` processes: formation, placement, cluster-manager
+failover, fault detection of a hung node, and writes without a cluster manager.
+
+Timings measured here are printed (pytest -s) and appended to $SHOAL_CLUSTER_TIMINGS if set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from cluster import ShoalCluster
+
+pytestmark = pytest.mark.cluster
+
+
+def record(name: str, seconds: float) -> None:
+    print(f"\n[timing] {name}: {seconds:.3f}s")
+    path = os.environ.get("SHOAL_CLUSTER_TIMINGS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"name": name, "seconds": seconds}) + "\n")
+
+
+@pytest.fixture
+def cluster3(tmp_path):
+    c = ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "b"}, {"zone": "c"}])
+    started = time.monotonic()
+    c.start()
+    try:
+        c.wait_for_nodes(3)
+        record("3-node cluster: process start to 3 nodes joined", time.monotonic() - started)
+        yield c
+    except BaseException:
+        print(c.dump_logs())
+        raise
+    finally:
+        c.close()
+
+
+def bulk(c: ShoalCluster, i: int, index: str, ids: range) -> dict:
+    lines = []
+    for n in ids:
+        lines.append(json.dumps({"index": {"_index": index, "_id": str(n)}}))
+        lines.append(json.dumps({"n": n, "text": f"document number {n}"}))
+    r = c.http(i).post("/_bulk", "\n".join(lines) + "\n", params={"refresh": "true"},
+                       headers={"Content-Type": "application/x-ndjson"})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def cat_shards(c: ShoalCluster, index: str, i: int | None = None) -> list[dict]:
+    return c.get(f"/_cat/shards/{index}", i, format="json").json()
+
+
+def test_three_nodes_form_one_cluster_with_one_cluster_manager(cluster3):
+    managers = {cluster3.cluster_manager(i) for i in range(3)}
+    assert len(managers) == 1 and None not in managers, managers
+    for i in range(3):
+        rows = cluster3.get("/_cat/nodes", i, format="json", h="name,node.role,cluster_manager").json()
+        assert sorted(r["name"] for r in rows) == ["node-0", "node-1", "node-2"]
+        assert [r["cluster_manager"] for r in rows].count("*") == 1
+        assert all(r["node.role"] == "dimr" for r in rows)
+    uuids = {cluster3.get("/", i).json()["cluster_uuid"] for i in range(3)}
+    assert len(uuids) == 1 and "" not in uuids
+
+
+def test_index_created_on_any_node_spreads_primaries_and_takes_writes_from_any_node(cluster3):
+    r = cluster3.http(1).put("/spread", {"settings": {"number_of_shards": 6, "number_of_replicas": 0}})
+    assert r.status_code == 200, r.text
+    cluster3.wait_for_status("green")
+    rows = cat_shards(cluster3, "spread")
+    per_node = {}
+    for row in rows:
+        assert row["state"] == "STARTED"
+        per_node[row["node"]] = per_node.get(row["node"], 0) + 1
+    assert sorted(per_node.values()) == [2, 2, 2], rows
+    result = bulk(cluster3, 0, "spread", range(300))
+    assert not result["errors"]
+    assert {item["index"]["status"] for item in result["items"]} == {201}
+    # Every primary received its share, whichever node coordinated the bulk.
+    docs = sum(int(row["docs"]) for i in range(3) for row in cat_shards(cluster3, "spread", i) if row["docs"])
+    assert docs == 300
+
+
+def test_kill_the_cluster_manager_elects_a_new_one_quickly(cluster3):
+    old = cluster3.cluster_manager()
+    victim = cluster3.index_of(old)
+    survivors = [i for i in range(3) if i != victim]
+    started = time.monotonic()
+    cluster3.kill(victim)
+    deadline = started + 30
+    new = None
+    while time.monotonic() < deadline:
+        try:
+            new = cluster3.cluster_manager(survivors[0])
+        except Exception:
+            new = None
+        if new and new != old:
+            break
+        time.sleep(0.05)
+    elapsed = time.monotonic() - started
+    record("new cluster manager after kill -9 of the old one", elapsed)
+    assert new and new != old, f"no new cluster manager within 30s\n{cluster3.dump_logs()}"
+    assert elapsed < 3.0
+    for i in survivors:
+        health = cluster3.wait_for_nodes(2, i=i, timeout=15)
+        assert health["discovered_cluster_manager"] is True
+    # The survivors still accept metadata changes.
+    assert cluster3.http(survivors[1]).put("/after-failover", {"settings": {"number_of_replicas": 0}}).status_code == 200
+
+
+def test_a_sigstopped_node_is_removed_and_rejoins_after_sigcont(cluster3):
+    manager = cluster3.index_of(cluster3.cluster_manager())
+    victim = next(i for i in range(3) if i != manager)
+    started = time.monotonic()
+    cluster3.stop(victim)
+    cluster3.wait_for_nodes(2, i=manager, timeout=30)
+    elapsed = time.monotonic() - started
+    record("SIGSTOPped node removed from the cluster", elapsed)
+    assert elapsed < 3.0
+    cluster3.cont(victim)
+    cluster3.wait_for_nodes(3, i=manager, timeout=30)
+    cluster3.wait_for_nodes(3, i=victim, timeout=30)
+
+
+def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(cluster3):
+    manager = cluster3.index_of(cluster3.cluster_manager())
+    keep = next(i for i in range(3) if i != manager)
+    # The mapping exists up front: new fields would need the cluster manager (a metadata write).
+    r = cluster3.http(keep).put("/nocm", {"settings": {"number_of_shards": 3, "number_of_replicas": 0},
+                                          "mappings": {"properties": {"n": {"type": "long"}}}})
+    assert r.status_code == 200, r.text
+    cluster3.wait_for_status("green")
+    local_shard_ids = [int(row["shard"]) for row in cat_shards(cluster3, "nocm", keep)
+                       if row["node"] == cluster3.nodes[keep].name]
+    assert local_shard_ids, "the kept node holds a primary"
+    for i in range(3):
+        if i != keep:
+            cluster3.kill(i)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and cluster3.health(keep)["discovered_cluster_manager"]:
+        time.sleep(0.1)
+    assert cluster3.health(keep)["discovered_cluster_manager"] is False
+    # Metadata changes are blocked with OpenSearch's error.
+    r = cluster3.http(keep).put("/newindex", {})
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["type"] == "cluster_block_exception"
+    assert "no cluster-manager" in r.json()["error"]["reason"]
+    # Document writes to a primary on this node keep working (metadata_write).
+    written = 0
+    for n in range(200):
+        r = cluster3.http(keep).put(f"/nocm/_doc/{n}", {"n": n})
+        if r.status_code in (200, 201):
+            written += 1
+    assert written > 0
+
+
+def test_a_restarted_node_rejoins_with_its_data(cluster3):
+    assert cluster3.http(0).put("/keep", {"settings": {"number_of_shards": 3, "number_of_replicas": 0}}).status_code == 200
+    cluster3.wait_for_status("green")
+    assert not bulk(cluster3, 0, "keep", range(90))["errors"]
+    manager = cluster3.index_of(cluster3.cluster_manager())
+    victim = next(i for i in range(3) if i != manager)
+    before = {row["shard"]: row["docs"] for row in cat_shards(cluster3, "keep", victim)
+              if row["node"] == cluster3.nodes[victim].name}
+    cluster3.restart(victim)
+    cluster3.wait_for_nodes(3, i=manager, timeout=30)
+    cluster3.wait_for_status("green", timeout=30)
+    after = {row["shard"]: row["docs"] for row in cat_shards(cluster3, "keep", victim)
+             if row["node"] == cluster3.nodes[victim].name}
+    assert after == before and before
