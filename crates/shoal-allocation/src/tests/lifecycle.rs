@@ -1,0 +1,166 @@
+use serde_json::json;
+use shoal_state::{Command, HealthStatus, RecoverySource, ShardState};
+
+use super::*;
+use crate::test_support::*;
+
+#[test]
+fn a_lost_primary_is_replaced_by_its_replica_and_the_replica_rebuilt() {
+    let mut state = cluster(vec![
+        data_node("n1", "a"),
+        data_node("n2", "b"),
+        data_node("n3", "c"),
+    ]);
+    create_index(
+        &mut state,
+        0,
+        "idx",
+        1,
+        1,
+        &[("index.unassigned.node_left.delayed_timeout", "0s")],
+    );
+    settle(&mut state, 0);
+    let old_primary_node = state
+        .primary("idx", 0)
+        .and_then(|p| p.node.clone())
+        .expect("primary");
+    let replica_node = state
+        .copies("idx", 0)
+        .iter()
+        .find(|c| !c.primary)
+        .and_then(|c| c.node.clone())
+        .expect("replica");
+    let term = state.metadata.indices["idx"].primary_terms[0];
+
+    node_left(&mut state, 1_000, &old_primary_node);
+    let promoted = state.primary("idx", 0).expect("promoted");
+    assert_eq!(promoted.node.as_deref(), Some(replica_node.as_str()));
+    assert_eq!(promoted.state, ShardState::Started);
+    assert_eq!(state.metadata.indices["idx"].primary_terms[0], term + 1);
+
+    crate::reroute(&mut state, 1_000);
+    let rebuilt = state
+        .copies("idx", 0)
+        .iter()
+        .find(|c| !c.primary)
+        .cloned()
+        .expect("replica");
+    assert_eq!(rebuilt.state, ShardState::Initializing);
+    assert_eq!(rebuilt.recovery_source, Some(RecoverySource::Peer));
+    assert_ne!(rebuilt.node, Some(replica_node));
+    assert_ne!(rebuilt.node, Some(old_primary_node));
+    settle(&mut state, 1_000);
+    assert_eq!(state.health(None).status, HealthStatus::Green);
+}
+
+#[test]
+fn an_existing_primary_waits_for_its_node_and_reopens_there() {
+    let mut state = cluster(vec![data_node("n1", "a"), data_node("n2", "b")]);
+    create_index(&mut state, 0, "idx", 1, 0, &[]);
+    settle(&mut state, 0);
+    let holder = state
+        .primary("idx", 0)
+        .and_then(|p| p.node.clone())
+        .expect("assigned");
+    let node = state.nodes[&holder].clone();
+    let term = state.metadata.indices["idx"].primary_terms[0];
+
+    node_left(&mut state, 1_000, &holder);
+    settle(&mut state, 500_000);
+    let primary = state.primary("idx", 0).cloned().expect("primary");
+    assert_eq!(
+        primary.state,
+        ShardState::Unassigned,
+        "its data is only on the node that left"
+    );
+    assert_eq!(
+        primary
+            .unassigned
+            .as_ref()
+            .map(|u| u.last_allocation_status.as_str()),
+        Some("no_valid_shard_copy")
+    );
+    assert_eq!(state.health(None).status, HealthStatus::Red);
+
+    apply(&mut state, 600_000, Command::NodeJoin(node));
+    crate::reroute(&mut state, 600_000);
+    let primary = state.primary("idx", 0).cloned().expect("primary");
+    assert_eq!(primary.node.as_deref(), Some(holder.as_str()));
+    assert_eq!(primary.recovery_source, Some(RecoverySource::ExistingStore));
+    assert_eq!(state.metadata.indices["idx"].primary_terms[0], term + 1);
+}
+
+#[test]
+fn repeated_failures_stop_at_max_retries_until_retry_failed() {
+    let mut state = cluster(vec![data_node("n1", "a")]);
+    create_index(
+        &mut state,
+        0,
+        "idx",
+        1,
+        0,
+        &[("index.allocation.max_retries", "3")],
+    );
+    for attempt in 1..=3 {
+        crate::reroute(&mut state, 0);
+        let copy = state.copies("idx", 0)[0].clone();
+        assert_eq!(copy.state, ShardState::Initializing, "attempt {attempt}");
+        apply(
+            &mut state,
+            0,
+            Command::ShardFailed {
+                index: "idx".into(),
+                shard: 0,
+                allocation_id: copy.allocation_id.expect("id"),
+                reason: "disk broke".into(),
+            },
+        );
+    }
+    crate::reroute(&mut state, 0);
+    let copy = state.copies("idx", 0)[0].clone();
+    assert_eq!(copy.state, ShardState::Unassigned);
+    let info = copy.unassigned.expect("info");
+    assert_eq!(
+        (
+            info.failed_allocations,
+            info.last_allocation_status.as_str()
+        ),
+        (3, "no")
+    );
+
+    crate::execute(&mut state, &[], true, 0).expect("retry_failed");
+    crate::reroute(&mut state, 0);
+    assert_eq!(state.copies("idx", 0)[0].state, ShardState::Initializing);
+}
+
+/// The same commands applied to two copies of a cluster give identical states.
+#[test]
+fn allocation_is_deterministic() {
+    let run = || {
+        let mut state = cluster(vec![
+            data_node("n1", "a"),
+            data_node("n2", "b"),
+            data_node("n3", "c"),
+        ]);
+        set_cluster_setting(
+            &mut state,
+            "cluster.routing.allocation.awareness.attributes",
+            json!("zone"),
+        );
+        create_index(&mut state, 0, "logs", 5, 1, &[]);
+        create_index(&mut state, 0, "metrics", 3, 2, &[]);
+        settle(&mut state, 0);
+        apply(&mut state, 10, Command::NodeJoin(data_node("n4", "a")));
+        settle(&mut state, 10);
+        node_left(&mut state, 20, "n2");
+        settle(&mut state, 100_000);
+        state
+    };
+    let (first, second) = (run(), run());
+    assert_eq!(first, second);
+    assert_eq!(
+        serde_json::to_string(&first).expect("json"),
+        serde_json::to_string(&second).expect("json")
+    );
+    assert_eq!(first.health(None).status, HealthStatus::Green);
+}
