@@ -332,13 +332,12 @@ def pytest_collection_modifyitems(config, items):
 # shared read-only datasets (created once per test module, removed after it so that nothing leaks into
 # tests that expect an empty cluster, like the REST YAML tests)
 
-@pytest.fixture(scope="module")
-def products(http):
-    """A read-only 10-document index (tests/dataset.py), 1 shard, 0 replicas, refreshed."""
+def shared_products_index(http, name: str, shards: int):
+    """Creates the read-only products index (tests/dataset.py), refreshed; yields its name and
+    removes it afterwards."""
     from dataset import PRODUCTS, PRODUCTS_MAPPING
-    name = "t-shared-products"
     cleanup_indices(http, name)
-    r = http.put(f"/{name}", {"settings": {"number_of_shards": 1, "number_of_replicas": 0},
+    r = http.put(f"/{name}", {"settings": {"number_of_shards": shards, "number_of_replicas": 0},
                               "mappings": PRODUCTS_MAPPING})
     assert r.status_code == 200, r.text
     lines = []
@@ -348,21 +347,15 @@ def products(http):
     assert r.status_code == 200 and not r.json()["errors"], r.text
     yield name
     cleanup_indices(http, name)
+
+
+@pytest.fixture(scope="module")
+def products(http):
+    """A read-only 10-document index, 1 shard, 0 replicas, refreshed."""
+    yield from shared_products_index(http, "t-shared-products", 1)
 
 
 @pytest.fixture(scope="module")
 def products3(http):
     """The same documents spread over 3 shards (for merge-across-shards checks)."""
-    from dataset import PRODUCTS, PRODUCTS_MAPPING
-    name = "t-shared-products3"
-    cleanup_indices(http, name)
-    r = http.put(f"/{name}", {"settings": {"number_of_shards": 3, "number_of_replicas": 0},
-                              "mappings": PRODUCTS_MAPPING})
-    assert r.status_code == 200, r.text
-    lines = []
-    for doc_id, doc in PRODUCTS.items():
-        lines += [{"index": {"_index": name, "_id": doc_id}}, doc]
-    r = http.bulk(lines, params={"refresh": "true"})
-    assert r.status_code == 200 and not r.json()["errors"], r.text
-    yield name
-    cleanup_indices(http, name)
+    yield from shared_products_index(http, "t-shared-products3", 3)
