@@ -26,7 +26,6 @@ pub fn node_with(id: &str, attributes: &[(&str, &str)]) -> DiscoveryNode {
     DiscoveryNode {
         id: id.to_string(),
         name: id.to_string(),
-        raft_id: u64::from(n),
         transport_address: format!("10.0.0.{n}:9300"),
         http_address: format!("10.0.0.{n}:9200"),
         host: format!("host-{n}"),

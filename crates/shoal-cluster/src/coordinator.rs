@@ -2,7 +2,7 @@
 //! hosts, bootstrap), joins it, and — on the elected cluster manager — keeps the voting
 //! configuration right and removes nodes that stop answering.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -48,11 +48,15 @@ pub struct Cluster {
     state_machine: StateMachine,
     initialized_log: Mutex<bool>,
     last_join_attempt: Mutex<Option<Instant>>,
-    /// Consecutive failed follower checks per node id (cluster manager only).
-    follower_failures: Mutex<BTreeMap<String, u32>>,
-    checks_in_flight: Mutex<BTreeSet<String>>,
+    pub(crate) checks_in_flight: Mutex<BTreeSet<String>>,
     /// Set once this process has acted as cluster manager (see `leader::leader_duties`).
     pub(crate) led_before: std::sync::atomic::AtomicBool,
+}
+
+/// A random 22-character url-safe id (node ids, cluster uuid, index uuids), like OpenSearch's.
+pub fn new_id() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
 }
 
 pub fn now_millis() -> i64 {
@@ -71,6 +75,7 @@ impl Cluster {
     ) -> Result<Arc<Cluster>, ClusterError> {
         let io = |e: std::io::Error| ClusterError::Internal(format!("raft storage: {e}"));
         let log_store = LogStore::open(&config.raft_dir).map_err(io)?;
+        let committed = log_store.committed_index();
         let initialized = log_store.has_state();
         let state_machine =
             StateMachine::open(&config.raft_dir, &config.cluster_name).map_err(io)?;
@@ -85,7 +90,7 @@ impl Cluster {
         .validate()
         .map_err(|e| ClusterError::Internal(format!("raft config: {e}")))?;
         let raft = Raft::new(
-            config.local.raft_id,
+            config.local.raft_id(),
             Arc::new(raft_config),
             Network::new(transport.clone()),
             log_store,
@@ -93,6 +98,17 @@ impl Cluster {
         )
         .await
         .map_err(|e| ClusterError::Internal(format!("raft start: {e}")))?;
+        // Replaying the committed log needs no leader: wait for it, so the node starts from the
+        // state it last knew (its shards, its indices) rather than from an empty one.
+        if let Some(index) = committed {
+            if let Err(e) = raft
+                .wait(Some(Duration::from_secs(30)))
+                .applied_index_at_least(Some(index), "replay the committed cluster state")
+                .await
+            {
+                warn!(error = %e, "could not replay the committed cluster state");
+            }
+        }
         let uuid = state_machine.current().cluster_uuid.clone();
         if !uuid.is_empty() {
             transport.set_cluster_uuid(&uuid);
@@ -104,7 +120,6 @@ impl Cluster {
             state_machine,
             initialized_log: Mutex::new(initialized),
             last_join_attempt: Mutex::new(None),
-            follower_failures: Mutex::new(BTreeMap::new()),
             checks_in_flight: Mutex::new(BTreeSet::new()),
             led_before: std::sync::atomic::AtomicBool::new(false),
         });
@@ -158,7 +173,7 @@ impl Cluster {
         self.state()
             .nodes
             .values()
-            .find(|n| n.raft_id == leader)
+            .find(|n| n.raft_id() == leader)
             .cloned()
     }
 
@@ -226,7 +241,10 @@ impl Cluster {
         }
     }
 
-    async fn propose_as_leader(&self, command: Command) -> Result<ApplyResult, ClusterError> {
+    pub(crate) async fn propose_as_leader(
+        &self,
+        command: Command,
+    ) -> Result<ApplyResult, ClusterError> {
         let proposal = Proposal {
             now_millis: now_millis(),
             command,
@@ -324,13 +342,13 @@ impl Cluster {
 
     /// Adds a node to the Raft group as a learner (it receives the log; voters are chosen by
     /// [`Cluster::reconcile_voters`]).
-    async fn ensure_raft_member(&self, node: &DiscoveryNode) {
+    pub(crate) async fn ensure_raft_member(&self, node: &DiscoveryNode) {
         let known = {
             let metrics = self.raft.metrics();
             let metrics = metrics.borrow_watched();
             metrics
                 .membership_config
-                .get_node(&node.raft_id)
+                .get_node(&node.raft_id())
                 .map(|n| n.addr == node.transport_address)
         };
         if known == Some(true) {
@@ -338,7 +356,11 @@ impl Cluster {
         }
         if let Err(e) = self
             .raft
-            .add_learner(node.raft_id, BasicNode::new(&node.transport_address), false)
+            .add_learner(
+                node.raft_id(),
+                BasicNode::new(&node.transport_address),
+                false,
+            )
             .await
         {
             warn!(node = %node.name, error = %e, "could not add node to the raft group");
@@ -391,24 +413,5 @@ impl Cluster {
         }
         *last = Some(Instant::now());
         true
-    }
-
-    pub(crate) fn follower_failures(&self) -> &Mutex<BTreeMap<String, u32>> {
-        &self.follower_failures
-    }
-
-    pub(crate) fn checks_in_flight(&self) -> &Mutex<BTreeSet<String>> {
-        &self.checks_in_flight
-    }
-
-    pub(crate) async fn propose_local(
-        &self,
-        command: Command,
-    ) -> Result<ApplyResult, ClusterError> {
-        self.propose_as_leader(command).await
-    }
-
-    pub(crate) async fn add_member(&self, node: &DiscoveryNode) {
-        self.ensure_raft_member(node).await
     }
 }

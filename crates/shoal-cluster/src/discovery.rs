@@ -132,7 +132,7 @@ fn bootstrap_configuration(
 async fn bootstrap(cluster: &Cluster, voters: Vec<shoal_state::DiscoveryNode>) {
     let members: BTreeMap<u64, BasicNode> = voters
         .iter()
-        .map(|n| (n.raft_id, BasicNode::new(&n.transport_address)))
+        .map(|n| (n.raft_id(), BasicNode::new(&n.transport_address)))
         .collect();
     info!(voters = ?voters.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), "bootstrapping the cluster");
     match cluster.raft().initialize(members).await {

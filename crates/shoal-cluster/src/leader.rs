@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use openraft::async_runtime::watch::WatchReceiver;
-use shoal_state::{ClusterState, Command, ShardState};
+use shoal_state::{ClusterState, Command};
 use tracing::{info, warn};
 
 use crate::coordinator::{now_millis, Cluster, ACTION_FOLLOWER_CHECK};
@@ -17,9 +17,9 @@ pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
     let local = cluster.local().clone();
     let term = cluster.raft().metrics().borrow_watched().current_term;
     if state.cluster_uuid.is_empty() {
-        let uuid = new_cluster_uuid(&local.id);
+        let uuid = crate::coordinator::new_id();
         let _ = cluster
-            .propose_local(Command::Bootstrap {
+            .propose_as_leader(Command::Bootstrap {
                 cluster_uuid: uuid,
                 cluster_name: cluster.config().cluster_name.clone(),
             })
@@ -37,7 +37,7 @@ pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
         // survive a full cluster restart in OpenSearch. A full restart electing another node
         // keeps them: an approximation until nodes record their start epochs.
         let _ = cluster
-            .propose_local(Command::PutClusterSettings {
+            .propose_as_leader(Command::PutClusterSettings {
                 persistent: state.metadata.persistent_settings.clone(),
                 transient: Default::default(),
             })
@@ -46,23 +46,23 @@ pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
     if state.cluster_manager.as_deref() != Some(local.id.as_str()) || state.term != term {
         info!(term, "elected as cluster manager");
         let _ = cluster
-            .propose_local(Command::ClusterManagerElected {
+            .propose_as_leader(Command::ClusterManagerElected {
                 node_id: local.id.clone(),
                 term,
             })
             .await;
     }
     if state.nodes.get(&local.id) != Some(&local) {
-        let _ = cluster.propose_local(Command::NodeJoin(local)).await;
+        let _ = cluster.propose_as_leader(Command::NodeJoin(local)).await;
     }
     let state = cluster.state();
     for node in state.nodes.values() {
-        cluster.add_member(node).await;
+        cluster.ensure_raft_member(node).await;
     }
     reconcile_voters(cluster, &state).await;
     spawn_follower_checks(cluster, &state);
-    if delayed_allocation_due(&state, now_millis()) {
-        let _ = cluster.propose_local(Command::Tick).await;
+    if shoal_allocation::next_delay_expiry(&state).is_some_and(|due| due <= now_millis()) {
+        let _ = cluster.propose_as_leader(Command::Tick).await;
     }
 }
 
@@ -82,28 +82,19 @@ pub(crate) fn desired_voters(state: &ClusterState, current: &BTreeSet<u64>) -> B
         .filter(|n| n.is_cluster_manager_eligible() && !excluded.contains(n.id.as_str()))
         .collect();
     // Current voters first, so the configuration changes as little as possible.
-    live.sort_by_key(|n| (!current.contains(&n.raft_id), n.id.clone()));
+    live.sort_by_key(|n| (!current.contains(&n.raft_id()), n.id.clone()));
     let target = round_down_to_odd(live.len()).min(5).max(live.len().min(3));
-    let mut voters: BTreeSet<u64> = live.iter().take(target).map(|n| n.raft_id).collect();
+    let mut voters: BTreeSet<u64> = live.iter().take(target).map(|n| n.raft_id()).collect();
     // Keep absent (not excluded) voters while the configuration would otherwise be below 3.
-    let excluded_raft: BTreeSet<u64> = state
-        .nodes
-        .values()
-        .filter(|n| excluded.contains(n.id.as_str()))
-        .map(|n| n.raft_id)
-        .chain(
-            state
-                .metadata
-                .voting_config_exclusions
-                .iter()
-                .map(|e| crate::raft::types::raft_id_of(&e.node_id)),
-        )
+    let excluded_raft: BTreeSet<u64> = excluded
+        .iter()
+        .map(|id| shoal_state::raft_id_of(id))
         .collect();
     for id in current {
         if voters.len() >= 3 {
             break;
         }
-        if !excluded_raft.contains(id) && !state.nodes.values().any(|n| n.raft_id == *id) {
+        if !excluded_raft.contains(id) && !state.nodes.values().any(|n| n.raft_id() == *id) {
             voters.insert(*id);
         }
     }
@@ -143,14 +134,14 @@ async fn reconcile_voters(cluster: &Cluster, state: &ClusterState) {
 fn spawn_follower_checks(cluster: &Arc<Cluster>, state: &ClusterState) {
     let local = cluster.local().id.clone();
     for node in state.nodes.values().filter(|n| n.id != local) {
-        if !cluster.checks_in_flight().lock().insert(node.id.clone()) {
+        if !cluster.checks_in_flight.lock().insert(node.id.clone()) {
             continue;
         }
         let cluster = cluster.clone();
         let node = node.clone();
         tokio::spawn(async move {
             check_follower(&cluster, &node).await;
-            cluster.checks_in_flight().lock().remove(&node.id);
+            cluster.checks_in_flight.lock().remove(&node.id);
         });
     }
 }
@@ -161,84 +152,42 @@ fn spawn_follower_checks(cluster: &Arc<Cluster>, state: &ClusterState) {
 /// for a disconnected node.
 async fn check_follower(cluster: &Cluster, node: &shoal_state::DiscoveryNode) {
     let settings = cluster.config().follower_check;
-    let result = cluster
-        .transport()
-        .call(
-            &node.transport_address,
-            ACTION_FOLLOWER_CHECK,
-            Bytes::new(),
-            settings.timeout,
-        )
-        .await;
-    let failures = {
-        let mut failures = cluster.follower_failures().lock();
-        match &result {
+    let mut failures = 0;
+    let reason = loop {
+        let result = cluster
+            .transport()
+            .call(
+                &node.transport_address,
+                ACTION_FOLLOWER_CHECK,
+                Bytes::new(),
+                settings.timeout,
+            )
+            .await;
+        match result {
             Ok(_) => {
-                failures.remove(&node.id);
-                0
+                tokio::time::sleep(settings.interval).await;
+                return;
             }
-            Err(e) if e.is_connection_error() => settings.retry_count,
+            Err(e) if e.is_connection_error() => break "disconnected".to_string(),
             Err(_) => {
-                let count = failures.entry(node.id.clone()).or_insert(0);
-                *count += 1;
-                *count
+                failures += 1;
+                if failures >= settings.retry_count {
+                    break format!(
+                        "followers check retry count exceeded [{}]",
+                        settings.retry_count
+                    );
+                }
             }
         }
     };
-    if failures == 0 {
-        tokio::time::sleep(settings.interval).await;
-        return;
-    }
-    if failures < settings.retry_count {
-        return; // retried on the next coordination tick
-    }
-    cluster.follower_failures().lock().remove(&node.id);
-    let reason = match result {
-        Err(e) if e.is_connection_error() => "disconnected".to_string(),
-        _ => format!(
-            "followers check retry count exceeded [{}]",
-            settings.retry_count
-        ),
-    };
     warn!(node = %node.name, %reason, "removing node from the cluster");
     let _ = cluster
-        .propose_local(Command::NodeLeft {
+        .propose_as_leader(Command::NodeLeft {
             node_id: node.id.clone(),
             reason,
         })
         .await;
     cluster.transport().disconnect(&node.transport_address);
-}
-
-fn delayed_allocation_due(state: &ClusterState, now: i64) -> bool {
-    state.all_copies().any(|c| {
-        c.state == ShardState::Unassigned
-            && c.unassigned.as_ref().is_some_and(|u| {
-                u.delayed
-                    && state
-                        .metadata
-                        .indices
-                        .get(&c.index)
-                        .is_some_and(|m| u.at_millis + m.node_left_delay_millis() <= now)
-            })
-    })
-}
-
-fn new_cluster_uuid(seed: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut x = nanos as u64 ^ crate::raft::types::raft_id_of(seed);
-    let mut out = String::new();
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    for _ in 0..22 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        out.push(ALPHABET[(x >> 58) as usize] as char);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -250,7 +199,6 @@ mod tests {
         DiscoveryNode {
             id: id.into(),
             name: id.into(),
-            raft_id: crate::raft::types::raft_id_of(id),
             transport_address: format!("{id}:9300"),
             http_address: format!("{id}:9200"),
             host: id.into(),

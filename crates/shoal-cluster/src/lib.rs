@@ -6,10 +6,9 @@ pub mod coordinator;
 mod discovery;
 pub mod error;
 mod leader;
-pub mod placement;
 pub mod raft;
 
 pub use config::{CheckSettings, ClusterConfig};
-pub use coordinator::{now_millis, Cluster, PeerInfo};
+pub use coordinator::{new_id, now_millis, Cluster, PeerInfo};
 pub use error::ClusterError;
 pub use raft::types::raft_id_of;

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use serde_json::Value;
 use shoal_cluster::{CheckSettings, Cluster, ClusterConfig, ClusterError};
 use shoal_state::{ClusterState, Command, DiscoveryNode, Role, ShardState};
 use shoal_transport::{Handler, RemoteError, Request, Transport};
@@ -37,15 +36,7 @@ pub fn local_discovery_node(config: &NodeConfig, node_id: &str) -> ApiResult<Dis
     let roles = match config.settings.get("node.roles") {
         None => Role::all(),
         Some(value) => {
-            let names: Vec<String> = match value {
-                Value::Array(items) => items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect(),
-                Value::String(s) => shoal_state_split(s),
-                _ => Vec::new(),
-            };
+            let names = shoal_state::list_value(value);
             let mut roles = BTreeSet::new();
             for name in names {
                 let role = Role::parse(&name)
@@ -80,7 +71,6 @@ pub fn local_discovery_node(config: &NodeConfig, node_id: &str) -> ApiResult<Dis
     Ok(DiscoveryNode {
         id: node_id.to_string(),
         name: config.node_name.clone(),
-        raft_id: shoal_cluster::raft_id_of(node_id),
         transport_address: format!("{host}:{}", config.transport_port),
         http_address: format!("{}:{}", config.http_host, config.http_port),
         host: host.to_string(),
@@ -89,14 +79,6 @@ pub fn local_discovery_node(config: &NodeConfig, node_id: &str) -> ApiResult<Dis
         attributes,
         version: crate::OPENSEARCH_VERSION.to_string(),
     })
-}
-
-fn shoal_state_split(text: &str) -> Vec<String> {
-    text.trim_matches(|c| c == '[' || c == ']')
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
 }
 
 fn check_settings(config: &NodeConfig, prefix: &str) -> CheckSettings {
@@ -120,15 +102,11 @@ fn check_settings(config: &NodeConfig, prefix: &str) -> CheckSettings {
 }
 
 fn list_setting(config: &NodeConfig, key: &str) -> Vec<String> {
-    match config.settings.get(key) {
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
-        Some(Value::String(s)) => shoal_state_split(s),
-        _ => Vec::new(),
-    }
+    config
+        .settings
+        .get(key)
+        .map(shoal_state::list_value)
+        .unwrap_or_default()
 }
 
 pub fn cluster_config(config: &NodeConfig, local: DiscoveryNode) -> ClusterConfig {
@@ -259,7 +237,7 @@ impl Node {
         let state = self
             .runtime
             .block_on(self.cluster.propose(command, CLUSTER_MANAGER_TIMEOUT))?;
-        self.wait_applied(state.version, Instant::now() + CLUSTER_MANAGER_TIMEOUT);
+        self.wait_applied(state.version, CLUSTER_MANAGER_TIMEOUT);
         Ok(state)
     }
 
@@ -277,47 +255,55 @@ impl Node {
         })
     }
 
-    fn wait_applied(&self, version: u64, deadline: Instant) {
+    /// Waits without polling: `check` runs now and again after every cluster state this node
+    /// applies (it sees the state and the applied version), until it answers or `timeout`.
+    fn wait_until_applied<T>(
+        &self,
+        timeout: Duration,
+        mut check: impl FnMut(&ClusterState, u64) -> Option<T>,
+    ) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        // Holding the lock while checking means no application can slip between a failed
+        // check and the wait.
         let mut applied = self.applied_version.lock();
-        while *applied < version {
+        loop {
+            if let Some(answer) = check(&self.cluster.state(), *applied) {
+                return Some(answer);
+            }
             if self
                 .applied_cond
                 .wait_until(&mut applied, deadline)
                 .timed_out()
             {
-                return;
+                return check(&self.cluster.state(), *applied);
             }
         }
+    }
+
+    fn wait_applied(&self, version: u64, timeout: Duration) {
+        self.wait_until_applied(timeout, |_, applied| (applied >= version).then_some(()));
     }
 
     /// Waits until every primary of `index` is started (create index answers after that,
     /// like OpenSearch's default `wait_for_active_shards=1`). Returns whether they did.
     pub fn wait_for_primaries(&self, index: &str, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let state = self.cluster.state();
-            let started = state.routing.get(index).is_some_and(|t| {
-                t.shards
-                    .iter()
-                    .all(|copies| copies.iter().any(|c| c.primary && c.is_active()))
-            });
-            if started {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.wait_until_applied(timeout, |state, _| {
+            state
+                .routing
+                .get(index)
+                .is_some_and(|t| {
+                    t.shards
+                        .iter()
+                        .all(|copies| copies.iter().any(|c| c.primary && c.is_active()))
+                })
+                .then_some(())
+        })
+        .is_some()
     }
 
     /// Applies a cluster state to this node: creates, updates and deletes index services and
     /// opens or closes the shard copies assigned here.
     pub(crate) fn apply_cluster_state(self: &Arc<Self>, state: &ClusterState) {
-        *self.cluster_settings.write() = crate::node::ClusterSettings {
-            persistent: state.metadata.persistent_settings.clone(),
-            transient: state.metadata.transient_settings.clone(),
-        };
         for (name, state_meta) in &state.metadata.indices {
             if let Err(e) = self.apply_index(state, name, state_meta) {
                 warn!(index = %name, error = %e.reason, "could not apply index metadata");
@@ -348,50 +334,20 @@ impl Node {
         name: &str,
         state_meta: &shoal_state::IndexMetadata,
     ) -> ApiResult<()> {
-        let json =
-            serde_json::to_value(state_meta).map_err(|e| ApiError::internal(e.to_string()))?;
-        let meta = IndexMetadata::from_json(&json)?;
-        let service = match self.index(name) {
-            Some(s) if s.uuid() == meta.uuid => {
-                if s.with_meta(|m| m.version < meta.version || m.state != meta.state) {
-                    s.replace_meta(meta.clone());
-                }
-                s
-            }
-            _ => {
-                let service = Arc::new(crate::index_service::IndexService::new(
-                    meta.clone(),
-                    self.paths.clone(),
-                    Arc::downgrade(self),
-                ));
-                self.insert_index(name, service.clone());
-                service
-            }
-        };
+        let service = self.sync_index_service(name, state_meta)?;
         let local: BTreeMap<usize, &shoal_state::ShardRouting> = state
-            .routing
-            .get(name)
-            .map(|t| {
-                t.shards
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(n, copies)| {
-                        copies
-                            .iter()
-                            .find(|c| c.node.as_deref() == Some(self.node_id.as_str()))
-                            .map(|c| (n, c))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let open = meta.state == crate::metadata::IndexState::Open;
-        for shard in 0..meta.settings().number_of_shards() {
+            .copies_on_node(&self.node_id)
+            .filter(|c| c.index == name)
+            .map(|c| (c.shard as usize, c))
+            .collect();
+        let open = state_meta.state == shoal_state::IndexState::Open;
+        for shard in 0..state_meta.number_of_shards() as usize {
             let copy = local.get(&shard).filter(|_| open);
             // Replicas wait for peer recovery (next issue); primaries open their store.
             let wanted = copy.filter(|c| c.primary || c.state != ShardState::Initializing);
             match wanted {
                 Some(copy) => {
-                    let term = meta.primary_terms.get(shard).copied().unwrap_or(1);
+                    let term = state_meta.primary_terms.get(shard).copied().unwrap_or(1) as i64;
                     service.ensure_shard_open(shard, term)?;
                     if copy.state == ShardState::Initializing {
                         self.report_started(copy);
@@ -401,6 +357,45 @@ impl Node {
             }
         }
         Ok(())
+    }
+
+    /// The local service of an index, created or updated from the cluster's metadata. The
+    /// conversion (which parses the mapping) only runs when the metadata changed: the applier
+    /// sees every state, most of which only move shards.
+    fn sync_index_service(
+        self: &Arc<Self>,
+        name: &str,
+        state_meta: &shoal_state::IndexMetadata,
+    ) -> ApiResult<Arc<crate::index_service::IndexService>> {
+        let current = self.index(name).filter(|s| s.uuid() == state_meta.uuid);
+        let unchanged = current.as_ref().is_some_and(|s| {
+            s.with_meta(|m| {
+                m.version >= state_meta.version
+                    && (m.state == crate::metadata::IndexState::Open)
+                        == (state_meta.state == shoal_state::IndexState::Open)
+                    && m.primary_terms
+                        .iter()
+                        .map(|t| *t as u64)
+                        .eq(state_meta.primary_terms.iter().copied())
+            })
+        });
+        if let (true, Some(service)) = (unchanged, &current) {
+            return Ok(service.clone());
+        }
+        let json =
+            serde_json::to_value(state_meta).map_err(|e| ApiError::internal(e.to_string()))?;
+        let meta = IndexMetadata::from_json(&json)?;
+        if let Some(service) = current {
+            service.replace_meta(meta);
+            return Ok(service);
+        }
+        let service = Arc::new(crate::index_service::IndexService::new(
+            meta,
+            self.paths.clone(),
+            Arc::downgrade(self),
+        ));
+        self.insert_index(name, service.clone());
+        Ok(service)
     }
 
     fn report_started(self: &Arc<Self>, copy: &shoal_state::ShardRouting) {
@@ -463,34 +458,31 @@ impl Node {
     /// `None` when the primary of the shard is open on this node; the primary's transport
     /// address otherwise. Waits for an inactive primary (a promotion in progress).
     pub(crate) fn primary_location(&self, index: &str, shard: usize) -> ApiResult<Option<String>> {
-        let deadline = Instant::now() + PRIMARY_WAIT;
-        loop {
-            let state = self.cluster.state();
-            let primary = state.primary(index, shard as u32).filter(|p| p.is_active());
-            if let Some(primary) = primary {
-                let node = primary.node.as_deref().unwrap_or_default();
-                if node == self.node_id {
-                    if self.index(index).is_some_and(|s| s.shard(shard).is_ok()) {
-                        return Ok(None);
-                    }
-                } else if let Some(n) = state.nodes.get(node) {
-                    return Ok(Some(n.transport_address.clone()));
-                }
-            } else if !state.metadata.indices.contains_key(index) {
-                return Ok(None); // not in the cluster state (yet): let the local path answer
+        let located = self.wait_until_applied(PRIMARY_WAIT, |state, _| {
+            let Some(primary) = state.primary(index, shard as u32).filter(|p| p.is_active()) else {
+                // Not in the cluster state (yet): let the local path answer.
+                return (!state.metadata.indices.contains_key(index)).then_some(None);
+            };
+            let node = primary.node.as_deref().unwrap_or_default();
+            if node == self.node_id {
+                let open = self.index(index).is_some_and(|s| s.shard(shard).is_ok());
+                return open.then_some(None);
             }
-            if Instant::now() >= deadline {
-                return Err(ApiError::new(
-                    503,
-                    "unavailable_shards_exception",
-                    format!(
-                        "[{index}][{shard}] primary shard is not active Timeout: [{}s]",
-                        PRIMARY_WAIT.as_secs()
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            state
+                .nodes
+                .get(node)
+                .map(|n| Some(n.transport_address.clone()))
+        });
+        located.ok_or_else(|| {
+            ApiError::new(
+                503,
+                "unavailable_shards_exception",
+                format!(
+                    "[{index}][{shard}] primary shard is not active Timeout: [{}s]",
+                    PRIMARY_WAIT.as_secs()
+                ),
+            )
+        })
     }
 
     pub(crate) fn forward_writes(
@@ -558,24 +550,16 @@ impl Node {
 }
 
 impl Node {
-    /// At startup, waits until a cluster manager is known and every active shard copy the
-    /// cluster state places on this node is open, so the node does not answer reads from a
-    /// shard it has not reopened yet. Gives up after `timeout` (a cluster without quorum).
+    /// At startup, waits until the replayed cluster state is applied and every active shard
+    /// copy it places on this node is open, so the node does not answer reads from a shard it
+    /// has not reopened yet. Needs no cluster manager, so a node never waits for its peers.
     pub(crate) fn wait_for_local_shards(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            let state = self.cluster.state();
-            let applied = *self.applied_version.lock() >= state.version;
-            if self.cluster.has_cluster_manager()
-                && state.version > 0
-                && applied
-                && self.local_copies_open(&state)
-            {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let ready = self.wait_until_applied(timeout, |state, applied| {
+            (applied >= state.version && self.local_copies_open(state)).then_some(())
+        });
+        if ready.is_none() {
+            warn!("started before every local shard copy was open");
         }
-        warn!("started before every local shard copy was open (no cluster manager yet?)");
     }
 
     fn local_copies_open(&self, state: &ClusterState) -> bool {

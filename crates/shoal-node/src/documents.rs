@@ -154,6 +154,8 @@ impl Node {
         let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
         let mut prepared = Vec::with_capacity(items.len());
         let mut remote: BTreeMap<String, Vec<(usize, DocWrite)>> = BTreeMap::new();
+        // Where each shard's primary is, looked up once per shard of the batch.
+        let mut primaries: HashMap<(String, usize), ApiResult<Option<String>>> = HashMap::new();
         for (slot, item) in items.into_iter().enumerate() {
             let name = item.index_name().to_string();
             let service = services
@@ -176,8 +178,12 @@ impl Node {
             let mut item = item;
             assign_auto_id(&mut item);
             let shard = service.route(item.routing_or_id());
-            match self.primary_location(&service.name(), shard) {
-                Ok(None) => match prepare(service, item, slot) {
+            let location = primaries
+                .entry((service.uuid(), shard))
+                .or_insert_with(|| self.primary_location(&service.name(), shard))
+                .clone();
+            match location {
+                Ok(None) => match prepare(service, shard, item, slot) {
                     Ok(p) => prepared.push(p),
                     Err(e) => results[slot] = Some(Err(e)),
                 },
@@ -404,28 +410,24 @@ fn assign_auto_id(item: &mut DocWrite) {
     }
 }
 
-/// Parses and routes one write (mapping updates included).
-fn prepare(service: Arc<IndexService>, item: DocWrite, slot: usize) -> ApiResult<Prepared> {
+/// Parses one write routed to `shard` (mapping updates included).
+fn prepare(
+    service: Arc<IndexService>,
+    shard: usize,
+    item: DocWrite,
+    slot: usize,
+) -> ApiResult<Prepared> {
     match item {
         DocWrite::Index {
             id,
             routing,
             source,
-            mut request,
+            request,
             ..
         } => {
-            let id = match id {
-                Some(id) => {
-                    validate_id(&id)?;
-                    id
-                }
-                None => {
-                    request.auto_generated_id = true;
-                    auto_id()
-                }
-            };
+            let id = id.expect("assign_auto_id gives every index request an id before routing");
+            validate_id(&id)?;
             let doc = parse_with_mapping_updates(&service, &id, &source)?;
-            let shard = service.route(routing.as_deref().unwrap_or(&id));
             let op = WriteOp::Index {
                 id: id.clone(),
                 routing,
@@ -451,7 +453,6 @@ fn prepare(service: Arc<IndexService>, item: DocWrite, slot: usize) -> ApiResult
             ..
         } => {
             validate_id(&id)?;
-            let shard = service.route(routing.as_deref().unwrap_or(&id));
             let op = WriteOp::Delete {
                 id: id.clone(),
                 routing,

@@ -56,9 +56,6 @@ impl IndexService {
         node: std::sync::Weak<crate::node::Node>,
     ) -> IndexService {
         let shards = meta.settings().number_of_shards();
-        if let Err(e) = paths.persist_index(&meta) {
-            tracing::warn!(index = %meta.name, error = %e.reason, "could not cache index metadata");
-        }
         IndexService {
             mapping: RwLock::new(Arc::new(meta.mapping.clone())),
             meta: RwLock::new(meta),
@@ -204,18 +201,18 @@ impl IndexService {
         let mut updated = self.meta.read().clone();
         change(&mut updated)?;
         updated.version += 1;
-        if let Some(node) = self.node.upgrade() {
-            node.publish_index(&updated, false)?;
-        }
-        self.replace_meta(updated.clone());
-        Ok(updated)
+        let node = self
+            .node
+            .upgrade()
+            .ok_or_else(|| ApiError::new(503, "node_closed_exception", "node is shutting down"))?;
+        // Publishing waits until this node's applier has installed the agreed metadata
+        // (with the cluster manager's primary terms), so there is nothing left to install here.
+        node.publish_index(&updated, false)?;
+        Ok(self.meta())
     }
 
     /// Installs metadata agreed by the cluster (no publication).
     pub fn replace_meta(&self, meta: IndexMetadata) {
-        if let Err(e) = self.paths.persist_index(&meta) {
-            tracing::warn!(index = %meta.name, error = %e.reason, "could not cache index metadata");
-        }
         let shards = meta.settings().number_of_shards();
         *self.mapping.write() = Arc::new(meta.mapping.clone());
         *self.meta.write() = meta;

@@ -1,7 +1,5 @@
-//! Index metadata and the node's persisted state (`path.data/_state`, `indices/<uuid>/_state`).
-//!
-//! Shaped like the cluster state the Raft-replicated cluster manager will own (next issue):
-//! index uuid, settings, mapping, aliases, open/close state, primary term per shard.
+//! The node's view of index metadata (converted from the cluster state, which the Raft group
+//! persists) and the node's own state file (`path.data/_state/node.json`: its id).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -210,38 +208,6 @@ impl NodePaths {
 
     pub fn shard_dir(&self, uuid: &str, shard: usize) -> PathBuf {
         self.index_dir(uuid).join(shard.to_string())
-    }
-
-    fn index_state_file(&self, uuid: &str) -> PathBuf {
-        self.index_dir(uuid).join("_state").join("index.json")
-    }
-
-    /// Durably writes an index's metadata (write, fsync, rename, fsync dir).
-    pub fn persist_index(&self, meta: &IndexMetadata) -> ApiResult<()> {
-        write_atomically(
-            &self.index_state_file(&meta.uuid),
-            &serde_json::to_vec_pretty(&meta.to_json()).expect("json"),
-        )
-    }
-
-    /// Loads every index's metadata found under `indices/`.
-    pub fn load_indices(&self) -> ApiResult<Vec<IndexMetadata>> {
-        let mut out = Vec::new();
-        let Ok(entries) = std::fs::read_dir(self.indices_dir()) else {
-            return Ok(out);
-        };
-        for entry in entries.flatten() {
-            let file = entry.path().join("_state").join("index.json");
-            let Ok(bytes) = std::fs::read(&file) else {
-                tracing::warn!(dir = %entry.path().display(), "index directory without metadata; ignoring it");
-                continue;
-            };
-            let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-                ApiError::internal(format!("corrupt index metadata {}: {e}", file.display()))
-            })?;
-            out.push(IndexMetadata::from_json(&value)?);
-        }
-        Ok(out)
     }
 
     pub fn load_node_state(&self) -> ApiResult<Option<Value>> {

@@ -79,7 +79,6 @@ pub struct Node {
     pub paths: NodePaths,
     pub started: Instant,
     indices: RwLock<BTreeMap<String, Arc<IndexService>>>,
-    pub(crate) cluster_settings: RwLock<ClusterSettings>,
     /// Serializes index creation/deletion/rename so names stay unique.
     lifecycle_lock: Mutex<()>,
     pub scrolls: crate::search::ScrollRegistry,
@@ -125,7 +124,6 @@ impl Node {
             node_id,
             started: Instant::now(),
             indices: RwLock::new(BTreeMap::new()),
-            cluster_settings: RwLock::new(ClusterSettings::default()),
             lifecycle_lock: Mutex::new(()),
             scrolls: crate::search::ScrollRegistry::default(),
             paths,
@@ -202,22 +200,20 @@ impl Node {
 
     /// The effective value of a cluster-level setting (transient > persistent > node > default).
     pub fn cluster_setting(&self, key: &str) -> Option<String> {
-        let settings = self.cluster_settings.read();
-        let pick = |flat: &FlatSettings| {
-            flat.get(key).map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            })
-        };
-        pick(&settings.transient)
-            .or_else(|| pick(&settings.persistent))
+        self.cluster_state()
+            .settings()
+            .get(key)
             .or_else(|| self.config.get(key).map(str::to_string))
             .or_else(|| settings::registry().get(key).map(|d| d.default.clone()))
     }
 
+    /// Persistent and transient cluster settings, as the cluster state holds them.
     pub fn cluster_settings(&self) -> ClusterSettings {
-        self.cluster_settings.read().clone()
+        let state = self.cluster_state();
+        ClusterSettings {
+            persistent: state.metadata.persistent_settings.clone(),
+            transient: state.metadata.transient_settings.clone(),
+        }
     }
 
     /// `PUT /_cluster/settings`: null values reset a setting.
@@ -247,7 +243,6 @@ impl Node {
             persistent: settings.persistent.clone(),
             transient: settings.transient.clone(),
         })?;
-        *self.cluster_settings.write() = settings;
         Ok(self.cluster_settings())
     }
 
@@ -675,14 +670,4 @@ impl ResolveOptions {
     }
 }
 
-pub fn new_id() -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
-}
-
-pub fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub use shoal_cluster::{new_id, now_millis};

@@ -1,4 +1,4 @@
-//! Index and node statistics in OpenSearch's `_stats` shapes, and cluster health.
+//! Index and node statistics in OpenSearch's `_stats` shapes (health comes from the cluster state).
 
 use std::sync::atomic::Ordering;
 
@@ -7,75 +7,6 @@ use shoal_engine::EngineStats;
 
 use crate::index_service::IndexService;
 use crate::metadata::IndexState;
-
-/// Health of one index on a single node: primaries are local, replicas unassigned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Health {
-    Green,
-    Yellow,
-    Red,
-}
-
-impl Health {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Health::Green => "green",
-            Health::Yellow => "yellow",
-            Health::Red => "red",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Health> {
-        match text {
-            "green" => Some(Health::Green),
-            "yellow" => Some(Health::Yellow),
-            "red" => Some(Health::Red),
-            _ => None,
-        }
-    }
-}
-
-/// Shard counts of one index as health reports them.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ShardCounts {
-    pub primaries: usize,
-    pub active_primaries: usize,
-    pub active: usize,
-    pub unassigned: usize,
-    pub replicas: usize,
-}
-
-pub fn shard_counts(service: &IndexService) -> ShardCounts {
-    let (shards, replicas) = service.with_meta(|m| {
-        (
-            m.settings().number_of_shards(),
-            m.settings().number_of_replicas(),
-        )
-    });
-    let started = if service.is_open() {
-        service.shards().len()
-    } else {
-        shards
-    };
-    ShardCounts {
-        primaries: shards,
-        active_primaries: started,
-        active: started,
-        unassigned: (shards - started) + shards * replicas,
-        replicas,
-    }
-}
-
-pub fn index_health(service: &IndexService) -> Health {
-    let counts = shard_counts(service);
-    if counts.active_primaries < counts.primaries {
-        Health::Red
-    } else if counts.unassigned > 0 {
-        Health::Yellow
-    } else {
-        Health::Green
-    }
-}
 
 /// Sums engine stats of the shards of an index.
 pub fn sum_engine_stats(service: &IndexService) -> EngineStats {

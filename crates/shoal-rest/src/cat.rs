@@ -1,5 +1,6 @@
 //! `_cat` APIs: tables with `v`, `h`, `s`, `help`, `format=json` and `bytes`.
 
+use shoal_state::HealthStatus;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -246,7 +247,7 @@ fn n(v: impl TryInto<i64>) -> Cell {
 pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let health_filter = match params.get("health") {
         None => None,
-        Some(h) => Some(stats::Health::parse(h).ok_or_else(|| {
+        Some(h) => Some(HealthStatus::parse(h).ok_or_else(|| {
             shoal_node::ApiError::bad_request(format!(
                 "Invalid health status [{h}], expected one of [green, yellow, red]"
             ))
@@ -255,12 +256,15 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
     let options = ResolveOptions::admin().with_expand_wildcards(params.get("expand_wildcards"));
     let table = blocking(move || -> ApiResult<Table> {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), options)?;
+        let health = node.cluster_state().health(None);
         let mut rows = Vec::new();
         for service in services {
-            if health_filter.is_some_and(|h| stats::index_health(&service) != h) {
+            let Some(index_health) = health.indices.get(&service.name()) else {
+                continue;
+            };
+            if health_filter.is_some_and(|h| index_health.status != h) {
                 continue;
             }
-            let counts = stats::shard_counts(&service);
             let open = service.is_open();
             let s = stats::sum_engine_stats(&service);
             let (docs, deleted, store) = if open {
@@ -273,12 +277,12 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
                 (Cell::Null, Cell::Null, Cell::Null)
             };
             rows.push(vec![
-                t(stats::index_health(&service).as_str()),
+                t(index_health.status.as_str()),
                 t(if open { "open" } else { "close" }),
                 t(service.name()),
                 t(service.uuid()),
-                n(counts.primaries),
-                n(counts.replicas),
+                n(index_health.number_of_shards),
+                n(index_health.number_of_replicas),
                 docs,
                 deleted,
                 store.clone(),
@@ -431,21 +435,9 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
 pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let now = shoal_node::node::now_millis();
-        let (mut pri, mut active, mut unassigned) = (0, 0, 0);
-        let mut overall = stats::Health::Green;
-        for service in node.all_indices() {
-            let c = stats::shard_counts(&service);
-            pri += c.active_primaries;
-            active += c.active;
-            unassigned += c.unassigned;
-            overall = overall.max(stats::index_health(&service));
-        }
-        let total = active + unassigned;
-        let percent = if total == 0 {
-            100.0
-        } else {
-            active as f64 * 100.0 / total as f64
-        };
+        let health = node.cluster_state().health(None);
+        let c = &health.counts;
+        let discovered = node.cluster().has_cluster_manager();
         let time = chrono_time(now);
         Ok(Table {
             columns: vec![
@@ -534,18 +526,18 @@ pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
                 n(now / 1000),
                 t(time),
                 t(node.config.cluster_name.clone()),
-                t(overall.as_str()),
-                n(1),
-                n(1),
-                t("true"),
-                n(active),
-                n(pri),
-                n(0),
-                n(0),
-                n(unassigned),
+                t(health.status.as_str()),
+                n(health.number_of_nodes),
+                n(health.number_of_data_nodes),
+                t(discovered.to_string()),
+                n(c.active_shards),
+                n(c.active_primary_shards),
+                n(c.relocating_shards),
+                n(c.initializing_shards),
+                n(c.unassigned_shards),
                 n(0),
                 t("-"),
-                t(format!("{percent:.1}%")),
+                t(format!("{:.1}%", health.active_shards_percent())),
             ]],
         })
     })

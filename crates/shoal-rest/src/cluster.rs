@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use shoal_node::settings::{self, parse_time};
-use shoal_node::stats::{self, Health};
+use shoal_node::stats;
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions, OPENSEARCH_VERSION};
+use shoal_state::HealthStatus as Health;
 
 use crate::request::{object_body, Params};
 use crate::response::{json, ok, status_only, RestResult};
@@ -57,11 +58,7 @@ fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Valu
     };
     let state = node.cluster_state();
     let health = state.health(names.as_deref());
-    let overall = match (missing, health.status) {
-        (true, _) | (_, shoal_state::HealthStatus::Red) => Health::Red,
-        (_, shoal_state::HealthStatus::Yellow) => Health::Yellow,
-        _ => Health::Green,
-    };
+    let overall = if missing { Health::Red } else { health.status };
     let counts_json = |c: &shoal_state::health::Counts| {
         json!({
             "active_primary_shards": c.active_primary_shards, "active_shards": c.active_shards,
@@ -171,18 +168,24 @@ pub async fn state(
         let metrics: Vec<String> = metrics.unwrap_or_else(|| "_all".into()).split(',').map(str::to_string).collect();
         let want = |m: &str| metrics.iter().any(|x| x == "_all" || x == m);
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
-        let mut body = json!({"cluster_name": node.config.cluster_name, "cluster_uuid": node.cluster_uuid()});
+        let state = node.cluster_state();
+        let mut body = json!({"cluster_name": node.config.cluster_name, "cluster_uuid": state.cluster_uuid});
         if want("version") {
-            body["version"] = json!(services.iter().map(|s| s.with_meta(|m| m.version)).sum::<u64>() + 1);
-            body["state_uuid"] = json!(node.cluster_uuid());
+            body["version"] = json!(state.version);
+            body["state_uuid"] = json!(format!("{}-{}", state.cluster_uuid, state.version));
         }
         if want("master_node") || want("cluster_manager_node") {
-            body["master_node"] = json!(node.node_id);
-            body["cluster_manager_node"] = json!(node.node_id);
+            body["master_node"] = json!(state.cluster_manager);
+            body["cluster_manager_node"] = json!(state.cluster_manager);
         }
         if want("nodes") {
-            body["nodes"] = json!({node.node_id.clone(): {"name": node.config.node_name, "ephemeral_id": node.node_id,
-                "transport_address": format!("{}:{}", node.config.http_host, node.config.transport_port), "attributes": {}}});
+            let nodes: Map<String, Value> = state
+                .nodes
+                .values()
+                .map(|d| (d.id.clone(), json!({"name": d.name, "ephemeral_id": d.id,
+                    "transport_address": d.transport_address, "attributes": d.attributes})))
+                .collect();
+            body["nodes"] = Value::Object(nodes);
         }
         if want("metadata") {
             let indices: Map<String, Value> = services
@@ -195,7 +198,9 @@ pub async fn state(
                         "state": m.state.as_str(), "settings": settings::nest_settings_opensearch(&m.settings),
                         "mappings": {"_doc": m.mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
                         "primary_terms": m.primary_terms.iter().enumerate().map(|(i, t)| (i.to_string(), json!(t))).collect::<Map<String, Value>>(),
-                        "in_sync_allocations": {}
+                        "in_sync_allocations": state.metadata.indices.get(&m.name).map(|sm| {
+                            sm.in_sync_allocations.iter().enumerate().map(|(i, ids)| (i.to_string(), json!(ids))).collect::<Map<String, Value>>()
+                        }).unwrap_or_default()
                     }))
                 })
                 .collect();
@@ -207,20 +212,16 @@ pub async fn state(
         if want("routing_table") {
             let indices: Map<String, Value> = services
                 .iter()
-                .map(|s| {
-                    let counts = stats::shard_counts(s);
+                .filter_map(|s| {
                     let name = s.name();
-                    let shards: Map<String, Value> = (0..counts.primaries)
-                        .map(|shard| {
-                            let mut copies = vec![json!({"state": if s.is_open() { "STARTED" } else { "STARTED" }, "primary": true, "node": node.node_id, "relocating_node": null, "shard": shard, "index": name})];
-                            for _ in 0..counts.replicas {
-                                copies.push(json!({"state": "UNASSIGNED", "primary": false, "node": null, "relocating_node": null, "shard": shard, "index": name,
-                                    "unassigned_info": {"reason": "INDEX_CREATED", "delayed": false, "allocation_status": "no_attempt"}}));
-                            }
-                            (shard.to_string(), Value::Array(copies))
-                        })
+                    let table = state.routing.get(&name)?;
+                    let shards: Map<String, Value> = table
+                        .shards
+                        .iter()
+                        .enumerate()
+                        .map(|(shard, copies)| (shard.to_string(), Value::Array(copies.iter().map(routing_json).collect())))
                         .collect();
-                    (name.clone(), json!({"shards": shards}))
+                    Some((name, json!({"shards": shards})))
                 })
                 .collect();
             body["routing_table"] = json!({"indices": indices});
@@ -232,6 +233,20 @@ pub async fn state(
     })
     .await?;
     ok(body, &params)
+}
+
+/// One shard copy as `_cluster/state` prints it.
+fn routing_json(copy: &shoal_state::ShardRouting) -> Value {
+    let mut v = json!({"state": copy.state.as_str(), "primary": copy.primary, "node": copy.node,
+        "relocating_node": copy.relocating_node, "shard": copy.shard, "index": copy.index});
+    if let Some(id) = &copy.allocation_id {
+        v["allocation_id"] = json!({"id": id});
+    }
+    if let Some(info) = &copy.unassigned {
+        v["unassigned_info"] = json!({"reason": info.reason.as_str(), "delayed": info.delayed,
+            "allocation_status": info.last_allocation_status});
+    }
+    v
 }
 
 /// `GET /_cluster/settings`.
@@ -459,7 +474,11 @@ pub async fn index_stats(
         let mut all_total = json!({});
         let mut indices = Map::new();
         let (mut total_shards, mut successful) = (0, 0);
+        let health = node.cluster_state().health(None);
         for service in &services {
+            let Some(index_health) = health.indices.get(&service.name()) else {
+                continue;
+            };
             let engine_stats = stats::sum_engine_stats(service);
             let mut section = stats::stats_section(service, &engine_stats);
             if let Some(metrics) = &metric {
@@ -470,12 +489,12 @@ pub async fn index_stats(
                     }
                 }
             }
-            let counts = stats::shard_counts(service);
-            total_shards += counts.primaries * (1 + counts.replicas);
-            successful += counts.active;
+            let c = &index_health.counts;
+            total_shards += c.active_shards + c.initializing_shards + c.unassigned_shards;
+            successful += c.active_shards;
             stats::add_sections(&mut all_primaries, &section);
             stats::add_sections(&mut all_total, &section);
-            let mut entry = json!({"uuid": service.uuid(), "health": stats::index_health(service).as_str(), "status": "open", "primaries": section.clone(), "total": section});
+            let mut entry = json!({"uuid": service.uuid(), "health": index_health.status.as_str(), "status": "open", "primaries": section.clone(), "total": section});
             if shard_level {
                 entry["shards"] = shard_sections(&node, service, metric.as_deref());
             }

@@ -252,11 +252,7 @@ impl ClusterState {
     }
 
     fn shard_started(&mut self, index: &str, shard: u32, allocation_id: &str) {
-        let Some(copies) = self
-            .routing
-            .get_mut(index)
-            .and_then(|t| t.shards.get_mut(shard as usize))
-        else {
+        let Some(copies) = self.copies_mut(index, shard) else {
             return;
         };
         let Some(position) = copies.iter().position(|c| {
@@ -310,11 +306,7 @@ impl ClusterState {
             .get(index)
             .and_then(|m| m.in_sync_allocations.get(shard as usize).cloned())
             .unwrap_or_default();
-        let Some(copies) = self
-            .routing
-            .get_mut(index)
-            .and_then(|t| t.shards.get_mut(shard as usize))
-        else {
+        let Some(copies) = self.copies_mut(index, shard) else {
             return;
         };
         let Some(position) = copies

@@ -22,7 +22,7 @@ pub use node::{DiscoveryNode, DiskUsage, Role};
 pub use routing::{
     IndexRoutingTable, RecoverySource, ShardRouting, ShardState, UnassignedInfo, UnassignedReason,
 };
-pub use settings::{parse_duration_millis, SettingsView};
+pub use settings::{list_value, parse_duration_millis, split_list, SettingsView};
 
 use std::collections::BTreeMap;
 
@@ -106,6 +106,12 @@ impl ClusterState {
             .unwrap_or(&[])
     }
 
+    pub fn copies_mut(&mut self, index: &str, shard: u32) -> Option<&mut Vec<ShardRouting>> {
+        self.routing
+            .get_mut(index)
+            .and_then(|t| t.shards.get_mut(shard as usize))
+    }
+
     /// A fresh allocation id; deterministic so every node applying the log agrees on it.
     pub fn new_allocation_id(&mut self) -> String {
         self.next_allocation_seq += 1;
@@ -117,9 +123,7 @@ impl ClusterState {
 /// counter (splitmix64 twice).
 fn allocation_id(cluster_uuid: &str, seq: u64) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let seed = cluster_uuid.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
+    let seed = fnv1a(cluster_uuid);
     let mut a = splitmix64(seed ^ seq);
     let mut b = splitmix64(a ^ seq.rotate_left(17));
     let mut out = String::with_capacity(22);
@@ -129,6 +133,18 @@ fn allocation_id(cluster_uuid: &str, seq: u64) -> String {
         *word >>= 6;
     }
     out
+}
+
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// A node's id in the Raft group: derived from its persistent node id, so it is stable across
+/// restarts and never needs storing.
+pub fn raft_id_of(node_id: &str) -> u64 {
+    fnv1a(node_id).max(2) >> 1
 }
 
 fn splitmix64(mut x: u64) -> u64 {

@@ -15,8 +15,8 @@ pub enum IndexState {
     Close,
 }
 
-/// Everything the cluster knows about one index. Serializes to the same JSON a node persists as
-/// `indices/<uuid>/_state/index.json`, plus the in-sync allocation ids.
+/// Everything the cluster knows about one index. Serializes to the JSON shape of the node's
+/// `IndexMetadata::to_json`, plus the in-sync allocation ids.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IndexMetadata {
     pub name: String,

@@ -60,8 +60,6 @@ pub struct DiscoveryNode {
     /// Persistent node id (kept in `path.data`).
     pub id: String,
     pub name: String,
-    /// The node's id in the Raft group (derived from `id`, stable across restarts).
-    pub raft_id: u64,
     /// `host:port` of the transport (gRPC) server.
     pub transport_address: String,
     /// `host:port` of the REST server.
@@ -74,6 +72,11 @@ pub struct DiscoveryNode {
 }
 
 impl DiscoveryNode {
+    /// The node's id in the Raft group.
+    pub fn raft_id(&self) -> u64 {
+        crate::raft_id_of(&self.id)
+    }
+
     pub fn is_data(&self) -> bool {
         self.roles.contains(&Role::Data)
     }

@@ -34,20 +34,7 @@ impl<'a> SettingsView<'a> {
 
     /// A list setting: a JSON array, or a comma-separated string.
     pub fn list(&self, key: &str) -> Vec<String> {
-        match self.raw(key) {
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string())
-                })
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect(),
-            Some(Value::String(s)) => split_list(s),
-            _ => Vec::new(),
-        }
+        self.raw(key).map(list_value).unwrap_or_default()
     }
 
     pub fn f64_or(&self, key: &str, default: f64) -> f64 {
@@ -97,6 +84,25 @@ impl<'a> SettingsView<'a> {
             }
         }
         out.into_iter().collect()
+    }
+}
+
+/// A list setting's value: a JSON array, or a comma-separated string (`a,b`, or `[a, b]` as
+/// `-E key=[a,b]` gives it).
+pub fn list_value(value: &Value) -> Vec<String> {
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        Value::String(s) => split_list(s.trim_matches(|c| c == '[' || c == ']')),
+        _ => Vec::new(),
     }
 }
 

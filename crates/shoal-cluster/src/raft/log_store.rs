@@ -71,6 +71,11 @@ impl LogStore {
         })
     }
 
+    /// The last committed log index this node saved (what it replays at start).
+    pub fn committed_index(&self) -> Option<u64> {
+        self.inner.lock().committed.as_ref().map(|id| id.index())
+    }
+
     /// Whether this node has ever been part of a Raft group (it must not bootstrap again).
     pub fn has_state(&self) -> bool {
         let inner = self.inner.lock();

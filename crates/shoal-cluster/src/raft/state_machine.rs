@@ -75,29 +75,26 @@ impl StateMachine {
     }
 }
 
-/// Applies one proposal, then lets allocation place shards; both are deterministic.
+/// Applies one proposal, then lets allocation place shards; both are deterministic. Reroute
+/// commands and state transitions refuse before changing anything, so a refused command
+/// leaves the state exactly as it was (no copy of the state per entry).
 pub fn apply_proposal(state: &mut ClusterState, proposal: &Proposal) -> ApplyResult {
-    let mut next = state.clone();
-    let outcome = next.apply(proposal).and_then(|()| match &proposal.command {
+    let now = proposal.now_millis;
+    let outcome = match &proposal.command {
         Command::Reroute {
             commands,
             retry_failed,
-        } => crate::placement::execute(&mut next, commands, *retry_failed).map(|_| ()),
+        } => shoal_allocation::execute(state, commands, *retry_failed, now).map(|_| ()),
         _ => Ok(()),
-    });
-    match outcome {
-        Ok(()) => {
-            crate::placement::reroute(&mut next);
-            *state = next;
-            ApplyResult {
-                version: state.version,
-                error: None,
-            }
-        }
-        Err(error) => ApplyResult {
-            version: state.version,
-            error: Some(error),
-        },
+    }
+    .and_then(|()| state.apply(proposal));
+    let error = outcome.err();
+    if error.is_none() {
+        shoal_allocation::reroute(state, now);
+    }
+    ApplyResult {
+        version: state.version,
+        error,
     }
 }
 
@@ -161,11 +158,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                 }
             };
-            self.published.send_replace(Arc::new(inner.state.clone()));
             if let Some(responder) = responder {
                 responder.send(result);
             }
         }
+        // One publication per batch: proposers wait for a version, not for each entry.
+        self.published.send_replace(Arc::new(inner.state.clone()));
         Ok(())
     }
 

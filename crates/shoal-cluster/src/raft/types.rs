@@ -27,10 +27,4 @@ pub type StoredMembership = openraft::type_config::alias::StoredMembershipOf<Typ
 pub type SnapshotMeta = openraft::type_config::alias::SnapshotMetaOf<TypeConfig>;
 pub type Snapshot = openraft::type_config::alias::SnapshotOf<TypeConfig, std::io::Cursor<Vec<u8>>>;
 
-/// A stable Raft id for a node id string (FNV-1a; never 0).
-pub fn raft_id_of(node_id: &str) -> RaftId {
-    let hash = node_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
-    hash.max(1) >> 1
-}
+pub use shoal_state::raft_id_of;
