@@ -173,3 +173,26 @@ def test_a_restarted_node_rejoins_with_its_data(cluster3):
     after = {row["shard"]: row["docs"] for row in cat_shards(cluster3, "keep", victim)
              if row["node"] == cluster3.nodes[victim].name}
     assert after == before and before
+
+
+def test_awareness_puts_the_copies_of_a_shard_in_different_zones(cluster3):
+    r = cluster3.http(0).put("/_cluster/settings",
+                             {"persistent": {"cluster.routing.allocation.awareness.attributes": "zone"}})
+    assert r.status_code == 200, r.text
+    r = cluster3.http(0).put("/aware", {"settings": {"number_of_shards": 6, "number_of_replicas": 2}})
+    assert r.status_code == 200, r.text
+    zone_of = {f"node-{i}": "abc"[i] for i in range(3)}
+    deadline = time.monotonic() + 30
+    while True:
+        rows = cat_shards(cluster3, "aware")
+        assigned = [row for row in rows if row["node"]]
+        if len(assigned) == 18 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    print("\n" + cluster3.get("/_cat/shards/aware", v="true").text)
+    assert len(assigned) == 18, rows
+    for shard in range(6):
+        zones = [zone_of[row["node"]] for row in assigned if int(row["shard"]) == shard]
+        assert sorted(zones) == ["a", "b", "c"], (shard, zones)
+    primaries = [row["node"] for row in assigned if row["prirep"] == "p"]
+    assert sorted(primaries.count(n) for n in zone_of) == [2, 2, 2]
