@@ -206,6 +206,19 @@ impl Handler for NodeHandler {
                         .await
                         .map_err(|e| RemoteError::internal(e.to_string()))?
                 }
+                crate::broadcast::ACTION_BROADCAST => {
+                    let body = req.body.clone();
+                    tokio::task::spawn_blocking(move || node.handle_broadcast(&body))
+                        .await
+                        .map_err(|e| RemoteError::internal(e.to_string()))?
+                        .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
+                }
+                action if action.starts_with("indices:data/read/") => {
+                    let (action, body) = (req.action.clone(), req.body.clone());
+                    tokio::task::spawn_blocking(move || node.serve_read(&action, &body))
+                        .await
+                        .map_err(|e| RemoteError::internal(e.to_string()))?
+                }
                 other => Err(RemoteError::new(
                     400,
                     "action_not_found_transport_exception",

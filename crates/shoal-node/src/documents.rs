@@ -332,31 +332,35 @@ impl Node {
         }
     }
 
-    /// Get by id: realtime (sees unrefreshed writes) unless `realtime` is false.
+    /// Get by id: realtime (sees unrefreshed writes), from a local copy if there is one.
     pub fn get_document(
         &self,
         index: &str,
         id: &str,
         routing: Option<&str>,
     ) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
-        self.get_document_with(index, id, routing, true)
+        self.get_document_with(index, id, &GetOptions::realtime(routing))
     }
 
+    /// Get by id with OpenSearch's get parameters; reads one copy of the shard and moves on
+    /// to another if that copy cannot answer.
     pub fn get_document_with(
         &self,
         index: &str,
         id: &str,
-        routing: Option<&str>,
-        realtime: bool,
+        options: &GetOptions,
     ) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
         let service = self.resolve_single_for_read(index)?;
-        let shard = service.route(routing.unwrap_or(id));
-        let engine = service.shard(shard)?;
-        let doc = if realtime {
-            engine.get(id)?
-        } else {
-            engine.get_refreshed(id)?
+        let shard = service.route(options.routing.as_deref().unwrap_or(id));
+        let request = crate::shard_search::GetRequest {
+            index: service.name(),
+            index_uuid: service.uuid(),
+            shard,
+            id: id.to_string(),
+            realtime: options.realtime,
+            refresh: options.refresh,
         };
+        let doc = self.get_from_copies(&service, shard, request, &options.preference)?;
         Ok((service, doc))
     }
 
@@ -383,6 +387,41 @@ impl Node {
                 resolved.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
             ))),
         }
+    }
+}
+
+/// The parameters of a get that choose what and where to read.
+#[derive(Debug, Clone, Default)]
+pub struct GetOptions {
+    pub routing: Option<String>,
+    pub realtime: bool,
+    /// Refresh the copy before reading (`refresh=true`).
+    pub refresh: bool,
+    pub preference: crate::copies::Preference,
+}
+
+impl GetOptions {
+    pub fn realtime(routing: Option<&str>) -> GetOptions {
+        GetOptions {
+            routing: routing.map(str::to_string),
+            realtime: true,
+            ..GetOptions::default()
+        }
+    }
+
+    /// From a get's query parameters.
+    pub fn from_params(
+        params: &std::collections::HashMap<String, String>,
+    ) -> ApiResult<GetOptions> {
+        let flag = |key: &str, default: bool| crate::error::bool_param(params, key, default);
+        let (preference, _) =
+            crate::copies::parse_preference(params.get("preference").map(String::as_str))?;
+        Ok(GetOptions {
+            routing: params.get("routing").cloned(),
+            realtime: flag("realtime", true)?,
+            refresh: flag("refresh", false)?,
+            preference,
+        })
     }
 }
 

@@ -228,3 +228,20 @@ impl From<std::io::Error> for ApiError {
         ApiError::internal(format!("io error: {e}"))
     }
 }
+
+/// A boolean request parameter: absent = `default`, present with no value or `true` = true,
+/// `false` = false, anything else a 400 in OpenSearch's words.
+pub fn bool_param(
+    params: &std::collections::HashMap<String, String>,
+    key: &str,
+    default: bool,
+) -> ApiResult<bool> {
+    match params.get(key).map(String::as_str) {
+        None => Ok(default),
+        Some("") | Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "Failed to parse value [{other}] as only [true] or [false] are allowed."
+        ))),
+    }
+}

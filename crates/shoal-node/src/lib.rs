@@ -1,20 +1,25 @@
-//! The node: index lifecycle, metadata persistence, and the coordinator that REST handlers
-//! call. Today every shard is local; the coordinator is the seam where routing to the node
-//! holding a primary (cluster issue) plugs in.
+//! The node: index lifecycle, the coordinator that REST handlers call (writes routed to
+//! primaries, reads to chosen copies, broadcasts to every copy), and the shard-level actions
+//! other nodes call on this one.
 
+pub mod broadcast;
 pub mod bulk;
 pub mod cluster_bridge;
+pub mod copies;
 pub mod documents;
 pub mod error;
 pub mod index_service;
 pub mod metadata;
 pub mod node;
+pub mod read_coordinator;
 pub mod routing;
 mod scheduler;
 pub mod search;
 pub mod settings;
+pub mod shard_search;
 pub mod stats;
 pub mod update;
+mod wire;
 
 pub use error::{ApiError, ApiResult};
 pub use node::{Node, NodeConfig, ResolveOptions};

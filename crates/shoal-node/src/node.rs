@@ -82,6 +82,9 @@ pub struct Node {
     /// Serializes index creation/deletion/rename so names stay unique.
     lifecycle_lock: Mutex<()>,
     pub scrolls: crate::search::ScrollRegistry,
+    pub search_contexts: crate::shard_search::SearchContexts,
+    /// Spreads default-preference reads over the copies of each shard.
+    pub(crate) read_rotation: std::sync::atomic::AtomicUsize,
     pub(crate) cluster: Arc<shoal_cluster::Cluster>,
     pub transport: Arc<shoal_transport::Transport>,
     pub(crate) runtime: tokio::runtime::Handle,
@@ -126,6 +129,8 @@ impl Node {
             indices: RwLock::new(BTreeMap::new()),
             lifecycle_lock: Mutex::new(()),
             scrolls: crate::search::ScrollRegistry::default(),
+            search_contexts: Default::default(),
+            read_rotation: Default::default(),
             paths,
             config,
             cluster,

@@ -1,5 +1,6 @@
-//! Search coordination: resolve indices, run the query on every shard's point-in-time
-//! searcher, merge and render; `_count`, scroll contexts, and delete/update by query.
+//! Search coordination: resolve indices, plan which copy of every shard answers, run the
+//! query and fetch phases (see [`crate::read_coordinator`]), merge and render; `_count`,
+//! scroll contexts, and delete/update by query.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -8,49 +9,28 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use shoal_engine::{DocRequest, Engine};
-use shoal_query::search::{
-    count_shard, merge_and_render, search_shard, SearchRequest, ShardResult,
-};
+use shoal_engine::DocRequest;
+use shoal_query::search::{merge_and_render, select_page, SearchRequest};
 use shoal_query::{dsl, QueryContext, QueryError};
-use tantivy::query::{AllQuery, Query};
-use tantivy::Searcher;
 
+use crate::copies::{parse_preference, Preference};
 use crate::documents::{DocWrite, Refresh, WriteOptions};
-use crate::error::{ApiError, ApiResult};
-use crate::index_service::IndexService;
+use crate::error::{bool_param, ApiError, ApiResult};
 use crate::node::{now_millis, Node, ResolveOptions};
+use crate::read_coordinator::{
+    PlannedShard, QueryOutcome, QueryPhase, Reader, ShardFailure, FETCH_KEEP_ALIVE,
+};
 use crate::settings::parse_time;
+use crate::shard_search::QueryMode;
 
-/// One shard taking part in a search, pinned to a point-in-time searcher.
-#[derive(Clone)]
-pub struct ShardTarget {
-    pub service: Arc<IndexService>,
-    pub engine: Arc<Engine>,
-    pub searcher: Searcher,
-}
-
-impl ShardTarget {
-    /// The query context of this shard's index; `mapping` and `name` come from its service.
-    fn query_context<'a>(
-        &'a self,
-        mapping: &'a shoal_mapping::Mapping,
-        name: &'a str,
-        now: i64,
-    ) -> QueryContext<'a> {
-        QueryContext {
-            mapping,
-            schema: self.engine.schema(),
-            now_millis: now,
-            index: name,
-        }
-    }
-}
-
-/// An open scroll: the pinned shards, the request, and where the next page starts.
+/// An open scroll: the shards, the copies holding its contexts, the request, and where the
+/// next page starts.
 pub struct ScrollContext {
-    targets: Vec<ShardTarget>,
-    request: SearchRequest,
+    shards: Vec<PlannedShard>,
+    readers: Vec<Option<Reader>>,
+    body: Value,
+    params: HashMap<String, String>,
+    request: Arc<SearchRequest>,
     next_from: usize,
     keep_alive: Duration,
     expires: Instant,
@@ -77,18 +57,15 @@ impl ScrollRegistry {
         self.contexts.lock().get(id).cloned()
     }
 
-    fn remove(&self, id: &str) -> bool {
-        self.contexts.lock().remove(id).is_some()
+    fn remove(&self, id: &str) -> Option<Arc<Mutex<ScrollContext>>> {
+        self.contexts.lock().remove(id)
     }
 
-    fn clear(&self) -> usize {
-        let mut contexts = self.contexts.lock();
-        let n = contexts.len();
-        contexts.clear();
-        n
+    fn clear(&self) -> Vec<Arc<Mutex<ScrollContext>>> {
+        self.contexts.lock().drain().map(|(_, c)| c).collect()
     }
 
-    /// Drops contexts whose keep-alive elapsed (they pin segments and memory).
+    /// Drops contexts whose keep-alive elapsed (their shard contexts expire alike).
     pub fn expire(&self) {
         let now = Instant::now();
         self.contexts.lock().retain(|_, c| c.lock().expires > now);
@@ -105,51 +82,29 @@ fn scroll_id() -> String {
     base64::engine::general_purpose::STANDARD.encode(raw)
 }
 
-/// Search parameters that select shards rather than shape the result.
+/// Search parameters that select shards and copies rather than shape the result.
 #[derive(Debug, Clone, Default)]
 pub struct SearchScope {
     pub routing: Option<String>,
     /// `preference=_shards:0,2`: only these shard numbers.
     pub only_shards: Option<Vec<usize>>,
+    pub preference: Preference,
+    pub allow_partial_results: bool,
     pub options: ResolveOptions,
 }
 
 impl SearchScope {
     pub fn from_params(params: &HashMap<String, String>) -> ApiResult<SearchScope> {
-        let flag = |k: &str, default: bool| -> ApiResult<bool> {
-            match params.get(k).map(String::as_str) {
-                None => Ok(default),
-                Some("") | Some("true") => Ok(true),
-                Some("false") => Ok(false),
-                Some(other) => Err(ApiError::bad_request(format!(
-                    "Failed to parse value [{other}] as only [true] or [false] are allowed."
-                ))),
-            }
-        };
-        let only_shards = match params
-            .get("preference")
-            .and_then(|p| p.strip_prefix("_shards:"))
-        {
-            Some(list) => Some(
-                list.split('|')
-                    .next()
-                    .unwrap_or("")
-                    .split(',')
-                    .map(|s| {
-                        s.trim()
-                            .parse::<usize>()
-                            .map_err(|_| ApiError::bad_request(format!("No shard id [{s}] found")))
-                    })
-                    .collect::<ApiResult<Vec<usize>>>()?,
-            ),
-            None => None,
-        };
+        let (preference, only_shards) =
+            parse_preference(params.get("preference").map(String::as_str))?;
         Ok(SearchScope {
             routing: params.get("routing").cloned(),
             only_shards,
+            preference,
+            allow_partial_results: bool_param(params, "allow_partial_search_results", true)?,
             options: ResolveOptions {
-                ignore_unavailable: flag("ignore_unavailable", false)?,
-                allow_no_indices: flag("allow_no_indices", true)?,
+                ignore_unavailable: bool_param(params, "ignore_unavailable", false)?,
+                allow_no_indices: bool_param(params, "allow_no_indices", true)?,
                 include_closed: false,
                 expand_hidden: false,
             }
@@ -159,47 +114,19 @@ impl SearchScope {
 }
 
 impl Node {
-    /// Pins a searcher on every shard the search touches.
-    pub fn search_targets(
+    /// The shards a search reads and the copies it may read them from.
+    pub fn search_shards(
         &self,
         indices: &str,
         scope: &SearchScope,
-    ) -> ApiResult<Vec<ShardTarget>> {
+    ) -> ApiResult<Vec<PlannedShard>> {
         let services = self.resolve(indices, scope.options)?;
-        let mut targets = Vec::new();
-        for service in services {
-            let shard_count = service.with_meta(|m| m.settings().number_of_shards());
-            let selected: Vec<usize> = match &scope.routing {
-                Some(routing) => {
-                    let mut ids: Vec<usize> = routing
-                        .split(',')
-                        .map(|r| service.route(r.trim()))
-                        .collect();
-                    ids.sort();
-                    ids.dedup();
-                    ids
-                }
-                None => (0..shard_count).collect(),
-            };
-            for shard in selected {
-                if scope
-                    .only_shards
-                    .as_ref()
-                    .is_some_and(|only| !only.contains(&shard))
-                {
-                    continue;
-                }
-                let Ok(engine) = service.shard(shard) else {
-                    continue;
-                };
-                targets.push(ShardTarget {
-                    service: service.clone(),
-                    engine: engine.clone(),
-                    searcher: engine.searcher(),
-                });
-            }
-        }
-        Ok(targets)
+        self.plan_shards(
+            &services,
+            scope.routing.as_deref(),
+            scope.only_shards.as_deref(),
+            &scope.preference,
+        )
     }
 
     /// `_search`.
@@ -211,45 +138,102 @@ impl Node {
     ) -> ApiResult<Value> {
         let started = Instant::now();
         let scope = SearchScope::from_params(params)?;
-        let request = SearchRequest::parse(body, params)?;
-        let targets = self.search_targets(indices, &scope)?;
+        let request = Arc::new(SearchRequest::parse(body, params)?);
+        let shards = self.search_shards(indices, &scope)?;
         let scroll = match params.get("scroll") {
             Some(keep_alive) => Some(parse_keep_alive(keep_alive)?),
             None => None,
         };
         if scroll.is_none() {
-            for target in &targets {
+            for shard in &shards {
                 request.check_result_window(
-                    target
+                    shard
                         .service
                         .with_meta(|m| m.settings().max_result_window()),
                 )?;
             }
         }
-        let mut response = run_search(&targets, &request, started)?;
-        if let Some(keep_alive) = scroll {
-            let next_from = request.from + request.size;
-            for target in &targets {
-                target
-                    .service
-                    .search
-                    .scroll_current
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            let id = self.scrolls.insert(ScrollContext {
-                targets,
-                request,
-                next_from,
-                keep_alive,
-                expires: Instant::now() + keep_alive,
-            });
-            response
-                .as_object_mut()
-                .expect("object")
-                .insert("_scroll_id".into(), json!(id));
-            move_scroll_id_first(&mut response);
+        let needs_fetch = scroll.is_some() || request.size > 0 || request.aggs.is_some();
+        let phase = QueryPhase {
+            body,
+            params,
+            parsed: request.clone(),
+            mode: QueryMode::Search,
+            keep_alive: scroll.unwrap_or(if needs_fetch {
+                FETCH_KEEP_ALIVE
+            } else {
+                Duration::ZERO
+            }),
+            readers: None,
+            from: None,
+            now: now_millis(),
+        };
+        let outcome = self.query_phase(&shards, &phase);
+        let mut response = self.render_search(
+            &shards,
+            &request,
+            outcome_checked(outcome, &scope)?,
+            scroll.is_some(),
+            started,
+        )?;
+        let Some(keep_alive) = scroll else {
+            return Ok(response.0);
+        };
+        for shard in &shards {
+            shard
+                .service
+                .search
+                .scroll_current
+                .fetch_add(1, Ordering::Relaxed);
         }
-        Ok(response)
+        let id = self.scrolls.insert(ScrollContext {
+            shards,
+            readers: std::mem::take(&mut response.1),
+            body: body.clone(),
+            params: params.clone(),
+            next_from: request.from + request.size,
+            request,
+            keep_alive,
+            expires: Instant::now() + keep_alive,
+        });
+        let mut body = response.0;
+        body.as_object_mut()
+            .expect("object")
+            .insert("_scroll_id".into(), json!(id));
+        move_scroll_id_first(&mut body);
+        Ok(body)
+    }
+
+    /// Fetches the page's documents and renders the response; returns the readers too (a
+    /// scroll keeps their contexts).
+    fn render_search(
+        &self,
+        shards: &[PlannedShard],
+        request: &SearchRequest,
+        outcome: QueryOutcome,
+        keep_contexts: bool,
+        started: Instant,
+    ) -> ApiResult<(Value, Vec<Option<Reader>>)> {
+        let docs = select_page(request, &outcome.results);
+        let sources = self.fetch_phase(&outcome.readers, &docs, keep_contexts)?;
+        let mut fetch =
+            |shard: usize, address: tantivy::DocAddress| -> Result<Option<Value>, QueryError> {
+                Ok(sources
+                    .get(&(shard, address))
+                    .and_then(Option::as_deref)
+                    .and_then(|b| serde_json::from_slice(b).ok()))
+            };
+        let name_of = |shard: usize| shards[shard].service.name();
+        let mut body = merge_and_render(
+            request,
+            outcome.results,
+            &mut fetch,
+            &name_of,
+            started.elapsed().as_millis() as u64,
+            shards.len(),
+        )?;
+        add_shard_failures(&mut body, &outcome.failures);
+        Ok((body, outcome.readers))
     }
 
     /// Checks a search body's structure before anything runs (`_msearch` fails as a whole on a
@@ -282,30 +266,34 @@ impl Node {
     pub fn scroll(&self, scroll_id: &str, keep_alive: Option<&str>) -> ApiResult<Value> {
         let started = Instant::now();
         let Some(context) = self.scrolls.get(scroll_id) else {
-            return Err(ApiError::new(
-                404,
-                "search_phase_execution_exception",
-                "all shards failed",
-            )
-            .with("phase", json!("query"))
-            .with("grouped", json!(true))
-            .caused_by(ApiError::new(
-                404,
-                "search_context_missing_exception",
-                format!("No search context found for id [{scroll_id}]"),
-            )));
+            return Err(scroll_missing(scroll_id));
         };
         let mut context = context.lock();
         if let Some(keep_alive) = keep_alive {
             context.keep_alive = parse_keep_alive(keep_alive)?;
         }
         context.expires = Instant::now() + context.keep_alive;
-        let mut request = context.request.clone();
+        let phase = QueryPhase {
+            body: &context.body,
+            params: &context.params,
+            parsed: context.request.clone(),
+            mode: QueryMode::Search,
+            keep_alive: context.keep_alive,
+            readers: Some(&context.readers),
+            from: Some(context.next_from),
+            now: now_millis(),
+        };
+        let outcome = self.query_phase(&context.shards, &phase);
+        if outcome.results.is_empty() && !outcome.failures.is_empty() {
+            return Err(scroll_missing(scroll_id));
+        }
+        let mut request = (*context.request).clone();
         request.from = context.next_from;
-        let mut response = run_search(&context.targets, &request, started)?;
+        let (mut response, _) =
+            self.render_search(&context.shards, &request, outcome, true, started)?;
         context.next_from += request.size;
-        for target in &context.targets {
-            target
+        for shard in &context.shards {
+            shard
                 .service
                 .search
                 .scroll_total
@@ -321,10 +309,17 @@ impl Node {
 
     /// `DELETE /_search/scroll`: returns how many contexts were freed.
     pub fn clear_scroll(&self, ids: &[String]) -> usize {
-        if ids.iter().any(|id| id == "_all") {
-            return self.scrolls.clear();
+        let removed = if ids.iter().any(|id| id == "_all") {
+            self.scrolls.clear()
+        } else {
+            ids.iter()
+                .filter_map(|id| self.scrolls.remove(id))
+                .collect()
+        };
+        for context in &removed {
+            self.free_readers(&context.lock().readers);
         }
-        ids.iter().filter(|id| self.scrolls.remove(id)).count()
+        removed.len()
     }
 
     /// `_count`.
@@ -347,19 +342,24 @@ impl Node {
         if let Some(query) = body.get("query") {
             search_body.insert("query".into(), query.clone());
         }
-        let request = SearchRequest::parse(&Value::Object(search_body), params)?;
-        let targets = self.search_targets(indices, &scope)?;
-        let now = now_millis();
-        let mut count = 0;
-        for target in &targets {
-            let (mapping, name) = (target.service.mapping(), target.service.name());
-            let ctx = target.query_context(&mapping, &name, now);
-            let query = build(&request, &ctx)?;
-            count += count_shard(&target.searcher, query.as_ref())?;
-        }
-        Ok(
-            json!({"count": count, "_shards": {"total": targets.len(), "successful": targets.len(), "skipped": 0, "failed": 0}}),
-        )
+        let search_body = Value::Object(search_body);
+        let request = Arc::new(SearchRequest::parse(&search_body, params)?);
+        let shards = self.search_shards(indices, &scope)?;
+        let phase = QueryPhase {
+            body: &search_body,
+            params,
+            parsed: request,
+            mode: QueryMode::Count,
+            keep_alive: Duration::ZERO,
+            readers: None,
+            from: None,
+            now: now_millis(),
+        };
+        let outcome = outcome_checked(self.query_phase(&shards, &phase), &scope)?;
+        let count: u64 = outcome.results.iter().map(|r| r.total_hits).sum();
+        let mut response = json!({"count": count, "_shards": {"total": shards.len(), "successful": outcome.results.len(), "skipped": 0, "failed": outcome.failures.len()}});
+        add_shard_failures(&mut response, &outcome.failures);
+        Ok(response)
     }
 
     /// `_delete_by_query` and `_update_by_query` (re-index in place, no scripts).
@@ -385,77 +385,80 @@ impl Node {
             .or_else(|| body.get("conflicts").and_then(Value::as_str));
         let proceed = conflicts == Some("proceed");
         let scope = SearchScope::from_params(params)?;
+        let services = self.resolve(indices, scope.options)?;
         // Point-in-time view of the matches, as OpenSearch's scroll-based implementation.
-        for service in self.resolve(indices, scope.options)? {
-            for engine in service.shards() {
-                engine.refresh()?;
-            }
-        }
-        let targets = self.search_targets(indices, &scope)?;
+        self.broadcast_refresh(&services)?;
+        let shards = self.search_shards(indices, &scope)?;
         let mut query_body = serde_json::Map::new();
         if let Some(query) = body.get("query") {
             query_body.insert("query".into(), query.clone());
         }
+        let query_body = Value::Object(query_body);
         let max_docs = body
             .get("max_docs")
             .and_then(Value::as_u64)
             .or_else(|| params.get("max_docs").and_then(|v| v.parse().ok()));
-        let mut matches: Vec<(Arc<IndexService>, String, i64, i64, Option<Vec<u8>>)> = Vec::new();
-        let now = now_millis();
-        for target in &targets {
-            let (mapping, name) = (target.service.mapping(), target.service.name());
-            let ctx = target.query_context(&mapping, &name, now);
-            let mut request = SearchRequest::parse(&Value::Object(query_body.clone()), params)?;
-            let query = build(&request, &ctx)?;
-            request.from = 0;
-            request.size = count_shard(&target.searcher, query.as_ref())? as usize;
-            request.aggs = None;
-            request.highlight = None;
-            let result = search_shard(&target.searcher, query.as_ref(), &request, &ctx, 0)?;
-            for hit in result.hits {
-                let source = if update {
-                    target.engine.source_of(&target.searcher, hit.address)?
-                } else {
-                    None
-                };
-                matches.push((
-                    target.service.clone(),
-                    hit.id,
-                    hit.seq_no,
-                    hit.primary_term,
-                    source,
-                ));
-            }
-        }
-        if let Some(max) = max_docs {
-            matches.truncate(max as usize);
-        }
-        let total = matches.len();
-        let writes: Vec<DocWrite> = matches
-            .into_iter()
-            .map(|(service, id, seq_no, primary_term, source)| {
+        let phase = QueryPhase {
+            body: &query_body,
+            params,
+            parsed: Arc::new(SearchRequest::parse(&query_body, params)?),
+            mode: QueryMode::AllHits,
+            keep_alive: if update {
+                FETCH_KEEP_ALIVE
+            } else {
+                Duration::ZERO
+            },
+            readers: None,
+            from: None,
+            now: now_millis(),
+        };
+        let mut partial_scope = scope.clone();
+        partial_scope.allow_partial_results = false;
+        let outcome = outcome_checked(self.query_phase(&shards, &phase), &partial_scope)?;
+        let all_docs: Vec<(usize, tantivy::DocAddress)> = outcome
+            .results
+            .iter()
+            .flat_map(|r| r.hits.iter().map(move |h| (r.shard_index, h.address)))
+            .collect();
+        let mut sources = if update {
+            self.fetch_phase(&outcome.readers, &all_docs, false)?
+        } else {
+            HashMap::new()
+        };
+        let mut writes: Vec<DocWrite> = Vec::new();
+        for result in &outcome.results {
+            let index = shards[result.shard_index].service.name();
+            for hit in &result.hits {
                 let request = DocRequest {
-                    if_seq_no: Some(seq_no),
-                    if_primary_term: Some(primary_term),
+                    if_seq_no: Some(hit.seq_no),
+                    if_primary_term: Some(hit.primary_term),
                     ..DocRequest::default()
                 };
-                match source {
+                let source = sources
+                    .remove(&(result.shard_index, hit.address))
+                    .flatten()
+                    .map(|b| b.to_vec());
+                writes.push(match source {
                     Some(source) if update => DocWrite::Index {
-                        index: service.name(),
-                        id: Some(id),
-                        routing: None,
+                        index: index.clone(),
+                        id: Some(hit.id.clone()),
+                        routing: hit.routing.clone(),
                         source,
                         request,
                     },
                     _ => DocWrite::Delete {
-                        index: service.name(),
-                        id,
-                        routing: None,
+                        index: index.clone(),
+                        id: hit.id.clone(),
+                        routing: hit.routing.clone(),
                         request,
                     },
-                }
-            })
-            .collect();
+                });
+            }
+        }
+        if let Some(max) = max_docs {
+            writes.truncate(max as usize);
+        }
+        let total = writes.len();
         let refresh = if params
             .get("refresh")
             .is_some_and(|r| r.is_empty() || r == "true")
@@ -512,6 +515,84 @@ impl Node {
     }
 }
 
+/// Turns shard failures into the request's error where OpenSearch fails the whole search:
+/// a bad request (every shard would fail alike), no shard answering, or missing shards when
+/// partial results are not allowed.
+fn outcome_checked(outcome: QueryOutcome, scope: &SearchScope) -> ApiResult<QueryOutcome> {
+    if outcome.failures.is_empty() {
+        return Ok(outcome);
+    }
+    let failed_shards = json!(outcome
+        .failures
+        .iter()
+        .map(ShardFailure::to_json)
+        .collect::<Vec<_>>());
+    if let Some(failure) = outcome.failures.iter().find(|f| f.is_request_error()) {
+        let error = failure.error.clone();
+        if error.error_type != "search_phase_execution_exception" {
+            return Err(error);
+        }
+        return Err(error.with("failed_shards", failed_shards));
+    }
+    let first = outcome.failures[0].error.clone();
+    if outcome.results.is_empty() {
+        return Err(
+            ApiError::new(503, "search_phase_execution_exception", "all shards failed")
+                .with("phase", json!("query"))
+                .with("grouped", json!(true))
+                .with("failed_shards", failed_shards)
+                .caused_by(first),
+        );
+    }
+    if !scope.allow_partial_results {
+        let missing: Vec<String> = outcome
+            .failures
+            .iter()
+            .map(|f| format!("[{}][{}]", f.index, f.shard))
+            .collect();
+        return Err(ApiError::new(
+            503,
+            "search_phase_execution_exception",
+            format!(
+                "Search rejected due to missing shards [{}]. Consider using `allow_partial_search_results` setting to bypass this error.",
+                missing.join(", ")
+            ),
+        )
+        .with("phase", json!("query"))
+        .with("grouped", json!(true))
+        .caused_by(first));
+    }
+    Ok(outcome)
+}
+
+/// Adds `_shards.failures` (OpenSearch lists them only when some shard failed).
+fn add_shard_failures(body: &mut Value, failures: &[ShardFailure]) {
+    if failures.is_empty() {
+        return;
+    }
+    if let Some(shards) = body.get_mut("_shards").and_then(Value::as_object_mut) {
+        shards.insert("failed".into(), json!(failures.len()));
+        shards.insert(
+            "failures".into(),
+            json!(failures
+                .iter()
+                .map(ShardFailure::to_json)
+                .collect::<Vec<_>>()),
+        );
+    }
+}
+
+fn scroll_missing(scroll_id: &str) -> ApiError {
+    ApiError::new(404, "search_phase_execution_exception", "all shards failed")
+        .with("phase", json!("query"))
+        .with("grouped", json!(true))
+        .caused_by(ApiError::new(
+            404,
+            "search_context_missing_exception",
+            format!("No search context found for id [{scroll_id}]"),
+        ))
+}
+
 fn move_scroll_id_first(response: &mut Value) {
     if let Value::Object(map) = response {
         if let Some(id) = map.remove("_scroll_id") {
@@ -531,80 +612,4 @@ fn parse_keep_alive(text: &str) -> ApiResult<Duration> {
             ))
         })?
         .ok_or_else(|| ApiError::bad_request("[scroll] keep alive must be positive"))
-}
-
-fn build(request: &SearchRequest, ctx: &QueryContext) -> Result<Box<dyn Query>, QueryError> {
-    match &request.query {
-        Some(query) => dsl::build_query(query, ctx),
-        None => Ok(Box::new(AllQuery)),
-    }
-}
-
-/// Adds OpenSearch's `failed_shards` entry to a shard-level search failure.
-fn with_failed_shard(error: QueryError, target: &ShardTarget) -> ApiError {
-    let error = ApiError::from(error);
-    if error.error_type != "search_phase_execution_exception" {
-        return error;
-    }
-    let reason = error
-        .caused_by
-        .as_ref()
-        .map(|c| c.to_cause_json())
-        .unwrap_or(json!(null));
-    let shard = target
-        .service
-        .shards()
-        .iter()
-        .position(|e| Arc::ptr_eq(e, &target.engine))
-        .unwrap_or(0);
-    error.with("failed_shards", json!([{"shard": shard, "index": target.service.name(), "node": "local", "reason": reason}]))
-}
-
-/// Runs a request on pinned shards and renders the merged response.
-fn run_search(
-    targets: &[ShardTarget],
-    request: &SearchRequest,
-    started: Instant,
-) -> ApiResult<Value> {
-    let now = now_millis();
-    let mut results: Vec<ShardResult> = Vec::with_capacity(targets.len());
-    for (shard_index, target) in targets.iter().enumerate() {
-        let query_started = Instant::now();
-        let (mapping, name) = (target.service.mapping(), target.service.name());
-        let ctx = target.query_context(&mapping, &name, now);
-        target
-            .service
-            .search
-            .query_current
-            .fetch_add(1, Ordering::Relaxed);
-        let outcome = build(request, &ctx).and_then(|query| {
-            search_shard(&target.searcher, query.as_ref(), request, &ctx, shard_index)
-        });
-        target
-            .service
-            .search
-            .query_current
-            .fetch_sub(1, Ordering::Relaxed);
-        target.service.count_search(query_started);
-        results.push(outcome.map_err(|e| with_failed_shard(e, target))?);
-    }
-    let mut fetch =
-        |shard: usize, address: tantivy::DocAddress| -> Result<Option<Value>, QueryError> {
-            let target = &targets[shard];
-            let bytes = target
-                .engine
-                .source_of(&target.searcher, address)
-                .map_err(|e| QueryError::Internal(e.to_string()))?;
-            Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
-        };
-    let name_of = |shard: usize| targets[shard].service.name();
-    let body = merge_and_render(
-        request,
-        results,
-        &mut fetch,
-        &name_of,
-        started.elapsed().as_millis() as u64,
-        targets.len(),
-    )?;
-    Ok(body)
 }

@@ -99,7 +99,12 @@ impl Node {
         request: &UpdateRequest,
         options: &WriteOptions,
     ) -> ApiResult<UpdateOutcome> {
-        let current = match self.get_document(index, id, request.routing.as_deref()) {
+        // The primary decides the update, so read what it has (a replica may lag).
+        let read = crate::documents::GetOptions {
+            preference: crate::copies::Preference::Primary,
+            ..crate::documents::GetOptions::realtime(request.routing.as_deref())
+        };
+        let current = match self.get_document_with(index, id, &read) {
             Ok((service, doc)) => doc.map(|d| (service, d)),
             Err(e) if e.error_type == "index_not_found_exception" => None,
             Err(e) => return Err(e),

@@ -174,24 +174,9 @@ pub async fn get_doc(
     head: bool,
     source_only: bool,
 ) -> RestResult {
-    let routing = params.get("routing").map(str::to_string);
-    let realtime = params.bool_or("realtime", true)?;
-    if params.bool_or("refresh", false)? {
-        let (node, index) = (node.clone(), index.clone());
-        blocking(move || {
-            for service in node.resolve(&index, shoal_node::ResolveOptions::search())? {
-                for engine in service.shards() {
-                    engine.refresh()?;
-                }
-            }
-            Ok(())
-        })
-        .await?;
-    }
+    let options = shoal_node::documents::GetOptions::from_params(&params.0)?;
     let id2 = id.clone();
-    let (service, doc) =
-        blocking(move || node.get_document_with(&index, &id2, routing.as_deref(), realtime))
-            .await?;
+    let (service, doc) = blocking(move || node.get_document_with(&index, &id2, &options)).await?;
     let index_name = service.name();
     let Some(doc) = doc else {
         if head {

@@ -1,5 +1,6 @@
 //! Index management APIs.
 
+use shoal_node::broadcast::BroadcastOp;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -299,10 +300,6 @@ pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Para
     )
 }
 
-fn shards_summary(total: usize, successful: usize) -> Value {
-    json!({"total": total, "successful": successful, "failed": 0})
-}
-
 /// `POST /_refresh`, `/_flush`, `/_forcemerge` (and per index).
 pub async fn maintenance(
     node: Arc<Node>,
@@ -313,33 +310,17 @@ pub async fn maintenance(
     let opts = options(&params, ResolveOptions::search())?;
     let max_segments = params.usize("max_num_segments")?;
     let only_expunge = params.flag("only_expunge_deletes");
+    let op = match action {
+        "refresh" => BroadcastOp::Refresh,
+        "flush" => BroadcastOp::Flush,
+        _ => BroadcastOp::ForceMerge {
+            max_segments,
+            only_expunge_deletes: only_expunge,
+        },
+    };
     let summary = blocking(move || {
-        let (mut total, mut successful) = (0, 0);
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
-            let replicas = service.with_meta(|m| m.settings().number_of_replicas());
-            for engine in service.shards() {
-                total += 1 + replicas;
-                match action {
-                    "refresh" => {
-                        engine.refresh()?;
-                    }
-                    "flush" => {
-                        engine.flush(true)?;
-                    }
-                    _ => {
-                        let target = if only_expunge {
-                            usize::MAX
-                        } else {
-                            max_segments.unwrap_or(1)
-                        };
-                        engine.force_merge(target)?;
-                        engine.flush(true)?;
-                    }
-                }
-                successful += 1;
-            }
-        }
-        Ok(shards_summary(total, successful))
+        let services = node.resolve(index.as_deref().unwrap_or("_all"), opts)?;
+        Ok(node.broadcast(&services, op)?.to_json())
     })
     .await?;
     ok(json!({"_shards": summary}), &params)

@@ -20,14 +20,7 @@ impl Params {
     }
 
     pub fn bool_or(&self, key: &str, default: bool) -> ApiResult<bool> {
-        match self.get(key) {
-            None => Ok(default),
-            Some("") | Some("true") => Ok(true),
-            Some("false") => Ok(false),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "Failed to parse value [{other}] as only [true] or [false] are allowed."
-            ))),
-        }
+        shoal_node::error::bool_param(&self.0, key, default)
     }
 
     pub fn i64(&self, key: &str) -> ApiResult<Option<i64>> {

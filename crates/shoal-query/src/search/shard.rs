@@ -71,6 +71,22 @@ pub struct ShardResult {
     pub(crate) highlight: Option<Arc<HighlightPlan>>,
 }
 
+impl ShardResult {
+    /// The result of a shard that only counted its matches (`_count`).
+    pub fn count_only(shard_index: usize, total_hits: u64) -> ShardResult {
+        ShardResult {
+            shard_index,
+            hits: Vec::new(),
+            total_hits,
+            max_score: None,
+            timed_out: false,
+            terminated_early: false,
+            aggs: None,
+            highlight: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for ShardResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShardResult")

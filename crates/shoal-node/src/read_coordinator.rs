@@ -1,0 +1,479 @@
+//! The coordinating side of distributed reads: which copy of every shard a search or get
+//! reads (see [`crate::copies`]), the query and fetch phases sent to those copies (in
+//! parallel, this node's own copies inline), and read failover: a copy that is gone, closed
+//! or unreachable is replaced by the next copy of the same shard before any failure is
+//! reported.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use shoal_query::search::{SearchRequest, ShardResult};
+use tantivy::DocAddress;
+
+use crate::copies::{ordered_copies, CopyRef, Preference};
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::node::Node;
+use crate::shard_search::{
+    decode_fetch_reply, decode_get_reply, FetchRequest, FreeContexts, GetRequest, QueryMode,
+    QueryReply, QueryRequest, ACTION_FETCH, ACTION_FREE_CONTEXT, ACTION_GET, ACTION_QUERY,
+};
+
+/// How long a shard-level read may take before the copy counts as failed.
+const SHARD_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a search context waits for the fetch phase.
+pub const FETCH_KEEP_ALIVE: Duration = Duration::from_secs(60);
+
+/// A shard a read touches, with the copies it may use in the order to try them.
+#[derive(Clone)]
+pub struct PlannedShard {
+    pub service: Arc<IndexService>,
+    pub shard: usize,
+    pub copies: Vec<CopyRef>,
+}
+
+/// The copy that answered a shard's query phase, and the context it kept.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    pub copy: CopyRef,
+    pub context: Option<u64>,
+}
+
+/// A shard that no copy could answer.
+#[derive(Debug, Clone)]
+pub struct ShardFailure {
+    pub index: String,
+    pub shard: usize,
+    pub node: Option<String>,
+    pub error: ApiError,
+}
+
+impl ShardFailure {
+    /// OpenSearch's entry in `_shards.failures` / `failed_shards`.
+    pub fn to_json(&self) -> Value {
+        // A search phase error names its shard-level cause, as OpenSearch's shard failures do.
+        let cause = match (&self.error.caused_by, self.error.error_type.as_str()) {
+            (Some(cause), "search_phase_execution_exception") => cause.as_ref(),
+            _ => &self.error,
+        };
+        let mut reason = cause.to_cause_json();
+        if let Value::Object(map) = &mut reason {
+            map.remove("root_cause");
+        }
+        json!({"shard": self.shard, "index": self.index, "node": self.node, "reason": reason})
+    }
+
+    /// Whether another request would fail alike everywhere (a bad query), as opposed to a
+    /// copy that was not there to answer.
+    pub fn is_request_error(&self) -> bool {
+        !is_copy_error(&self.error)
+    }
+}
+
+/// Errors that mean "this copy could not answer", worth trying on another copy.
+fn is_copy_error(error: &ApiError) -> bool {
+    error.status >= 500
+        || matches!(
+            error.error_type.as_str(),
+            "shard_not_found_exception"
+                | "node_closed_exception"
+                | "node_not_connected_exception"
+                | "no_shard_available_action_exception"
+        )
+}
+
+/// One query phase round: the same request on every planned shard.
+pub struct QueryPhase<'a> {
+    pub body: &'a Value,
+    pub params: &'a HashMap<String, String>,
+    pub parsed: Arc<SearchRequest>,
+    pub mode: QueryMode,
+    pub keep_alive: Duration,
+    /// Scroll pages search the contexts of the first page again, on the same copies.
+    pub readers: Option<&'a [Option<Reader>]>,
+    pub from: Option<usize>,
+    pub now: i64,
+}
+
+/// What every shard answered: results (in shard order) or failures.
+pub struct QueryOutcome {
+    pub results: Vec<ShardResult>,
+    pub readers: Vec<Option<Reader>>,
+    pub failures: Vec<ShardFailure>,
+}
+
+type Pending = tokio::task::JoinHandle<ApiResult<QueryReply>>;
+
+impl Node {
+    /// The shards of these indices a read touches (after routing and `_shards:`), each with
+    /// its copies ordered by `preference`.
+    pub fn plan_shards(
+        &self,
+        services: &[Arc<IndexService>],
+        routing: Option<&str>,
+        only_shards: Option<&[usize]>,
+        preference: &Preference,
+    ) -> ApiResult<Vec<PlannedShard>> {
+        let state = self.cluster_state();
+        let rotation = self.read_rotation.fetch_add(1, Ordering::Relaxed);
+        let mut planned = Vec::new();
+        for service in services {
+            let name = service.name();
+            let shard_count = service.with_meta(|m| m.settings().number_of_shards());
+            let mut shards: Vec<usize> = match routing {
+                Some(routing) => routing
+                    .split(',')
+                    .map(|r| service.route(r.trim()))
+                    .collect(),
+                None => (0..shard_count).collect(),
+            };
+            shards.sort_unstable();
+            shards.dedup();
+            for shard in shards {
+                if only_shards.is_some_and(|only| !only.contains(&shard)) {
+                    continue;
+                }
+                let copies =
+                    ordered_copies(&state, &name, shard, preference, &self.node_id, rotation)?;
+                planned.push(PlannedShard {
+                    service: service.clone(),
+                    shard,
+                    copies,
+                });
+            }
+        }
+        Ok(planned)
+    }
+
+    /// Runs the query phase on every planned shard: remote copies in parallel, local ones
+    /// inline meanwhile; a shard whose copy fails moves on to its next copy.
+    pub fn query_phase(&self, shards: &[PlannedShard], phase: &QueryPhase<'_>) -> QueryOutcome {
+        let mut answers: Vec<Option<Answer>> = (0..shards.len()).map(|_| None).collect();
+        let mut attempts = vec![0usize; shards.len()];
+        let mut last_error: Vec<Option<(Option<String>, ApiError)>> = vec![None; shards.len()];
+        while answers.iter().any(Option::is_none) {
+            let mut remote: Vec<(usize, CopyRef, Pending)> = Vec::new();
+            for (i, shard) in shards.iter().enumerate() {
+                if answers[i].is_some() {
+                    continue;
+                }
+                let Some(copy) = next_copy(shard, phase.readers.map(|r| &r[i]), attempts[i]) else {
+                    answers[i] = Some(Err(last_error[i]
+                        .take()
+                        .unwrap_or_else(|| (None, no_copy_available(shard)))));
+                    continue;
+                };
+                attempts[i] += 1;
+                let request = self.query_request(shard, i, phase);
+                match &copy.address {
+                    None => {
+                        let outcome = self.shard_query(&request);
+                        settle(i, copy, outcome, &mut answers, &mut last_error);
+                    }
+                    Some(address) => {
+                        let pending = self.send_query(address, &request);
+                        remote.push((i, copy, pending));
+                    }
+                }
+            }
+            for (i, copy, pending) in remote {
+                let outcome = self
+                    .runtime
+                    .block_on(pending)
+                    .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())));
+                settle(i, copy, outcome, &mut answers, &mut last_error);
+            }
+        }
+        let mut outcome = QueryOutcome {
+            results: Vec::new(),
+            readers: Vec::new(),
+            failures: Vec::new(),
+        };
+        for (i, answer) in answers.into_iter().enumerate() {
+            match answer.expect("every shard answered") {
+                Ok((reader, result)) => {
+                    outcome.results.push(result);
+                    outcome.readers.push(Some(reader));
+                }
+                Err((node, error)) => {
+                    outcome.failures.push(ShardFailure {
+                        index: shards[i].service.name(),
+                        shard: shards[i].shard,
+                        node,
+                        error,
+                    });
+                    outcome.readers.push(None);
+                }
+            }
+        }
+        outcome
+    }
+
+    fn send_query(&self, address: &str, request: &QueryRequest) -> Pending {
+        let (transport, address) = (self.transport.clone(), address.to_string());
+        let body = Bytes::from(serde_json::to_vec(request).expect("json"));
+        self.runtime.spawn(async move {
+            let reply = transport
+                .call(&address, ACTION_QUERY, body, SHARD_READ_TIMEOUT)
+                .await
+                .map_err(transport_error)?;
+            serde_json::from_slice::<Result<QueryReply, ApiError>>(&reply)
+                .map_err(|e| ApiError::internal(format!("malformed query reply: {e}")))?
+        })
+    }
+
+    fn query_request(
+        &self,
+        shard: &PlannedShard,
+        i: usize,
+        phase: &QueryPhase<'_>,
+    ) -> QueryRequest {
+        QueryRequest {
+            index: shard.service.name(),
+            index_uuid: shard.service.uuid(),
+            shard: shard.shard,
+            context: phase
+                .readers
+                .and_then(|r| r[i].as_ref())
+                .and_then(|r| r.context),
+            keep_alive_ms: phase.keep_alive.as_millis() as u64,
+            body: phase.body.clone(),
+            params: phase.params.clone(),
+            from: phase.from,
+            mode: phase.mode,
+            shard_index: i,
+            now: phase.now,
+            parsed: Some(phase.parsed.clone()),
+        }
+    }
+
+    /// Reads the sources of the documents a page shows, from the copies that ranked them.
+    /// Contexts are freed after reading unless `keep` (scrolls).
+    pub fn fetch_phase(
+        &self,
+        readers: &[Option<Reader>],
+        docs: &[(usize, DocAddress)],
+        keep: bool,
+    ) -> ApiResult<HashMap<(usize, DocAddress), Option<Bytes>>> {
+        let mut by_shard: BTreeMap<usize, Vec<DocAddress>> = BTreeMap::new();
+        for (shard, address) in docs {
+            by_shard.entry(*shard).or_default().push(*address);
+        }
+        let mut fetched = HashMap::new();
+        let mut remote = Vec::new();
+        for (shard, addresses) in by_shard {
+            let Some(Reader {
+                copy,
+                context: Some(context),
+            }) = readers.get(shard).cloned().flatten()
+            else {
+                return Err(ApiError::internal("no search context for the fetch phase"));
+            };
+            let request = FetchRequest {
+                context,
+                docs: addresses
+                    .iter()
+                    .map(|a| (a.segment_ord, a.doc_id))
+                    .collect(),
+                release: !keep,
+            };
+            match copy.address {
+                None => {
+                    let sources = self.shard_fetch(&request)?;
+                    for (address, source) in addresses.into_iter().zip(sources) {
+                        fetched.insert((shard, address), source.map(Bytes::from));
+                    }
+                }
+                Some(address) => {
+                    let transport = self.transport.clone();
+                    let body = Bytes::from(serde_json::to_vec(&request).expect("json"));
+                    let pending = self.runtime.spawn(async move {
+                        let reply = transport
+                            .call(&address, ACTION_FETCH, body, SHARD_READ_TIMEOUT)
+                            .await
+                            .map_err(transport_error)?;
+                        decode_fetch_reply(reply)
+                    });
+                    remote.push((shard, addresses, pending));
+                }
+            }
+        }
+        for (shard, addresses, pending) in remote {
+            let sources = self
+                .runtime
+                .block_on(pending)
+                .map_err(|e| ApiError::internal(e.to_string()))?
+                .map_err(fetch_failed)?;
+            for (address, source) in addresses.into_iter().zip(sources) {
+                fetched.insert((shard, address), source);
+            }
+        }
+        if !keep {
+            let fetched_shards: std::collections::BTreeSet<usize> =
+                docs.iter().map(|(s, _)| *s).collect();
+            let unfetched: Vec<Option<Reader>> = readers
+                .iter()
+                .enumerate()
+                .map(|(i, r)| r.clone().filter(|_| !fetched_shards.contains(&i)))
+                .collect();
+            self.free_readers(&unfetched);
+        }
+        Ok(fetched)
+    }
+
+    /// Frees the contexts of these readers (without waiting for remote nodes).
+    pub fn free_readers(&self, readers: &[Option<Reader>]) {
+        let mut by_node: BTreeMap<Option<String>, Vec<u64>> = BTreeMap::new();
+        for reader in readers.iter().flatten() {
+            if let Some(context) = reader.context {
+                by_node
+                    .entry(reader.copy.address.clone())
+                    .or_default()
+                    .push(context);
+            }
+        }
+        for (address, contexts) in by_node {
+            match address {
+                None => self.free_search_contexts(&contexts),
+                Some(address) => {
+                    let transport = self.transport.clone();
+                    let body = serde_json::to_vec(&FreeContexts { contexts }).expect("json");
+                    self.runtime.spawn(async move {
+                        let _ = transport
+                            .call(
+                                &address,
+                                ACTION_FREE_CONTEXT,
+                                Bytes::from(body),
+                                Duration::from_secs(10),
+                            )
+                            .await;
+                    });
+                }
+            }
+        }
+    }
+
+    /// Gets a document from a copy of its shard (local first by default), moving on to the
+    /// next copy when one cannot answer.
+    pub fn get_from_copies(
+        &self,
+        service: &Arc<IndexService>,
+        shard: usize,
+        request: GetRequest,
+        preference: &Preference,
+    ) -> ApiResult<Option<shoal_engine::GetResult>> {
+        let state = self.cluster_state();
+        let mut copies =
+            ordered_copies(&state, &service.name(), shard, preference, &self.node_id, 0)?;
+        if *preference == Preference::Default {
+            copies.sort_by_key(|c| (!c.is_local(), !c.primary));
+        }
+        let mut last_error = None;
+        for copy in copies {
+            let outcome = match &copy.address {
+                None => self.shard_get(&request),
+                Some(address) => {
+                    let body = Bytes::from(serde_json::to_vec(&request).expect("json"));
+                    let transport = self.transport.clone();
+                    let address = address.clone();
+                    self.runtime.block_on(async move {
+                        let reply = transport
+                            .call(&address, ACTION_GET, body, SHARD_READ_TIMEOUT)
+                            .await
+                            .map_err(transport_error)?;
+                        decode_get_reply(reply)
+                    })
+                }
+            };
+            match outcome {
+                Err(error) if is_copy_error(&error) => last_error = Some(error),
+                other => return other,
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            ApiError::new(
+                503,
+                "no_shard_available_action_exception",
+                format!(
+                    "No shard available for [get [{}][{}]: routing [null]]",
+                    request.index, request.id
+                ),
+            )
+        }))
+    }
+}
+
+/// A shard's answer: the reader and result, or the failure and the node it came from.
+type Answer = Result<(Reader, ShardResult), (Option<String>, ApiError)>;
+
+/// The copy a shard tries at its `attempt`: scroll pages stay on the copy that holds their
+/// context; other reads walk the ordered copies.
+fn next_copy(
+    shard: &PlannedShard,
+    reader: Option<&Option<Reader>>,
+    attempt: usize,
+) -> Option<CopyRef> {
+    match reader {
+        Some(reader) if attempt == 0 => reader.as_ref().map(|r| r.copy.clone()),
+        Some(_) => None,
+        None => shard.copies.get(attempt).cloned(),
+    }
+}
+
+/// Records a copy's answer: a result, a request error (final), or a copy error (the shard
+/// tries its next copy in the next round).
+fn settle(
+    i: usize,
+    copy: CopyRef,
+    outcome: ApiResult<QueryReply>,
+    answers: &mut [Option<Answer>],
+    last_error: &mut [Option<(Option<String>, ApiError)>],
+) {
+    match outcome {
+        Ok(reply) => {
+            let reader = Reader {
+                copy,
+                context: reply.context,
+            };
+            answers[i] = Some(Ok((reader, reply.result)));
+        }
+        Err(error) if is_copy_error(&error) => {
+            tracing::debug!(node = %copy.node_id, error = %error, "shard copy failed, trying the next copy");
+            last_error[i] = Some((Some(copy.node_id), error));
+        }
+        Err(error) => answers[i] = Some(Err((Some(copy.node_id), error))),
+    }
+}
+
+fn no_copy_available(shard: &PlannedShard) -> ApiError {
+    ApiError::new(
+        503,
+        "no_shard_available_action_exception",
+        format!(
+            "[{}][{}] no active copy of the shard",
+            shard.service.name(),
+            shard.shard
+        ),
+    )
+}
+
+fn transport_error(e: shoal_transport::TransportError) -> ApiError {
+    let remote = e.to_remote_error();
+    ApiError::new(remote.status, &remote.error_type, remote.reason)
+}
+
+fn fetch_failed(error: ApiError) -> ApiError {
+    ApiError::new(
+        503,
+        "search_phase_execution_exception",
+        "fetch phase failed",
+    )
+    .with("phase", json!("fetch"))
+    .with("grouped", json!(true))
+    .caused_by(error)
+}

@@ -1,0 +1,381 @@
+//! The data-node side of distributed reads. A coordinator (this node or another) asks a shard
+//! copy for the query phase, then the fetch phase, then frees the context; gets by id go
+//! straight to one copy.
+//!
+//! A search context pins a point-in-time searcher between the phases, so the fetch phase
+//! reads the exact documents the query phase ranked (a `DocAddress` means nothing to
+//! another searcher), and scroll pages keep reading one snapshot. Contexts expire after
+//! their keep-alive, in case a coordinator dies between the phases.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use shoal_engine::Engine;
+use shoal_query::search::{count_shard, search_shard, SearchRequest, ShardResult};
+use shoal_query::{dsl, QueryContext};
+use tantivy::query::{AllQuery, Query};
+use tantivy::{DocAddress, Searcher};
+
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::node::Node;
+use shoal_transport::RemoteError;
+
+pub const ACTION_QUERY: &str = "indices:data/read/search[phase/query]";
+pub const ACTION_FETCH: &str = "indices:data/read/search[phase/fetch]";
+pub const ACTION_FREE_CONTEXT: &str = "indices:data/read/search[free_context]";
+pub const ACTION_GET: &str = "indices:data/read/get[s]";
+
+/// What the query phase computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueryMode {
+    /// Top `from + size` hits and aggregation partials.
+    Search,
+    /// Only the number of matches (`_count`).
+    Count,
+    /// Every match, for `_delete_by_query` / `_update_by_query`.
+    AllHits,
+}
+
+/// The query phase on one shard copy.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct QueryRequest {
+    pub index: String,
+    pub index_uuid: String,
+    pub shard: usize,
+    /// The context to search again (a scroll page); `None` pins a new searcher.
+    pub context: Option<u64>,
+    /// How long to keep the context for the fetch phase or the next scroll page; 0 frees it
+    /// at once (nothing will be fetched).
+    pub keep_alive_ms: u64,
+    pub body: Value,
+    pub params: HashMap<String, String>,
+    /// Overrides the request's `from` (scroll pages).
+    pub from: Option<usize>,
+    pub mode: QueryMode,
+    /// The shard's position in the coordinator's list (hits and sources are keyed by it).
+    pub shard_index: usize,
+    /// The coordinator's clock, so every shard resolves `now` alike.
+    pub now: i64,
+    /// The parsed request, when the coordinator is this node (skips parsing again).
+    #[serde(skip)]
+    pub parsed: Option<Arc<SearchRequest>>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct QueryReply {
+    pub context: Option<u64>,
+    pub result: ShardResult,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct FetchRequest {
+    pub context: u64,
+    /// `(segment_ord, doc_id)` pairs from the query phase.
+    pub docs: Vec<(u32, u32)>,
+    /// Frees the context after reading (a search; a scroll keeps it).
+    pub release: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct FreeContexts {
+    pub contexts: Vec<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct GetRequest {
+    pub index: String,
+    pub index_uuid: String,
+    pub shard: usize,
+    pub id: String,
+    pub realtime: bool,
+    pub refresh: bool,
+}
+
+/// A get's answer without the source (which travels as a framed blob).
+#[derive(Serialize, Deserialize)]
+pub struct GetHeader {
+    pub seq_no: i64,
+    pub primary_term: i64,
+    pub version: i64,
+    pub routing: Option<String>,
+}
+
+/// A pinned searcher of one shard copy.
+struct SearchContext {
+    service: Arc<IndexService>,
+    engine: Arc<Engine>,
+    searcher: Searcher,
+    keep_alive: Duration,
+    expires: Mutex<Instant>,
+}
+
+/// The open search contexts of this node.
+#[derive(Default)]
+pub struct SearchContexts {
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<SearchContext>>>,
+}
+
+impl SearchContexts {
+    fn insert(&self, context: Arc<SearchContext>) -> u64 {
+        self.expire();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        self.open.lock().insert(id, context);
+        id
+    }
+
+    /// The context, its keep-alive renewed.
+    fn get(&self, id: u64) -> ApiResult<Arc<SearchContext>> {
+        let context = self.open.lock().get(&id).cloned().ok_or_else(|| {
+            ApiError::new(
+                404,
+                "search_context_missing_exception",
+                format!("No search context found for id [{id}]"),
+            )
+        })?;
+        *context.expires.lock() = Instant::now() + context.keep_alive;
+        Ok(context)
+    }
+
+    fn remove(&self, id: u64) {
+        self.open.lock().remove(&id);
+    }
+
+    /// Drops contexts whose keep-alive elapsed (they pin segments and memory).
+    pub fn expire(&self) {
+        let now = Instant::now();
+        self.open.lock().retain(|_, c| *c.expires.lock() > now);
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.open.lock().len()
+    }
+}
+
+/// A shard copy this node does not (or no longer) hold: the coordinator tries another copy.
+pub fn shard_not_found(index: &str, shard: usize) -> ApiError {
+    ApiError::new(404, "shard_not_found_exception", "no such shard")
+        .with("index", json!(index))
+        .with("shard", json!(shard.to_string()))
+}
+
+impl Node {
+    /// The open local copy of a shard of the index the coordinator meant (same uuid).
+    fn local_copy(
+        &self,
+        index: &str,
+        index_uuid: &str,
+        shard: usize,
+    ) -> ApiResult<(Arc<IndexService>, Arc<Engine>)> {
+        let service = self
+            .index(index)
+            .filter(|s| s.uuid() == index_uuid)
+            .ok_or_else(|| shard_not_found(index, shard))?;
+        let engine = service
+            .shard(shard)
+            .map_err(|_| shard_not_found(index, shard))?;
+        Ok((service, engine))
+    }
+
+    /// Runs the query phase on a local shard copy.
+    pub fn shard_query(&self, request: &QueryRequest) -> ApiResult<QueryReply> {
+        let context = match request.context {
+            Some(id) => self.search_contexts.get(id)?,
+            None => {
+                let (service, engine) =
+                    self.local_copy(&request.index, &request.index_uuid, request.shard)?;
+                let searcher = engine.searcher();
+                let keep_alive = Duration::from_millis(request.keep_alive_ms);
+                Arc::new(SearchContext {
+                    service,
+                    engine,
+                    searcher,
+                    keep_alive,
+                    expires: Mutex::new(Instant::now() + keep_alive),
+                })
+            }
+        };
+        let mut search = match &request.parsed {
+            Some(parsed) => (**parsed).clone(),
+            None => SearchRequest::parse(&request.body, &request.params)?,
+        };
+        if let Some(from) = request.from {
+            search.from = from;
+        }
+        let result = run_query(&context, &search, request)?;
+        let id = match (request.context, request.keep_alive_ms) {
+            (Some(id), _) => Some(id),
+            (None, 0) => None,
+            (None, _) => Some(self.search_contexts.insert(context)),
+        };
+        Ok(QueryReply {
+            context: id,
+            result,
+        })
+    }
+
+    /// Reads the sources of documents the query phase ranked, from the same searcher.
+    pub fn shard_fetch(&self, request: &FetchRequest) -> ApiResult<Vec<Option<Vec<u8>>>> {
+        let context = self.search_contexts.get(request.context)?;
+        let sources = request
+            .docs
+            .iter()
+            .map(|&(segment_ord, doc_id)| {
+                context
+                    .engine
+                    .source_of(&context.searcher, DocAddress::new(segment_ord, doc_id))
+                    .map_err(ApiError::from)
+            })
+            .collect();
+        if request.release {
+            self.search_contexts.remove(request.context);
+        }
+        sources
+    }
+
+    pub fn free_search_contexts(&self, contexts: &[u64]) {
+        for id in contexts {
+            self.search_contexts.remove(*id);
+        }
+    }
+
+    /// A get by id on a local shard copy.
+    pub fn shard_get(&self, request: &GetRequest) -> ApiResult<Option<shoal_engine::GetResult>> {
+        let (_, engine) = self.local_copy(&request.index, &request.index_uuid, request.shard)?;
+        if request.refresh {
+            engine.refresh()?;
+        }
+        let doc = if request.realtime {
+            engine.get(&request.id)?
+        } else {
+            engine.get_refreshed(&request.id)?
+        };
+        Ok(doc)
+    }
+
+    /// Serves the transport actions of this module. A query phase answers with its
+    /// result or its full error (a search error keeps its nested cause); the others fail
+    /// with a transport-level error.
+    pub(crate) fn serve_read(&self, action: &str, body: &[u8]) -> Result<Bytes, RemoteError> {
+        let remote = |e: ApiError| RemoteError::new(e.status, &e.error_type, e.reason);
+        match action {
+            ACTION_QUERY => {
+                let reply = parse::<QueryRequest>(body).and_then(|r| self.shard_query(&r));
+                Ok(Bytes::from(serde_json::to_vec(&reply).expect("json")))
+            }
+            ACTION_FETCH => {
+                let request = parse::<FetchRequest>(body).map_err(remote)?;
+                let sources = self.shard_fetch(&request).map_err(remote)?;
+                let blobs: Vec<Option<&[u8]>> = sources.iter().map(Option::as_deref).collect();
+                Ok(crate::wire::frame(&(), &blobs))
+            }
+            ACTION_FREE_CONTEXT => {
+                let request = parse::<FreeContexts>(body).map_err(remote)?;
+                self.free_search_contexts(&request.contexts);
+                Ok(Bytes::new())
+            }
+            ACTION_GET => {
+                let request = parse::<GetRequest>(body).map_err(remote)?;
+                Ok(match self.shard_get(&request).map_err(remote)? {
+                    Some(doc) => crate::wire::frame(
+                        &Some(GetHeader {
+                            seq_no: doc.seq_no,
+                            primary_term: doc.primary_term,
+                            version: doc.version,
+                            routing: doc.routing,
+                        }),
+                        &[Some(&doc.source)],
+                    ),
+                    None => crate::wire::frame(&None::<GetHeader>, &[]),
+                })
+            }
+            other => Err(RemoteError::action_not_found(other)),
+        }
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed shard request: {e}")))
+}
+
+/// Decodes a get reply.
+pub fn decode_get_reply(reply: Bytes) -> ApiResult<Option<shoal_engine::GetResult>> {
+    let (header, mut blobs): (Option<GetHeader>, _) =
+        crate::wire::unframe(reply).map_err(ApiError::internal)?;
+    Ok(header.map(|h| shoal_engine::GetResult {
+        seq_no: h.seq_no,
+        primary_term: h.primary_term,
+        version: h.version,
+        source: blobs
+            .pop()
+            .flatten()
+            .map(|b| b.to_vec())
+            .unwrap_or_default(),
+        routing: h.routing,
+    }))
+}
+
+/// Decodes a fetch reply.
+pub fn decode_fetch_reply(reply: Bytes) -> ApiResult<Vec<Option<Bytes>>> {
+    let ((), blobs) = crate::wire::unframe(reply).map_err(ApiError::internal)?;
+    Ok(blobs)
+}
+
+fn run_query(
+    context: &SearchContext,
+    search: &SearchRequest,
+    request: &QueryRequest,
+) -> ApiResult<ShardResult> {
+    let started = Instant::now();
+    let service = &context.service;
+    let (mapping, name) = (service.mapping(), service.name());
+    let ctx = QueryContext {
+        mapping: &mapping,
+        schema: context.engine.schema(),
+        now_millis: request.now,
+        index: &name,
+    };
+    let query: Box<dyn Query> = match &search.query {
+        Some(query) => dsl::build_query(query, &ctx)?,
+        None => Box::new(AllQuery),
+    };
+    service.search.query_current.fetch_add(1, Ordering::Relaxed);
+    let outcome = match request.mode {
+        QueryMode::Count => count_shard(&context.searcher, query.as_ref())
+            .map(|count| ShardResult::count_only(request.shard_index, count)),
+        QueryMode::AllHits => count_shard(&context.searcher, query.as_ref()).and_then(|count| {
+            let mut all = search.clone();
+            all.from = 0;
+            all.size = count as usize;
+            all.aggs = None;
+            all.highlight = None;
+            search_shard(
+                &context.searcher,
+                query.as_ref(),
+                &all,
+                &ctx,
+                request.shard_index,
+            )
+        }),
+        QueryMode::Search => search_shard(
+            &context.searcher,
+            query.as_ref(),
+            search,
+            &ctx,
+            request.shard_index,
+        ),
+    };
+    service.search.query_current.fetch_sub(1, Ordering::Relaxed);
+    if request.mode == QueryMode::Search {
+        service.count_search(started);
+    }
+    Ok(outcome?)
+}
