@@ -157,6 +157,17 @@ def test_update_and_delete_by_query_span_nodes(spread):
     assert not r.json()["errors"]
 
 
+def test_index_statistics_count_every_copy_wherever_it_is(spread):
+    for i in range(3):
+        row = spread.get("/_cat/indices/reads", i, format="json").json()[0]
+        assert int(row["docs.count"]) == DOCS, row
+        stats = spread.get("/reads/_stats", i).json()
+        assert stats["_all"]["primaries"]["docs"]["count"] == DOCS
+        assert stats["_all"]["total"]["docs"]["count"] == DOCS
+        rows = spread.get("/_cat/shards/reads", i, format="json").json()
+        assert sum(int(r["docs"]) for r in rows) == DOCS, rows
+
+
 def test_a_dead_node_is_reported_as_shard_failures_not_missing_hits(spread):
     """Runs last in this module: it kills node 2 (whose shards have no replica)."""
     victim = 2

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -44,7 +44,7 @@ pub struct SegmentInfo {
 }
 
 /// A snapshot of a shard's statistics.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EngineStats {
     pub docs_count: u64,
     pub docs_deleted: u64,

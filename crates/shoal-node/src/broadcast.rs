@@ -1,6 +1,6 @@
-//! Broadcast shard operations (`_refresh`, `_flush`, `_forcemerge`): every node holding
-//! copies of the target indices runs the operation on its copies, in parallel, and the
-//! coordinator sums the shard counts the way OpenSearch reports `_shards`.
+//! Broadcast shard operations (`_refresh`, `_flush`, `_forcemerge`, copy statistics): every
+//! node holding copies of the target indices runs the operation on its copies, in parallel,
+//! and the coordinator sums the shard counts the way OpenSearch reports `_shards`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +15,10 @@ use crate::index_service::IndexService;
 use crate::node::Node;
 
 pub const ACTION_BROADCAST: &str = "indices:admin/broadcast[n]";
+pub const ACTION_SHARD_STATS: &str = "indices:monitor/stats[n]";
+
+/// The statistics of every copy of some indices, by `(index, shard, node id)`.
+pub type CopyStats = BTreeMap<(String, usize, String), shoal_engine::EngineStats>;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub enum BroadcastOp {
@@ -130,6 +134,92 @@ impl Node {
             }
         }
         Ok(summary)
+    }
+
+    /// Sends `request` to every other node holding an active copy of its indices.
+    fn send_to_holders(
+        &self,
+        state: &shoal_state::ClusterState,
+        request: &NodeRequest,
+        action: &'static str,
+    ) -> Vec<tokio::task::JoinHandle<Result<Bytes, shoal_transport::TransportError>>> {
+        let mut nodes: BTreeMap<String, String> = BTreeMap::new();
+        for (name, _) in &request.indices {
+            for copies in state
+                .routing
+                .get(name)
+                .map(|t| t.shards.as_slice())
+                .unwrap_or(&[])
+            {
+                for node in copies
+                    .iter()
+                    .filter(|c| c.is_active())
+                    .filter_map(|c| c.node.as_ref())
+                {
+                    if let Some(n) = state.nodes.get(node) {
+                        nodes.insert(node.clone(), n.transport_address.clone());
+                    }
+                }
+            }
+        }
+        nodes.remove(&self.node_id);
+        let body = Bytes::from(serde_json::to_vec(request).expect("json"));
+        nodes
+            .into_values()
+            .map(|address| {
+                let (transport, body) = (self.transport.clone(), body.clone());
+                self.runtime.spawn(async move {
+                    transport
+                        .call(&address, action, body, Duration::from_secs(600))
+                        .await
+                })
+            })
+            .collect()
+    }
+
+    /// The statistics of every active copy of these indices, from the nodes holding them
+    /// (a node that does not answer leaves its copies out).
+    pub fn copy_stats(&self, services: &[Arc<IndexService>]) -> CopyStats {
+        let state = self.cluster_state();
+        let request = NodeRequest {
+            indices: services.iter().map(|s| (s.name(), s.uuid())).collect(),
+            op: BroadcastOp::Refresh, // unused by the stats action
+        };
+        let pending = self.send_to_holders(&state, &request, ACTION_SHARD_STATS);
+        let mut stats = self.local_copy_stats(&request);
+        for reply in pending {
+            let Ok(Ok(bytes)) = self.runtime.block_on(reply) else {
+                continue;
+            };
+            if let Ok(remote) = serde_json::from_slice::<
+                Vec<((String, usize, String), shoal_engine::EngineStats)>,
+            >(&bytes)
+            {
+                stats.extend(remote);
+            }
+        }
+        stats
+    }
+
+    fn local_copy_stats(&self, request: &NodeRequest) -> CopyStats {
+        let mut stats = CopyStats::new();
+        for (name, uuid) in &request.indices {
+            let Some(service) = self.index(name).filter(|s| s.uuid() == *uuid) else {
+                continue;
+            };
+            for (shard, engine) in service.local_shards() {
+                stats.insert((name.clone(), shard, self.node_id.clone()), engine.stats());
+            }
+        }
+        stats
+    }
+
+    /// Serves a copy-statistics request from another coordinator.
+    pub(crate) fn handle_copy_stats(&self, body: &[u8]) -> ApiResult<Bytes> {
+        let request: NodeRequest = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("malformed stats request: {e}")))?;
+        let stats: Vec<_> = self.local_copy_stats(&request).into_iter().collect();
+        Ok(Bytes::from(serde_json::to_vec(&stats).expect("json")))
     }
 
     /// `_refresh` of these indices everywhere (delete/update by query read a fresh view).

@@ -213,6 +213,13 @@ impl Handler for NodeHandler {
                         .map_err(|e| RemoteError::internal(e.to_string()))?
                         .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
                 }
+                crate::broadcast::ACTION_SHARD_STATS => {
+                    let body = req.body.clone();
+                    tokio::task::spawn_blocking(move || node.handle_copy_stats(&body))
+                        .await
+                        .map_err(|e| RemoteError::internal(e.to_string()))?
+                        .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
+                }
                 action if action.starts_with("indices:data/read/") => {
                     let (action, body) = (req.action.clone(), req.body.clone());
                     tokio::task::spawn_blocking(move || node.serve_read(&action, &body))

@@ -8,11 +8,41 @@ use shoal_engine::EngineStats;
 use crate::index_service::IndexService;
 use crate::metadata::IndexState;
 
-/// Sums engine stats of the shards of an index.
+/// Sums engine stats of the shard copies of an index open on this node.
 pub fn sum_engine_stats(service: &IndexService) -> EngineStats {
+    let local: Vec<EngineStats> = service.shards().iter().map(|e| e.stats()).collect();
+    sum_stats(&local)
+}
+
+/// The `primaries` and `total` stats of an index, from the statistics of its copies
+/// cluster-wide (`Node::copy_stats`); the routing table says which copies are primaries.
+pub fn index_copy_totals(
+    state: &shoal_state::ClusterState,
+    index: &str,
+    copies: &crate::broadcast::CopyStats,
+) -> (EngineStats, EngineStats) {
+    let mut primaries = Vec::new();
+    let mut total = Vec::new();
+    for ((name, shard, node), stats) in copies {
+        if name != index {
+            continue;
+        }
+        let primary = state
+            .copies(index, *shard as u32)
+            .iter()
+            .any(|c| c.primary && c.node.as_deref() == Some(node.as_str()));
+        if primary {
+            primaries.push(stats);
+        }
+        total.push(stats);
+    }
+    (sum_stats(primaries), sum_stats(total))
+}
+
+/// Sums shard statistics.
+pub fn sum_stats<'a>(shards: impl IntoIterator<Item = &'a EngineStats>) -> EngineStats {
     let mut total = EngineStats::default();
-    for engine in service.shards() {
-        let s = engine.stats();
+    for s in shards {
         total.docs_count += s.docs_count;
         total.docs_deleted += s.docs_deleted;
         total.store_size_in_bytes += s.store_size_in_bytes;

@@ -256,7 +256,9 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
     let options = ResolveOptions::admin().with_expand_wildcards(params.get("expand_wildcards"));
     let table = blocking(move || -> ApiResult<Table> {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), options)?;
-        let health = node.cluster_state().health(None);
+        let state = node.cluster_state();
+        let health = state.health(None);
+        let copies = node.copy_stats(&services);
         let mut rows = Vec::new();
         for service in services {
             let Some(index_health) = health.indices.get(&service.name()) else {
@@ -266,15 +268,16 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
                 continue;
             }
             let open = service.is_open();
-            let s = stats::sum_engine_stats(&service);
-            let (docs, deleted, store) = if open {
+            let (primaries, total) = stats::index_copy_totals(&state, &service.name(), &copies);
+            let (docs, deleted, store, pri_store) = if open {
                 (
-                    n(s.docs_count),
-                    n(s.docs_deleted),
-                    Cell::Bytes(s.store_size_in_bytes),
+                    n(primaries.docs_count),
+                    n(primaries.docs_deleted),
+                    Cell::Bytes(total.store_size_in_bytes),
+                    Cell::Bytes(primaries.store_size_in_bytes),
                 )
             } else {
-                (Cell::Null, Cell::Null, Cell::Null)
+                (Cell::Null, Cell::Null, Cell::Null, Cell::Null)
             };
             rows.push(vec![
                 t(index_health.status.as_str()),
@@ -285,8 +288,8 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
                 n(index_health.number_of_replicas),
                 docs,
                 deleted,
-                store.clone(),
                 store,
+                pri_store,
                 n(service.with_meta(|m| m.creation_date())),
                 t(shoal_mapping::date::format_iso(
                     service.with_meta(|m| m.creation_date()),
@@ -345,7 +348,9 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
         let state = node.cluster_state();
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())? {
+        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let copy_stats = node.copy_stats(&services);
+        for service in services {
             let name = service.name();
             let Some(table) = state.routing.get(&name) else {
                 continue;
@@ -353,11 +358,9 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
             for copies in &table.shards {
                 for copy in copies {
                     let holder = copy.node.as_deref().and_then(|id| state.nodes.get(id));
-                    let local = copy.node.as_deref() == Some(node.node_id.as_str());
-                    let s = local
-                        .then(|| service.shard(copy.shard as usize).ok())
-                        .flatten()
-                        .map(|e| e.stats());
+                    let s = copy.node.as_ref().and_then(|node_id| {
+                        copy_stats.get(&(name.clone(), copy.shard as usize, node_id.clone()))
+                    });
                     rows.push(vec![
                         t(name.clone()),
                         n(copy.shard),

@@ -438,6 +438,15 @@ pub fn disk_space(path: &std::path::Path) -> (u64, u64) {
     }
 }
 
+/// Keeps only the requested metrics (`/_stats/docs,store`) of a stats section.
+fn metric_filtered(mut section: Value, metric: Option<&str>) -> Value {
+    if let (Some(metrics), Value::Object(map)) = (metric.filter(|m| *m != "_all"), &mut section) {
+        let keep: Vec<&str> = metrics.split(',').collect();
+        map.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    section
+}
+
 /// `level=shards`: one entry per shard copy, with its routing and its own sections.
 fn shard_sections(
     node: &Node,
@@ -446,12 +455,7 @@ fn shard_sections(
 ) -> Value {
     let mut shards = Map::new();
     for (number, engine) in service.local_shards() {
-        let mut section = stats::stats_section(service, &engine.stats());
-        if let (Some(metrics), Value::Object(map)) = (metric.filter(|m| *m != "_all"), &mut section)
-        {
-            let keep: Vec<&str> = metrics.split(',').collect();
-            map.retain(|k, _| keep.contains(&k.as_str()));
-        }
+        let mut section = metric_filtered(stats::stats_section(service, &engine.stats()), metric);
         if let Value::Object(map) = &mut section {
             map.insert("routing".into(), json!({"state": "STARTED", "primary": true, "node": node.node_id, "relocating_node": null}));
         }
@@ -474,27 +478,22 @@ pub async fn index_stats(
         let mut all_total = json!({});
         let mut indices = Map::new();
         let (mut total_shards, mut successful) = (0, 0);
-        let health = node.cluster_state().health(None);
+        let state = node.cluster_state();
+        let health = state.health(None);
+        let copies = node.copy_stats(&services);
         for service in &services {
             let Some(index_health) = health.indices.get(&service.name()) else {
                 continue;
             };
-            let engine_stats = stats::sum_engine_stats(service);
-            let mut section = stats::stats_section(service, &engine_stats);
-            if let Some(metrics) = &metric {
-                if metrics != "_all" {
-                    let keep: Vec<&str> = metrics.split(',').collect();
-                    if let Value::Object(map) = &mut section {
-                        map.retain(|k, _| keep.contains(&k.as_str()));
-                    }
-                }
-            }
+            let (primaries, total) = stats::index_copy_totals(&state, &service.name(), &copies);
+            let primaries = metric_filtered(stats::stats_section(service, &primaries), metric.as_deref());
+            let section = metric_filtered(stats::stats_section(service, &total), metric.as_deref());
             let c = &index_health.counts;
             total_shards += c.active_shards + c.initializing_shards + c.unassigned_shards;
             successful += c.active_shards;
-            stats::add_sections(&mut all_primaries, &section);
+            stats::add_sections(&mut all_primaries, &primaries);
             stats::add_sections(&mut all_total, &section);
-            let mut entry = json!({"uuid": service.uuid(), "health": index_health.status.as_str(), "status": "open", "primaries": section.clone(), "total": section});
+            let mut entry = json!({"uuid": service.uuid(), "health": index_health.status.as_str(), "status": "open", "primaries": primaries, "total": section});
             if shard_level {
                 entry["shards"] = shard_sections(&node, service, metric.as_deref());
             }
