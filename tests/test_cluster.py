@@ -197,3 +197,38 @@ def test_awareness_puts_the_copies_of_a_shard_in_different_zones(cluster3):
         assert sorted(zones) == ["a", "b", "c"], (shard, zones)
     primaries = [row["node"] for row in assigned if row["prirep"] == "p"]
     assert sorted(primaries.count(n) for n in zone_of) == [2, 2, 2]
+
+
+def test_forced_awareness_leaves_the_copies_of_a_lost_zone_unassigned(cluster3):
+    r = cluster3.http(0).put("/_cluster/settings", {"persistent": {
+        "cluster.routing.allocation.awareness.attributes": "zone",
+        "cluster.routing.allocation.awareness.force.zone.values": "a,b,c"}})
+    assert r.status_code == 200, r.text
+    # No node-left delay: without forced awareness the lost copies would be reassigned at once.
+    r = cluster3.http(0).put("/forced", {"settings": {"number_of_shards": 3, "number_of_replicas": 2,
+                                                      "index.unassigned.node_left.delayed_timeout": "0"}})
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 30
+    while len([row for row in cat_shards(cluster3, "forced") if row["node"]]) < 9:
+        assert time.monotonic() < deadline, cat_shards(cluster3, "forced")
+        time.sleep(0.1)
+    manager = cluster3.index_of(cluster3.cluster_manager())
+    victim = next(i for i in range(3) if i != manager)
+    cluster3.kill(victim)
+    cluster3.wait_for_nodes(2, i=manager, timeout=30)
+    time.sleep(2)  # several allocation rounds
+    rows = cat_shards(cluster3, "forced", manager)
+    assigned = [row for row in rows if row["node"]]
+    unassigned = [row for row in rows if not row["node"]]
+    print("\n" + cluster3.get("/_cat/shards/forced", manager, v="true").text)
+    # The lost zone's copies stay unassigned; a shard whose primary was lost has no copy to
+    # recover its replicas from, so they wait too (as in OpenSearch).
+    assert len(unassigned) >= 3, rows
+    for shard in range(3):
+        nodes = [row["node"] for row in assigned if int(row["shard"]) == shard]
+        assert len(set(nodes)) == len(nodes), (shard, nodes)
+        if any(row["prirep"] == "p" for row in assigned if int(row["shard"]) == shard):
+            assert len(nodes) == 2, (shard, nodes)
+    reasons = [row["ur"] for row in cluster3.get("/_cat/shards/forced", manager, format="json", h="node,ur").json()
+               if not row["node"]]
+    assert set(reasons) <= {"NODE_LEFT", "PRIMARY_FAILED"} and reasons, reasons
