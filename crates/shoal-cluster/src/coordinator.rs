@@ -41,6 +41,20 @@ pub struct PeerInfo {
     pub initialized: bool,
 }
 
+/// A member's view of the Raft group (see [`Cluster::raft_status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftStatus {
+    pub term: u64,
+    /// This member is the Raft leader (the cluster manager) in `term`.
+    pub is_leader: bool,
+    pub leader: Option<RaftId>,
+    /// The voting configuration (both halves of a joint configuration while it changes).
+    pub voters: BTreeSet<RaftId>,
+    pub learners: BTreeSet<RaftId>,
+    /// Raft id → transport address, as the membership configuration records it.
+    pub addresses: std::collections::BTreeMap<RaftId, String>,
+}
+
 pub struct Cluster {
     config: ClusterConfig,
     transport: Arc<Transport>,
@@ -165,6 +179,25 @@ impl Cluster {
             .membership_config
             .get_node(&leader)
             .map(|n| n.addr.clone())
+    }
+
+    /// This member's view of the Raft group, read from one metrics snapshot (diagnostics and
+    /// multi-node tests).
+    pub fn raft_status(&self) -> RaftStatus {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        let membership = metrics.membership_config.membership();
+        RaftStatus {
+            term: metrics.current_term,
+            is_leader: metrics.state.is_leader(),
+            leader: metrics.current_leader,
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            addresses: membership
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect(),
+        }
     }
 
     /// The elected cluster manager as a node of the state, when it has joined it.
