@@ -798,6 +798,10 @@ impl Engine {
         read_source(searcher, &self.source_cache, address)
     }
 
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
     pub fn schema(&self) -> &ShardSchema {
         &self.schema
     }
@@ -1064,7 +1068,7 @@ fn resolve_version(
     }
 }
 
-fn open_or_create_index(
+pub(crate) fn open_or_create_index(
     dir: &Path,
     codec: SourceCodec,
 ) -> Result<(Index, ShardSchema), EngineError> {

@@ -5,8 +5,8 @@
 //! against the version map (or the index), adds the document to tantivy (delete-by-`_id`
 //! then add), appends the operation to the translog, and marks the seq_no processed.
 //! The caller then waits for durability with [`Engine::sync_to`] (group commit).
-//! Replicas (next issue) call the same path with `Origin::Replica`, which keeps the
-//! primary's seq_no instead of assigning one.
+//! Replicas call the same path with `Origin::Replica`, which keeps the primary's seq_no
+//! instead of assigning one; [`recovery`] pins and binds commits for file-based recovery.
 
 mod checkpoint;
 mod commit;
@@ -14,6 +14,7 @@ mod config;
 mod engine;
 mod error;
 mod lookup;
+pub mod recovery;
 mod stats;
 mod version_map;
 

@@ -349,3 +349,52 @@ fn force_merge_waits_out_background_merges() {
     assert_eq!(engine.segments().unwrap().len(), 1);
     assert_eq!(engine.searcher().num_docs(), 240);
 }
+
+#[test]
+fn a_pinned_commit_copied_elsewhere_opens_as_a_copy_with_its_own_translog() {
+    let source_dir = tempfile::tempdir().unwrap();
+    let target_dir = tempfile::tempdir().unwrap();
+    let mapping = mapping();
+    let source = open(source_dir.path(), &mapping);
+    for n in 0..20 {
+        let op = index_op(&source, &mapping, &n.to_string(), json!({"n": n}), DocRequest::default());
+        apply_one(&source, op).unwrap();
+    }
+    let pinned = source_dir.path().join("pinned");
+    let snapshot = recovery::snapshot_commit(&source, &pinned).unwrap();
+    assert_eq!(snapshot.payload.local_checkpoint, 19);
+    // The source keeps writing and merging; the pinned files stay readable.
+    for n in 20..40 {
+        let op = index_op(&source, &mapping, &n.to_string(), json!({"n": n}), DocRequest::default());
+        apply_one(&source, op).unwrap();
+    }
+    source.force_merge(1).unwrap();
+    let config = EngineConfig::new(target_dir.path().to_path_buf());
+    std::fs::create_dir_all(config.index_dir()).unwrap();
+    for (name, len) in &snapshot.files {
+        let copied = std::fs::copy(pinned.join(name), config.index_dir().join(name)).unwrap();
+        assert_eq!(copied, *len, "{name}");
+    }
+    snapshot.release();
+    let payload = recovery::bind_recovered_store(&config, 1).unwrap();
+    assert_eq!(payload.local_checkpoint, 19);
+    let target = open(target_dir.path(), &mapping);
+    assert_eq!(target.local_checkpoint(), 19);
+    assert!(target.get("7").unwrap().is_some());
+    assert!(target.get("27").unwrap().is_none(), "ops above the commit come by replay");
+    // A replica op from the primary continues the history.
+    let op = source.history(20, 20).unwrap().next().unwrap().unwrap();
+    let doc = DocumentParser::new(&mapping, target.schema()).parse(&op.id, &op.source).unwrap().doc;
+    let write = WriteOp::Index {
+        id: op.id.clone(),
+        routing: None,
+        source: op.source.clone(),
+        doc,
+        request: DocRequest::default(),
+        seq_no: op.seq_no,
+        primary_term: op.primary_term,
+        version: op.version,
+    };
+    target.apply(vec![write], Origin::Replica).pop().unwrap().unwrap();
+    assert_eq!(target.local_checkpoint(), 20);
+}
