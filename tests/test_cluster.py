@@ -199,36 +199,42 @@ def test_awareness_puts_the_copies_of_a_shard_in_different_zones(cluster3):
     assert sorted(primaries.count(n) for n in zone_of) == [2, 2, 2]
 
 
-def test_forced_awareness_leaves_the_copies_of_a_lost_zone_unassigned(cluster3):
-    r = cluster3.http(0).put("/_cluster/settings", {"persistent": {
-        "cluster.routing.allocation.awareness.attributes": "zone",
-        "cluster.routing.allocation.awareness.force.zone.values": "a,b,c"}})
-    assert r.status_code == 200, r.text
-    # No node-left delay: without forced awareness the lost copies would be reassigned at once.
-    r = cluster3.http(0).put("/forced", {"settings": {"number_of_shards": 3, "number_of_replicas": 2,
-                                                      "index.unassigned.node_left.delayed_timeout": "0"}})
-    assert r.status_code == 200, r.text
-    deadline = time.monotonic() + 30
-    while len([row for row in cat_shards(cluster3, "forced") if row["node"]]) < 9:
-        assert time.monotonic() < deadline, cat_shards(cluster3, "forced")
-        time.sleep(0.1)
-    manager = cluster3.index_of(cluster3.cluster_manager())
-    victim = next(i for i in range(3) if i != manager)
-    cluster3.kill(victim)
-    cluster3.wait_for_nodes(2, i=manager, timeout=30)
-    time.sleep(2)  # several allocation rounds
-    rows = cat_shards(cluster3, "forced", manager)
-    assigned = [row for row in rows if row["node"]]
-    unassigned = [row for row in rows if not row["node"]]
-    print("\n" + cluster3.get("/_cat/shards/forced", manager, v="true").text)
-    # The lost zone's copies stay unassigned; a shard whose primary was lost has no copy to
-    # recover its replicas from, so they wait too (as in OpenSearch).
-    assert len(unassigned) >= 3, rows
-    for shard in range(3):
-        nodes = [row["node"] for row in assigned if int(row["shard"]) == shard]
-        assert len(set(nodes)) == len(nodes), (shard, nodes)
-        if any(row["prirep"] == "p" for row in assigned if int(row["shard"]) == shard):
-            assert len(nodes) == 2, (shard, nodes)
-    reasons = [row["ur"] for row in cluster3.get("/_cat/shards/forced", manager, format="json", h="node,ur").json()
-               if not row["node"]]
-    assert set(reasons) <= {"NODE_LEFT", "PRIMARY_FAILED"} and reasons, reasons
+def test_forced_awareness_leaves_the_copies_of_a_lost_zone_unassigned(tmp_path):
+    """Zones a (node-0, node-1) and b (node-2). Without forced awareness, losing zone b would
+    put both copies of every shard in zone a; with `force.zone.values: a,b` they wait."""
+    c = ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "a"}, {"zone": "b"}])
+    c.start()
+    try:
+        c.wait_for_nodes(3)
+        r = c.http(0).put("/_cluster/settings", {"persistent": {
+            "cluster.routing.allocation.awareness.attributes": "zone",
+            "cluster.routing.allocation.awareness.force.zone.values": "a,b"}})
+        assert r.status_code == 200, r.text
+        # No node-left delay, so only awareness keeps the lost copies unassigned.
+        r = c.http(0).put("/forced", {"settings": {"number_of_shards": 4, "number_of_replicas": 1,
+                                                   "index.unassigned.node_left.delayed_timeout": "0"}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green")
+        assert all(row["node"] == "node-2" for row in cat_shards(c, "forced") if row["prirep"] in "pr"
+                   and row["node"] not in ("node-0", "node-1")), "zone b holds one copy of every shard"
+        c.kill(2)
+        survivor = 0
+        c.wait_for_nodes(2, i=survivor, timeout=30)
+        time.sleep(2)  # several allocation rounds
+        rows = cat_shards(c, "forced", survivor)
+        print("\n" + c.get("/_cat/shards/forced", survivor, v="true").text)
+        assigned = [row for row in rows if row["node"]]
+        unassigned = [row for row in rows if not row["node"]]
+        # One started copy per shard (a replica promoted where the primary was in zone b);
+        # the other copy has no zone to go to.
+        assert len(assigned) == 4 and len(unassigned) == 4, rows
+        assert sorted(int(row["shard"]) for row in assigned) == [0, 1, 2, 3]
+        assert all(row["prirep"] == "p" and row["state"] == "STARTED" for row in assigned), rows
+        reasons = [row["ur"] for row in c.get("/_cat/shards/forced", survivor, format="json", h="node,ur").json()
+                   if not row["node"]]
+        assert reasons == ["NODE_LEFT"] * 4, reasons
+    except BaseException:
+        print(c.dump_logs())
+        raise
+    finally:
+        c.close()

@@ -220,6 +220,20 @@ impl Handler for NodeHandler {
                         .map_err(|e| RemoteError::internal(e.to_string()))?
                         .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
                 }
+                crate::replication::replica::ACTION_REPLICA_OPS => {
+                    let body = req.body.clone();
+                    tokio::task::spawn_blocking(move || node.handle_replica_batch(body))
+                        .await
+                        .map_err(|e| RemoteError::internal(e.to_string()))?
+                        .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
+                }
+                action if action.starts_with("internal:index/shard/recovery/") => {
+                    let (action, body) = (req.action.clone(), req.body.clone());
+                    tokio::task::spawn_blocking(move || node.handle_recovery_action(&action, &body))
+                        .await
+                        .map_err(|e| RemoteError::internal(e.to_string()))?
+                        .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
+                }
                 action if action.starts_with("indices:data/read/") => {
                     let (action, body) = (req.action.clone(), req.body.clone());
                     tokio::task::spawn_blocking(move || node.serve_read(&action, &body))
@@ -362,19 +376,55 @@ impl Node {
             .collect();
         let open = state_meta.state == shoal_state::IndexState::Open;
         for shard in 0..state_meta.number_of_shards() as usize {
-            let copy = local.get(&shard).filter(|_| open);
-            // Replicas wait for peer recovery (next issue); primaries open their store.
-            let wanted = copy.filter(|c| c.primary || c.state != ShardState::Initializing);
-            match wanted {
-                Some(copy) => {
-                    let term = state_meta.primary_terms.get(shard).copied().unwrap_or(1) as i64;
-                    service.ensure_shard_open(shard, term)?;
-                    if copy.state == ShardState::Initializing {
-                        self.report_started(copy);
-                    }
-                }
+            match local.get(&shard).filter(|_| open) {
                 None => service.close_shard(shard),
+                Some(copy) => self.apply_local_copy(state, &service, state_meta, copy)?,
             }
+        }
+        Ok(())
+    }
+
+    /// Brings one local copy in line with the cluster state: a copy that needs peer recovery
+    /// starts it (once); other copies are opened, follow the in-sync set, take the primary
+    /// role when they hold it, and report themselves started when initializing.
+    fn apply_local_copy(
+        self: &Arc<Self>,
+        state: &ClusterState,
+        service: &Arc<crate::index_service::IndexService>,
+        state_meta: &shoal_state::IndexMetadata,
+        copy: &shoal_state::ShardRouting,
+    ) -> ApiResult<()> {
+        let shard = copy.shard as usize;
+        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        if crate::replication::recovery::needs_peer_recovery(copy) {
+            let recovered = service
+                .replication(shard)
+                .is_some_and(|r| r.allocation_id == allocation_id);
+            if recovered {
+                // Recovered and waiting to be reported started: keep following the state.
+                service
+                    .replication(shard)
+                    .expect("checked")
+                    .apply_cluster_state(state, &copy.index, shard);
+            } else {
+                self.start_peer_recovery(service, copy);
+            }
+            return Ok(());
+        }
+        let term = state_meta.primary_terms.get(shard).copied().unwrap_or(1) as i64;
+        service.ensure_shard_open(shard, term)?;
+        let engine = service.shard(shard)?;
+        let replication =
+            service.replication_for(shard, &allocation_id, engine.global_checkpoint());
+        replication.apply_cluster_state(state, &copy.index, shard);
+        if copy.primary {
+            let mut tracker = replication.tracker.lock();
+            if !tracker.is_primary_mode() {
+                tracker.activate_primary_mode(engine.local_checkpoint());
+            }
+        }
+        if copy.state == ShardState::Initializing {
+            self.report_started(copy);
         }
         Ok(())
     }
@@ -418,7 +468,27 @@ impl Node {
         Ok(service)
     }
 
-    fn report_started(self: &Arc<Self>, copy: &shoal_state::ShardRouting) {
+    /// Tells the cluster manager a local copy failed (its recovery, say), so allocation can
+    /// place it again.
+    pub(crate) fn report_failed(self: &Arc<Self>, copy: &shoal_state::ShardRouting, reason: &str) {
+        let Some(allocation_id) = copy.allocation_id.clone() else {
+            return;
+        };
+        let cluster = self.cluster.clone();
+        let command = Command::ShardFailed {
+            index: copy.index.clone(),
+            shard: copy.shard,
+            allocation_id,
+            reason: reason.to_string(),
+        };
+        self.runtime.spawn(async move {
+            if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {
+                warn!(error = %e, "could not report a failed shard");
+            }
+        });
+    }
+
+    pub(crate) fn report_started(self: &Arc<Self>, copy: &shoal_state::ShardRouting) {
         let Some(allocation_id) = copy.allocation_id.clone() else {
             return;
         };

@@ -3,6 +3,9 @@
 //! engine in batches, wait for translog durability, refresh if asked.
 //! Tomorrow the same coordinator forwards each shard batch to the node holding the primary.
 
+use crate::replication::primary::ReplicationSummary;
+use crate::replication::{ReplicaOp, ReplicaOpHeader};
+use shoal_engine::OpKind;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -83,6 +86,8 @@ pub struct WriteOutcome {
     pub shard: usize,
     pub result: OpResult,
     pub shards_total: usize,
+    pub shards_successful: usize,
+    pub shards_failed: usize,
     pub forced_refresh: bool,
 }
 
@@ -108,7 +113,7 @@ impl WriteOutcome {
         }
         map.insert(
             "_shards".into(),
-            json!({"total": self.shards_total, "successful": 1, "failed": 0}),
+            json!({"total": self.shards_total, "successful": self.shards_successful, "failed": self.shards_failed}),
         );
         map.insert("_seq_no".into(), json!(self.result.seq_no));
         map.insert("_primary_term".into(), json!(self.result.primary_term));
@@ -215,7 +220,22 @@ impl Node {
             let (slots, ids_ops): (Vec<usize>, Vec<(String, WriteOp)>) =
                 group.into_iter().map(|p| (p.slot, (p.id, p.op))).unzip();
             let (ids, ops): (Vec<String>, Vec<WriteOp>) = ids_ops.into_iter().unzip();
-            let outcomes = engine.apply(ops, Origin::Primary);
+            let replication = service.replication(shard);
+            let (outcomes, targets, sent) = {
+                // Held until the targets are known: a recovery starting to track a copy
+                // waits, so this batch is either replicated to it or in its replayed history.
+                let _in_flight = replication.as_ref().map(|r| r.ops_lock.read());
+                let targets = replication
+                    .as_ref()
+                    .map(|r| r.tracker.lock().replication_targets())
+                    .unwrap_or_default();
+                let sent: Vec<(OpKind, Option<String>, Vec<u8>)> = if targets.is_empty() {
+                    Vec::new()
+                } else {
+                    ops.iter().map(replicated_part).collect()
+                };
+                (engine.apply(ops, Origin::Primary), targets, sent)
+            };
             let max_location = outcomes.iter().flatten().filter_map(|r| r.location).max();
             let durable = match (
                 service.with_meta(|m| m.settings().durability()),
@@ -226,10 +246,19 @@ impl Node {
                 }
                 _ => Ok(()),
             };
-            if durable.is_ok() {
-                // No replicas yet: the global checkpoint follows the local one.
-                engine.update_global_checkpoint(engine.local_checkpoint());
-            }
+            let replicated = match (&durable, &replication) {
+                (Ok(()), Some(replication)) => {
+                    let ops = replica_ops(&ids, sent, &outcomes);
+                    self.replicate(&service, shard, &engine, replication, targets, ops)
+                }
+                (Ok(()), None) => {
+                    engine.update_global_checkpoint(engine.local_checkpoint());
+                    Ok(ReplicationSummary::default())
+                }
+                (Err(e), _) => Err(e.clone()),
+            };
+            let durable = replicated.clone().map(|_| ());
+            let summary = replicated.unwrap_or_default();
             let (name, uuid, replicas) = service.with_meta(|m| {
                 (
                     m.name.clone(),
@@ -246,6 +275,8 @@ impl Node {
                         shard,
                         result,
                         shards_total: 1 + replicas,
+                        shards_successful: 1 + summary.successful,
+                        shards_failed: summary.failed,
                         forced_refresh: options.refresh == Refresh::True,
                     }),
                     (
@@ -423,6 +454,43 @@ impl GetOptions {
             preference,
         })
     }
+}
+
+/// What a replica needs of a primary operation besides its result: kind, routing, source.
+fn replicated_part(op: &WriteOp) -> (OpKind, Option<String>, Vec<u8>) {
+    match op {
+        WriteOp::Index {
+            routing, source, ..
+        } => (OpKind::Index, routing.clone(), source.clone()),
+        WriteOp::Delete { routing, .. } => (OpKind::Delete, routing.clone(), Vec::new()),
+        WriteOp::NoOp { .. } => (OpKind::NoOp, None, Vec::new()),
+    }
+}
+
+/// The operations of a batch that took a seq_no on the primary, as replicas receive them.
+fn replica_ops(
+    ids: &[String],
+    sent: Vec<(OpKind, Option<String>, Vec<u8>)>,
+    outcomes: &[Result<shoal_engine::OpResult, shoal_engine::EngineError>],
+) -> Vec<ReplicaOp> {
+    ids.iter()
+        .zip(sent)
+        .zip(outcomes)
+        .filter_map(|((id, (kind, routing, source)), outcome)| {
+            let result = outcome.as_ref().ok().filter(|r| r.seq_no >= 0)?;
+            Some(ReplicaOp {
+                header: ReplicaOpHeader {
+                    kind,
+                    id: id.clone(),
+                    routing,
+                    seq_no: result.seq_no,
+                    primary_term: result.primary_term,
+                    version: result.version,
+                },
+                source,
+            })
+        })
+        .collect()
 }
 
 fn require_alias_error(name: &str) -> ApiError {

@@ -38,6 +38,9 @@ pub struct IndexService {
     mapping: RwLock<Arc<Mapping>>,
     /// Shard engines by shard number; `None` where no copy of the shard is on this node.
     shards: RwLock<Vec<Option<Arc<Engine>>>>,
+    /// The replication state of each local copy, by shard number.
+    replication:
+        RwLock<std::collections::BTreeMap<usize, Arc<crate::replication::ShardReplication>>>,
     /// Serializes metadata changes of this index (mapping updates, settings).
     pub update_lock: Mutex<()>,
     pub search: SearchCounters,
@@ -60,6 +63,7 @@ impl IndexService {
             mapping: RwLock::new(Arc::new(meta.mapping.clone())),
             meta: RwLock::new(meta),
             shards: RwLock::new(vec![None; shards]),
+            replication: RwLock::new(std::collections::BTreeMap::new()),
             update_lock: Mutex::new(()),
             search: SearchCounters::default(),
             schedule: Mutex::new(Schedule {
@@ -103,8 +107,60 @@ impl IndexService {
         Ok(())
     }
 
+    /// The replication state of the local copy of `shard`, if one is open.
+    pub fn replication(&self, shard: usize) -> Option<Arc<crate::replication::ShardReplication>> {
+        self.replication.read().get(&shard).cloned()
+    }
+
+    /// The replication state of the local copy `allocation_id` of `shard`, created for it
+    /// (a copy that came back under a new allocation id gets a new one).
+    pub fn replication_for(
+        &self,
+        shard: usize,
+        allocation_id: &str,
+        global_checkpoint: i64,
+    ) -> Arc<crate::replication::ShardReplication> {
+        if let Some(current) = self
+            .replication(shard)
+            .filter(|r| r.allocation_id == allocation_id)
+        {
+            return current;
+        }
+        let created = Arc::new(crate::replication::ShardReplication::new(
+            allocation_id,
+            global_checkpoint,
+        ));
+        self.replication.write().insert(shard, created.clone());
+        created
+    }
+
+    /// Parses a replicated or recovered document against the current mapping. The primary
+    /// acknowledged it, so a document this copy cannot index is kept by id and source.
+    pub fn parse_for_replica(
+        &self,
+        schema: &shoal_mapping::ShardSchema,
+        id: &str,
+        source: &[u8],
+    ) -> TantivyDocument {
+        let mapping = self.mapping();
+        match DocumentParser::new(&mapping, schema).parse(id, source) {
+            Ok(parsed) => parsed.doc,
+            Err(e) => {
+                tracing::warn!(index = %self.name(), id, error = %e, "a replicated document does not parse; keeping its source only");
+                TantivyDocument::default()
+            }
+        }
+    }
+
+    /// Where the files of `shard` live on this node.
+    pub fn shard_engine_config(&self, shard: usize) -> EngineConfig {
+        let meta = self.meta.read().clone();
+        self.engine_config(&meta, shard)
+    }
+
     /// Flushes and drops one shard's engine if it is open here.
     pub fn close_shard(&self, shard: usize) {
+        self.replication.write().remove(&shard);
         let engine = self.shards.write().get_mut(shard).and_then(Option::take);
         if let Some(engine) = engine {
             if let Err(e) = engine.close() {

@@ -12,6 +12,7 @@ pub mod index_service;
 pub mod metadata;
 pub mod node;
 pub mod read_coordinator;
+pub mod replication;
 pub mod routing;
 mod scheduler;
 pub mod search;

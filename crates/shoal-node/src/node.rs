@@ -83,6 +83,7 @@ pub struct Node {
     lifecycle_lock: Mutex<()>,
     pub scrolls: crate::search::ScrollRegistry,
     pub search_contexts: crate::shard_search::SearchContexts,
+    pub(crate) recoveries: crate::replication::recovery::Recoveries,
     /// Spreads default-preference reads over the copies of each shard.
     pub(crate) read_rotation: std::sync::atomic::AtomicUsize,
     pub(crate) cluster: Arc<shoal_cluster::Cluster>,
@@ -130,6 +131,7 @@ impl Node {
             lifecycle_lock: Mutex::new(()),
             scrolls: crate::search::ScrollRegistry::default(),
             search_contexts: Default::default(),
+            recoveries: Default::default(),
             read_rotation: Default::default(),
             paths,
             config,

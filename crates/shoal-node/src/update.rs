@@ -166,6 +166,8 @@ impl Node {
                             location: None,
                         },
                         shards_total: 0,
+                        shards_successful: 0,
+                        shards_failed: 0,
                         forced_refresh: false,
                     };
                     let source = request

@@ -116,8 +116,11 @@ pub fn split_list(text: &str) -> Vec<String> {
 /// `1m`, `30s`, `500ms`, `2h`, `1d`, `-1`, or bare milliseconds.
 pub fn parse_duration_millis(text: &str) -> Option<i64> {
     let text = text.trim();
-    if text == "-1" {
-        return Some(-1);
+    // Like OpenSearch's TimeValue, 0 and -1 need no unit.
+    match text {
+        "-1" => return Some(-1),
+        "0" => return Some(0),
+        _ => {}
     }
     let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
     let (number, unit) = text.split_at(split);
@@ -138,6 +141,14 @@ pub fn parse_duration_millis(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_and_minus_one_need_no_unit() {
+        assert_eq!(parse_duration_millis("0"), Some(0));
+        assert_eq!(parse_duration_millis("-1"), Some(-1));
+        assert_eq!(parse_duration_millis("5"), None);
+        assert_eq!(parse_duration_millis("1.5s"), Some(1500));
+    }
 
     #[test]
     fn durations_parse_like_opensearch_time_values() {

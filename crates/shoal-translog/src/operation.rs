@@ -29,7 +29,7 @@ pub(crate) const OPERATION_PREFIX_LEN: usize = 1 + 1 + 8 + 8;
 pub(crate) const MIN_OPERATION_LEN: usize = OPERATION_PREFIX_LEN + 8 + 8 + 4 + 1 + 4 + 4;
 
 /// The kind of a translog operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum OpKind {
     /// A document was indexed (created or overwritten).
     Index,

@@ -1,0 +1,112 @@
+//! Document replication on this node (`index.replication.type: DOCUMENT`).
+//!
+//! - [`primary`]: after the primary applies a batch, it sends the operations (with their
+//!   seq_nos) to every tracked copy, fails a copy that does not answer before acknowledging,
+//!   and advances the global checkpoint.
+//! - [`replica`]: a copy applies the primary's operations with the primary's seq_nos and
+//!   answers with its local checkpoint; operations from an older primary term are refused.
+//! - [`recovery`]: a new copy (a replica or a relocation target) copies the primary's last
+//!   commit, starts receiving live operations, replays the history above the commit, and is
+//!   then reported started (the cluster manager adds it to the in-sync set).
+//!
+//! [`ShardReplication`] is the per-copy state: the replication tracker and the lock that
+//! orders "start tracking a recovering copy" against writes in flight.
+
+pub mod primary;
+pub mod recovery;
+pub mod replica;
+
+use std::collections::BTreeSet;
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use shoal_replication::ReplicationTracker;
+use shoal_state::{ClusterState, ShardState};
+
+/// The replication state of one local shard copy.
+pub struct ShardReplication {
+    pub allocation_id: String,
+    pub tracker: Mutex<ReplicationTracker>,
+    /// Writes hold it shared from assigning seq_nos until they know where to replicate;
+    /// a recovery holds it exclusively to start tracking its target, so every operation is
+    /// either replicated live to the target or in the history the recovery replays.
+    pub ops_lock: RwLock<()>,
+}
+
+impl ShardReplication {
+    pub fn new(allocation_id: &str, global_checkpoint: i64) -> ShardReplication {
+        ShardReplication {
+            allocation_id: allocation_id.to_string(),
+            tracker: Mutex::new(ReplicationTracker::new(allocation_id, global_checkpoint)),
+            ops_lock: RwLock::new(()),
+        }
+    }
+
+    /// Follows the cluster state's in-sync set and initializing copies of this shard.
+    pub fn apply_cluster_state(&self, state: &ClusterState, index: &str, shard: usize) {
+        let in_sync: BTreeSet<String> = state
+            .metadata
+            .indices
+            .get(index)
+            .and_then(|m| m.in_sync_allocations.get(shard).cloned())
+            .unwrap_or_default();
+        let initializing: BTreeSet<String> = state
+            .copies(index, shard as u32)
+            .iter()
+            .filter(|c| c.state == ShardState::Initializing)
+            .filter_map(|c| c.allocation_id.clone())
+            .collect();
+        self.tracker
+            .lock()
+            .apply_cluster_state(&in_sync, &initializing);
+    }
+}
+
+/// One operation as the primary sends it to its copies (the source travels as a blob).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplicaOpHeader {
+    pub kind: shoal_engine::OpKind,
+    pub id: String,
+    pub routing: Option<String>,
+    pub seq_no: i64,
+    pub primary_term: i64,
+    pub version: i64,
+}
+
+/// An operation with its source, on either side of the wire.
+#[derive(Debug, Clone)]
+pub struct ReplicaOp {
+    pub header: ReplicaOpHeader,
+    pub source: Vec<u8>,
+}
+
+impl ReplicaOp {
+    pub fn from_translog(op: shoal_engine::Operation) -> ReplicaOp {
+        ReplicaOp {
+            header: ReplicaOpHeader {
+                kind: op.kind,
+                id: op.id,
+                routing: op.routing,
+                seq_no: op.seq_no,
+                primary_term: op.primary_term,
+                version: op.version,
+            },
+            source: op.source,
+        }
+    }
+}
+
+/// The copy's address for a transport call, from the cluster state.
+pub fn copy_address(
+    state: &ClusterState,
+    index: &str,
+    shard: usize,
+    allocation_id: &str,
+) -> Option<String> {
+    let copy = state
+        .copies(index, shard as u32)
+        .iter()
+        .find(|c| c.allocation_id.as_deref() == Some(allocation_id))?;
+    let node = state.nodes.get(copy.node.as_deref()?)?;
+    Some(node.transport_address.clone())
+}

@@ -1,0 +1,146 @@
+//! The primary sending its operations to the other copies of the shard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_engine::Engine;
+use shoal_state::Command;
+
+use super::replica::{encode_batch, ReplicaBatch, ReplicaReply, ACTION_REPLICA_OPS};
+use super::{copy_address, ReplicaOp, ShardReplication};
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::node::Node;
+
+/// How long a copy may take to apply a batch before the primary fails it.
+const REPLICA_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What replication of one batch achieved: copies that acknowledged, and copies failed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReplicationSummary {
+    pub successful: usize,
+    pub failed: usize,
+}
+
+impl Node {
+    /// Sends `ops` (already applied on the primary) to `targets` in parallel. A copy that
+    /// fails is removed from the in-sync set through the cluster manager before this
+    /// returns, so a write is acknowledged only once every in-sync copy has it or is fenced.
+    /// An error means the primary could not fence a copy: the write must not be acknowledged.
+    pub(crate) fn replicate(
+        &self,
+        service: &Arc<IndexService>,
+        shard: usize,
+        engine: &Engine,
+        replication: &ShardReplication,
+        targets: Vec<String>,
+        ops: Vec<ReplicaOp>,
+    ) -> ApiResult<ReplicationSummary> {
+        let mut summary = ReplicationSummary::default();
+        if targets.is_empty() || ops.is_empty() {
+            self.advance_global_checkpoint(engine, replication);
+            return Ok(summary);
+        }
+        let state = self.cluster_state();
+        let (index, index_uuid) = (service.name(), service.uuid());
+        let pending: Vec<_> = targets
+            .into_iter()
+            .map(|target| {
+                let batch = ReplicaBatch {
+                    index: index.clone(),
+                    index_uuid: index_uuid.clone(),
+                    shard,
+                    target_allocation_id: target.clone(),
+                    primary_term: engine.primary_term(),
+                    global_checkpoint: engine.global_checkpoint(),
+                    ops: Vec::new(),
+                };
+                let address = copy_address(&state, &index, shard, &target);
+                let body = encode_batch(batch, &ops);
+                let transport = self.transport.clone();
+                let handle = self.runtime.spawn(async move {
+                    let Some(address) = address else {
+                        return Err(ApiError::new(
+                            404,
+                            "shard_not_found_exception",
+                            "the copy is not in the routing table",
+                        ));
+                    };
+                    let reply = transport
+                        .call(&address, ACTION_REPLICA_OPS, body, REPLICA_TIMEOUT)
+                        .await
+                        .map_err(|e| {
+                            let remote = e.to_remote_error();
+                            ApiError::new(remote.status, &remote.error_type, remote.reason)
+                        })?;
+                    serde_json::from_slice::<ReplicaReply>(&reply)
+                        .map_err(|e| ApiError::internal(format!("malformed replica reply: {e}")))
+                });
+                (target, handle)
+            })
+            .collect();
+        for (target, handle) in pending {
+            let outcome = self
+                .runtime
+                .block_on(handle)
+                .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())));
+            match outcome {
+                Ok(reply) => {
+                    let mut tracker = replication.tracker.lock();
+                    tracker.update_local_checkpoint(&target, reply.local_checkpoint);
+                    tracker.update_copy_global_checkpoint(&target, reply.global_checkpoint);
+                    summary.successful += 1;
+                }
+                Err(error) => {
+                    self.fail_copy(&index, shard, &target, &error)?;
+                    replication.tracker.lock().remove_copy(&target);
+                    summary.failed += 1;
+                }
+            }
+        }
+        self.advance_global_checkpoint(engine, replication);
+        Ok(summary)
+    }
+
+    /// The primary's own checkpoint into the tracker, and the tracker's global checkpoint
+    /// into the engine (which persists it with the next commit).
+    pub(crate) fn advance_global_checkpoint(
+        &self,
+        engine: &Engine,
+        replication: &ShardReplication,
+    ) {
+        let mut tracker = replication.tracker.lock();
+        tracker.update_local_checkpoint(&replication.allocation_id, engine.local_checkpoint());
+        engine.update_global_checkpoint(tracker.global_checkpoint());
+    }
+
+    /// Asks the cluster manager to fail a copy and waits until it is out of the in-sync set.
+    fn fail_copy(
+        &self,
+        index: &str,
+        shard: usize,
+        allocation_id: &str,
+        error: &ApiError,
+    ) -> ApiResult<()> {
+        tracing::warn!(index, shard, allocation_id, error = %error, "replication to a copy failed; failing the copy");
+        let command = Command::ShardFailed {
+            index: index.to_string(),
+            shard: shard as u32,
+            allocation_id: allocation_id.to_string(),
+            reason: format!(
+                "failed to perform indices:data/write/bulk[s] on replica: {}",
+                error.reason
+            ),
+        };
+        self.propose(command).map(|_| ()).map_err(|e| {
+            ApiError::new(
+                503,
+                "unavailable_shards_exception",
+                format!(
+                    "[{index}][{shard}] could not fail copy [{allocation_id}] after a replication failure: {}",
+                    e.reason
+                ),
+            )
+        })
+    }
+}

@@ -1,0 +1,505 @@
+//! Peer recovery: a new copy catches up from the primary while writes continue.
+//!
+//! Target                                   Source (the primary, or a relocation's source)
+//! 1. `start_recovery` ───────────────────▶ flushes and pins its last commit, lists the files
+//! 2. `file_chunk`s for the files it lacks ▶ reads the pinned files (name, offset, length)
+//! 3. binds the files to a new translog and opens the copy
+//! 4. `finalize` ─────────────────────────▶ starts tracking the copy (live operations flow),
+//!                                          replays the history above the commit, marks the
+//!                                          copy in sync once it reaches the global checkpoint
+//! 5. reports the copy started; the cluster manager adds it to the in-sync set.
+//!
+//! Files already on the target with the same name and length are reused (tantivy segment
+//! files are immutable and uniquely named), so a returning copy copies only what changed.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use shoal_engine::recovery::{bind_recovered_store, snapshot_commit, CommitSnapshot};
+use shoal_state::ShardRouting;
+use tracing::{info, warn};
+
+use super::replica::{encode_batch, ReplicaBatch, ReplicaReply, ACTION_REPLICA_OPS};
+use super::ReplicaOp;
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::node::Node;
+
+pub const ACTION_START: &str = "internal:index/shard/recovery/start_recovery";
+pub const ACTION_FILE_CHUNK: &str = "internal:index/shard/recovery/file_chunk";
+pub const ACTION_FINALIZE: &str = "internal:index/shard/recovery/finalize";
+
+/// Bytes per file chunk (OpenSearch's `indices.recovery.chunk_size` default is 512kb).
+const CHUNK_SIZE: u64 = 1024 * 1024;
+/// Operations per replayed batch.
+const REPLAY_BATCH: usize = 500;
+const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StartRequest {
+    index: String,
+    index_uuid: String,
+    shard: usize,
+    target_allocation_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StartReply {
+    recovery_id: String,
+    files: Vec<(String, u64)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ChunkRequest {
+    recovery_id: String,
+    name: String,
+    offset: u64,
+    length: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct FinalizeRequest {
+    recovery_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct FinalizeReply {
+    ops_replayed: usize,
+}
+
+/// A recovery this node serves as the source.
+struct Outgoing {
+    service: Arc<IndexService>,
+    shard: usize,
+    target_allocation_id: String,
+    snapshot: CommitSnapshot,
+}
+
+/// The recoveries of this node, as source and as target.
+#[derive(Default)]
+pub struct Recoveries {
+    outgoing: Mutex<HashMap<String, Arc<Outgoing>>>,
+    /// Allocation ids of local copies recovering or recovered (until reported started).
+    incoming: Mutex<HashSet<String>>,
+}
+
+impl Recoveries {
+    pub fn is_recovering(&self, allocation_id: &str) -> bool {
+        self.incoming.lock().contains(allocation_id)
+    }
+}
+
+/// A copy that must be recovered from another copy before it can serve: an initializing
+/// replica, or the target of a relocation.
+pub fn needs_peer_recovery(copy: &ShardRouting) -> bool {
+    copy.state == shoal_state::ShardState::Initializing
+        && (!copy.primary || copy.relocating_node.is_some())
+}
+
+impl Node {
+    /// Starts recovering a local copy in the background, once per allocation id.
+    pub(crate) fn start_peer_recovery(
+        self: &Arc<Self>,
+        service: &Arc<IndexService>,
+        copy: &ShardRouting,
+    ) {
+        let Some(allocation_id) = copy.allocation_id.clone() else {
+            return;
+        };
+        if !self
+            .recoveries
+            .incoming
+            .lock()
+            .insert(allocation_id.clone())
+        {
+            return;
+        }
+        let (node, service, copy) = (self.clone(), service.clone(), copy.clone());
+        std::thread::Builder::new()
+            .name("peer-recovery".into())
+            .spawn(move || {
+                let started = Instant::now();
+                match node.recover_copy(&service, &copy) {
+                    Ok(stats) => {
+                        info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
+                        node.report_started(&copy);
+                    }
+                    Err(e) => {
+                        warn!(index = %copy.index, shard = copy.shard, allocation_id, error = %e, "peer recovery failed");
+                        node.recoveries.incoming.lock().remove(&allocation_id);
+                        service.close_shard(copy.shard as usize);
+                        node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
+                    }
+                }
+            })
+            .expect("spawn recovery thread");
+    }
+
+    /// The target side; returns (files copied, bytes copied, operations replayed).
+    fn recover_copy(
+        &self,
+        service: &Arc<IndexService>,
+        copy: &ShardRouting,
+    ) -> ApiResult<(usize, u64, usize)> {
+        let shard = copy.shard as usize;
+        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        let source = self.recovery_source_address(copy)?;
+        let start: StartReply = self.call_json(
+            &source,
+            ACTION_START,
+            &StartRequest {
+                index: service.name(),
+                index_uuid: service.uuid(),
+                shard,
+                target_allocation_id: allocation_id.clone(),
+            },
+        )?;
+        service.close_shard(shard);
+        let config = service.shard_engine_config(shard);
+        let index_dir = config.index_dir();
+        std::fs::create_dir_all(&index_dir)?;
+        let wanted: HashMap<&str, u64> =
+            start.files.iter().map(|(n, l)| (n.as_str(), *l)).collect();
+        remove_unwanted_files(&index_dir, &wanted)?;
+        let (mut files, mut bytes) = (0usize, 0u64);
+        for (name, length) in &start.files {
+            let path = index_dir.join(name);
+            let reusable =
+                name != "meta.json" && std::fs::metadata(&path).is_ok_and(|m| m.len() == *length);
+            if reusable {
+                continue;
+            }
+            self.copy_file(&source, &start.recovery_id, name, *length, &path)?;
+            files += 1;
+            bytes += length;
+        }
+        let term = service.with_meta(|m| m.primary_terms.get(shard).copied().unwrap_or(1)) as i64;
+        bind_recovered_store(&config, term).map_err(ApiError::from)?;
+        service.ensure_shard_open(shard, term)?;
+        let engine = service.shard(shard)?;
+        let replication =
+            service.replication_for(shard, &allocation_id, engine.global_checkpoint());
+        replication.apply_cluster_state(&self.cluster_state(), &service.name(), shard);
+        let reply: FinalizeReply = self.call_json(
+            &source,
+            ACTION_FINALIZE,
+            &FinalizeRequest {
+                recovery_id: start.recovery_id,
+            },
+        )?;
+        Ok((files, bytes, reply.ops_replayed))
+    }
+
+    /// The node a copy recovers from: a relocation's source, or the primary.
+    fn recovery_source_address(&self, copy: &ShardRouting) -> ApiResult<String> {
+        let state = self.cluster_state();
+        let node = match &copy.relocating_node {
+            Some(source) => Some(source.clone()),
+            None => state
+                .primary(&copy.index, copy.shard)
+                .filter(|p| p.is_active())
+                .and_then(|p| p.node.clone()),
+        };
+        node.and_then(|n| state.nodes.get(&n))
+            .map(|n| n.transport_address.clone())
+            .ok_or_else(|| {
+                ApiError::new(
+                    503,
+                    "no_shard_available_action_exception",
+                    format!(
+                        "[{}][{}] no active copy to recover from",
+                        copy.index, copy.shard
+                    ),
+                )
+            })
+    }
+
+    fn copy_file(
+        &self,
+        source: &str,
+        recovery_id: &str,
+        name: &str,
+        length: u64,
+        path: &PathBuf,
+    ) -> ApiResult<()> {
+        let partial = path.with_extension("recovering");
+        let mut file = std::fs::File::create(&partial)?;
+        let mut offset = 0;
+        while offset < length {
+            let request = ChunkRequest {
+                recovery_id: recovery_id.to_string(),
+                name: name.to_string(),
+                offset,
+                length: CHUNK_SIZE.min(length - offset),
+            };
+            let chunk = self.call(
+                source,
+                ACTION_FILE_CHUNK,
+                serde_json::to_vec(&request).expect("json"),
+            )?;
+            if chunk.len() as u64 != request.length {
+                return Err(ApiError::internal(format!(
+                    "recovery of [{name}] got {} bytes at offset {offset}, expected {}",
+                    chunk.len(),
+                    request.length
+                )));
+            }
+            file.write_all(&chunk)?;
+            offset += chunk.len() as u64;
+        }
+        file.sync_all()?;
+        std::fs::rename(&partial, path)?;
+        Ok(())
+    }
+
+    fn call(&self, address: &str, action: &str, body: Vec<u8>) -> ApiResult<Bytes> {
+        let transport = self.transport.clone();
+        let (address, action) = (address.to_string(), action.to_string());
+        self.runtime.block_on(async move {
+            transport
+                .call(&address, &action, Bytes::from(body), CALL_TIMEOUT)
+                .await
+                .map_err(|e| {
+                    let remote = e.to_remote_error();
+                    ApiError::new(remote.status, &remote.error_type, remote.reason)
+                })
+        })
+    }
+
+    fn call_json<T: for<'de> Deserialize<'de>>(
+        &self,
+        address: &str,
+        action: &str,
+        request: &impl Serialize,
+    ) -> ApiResult<T> {
+        let reply = self.call(address, action, serde_json::to_vec(request).expect("json"))?;
+        serde_json::from_slice(&reply)
+            .map_err(|e| ApiError::internal(format!("malformed {action} reply: {e}")))
+    }
+
+    /// Serves the source side of the recovery actions.
+    pub(crate) fn handle_recovery_action(&self, action: &str, body: &[u8]) -> ApiResult<Bytes> {
+        match action {
+            ACTION_START => Ok(to_bytes(&self.serve_start(parse(body)?)?)),
+            ACTION_FILE_CHUNK => self.serve_chunk(parse(body)?),
+            ACTION_FINALIZE => Ok(to_bytes(&self.serve_finalize(parse(body)?)?)),
+            other => Err(ApiError::bad_request(format!(
+                "No handler for action [{other}]"
+            ))),
+        }
+    }
+
+    fn serve_start(&self, request: StartRequest) -> ApiResult<StartReply> {
+        let service = self
+            .index(&request.index)
+            .filter(|s| s.uuid() == request.index_uuid)
+            .ok_or_else(|| crate::shard_search::shard_not_found(&request.index, request.shard))?;
+        let engine = service.shard(request.shard)?;
+        // The target's copy must be known here before live operations can be sent to it.
+        let known = self.wait_for_copy_in_state(
+            &request.index,
+            request.shard,
+            &request.target_allocation_id,
+        );
+        if !known {
+            return Err(ApiError::new(
+                409,
+                "illegal_state_exception",
+                format!(
+                    "copy [{}] is not in this node's cluster state",
+                    request.target_allocation_id
+                ),
+            ));
+        }
+        let recovery_id = shoal_cluster::new_id();
+        let dir = engine.config().path.join("recovery").join(&recovery_id);
+        let snapshot = snapshot_commit(&engine, &dir).map_err(ApiError::from)?;
+        let files = snapshot.files.clone();
+        self.recoveries.outgoing.lock().insert(
+            recovery_id.clone(),
+            Arc::new(Outgoing {
+                service,
+                shard: request.shard,
+                target_allocation_id: request.target_allocation_id,
+                snapshot,
+            }),
+        );
+        Ok(StartReply { recovery_id, files })
+    }
+
+    fn outgoing(&self, recovery_id: &str) -> ApiResult<Arc<Outgoing>> {
+        self.recoveries
+            .outgoing
+            .lock()
+            .get(recovery_id)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(
+                    404,
+                    "resource_not_found_exception",
+                    format!("no recovery [{recovery_id}]"),
+                )
+            })
+    }
+
+    fn serve_chunk(&self, request: ChunkRequest) -> ApiResult<Bytes> {
+        let outgoing = self.outgoing(&request.recovery_id)?;
+        let known = outgoing
+            .snapshot
+            .files
+            .iter()
+            .any(|(n, _)| *n == request.name);
+        if !known || request.length > CHUNK_SIZE * 8 {
+            return Err(ApiError::bad_request(format!(
+                "no file [{}] in recovery",
+                request.name
+            )));
+        }
+        let mut file = std::fs::File::open(outgoing.snapshot.dir.join(&request.name))?;
+        file.seek(SeekFrom::Start(request.offset))?;
+        let mut buffer = vec![0u8; request.length as usize];
+        file.read_exact(&mut buffer)?;
+        Ok(Bytes::from(buffer))
+    }
+
+    fn serve_finalize(&self, request: FinalizeRequest) -> ApiResult<FinalizeReply> {
+        let outgoing = self.outgoing(&request.recovery_id)?;
+        let result = self.finalize_recovery(&outgoing);
+        outgoing.snapshot.release();
+        self.recoveries.outgoing.lock().remove(&request.recovery_id);
+        result
+    }
+
+    fn finalize_recovery(&self, outgoing: &Outgoing) -> ApiResult<FinalizeReply> {
+        let (service, shard, target) = (
+            &outgoing.service,
+            outgoing.shard,
+            &outgoing.target_allocation_id,
+        );
+        let engine = service.shard(shard)?;
+        let replication = service
+            .replication(shard)
+            .ok_or_else(|| crate::shard_search::shard_not_found(&service.name(), shard))?;
+        let end = {
+            let _no_writes_in_flight = replication.ops_lock.write();
+            replication
+                .tracker
+                .lock()
+                .initiate_tracking(target)
+                .map_err(|e| ApiError::new(409, "illegal_state_exception", e.to_string()))?;
+            engine.max_seq_no()
+        };
+        let from = outgoing.snapshot.payload.local_checkpoint + 1;
+        let address = super::copy_address(&self.cluster_state(), &service.name(), shard, target)
+            .ok_or_else(|| ApiError::internal("the recovery target left the routing table"))?;
+        let mut replayed = 0;
+        let mut batch = Vec::with_capacity(REPLAY_BATCH);
+        let mut local_checkpoint = shoal_replication::UNASSIGNED_SEQ_NO;
+        if from <= end {
+            for op in engine.history(from, end).map_err(ApiError::from)? {
+                batch.push(ReplicaOp::from_translog(
+                    op.map_err(|e| ApiError::internal(e.to_string()))?,
+                ));
+                if batch.len() == REPLAY_BATCH {
+                    local_checkpoint =
+                        self.send_replay(service, shard, target, &address, &engine, &batch)?;
+                    replayed += batch.len();
+                    batch.clear();
+                }
+            }
+        }
+        if !batch.is_empty() || replayed == 0 {
+            local_checkpoint =
+                self.send_replay(service, shard, target, &address, &engine, &batch)?;
+            replayed += batch.len();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let outcome = replication
+                .tracker
+                .lock()
+                .mark_in_sync(target, local_checkpoint)
+                .map_err(|e| ApiError::new(409, "illegal_state_exception", e.to_string()))?;
+            if outcome == shoal_replication::InSyncOutcome::InSync {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(ApiError::internal(
+                    "the recovered copy did not reach the global checkpoint",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(FinalizeReply {
+            ops_replayed: replayed,
+        })
+    }
+
+    fn send_replay(
+        &self,
+        service: &IndexService,
+        shard: usize,
+        target: &str,
+        address: &str,
+        engine: &shoal_engine::Engine,
+        ops: &[ReplicaOp],
+    ) -> ApiResult<i64> {
+        let batch = ReplicaBatch {
+            index: service.name(),
+            index_uuid: service.uuid(),
+            shard,
+            target_allocation_id: target.to_string(),
+            primary_term: engine.primary_term(),
+            global_checkpoint: engine.global_checkpoint(),
+            ops: Vec::new(),
+        };
+        let body = encode_batch(batch, ops);
+        let reply = self.call(address, ACTION_REPLICA_OPS, body.to_vec())?;
+        let reply: ReplicaReply = serde_json::from_slice(&reply)
+            .map_err(|e| ApiError::internal(format!("malformed replica reply: {e}")))?;
+        Ok(reply.local_checkpoint)
+    }
+
+    /// Waits (briefly) until this node's applied state lists the copy.
+    fn wait_for_copy_in_state(&self, index: &str, shard: usize, allocation_id: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let state = self.cluster_state();
+            if state
+                .copies(index, shard as u32)
+                .iter()
+                .any(|c| c.allocation_id.as_deref() == Some(allocation_id))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed recovery request: {e}")))
+}
+
+/// Deletes files of a previous copy that the commit being recovered does not list.
+fn remove_unwanted_files(dir: &std::path::Path, wanted: &HashMap<&str, u64>) -> ApiResult<()> {
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !wanted.contains_key(name.as_str()) && entry.path().is_file() {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+fn to_bytes(reply: &impl Serialize) -> Bytes {
+    Bytes::from(serde_json::to_vec(reply).expect("json"))
+}

@@ -1,0 +1,149 @@
+//! A copy applying its primary's operations.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use shoal_engine::{DocRequest, OpKind, Origin, WriteOp};
+
+use super::{ReplicaOp, ReplicaOpHeader};
+use crate::error::{ApiError, ApiResult};
+use crate::node::Node;
+
+pub const ACTION_REPLICA_OPS: &str = "indices:data/write/bulk[s][r]";
+
+/// Where a batch of replica operations goes and under which primary.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplicaBatch {
+    pub index: String,
+    pub index_uuid: String,
+    pub shard: usize,
+    pub target_allocation_id: String,
+    pub primary_term: i64,
+    pub global_checkpoint: i64,
+    pub ops: Vec<ReplicaOpHeader>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplicaReply {
+    pub local_checkpoint: i64,
+    pub global_checkpoint: i64,
+}
+
+/// Encodes a batch: the headers as JSON, the sources as blobs.
+pub fn encode_batch(mut batch: ReplicaBatch, ops: &[ReplicaOp]) -> Bytes {
+    batch.ops = ops.iter().map(|op| op.header.clone()).collect();
+    let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
+    crate::wire::frame(&batch, &blobs)
+}
+
+impl Node {
+    /// Applies a batch from the primary to the local copy it names.
+    pub(crate) fn handle_replica_batch(&self, body: Bytes) -> ApiResult<Bytes> {
+        let (batch, sources): (ReplicaBatch, _) =
+            crate::wire::unframe(body).map_err(ApiError::bad_request)?;
+        let reply = self.apply_replica_batch(&batch, sources)?;
+        Ok(Bytes::from(serde_json::to_vec(&reply).expect("json")))
+    }
+
+    fn apply_replica_batch(
+        &self,
+        batch: &ReplicaBatch,
+        sources: Vec<Option<Bytes>>,
+    ) -> ApiResult<ReplicaReply> {
+        let service = self
+            .index(&batch.index)
+            .filter(|s| s.uuid() == batch.index_uuid)
+            .ok_or_else(|| crate::shard_search::shard_not_found(&batch.index, batch.shard))?;
+        let engine = service
+            .shard(batch.shard)
+            .map_err(|_| crate::shard_search::shard_not_found(&batch.index, batch.shard))?;
+        let replication = service.replication(batch.shard);
+        if replication
+            .as_ref()
+            .is_none_or(|r| r.allocation_id != batch.target_allocation_id)
+        {
+            return Err(crate::shard_search::shard_not_found(
+                &batch.index,
+                batch.shard,
+            ));
+        }
+        let current_term = engine.primary_term();
+        if batch.primary_term < current_term {
+            return Err(ApiError::new(
+                409,
+                "illegal_state_exception",
+                format!(
+                    "[{}][{}] operation primary term [{}] is too old (current [{current_term}])",
+                    batch.index, batch.shard, batch.primary_term
+                ),
+            ));
+        }
+        if batch.primary_term > current_term {
+            engine.set_primary_term(batch.primary_term);
+        }
+        let ops: Vec<WriteOp> = batch
+            .ops
+            .iter()
+            .zip(sources)
+            .map(|(header, source)| {
+                let source = source.map(|b| b.to_vec()).unwrap_or_default();
+                replica_write(&service, engine.schema(), header, source)
+            })
+            .collect();
+        let mut last_location = None;
+        for result in engine.apply(ops, Origin::Replica) {
+            let result = result.map_err(ApiError::from)?;
+            last_location = last_location.max(result.location);
+        }
+        if let Some(location) = last_location {
+            if service.with_meta(|m| m.settings().durability()) == shoal_engine::Durability::Request
+            {
+                engine.sync_to(&location)?;
+            }
+        }
+        engine.update_global_checkpoint(batch.global_checkpoint.min(engine.local_checkpoint()));
+        if let Some(replication) = replication {
+            replication
+                .tracker
+                .lock()
+                .update_global_checkpoint_on_replica(batch.global_checkpoint);
+        }
+        Ok(ReplicaReply {
+            local_checkpoint: engine.local_checkpoint(),
+            global_checkpoint: engine.global_checkpoint(),
+        })
+    }
+}
+
+/// The engine operation for a replicated one, parsed against this copy's mapping.
+pub(crate) fn replica_write(
+    service: &crate::index_service::IndexService,
+    schema: &shoal_mapping::ShardSchema,
+    header: &ReplicaOpHeader,
+    source: Vec<u8>,
+) -> WriteOp {
+    match header.kind {
+        OpKind::Index => WriteOp::Index {
+            doc: service.parse_for_replica(schema, &header.id, &source),
+            id: header.id.clone(),
+            routing: header.routing.clone(),
+            source,
+            request: DocRequest::default(),
+            seq_no: header.seq_no,
+            primary_term: header.primary_term,
+            version: header.version,
+        },
+        OpKind::Delete => WriteOp::Delete {
+            id: header.id.clone(),
+            routing: header.routing.clone(),
+            request: DocRequest::default(),
+            seq_no: header.seq_no,
+            primary_term: header.primary_term,
+            version: header.version,
+        },
+        OpKind::NoOp => WriteOp::NoOp {
+            seq_no: header.seq_no,
+            primary_term: header.primary_term,
+            reason: "replicated no-op".into(),
+        },
+    }
+}

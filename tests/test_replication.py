@@ -1,0 +1,136 @@
+"""Document replication and peer recovery on real processes: replicas recover from their
+primary (files, then the operations above the commit), receive every later write, serve reads,
+take over when the primary's node dies, and relocations (exclude._name) keep every document.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from cluster import ShoalCluster
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def cluster3(tmp_path):
+    c = ShoalCluster(tmp_path, 3)
+    c.start()
+    try:
+        c.wait_for_nodes(3)
+        yield c
+    except BaseException:
+        print(c.dump_logs())
+        raise
+    finally:
+        c.close()
+
+
+def bulk(c: ShoalCluster, i: int, index: str, ids, refresh: str = "true") -> dict:
+    lines = []
+    for n in ids:
+        lines.append(json.dumps({"index": {"_index": index, "_id": str(n)}}))
+        lines.append(json.dumps({"n": n, "text": f"document number {n}"}))
+    r = c.http(i).post("/_bulk", "\n".join(lines) + "\n", params={"refresh": refresh},
+                       headers={"Content-Type": "application/x-ndjson"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert not body["errors"], body
+    return body
+
+
+def shard_rows(c: ShoalCluster, index: str, i: int | None = None) -> list[dict]:
+    """Rows of `_cat/shards`; waits briefly until every started copy reports its stats."""
+    deadline = time.monotonic() + 10
+    while True:
+        rows = c.get(f"/_cat/shards/{index}", i, format="json", h="shard,prirep,state,docs,node,seq_no.max").json()
+        if all(r["docs"] is not None for r in rows if r["state"] == "STARTED") or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.1)
+
+
+def wait_green(c: ShoalCluster, i: int | None = None, timeout: float = 60) -> None:
+    c.wait_for_status("green", timeout=timeout, i=i)
+
+
+def assert_copies_identical(c: ShoalCluster, index: str, i: int | None = None) -> None:
+    c.http(i or 0).post(f"/{index}/_refresh")
+    rows = [r for r in shard_rows(c, index, i) if r["state"] == "STARTED"]
+    by_shard: dict[str, set] = {}
+    for row in rows:
+        by_shard.setdefault(row["shard"], set()).add((row["docs"], row["seq_no.max"]))
+    assert all(len(v) == 1 for v in by_shard.values()), rows
+
+
+def test_replicas_recover_and_receive_every_write(cluster3):
+    r = cluster3.http(0).put("/rep", {"settings": {"number_of_shards": 3, "number_of_replicas": 1}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    body = bulk(cluster3, 1, "rep", range(300))
+    assert {item["index"]["_shards"]["successful"] for item in body["items"]} == {2}
+    assert {item["index"]["_shards"]["total"] for item in body["items"]} == {2}
+    assert_copies_identical(cluster3, "rep")
+    for preference in ("_primary", "_replica"):
+        r = cluster3.http(2).post("/rep/_search", {"size": 0, "track_total_hits": True},
+                                  params={"preference": preference})
+        assert r.json()["hits"]["total"]["value"] == 300, (preference, r.text)
+
+
+def test_adding_a_replica_copies_existing_documents(cluster3):
+    r = cluster3.http(0).put("/grow", {"settings": {"number_of_shards": 2, "number_of_replicas": 0}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    bulk(cluster3, 0, "grow", range(500))
+    cluster3.http(0).post("/grow/_flush")
+    bulk(cluster3, 0, "grow", range(500, 600))  # above the commit: replayed from the history
+    r = cluster3.http(1).put("/grow/_settings", {"index": {"number_of_replicas": 1}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    assert_copies_identical(cluster3, "grow")
+    rows = shard_rows(cluster3, "grow")
+    assert sum(int(r["docs"]) for r in rows if r["prirep"] == "r") == 600, rows
+
+
+def test_a_dead_primary_is_replaced_by_its_replica_without_losing_documents(cluster3):
+    r = cluster3.http(0).put("/failover", {"settings": {
+        "number_of_shards": 3, "number_of_replicas": 1,
+        "index.unassigned.node_left.delayed_timeout": "0"}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    bulk(cluster3, 0, "failover", range(300))
+    manager = cluster3.index_of(cluster3.cluster_manager())
+    victim = next(i for i in range(3) if i != manager)
+    cluster3.kill(victim)
+    cluster3.wait_for_nodes(2, i=manager, timeout=30)
+    wait_green(cluster3, i=manager, timeout=60)
+    r = cluster3.http(manager).post("/failover/_search", {"size": 0, "track_total_hits": True})
+    assert r.json()["hits"]["total"]["value"] == 300, r.text
+    assert r.json()["_shards"]["failed"] == 0
+    # Writes continue on the promoted primaries and reach the new replicas.
+    survivor = next(i for i in range(3) if i not in (manager, victim))
+    bulk(cluster3, survivor, "failover", range(300, 400))
+    assert_copies_identical(cluster3, "failover", manager)
+    r = cluster3.http(manager).post("/failover/_count")
+    assert r.json()["count"] == 400
+
+
+def test_excluding_a_node_moves_its_shards_away_with_their_documents(cluster3):
+    r = cluster3.http(0).put("/drain", {"settings": {"number_of_shards": 6, "number_of_replicas": 0}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    bulk(cluster3, 0, "drain", range(600))
+    r = cluster3.http(0).put("/_cluster/settings", {"persistent": {
+        "cluster.routing.allocation.exclude._name": "node-2"}})
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 60
+    while True:
+        rows = shard_rows(cluster3, "drain")
+        if all(r["node"] != "node-2" and r["state"] == "STARTED" for r in rows):
+            break
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.2)
+    assert sum(int(r["docs"]) for r in rows) == 600, rows
+    assert cluster3.http(2).post("/drain/_count").json()["count"] == 600
