@@ -357,7 +357,13 @@ fn a_pinned_commit_copied_elsewhere_opens_as_a_copy_with_its_own_translog() {
     let mapping = mapping();
     let source = open(source_dir.path(), &mapping);
     for n in 0..20 {
-        let op = index_op(&source, &mapping, &n.to_string(), json!({"n": n}), DocRequest::default());
+        let op = index_op(
+            &source,
+            &mapping,
+            &n.to_string(),
+            json!({"n": n}),
+            DocRequest::default(),
+        );
         apply_one(&source, op).unwrap();
     }
     let pinned = source_dir.path().join("pinned");
@@ -365,7 +371,13 @@ fn a_pinned_commit_copied_elsewhere_opens_as_a_copy_with_its_own_translog() {
     assert_eq!(snapshot.payload.local_checkpoint, 19);
     // The source keeps writing and merging; the pinned files stay readable.
     for n in 20..40 {
-        let op = index_op(&source, &mapping, &n.to_string(), json!({"n": n}), DocRequest::default());
+        let op = index_op(
+            &source,
+            &mapping,
+            &n.to_string(),
+            json!({"n": n}),
+            DocRequest::default(),
+        );
         apply_one(&source, op).unwrap();
     }
     source.force_merge(1).unwrap();
@@ -381,10 +393,16 @@ fn a_pinned_commit_copied_elsewhere_opens_as_a_copy_with_its_own_translog() {
     let target = open(target_dir.path(), &mapping);
     assert_eq!(target.local_checkpoint(), 19);
     assert!(target.get("7").unwrap().is_some());
-    assert!(target.get("27").unwrap().is_none(), "ops above the commit come by replay");
+    assert!(
+        target.get("27").unwrap().is_none(),
+        "ops above the commit come by replay"
+    );
     // A replica op from the primary continues the history.
     let op = source.history(20, 20).unwrap().next().unwrap().unwrap();
-    let doc = DocumentParser::new(&mapping, target.schema()).parse(&op.id, &op.source).unwrap().doc;
+    let doc = DocumentParser::new(&mapping, target.schema())
+        .parse(&op.id, &op.source)
+        .unwrap()
+        .doc;
     let write = WriteOp::Index {
         id: op.id.clone(),
         routing: None,
@@ -395,6 +413,10 @@ fn a_pinned_commit_copied_elsewhere_opens_as_a_copy_with_its_own_translog() {
         primary_term: op.primary_term,
         version: op.version,
     };
-    target.apply(vec![write], Origin::Replica).pop().unwrap().unwrap();
+    target
+        .apply(vec![write], Origin::Replica)
+        .pop()
+        .unwrap()
+        .unwrap();
     assert_eq!(target.local_checkpoint(), 20);
 }
