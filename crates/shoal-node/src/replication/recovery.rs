@@ -52,7 +52,16 @@ struct StartRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StartReply {
     recovery_id: String,
-    files: Vec<(String, u64)>,
+    files: Vec<StoreFile>,
+}
+
+/// A file of the pinned commit: the target reuses its own copy only if all three match
+/// (deletion files of one segment have the same length on every copy, not the same bits).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct StoreFile {
+    name: String,
+    length: u64,
+    crc32c: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -164,20 +173,23 @@ impl Node {
         let config = service.shard_engine_config(shard);
         let index_dir = config.index_dir();
         std::fs::create_dir_all(&index_dir)?;
-        let wanted: HashMap<&str, u64> =
-            start.files.iter().map(|(n, l)| (n.as_str(), *l)).collect();
+        let wanted: HashMap<&str, u64> = start
+            .files
+            .iter()
+            .map(|f| (f.name.as_str(), f.length))
+            .collect();
         remove_unwanted_files(&index_dir, &wanted)?;
         let (mut files, mut bytes) = (0usize, 0u64);
-        for (name, length) in &start.files {
-            let path = index_dir.join(name);
-            let reusable =
-                name != "meta.json" && std::fs::metadata(&path).is_ok_and(|m| m.len() == *length);
+        for file in &start.files {
+            let path = index_dir.join(&file.name);
+            let reusable = file.name != "meta.json"
+                && store_file(&path, &file.name).is_some_and(|f| f == *file);
             if reusable {
                 continue;
             }
-            self.copy_file(&source, &start.recovery_id, name, *length, &path)?;
+            self.copy_file(&source, &start.recovery_id, file, &path)?;
             files += 1;
-            bytes += length;
+            bytes += file.length;
         }
         let term = service.with_meta(|m| m.primary_terms.get(shard).copied().unwrap_or(1)) as i64;
         bind_recovered_store(&config, term).map_err(ApiError::from)?;
@@ -220,16 +232,18 @@ impl Node {
             })
     }
 
+    /// Copies one file in chunks and checks it against the source's checksum.
     fn copy_file(
         &self,
         source: &str,
         recovery_id: &str,
-        name: &str,
-        length: u64,
+        wanted: &StoreFile,
         path: &PathBuf,
     ) -> ApiResult<()> {
+        let (name, length) = (wanted.name.as_str(), wanted.length);
         let partial = path.with_extension("recovering");
         let mut file = std::fs::File::create(&partial)?;
+        let mut crc = 0u32;
         let mut offset = 0;
         while offset < length {
             let request = ChunkRequest {
@@ -251,7 +265,14 @@ impl Node {
                 )));
             }
             file.write_all(&chunk)?;
+            crc = crc32c::crc32c_append(crc, &chunk);
             offset += chunk.len() as u64;
+        }
+        if crc != wanted.crc32c {
+            return Err(ApiError::internal(format!(
+                "recovered file [{name}] is corrupted: checksum {crc:08x}, expected {:08x}",
+                wanted.crc32c
+            )));
         }
         file.sync_all()?;
         std::fs::rename(&partial, path)?;
@@ -320,7 +341,14 @@ impl Node {
         let recovery_id = shoal_cluster::new_id();
         let dir = engine.config().path.join("recovery").join(&recovery_id);
         let snapshot = snapshot_commit(&engine, &dir).map_err(ApiError::from)?;
-        let files = snapshot.files.clone();
+        let files = snapshot
+            .files
+            .iter()
+            .map(|(name, _)| {
+                store_file(&snapshot.dir.join(name), name)
+                    .ok_or_else(|| ApiError::internal(format!("cannot read pinned file [{name}]")))
+            })
+            .collect::<ApiResult<Vec<_>>>()?;
         self.recoveries.outgoing.lock().insert(
             recovery_id.clone(),
             Arc::new(Outgoing {
@@ -487,6 +515,27 @@ impl Node {
 fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed recovery request: {e}")))
+}
+
+/// A local file's name, length and checksum (`None` if it cannot be read).
+fn store_file(path: &std::path::Path, name: &str) -> Option<StoreFile> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut crc = 0u32;
+    let mut length = 0u64;
+    let mut buffer = vec![0u8; 256 * 1024];
+    loop {
+        let n = file.read(&mut buffer).ok()?;
+        if n == 0 {
+            break;
+        }
+        crc = crc32c::crc32c_append(crc, &buffer[..n]);
+        length += n as u64;
+    }
+    Some(StoreFile {
+        name: name.to_string(),
+        length,
+        crc32c: crc,
+    })
 }
 
 /// Deletes files of a previous copy that the commit being recovered does not list.

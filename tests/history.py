@@ -1,0 +1,102 @@
+"""A history of acknowledged writes, checked against what a cluster holds afterwards.
+
+Writers record every write the cluster acknowledged (id, version, seq_no, primary term, and
+the value written); `verify` then reads every copy of every shard (`preference=_shards:N|
+_only_nodes:<node>`) and fails if an acknowledged document is missing, older than its last
+acknowledged version, or if the copies of a shard disagree. Later fault tests reuse it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import requests
+
+
+@dataclass
+class Ack:
+    version: int
+    seq_no: int
+    primary_term: int
+    value: int
+
+
+@dataclass
+class History:
+    acks: dict[str, Ack] = field(default_factory=dict)
+    attempted: int = 0
+    failed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record_bulk(self, sent: list[tuple[str, int]], response: dict) -> None:
+        """Records the acknowledged items of a `_bulk` response (`sent`: (id, value) in order)."""
+        with self.lock:
+            self.attempted += len(sent)
+            for (doc_id, value), item in zip(sent, response["items"]):
+                result = item.get("index") or item.get("create") or {}
+                if result.get("status") in (200, 201):
+                    previous = self.acks.get(doc_id)
+                    ack = Ack(result["_version"], result["_seq_no"], result["_primary_term"], value)
+                    if previous is None or (ack.primary_term, ack.seq_no) > (previous.primary_term, previous.seq_no):
+                        self.acks[doc_id] = ack
+                else:
+                    self.failed += 1
+
+    def record_failure(self, count: int) -> None:
+        with self.lock:
+            self.attempted += count
+            self.failed += count
+
+    def verify(self, base_url: str, index: str, copies: list[tuple[int, str]]) -> dict:
+        """Checks every copy; `copies` lists (shard, node name) of the started copies.
+        Returns a summary; raises AssertionError with the first problems found."""
+        problems: list[str] = []
+        # Searches read refreshed data; a copy that just finished recovering may not have
+        # refreshed yet.
+        requests.post(f"{base_url}/{index}/_refresh", timeout=60).raise_for_status()
+        per_shard: dict[int, dict[str, dict]] = {}
+        for shard, node in copies:
+            docs = read_copy(base_url, index, shard, node)
+            per_shard.setdefault(shard, {})[node] = docs
+        found: dict[str, dict] = {}
+        for shard, by_node in per_shard.items():
+            contents = {node: {k: (v["_version"], v["_source"]["value"]) for k, v in docs.items()}
+                        for node, docs in by_node.items()}
+            reference = next(iter(contents.values()))
+            for node, content in contents.items():
+                if content != reference:
+                    diff = set(content.items()) ^ set(reference.items())
+                    problems.append(f"shard {shard}: copy on {node} differs ({len(diff)} entries), e.g. {sorted(diff)[:3]}")
+            for by_id in by_node.values():
+                found.update(by_id)
+        lost = []
+        for doc_id, ack in self.acks.items():
+            doc = found.get(doc_id)
+            if doc is None:
+                lost.append(doc_id)
+            elif doc["_source"]["value"] < ack.value:
+                problems.append(f"{doc_id}: holds value {doc['_source']['value']}, acknowledged {ack.value}")
+        if lost:
+            problems.append(f"{len(lost)} acknowledged documents lost, e.g. {lost[:5]}")
+        assert not problems, "\n".join(problems[:20])
+        return {"acknowledged": len(self.acks), "attempted": self.attempted, "failed": self.failed, "lost": len(lost)}
+
+
+def read_copy(base_url: str, index: str, shard: int, node: str) -> dict[str, dict]:
+    """Every document of one shard copy, by id (a scroll pinned to that copy)."""
+    params = {"preference": f"_shards:{shard}|_only_nodes:{node}", "scroll": "1m"}
+    r = requests.post(f"{base_url}/{index}/_search", json={"size": 1000, "version": True, "sort": ["_doc"]},
+                      params=params, timeout=60)
+    r.raise_for_status()
+    body = r.json()
+    assert body["_shards"]["failed"] == 0, body["_shards"]
+    docs = {}
+    while body["hits"]["hits"]:
+        for hit in body["hits"]["hits"]:
+            docs[hit["_id"]] = hit
+        r = requests.post(f"{base_url}/_search/scroll", json={"scroll": "1m", "scroll_id": body["_scroll_id"]}, timeout=60)
+        r.raise_for_status()
+        body = r.json()
+    requests.delete(f"{base_url}/_search/scroll", json={"scroll_id": body["_scroll_id"]}, timeout=10)
+    return docs
