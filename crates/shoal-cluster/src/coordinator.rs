@@ -103,15 +103,17 @@ impl Cluster {
         }
         .validate()
         .map_err(|e| ClusterError::Internal(format!("raft config: {e}")))?;
+        let network = Network::new(transport.clone());
         let raft = Raft::new(
             config.local.raft_id(),
             Arc::new(raft_config),
-            Network::new(transport.clone()),
+            network.clone(),
             log_store,
             state_machine.clone(),
         )
         .await
         .map_err(|e| ClusterError::Internal(format!("raft start: {e}")))?;
+        network.follow_membership(raft.metrics());
         // Replaying the committed log needs no leader: wait for it, so the node starts from the
         // state it last knew (its shards, its indices) rather than from an empty one.
         if let Some(index) = committed {
@@ -247,7 +249,15 @@ impl Cluster {
         deadline: Instant,
     ) -> Result<ApplyResult, ClusterError> {
         if self.raft.is_leader() {
-            return self.propose_as_leader(command.clone()).await;
+            // A manager cut off from a majority stays Raft leader but can never commit: bound
+            // the wait like a forwarded proposal's transport deadline bounds it.
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            return match tokio::time::timeout(remaining, self.propose_as_leader(command.clone()))
+                .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(ClusterError::Timeout(remaining)),
+            };
         }
         let Some(addr) = self.leader_address() else {
             return Err(ClusterError::NoClusterManager);
@@ -354,6 +364,7 @@ impl Cluster {
             .map_err(|e| RemoteError::bad_request(format!("malformed join request: {e}")))?;
         info!(node = %node.name, address = %node.transport_address, "node joining");
         self.ensure_raft_member(&node).await;
+        self.update_raft_address(&node).await;
         self.propose_as_leader(Command::NodeJoin(node))
             .await
             .map_err(|e| e.to_remote())?;
@@ -384,7 +395,9 @@ impl Cluster {
                 .get_node(&node.raft_id())
                 .map(|n| n.addr == node.transport_address)
         };
-        if known == Some(true) {
+        if known.is_some() {
+            // Known, maybe at another address: only the node itself, joining, updates it
+            // (`update_raft_address`), never a possibly stale address from the state.
             return;
         }
         if let Err(e) = self
@@ -397,6 +410,36 @@ impl Cluster {
             .await
         {
             warn!(node = %node.name, error = %e, "could not add node to the raft group");
+        }
+    }
+
+    /// A member that joins from another address than the Raft group knows (restarted with the
+    /// same node id and data on another port or host): `add_learner` never replaces a known
+    /// node, so without this Raft would keep sending to the old address and the member would
+    /// never receive the log again.
+    async fn update_raft_address(&self, node: &DiscoveryNode) {
+        let moved = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow_watched();
+            metrics
+                .membership_config
+                .get_node(&node.raft_id())
+                .is_some_and(|n| n.addr != node.transport_address)
+        };
+        if !moved {
+            return;
+        }
+        info!(node = %node.name, address = %node.transport_address, "updating the raft address of a node");
+        let nodes = std::collections::BTreeMap::from([(
+            node.raft_id(),
+            BasicNode::new(&node.transport_address),
+        )]);
+        if let Err(e) = self
+            .raft
+            .change_membership(openraft::ChangeMembers::SetNodes(nodes), true)
+            .await
+        {
+            warn!(node = %node.name, error = %e, "could not update the raft address of a node");
         }
     }
 

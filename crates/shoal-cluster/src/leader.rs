@@ -60,6 +60,9 @@ pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
         cluster.ensure_raft_member(node).await;
     }
     reconcile_voters(cluster, &state).await;
+    if hand_over_if_not_voting(cluster).await {
+        return;
+    }
     spawn_follower_checks(cluster, &state);
     if shoal_allocation::next_delay_expiry(&state).is_some_and(|due| due <= now_millis()) {
         let _ = cluster.propose_as_leader(Command::Tick).await;
@@ -129,6 +132,41 @@ async fn reconcile_voters(cluster: &Cluster, state: &ClusterState) {
     if let Err(e) = cluster.raft().change_membership(desired, true).await {
         warn!(error = %e, "voting configuration change failed");
     }
+}
+
+/// A manager that is no longer a voter (excluded from voting) hands over to the most
+/// up-to-date voter. Removed voters are kept as learners (they still receive the log), and
+/// openraft lets a leader that is still a learner keep leading, so its own step-down of a
+/// removed leader never fires: the handover has to be explicit. Returns whether it handed over.
+async fn hand_over_if_not_voting(cluster: &Cluster) -> bool {
+    let target = {
+        let metrics = cluster.raft().metrics();
+        let metrics = metrics.borrow_watched();
+        let membership = metrics.membership_config.membership();
+        let local = cluster.local().raft_id();
+        if membership.get_joint_config().len() != 1 || membership.voter_ids().any(|id| id == local)
+        {
+            return false;
+        }
+        let matched = |id: &u64| {
+            metrics
+                .replication
+                .as_ref()
+                .and_then(|r| r.get(id).cloned().flatten())
+        };
+        membership.voter_ids().max_by_key(matched)
+    };
+    let Some(target) = target else {
+        return false;
+    };
+    info!(
+        target,
+        "not a voter any more: handing over the cluster manager role"
+    );
+    if let Err(e) = cluster.raft().trigger().transfer_leader(target).await {
+        warn!(error = %e, "leadership transfer failed");
+    }
+    true
 }
 
 fn spawn_follower_checks(cluster: &Arc<Cluster>, state: &ClusterState) {

@@ -3,10 +3,11 @@
 
 use std::future::Future;
 use std::io::Cursor;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{
     NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
 };
@@ -16,7 +17,8 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, OptionalSend};
+use openraft::type_config::alias::WatchReceiverOf;
+use openraft::{BasicNode, OptionalSend, RaftMetrics};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use shoal_transport::{Transport, TransportError};
@@ -28,31 +30,51 @@ pub const ACTION_VOTE: &str = "internal:raft/vote";
 pub const ACTION_SNAPSHOT: &str = "internal:raft/snapshot";
 pub const ACTION_TRANSFER_LEADER: &str = "internal:raft/transfer_leader";
 
+type Metrics = WatchReceiverOf<TypeConfig, RaftMetrics<TypeConfig>>;
+
 #[derive(Clone)]
 pub struct Network {
     transport: Arc<Transport>,
+    /// The local Raft node's metrics, once it is started (see [`Network::follow_membership`]).
+    metrics: Arc<OnceLock<Metrics>>,
 }
 
 impl Network {
     pub fn new(transport: Arc<Transport>) -> Network {
-        Network { transport }
+        Network {
+            transport,
+            metrics: Arc::default(),
+        }
+    }
+
+    /// Makes every client send to the address the current membership configuration gives its
+    /// target. A leader keeps the clients of its replication streams and heartbeats across
+    /// membership changes, so without this a member whose address was updated (restarted on
+    /// another address) would still be sent to at its old one.
+    pub fn follow_membership(&self, metrics: Metrics) {
+        let _ = self.metrics.set(metrics);
     }
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
 
-    async fn new_client(&mut self, _target: RaftId, node: &BasicNode) -> Peer {
+    async fn new_client(&mut self, target: RaftId, node: &BasicNode) -> Peer {
         Peer {
             transport: self.transport.clone(),
+            target,
             addr: node.addr.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 }
 
 pub struct Peer {
     transport: Arc<Transport>,
+    target: RaftId,
+    /// The target's address when the client was built.
     addr: String,
+    metrics: Arc<OnceLock<Metrics>>,
 }
 
 impl Peer {
@@ -67,9 +89,15 @@ impl Peer {
         Resp: DeserializeOwned,
     {
         let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let current = self.metrics.get().and_then(|metrics| {
+            let metrics = metrics.borrow_watched();
+            let node = metrics.membership_config.get_node(&self.target)?;
+            Some(node.addr.clone())
+        });
+        let addr = current.as_deref().unwrap_or(&self.addr);
         let reply = self
             .transport
-            .call(&self.addr, action, Bytes::from(body), ttl)
+            .call(addr, action, Bytes::from(body), ttl)
             .await
             .map_err(|e| match e {
                 TransportError::Unreachable { .. } | TransportError::Dropped => {
