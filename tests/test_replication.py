@@ -73,10 +73,16 @@ def test_replicas_recover_and_receive_every_write(cluster3):
     assert {item["index"]["_shards"]["successful"] for item in body["items"]} == {2}
     assert {item["index"]["_shards"]["total"] for item in body["items"]} == {2}
     assert_copies_identical(cluster3, "rep")
+    r = cluster3.http(0).put("/rep/_doc/fresh", {"n": -1}, params={"refresh": "true"})
+    assert r.json()["_shards"] == {"total": 2, "successful": 2, "failed": 0}, r.text
+    for preference in ("_primary", "_replica"):
+        hits = cluster3.http(1).post("/rep/_search", {"query": {"ids": {"values": ["fresh"]}}},
+                                     params={"preference": preference}).json()["hits"]["hits"]
+        assert len(hits) == 1, preference
     for preference in ("_primary", "_replica"):
         r = cluster3.http(2).post("/rep/_search", {"size": 0, "track_total_hits": True},
                                   params={"preference": preference})
-        assert r.json()["hits"]["total"]["value"] == 300, (preference, r.text)
+        assert r.json()["hits"]["total"]["value"] == 301, (preference, r.text)
 
 
 def test_adding_a_replica_copies_existing_documents(cluster3):
@@ -134,3 +140,48 @@ def test_excluding_a_node_moves_its_shards_away_with_their_documents(cluster3):
         time.sleep(0.2)
     assert sum(int(r["docs"]) for r in rows) == 600, rows
     assert cluster3.http(2).post("/drain/_count").json()["count"] == 600
+
+
+def test_a_frozen_primary_is_replaced_and_acknowledges_nothing_after_it_thaws(cluster3):
+    manager = cluster3.index_of(cluster3.cluster_manager())
+    others = [i for i in range(3) if i != manager]
+    # Both copies off the cluster manager, so freezing the primary leaves the manager up.
+    r = cluster3.http(manager).put("/frozen", {"settings": {
+        "number_of_shards": 1, "number_of_replicas": 1,
+        "index.routing.allocation.exclude._name": cluster3.nodes[manager].name,
+        "index.unassigned.node_left.delayed_timeout": "0"}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3, i=manager)
+    bulk(cluster3, manager, "frozen", range(50))
+    primary = next(row["node"] for row in shard_rows(cluster3, "frozen", manager) if row["prirep"] == "p")
+    old = cluster3.index_of(primary)
+    replica = next(i for i in others if i != old)
+    cluster3.stop(old)
+    cluster3.wait_for_nodes(2, i=manager, timeout=30)
+    # The replica was promoted: writes through the manager succeed.
+    deadline = time.monotonic() + 30
+    while True:
+        r = cluster3.http(manager).put("/frozen/_doc/after", {"n": 1000})
+        if r.status_code in (200, 201):
+            break
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.2)
+    cluster3.cont(old)
+    # Right after thawing, the old primary may still believe it is one: it must not
+    # acknowledge a write the new primary does not have.
+    acked_on_old = []
+    for n in range(20):
+        try:
+            r = cluster3.http(old).put(f"/frozen/_doc/stale-{n}", {"n": n}, timeout=30)
+        except Exception:
+            continue
+        if r.status_code in (200, 201):
+            acked_on_old.append(f"stale-{n}")
+    cluster3.wait_for_nodes(3, i=manager, timeout=60)
+    wait_green(cluster3, i=manager, timeout=60)
+    cluster3.http(manager).post("/frozen/_refresh")
+    for doc_id in acked_on_old + ["after", "0", "49"]:
+        for preference in ("_primary", "_replica"):
+            r = cluster3.http(replica).get(f"/frozen/_doc/{doc_id}", params={"preference": preference})
+            assert r.status_code == 200, (doc_id, preference, r.text)
+    assert_copies_identical(cluster3, "frozen", manager)

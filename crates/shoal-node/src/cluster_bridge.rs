@@ -480,6 +480,7 @@ impl Node {
             shard: copy.shard,
             allocation_id,
             reason: reason.to_string(),
+            primary_term: None,
         };
         self.runtime.spawn(async move {
             if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {

@@ -249,7 +249,8 @@ impl Node {
             let replicated = match (&durable, &replication) {
                 (Ok(()), Some(replication)) => {
                     let ops = replica_ops(&ids, sent, &outcomes);
-                    self.replicate(&service, shard, &engine, replication, targets, ops)
+                    let refresh = options.refresh != Refresh::False;
+                    self.replicate(&service, shard, &engine, replication, targets, ops, refresh)
                 }
                 (Ok(()), None) => {
                     engine.update_global_checkpoint(engine.local_checkpoint());

@@ -79,7 +79,8 @@ impl ClusterState {
                 shard,
                 allocation_id,
                 reason,
-            } => self.fail_copy(
+                primary_term,
+            } if !self.is_stale_primary_term(index, *shard, *primary_term) => self.fail_copy(
                 index,
                 *shard,
                 allocation_id,
@@ -87,6 +88,7 @@ impl ClusterState {
                 reason,
                 now,
             ),
+            Command::ShardFailed { .. } => {}
             Command::PutClusterSettings {
                 persistent,
                 transient,
@@ -249,6 +251,16 @@ impl ClusterState {
                 meta.in_sync_allocations[shard].remove(&id);
             }
         }
+    }
+
+    /// Whether a replication failure comes from a primary older than the shard's term.
+    fn is_stale_primary_term(&self, index: &str, shard: u32, term: Option<u64>) -> bool {
+        let current = self
+            .metadata
+            .indices
+            .get(index)
+            .and_then(|m| m.primary_terms.get(shard as usize).copied());
+        matches!((term, current), (Some(term), Some(current)) if term < current)
     }
 
     fn shard_started(&mut self, index: &str, shard: u32, allocation_id: &str) {

@@ -98,6 +98,10 @@ pub enum Command {
         shard: u32,
         allocation_id: String,
         reason: String,
+        /// The term of the primary reporting a replication failure. A report from a deposed
+        /// primary (older term) is ignored: it must not fail the copy that replaced it.
+        #[serde(default)]
+        primary_term: Option<u64>,
     },
     PutClusterSettings {
         persistent: BTreeMap<String, Value>,

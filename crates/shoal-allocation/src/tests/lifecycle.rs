@@ -113,6 +113,7 @@ fn repeated_failures_stop_at_max_retries_until_retry_failed() {
                 shard: 0,
                 allocation_id: copy.allocation_id.expect("id"),
                 reason: "disk broke".into(),
+                primary_term: None,
             },
         );
     }

@@ -35,6 +35,7 @@ impl Node {
         replication: &ShardReplication,
         targets: Vec<String>,
         ops: Vec<ReplicaOp>,
+        refresh: bool,
     ) -> ApiResult<ReplicationSummary> {
         let mut summary = ReplicationSummary::default();
         if targets.is_empty() || ops.is_empty() {
@@ -53,6 +54,7 @@ impl Node {
                     target_allocation_id: target.clone(),
                     primary_term: engine.primary_term(),
                     global_checkpoint: engine.global_checkpoint(),
+                    refresh,
                     ops: Vec::new(),
                 };
                 let address = copy_address(&state, &index, shard, &target);
@@ -92,7 +94,7 @@ impl Node {
                     summary.successful += 1;
                 }
                 Err(error) => {
-                    self.fail_copy(&index, shard, &target, &error)?;
+                    self.fail_copy(&index, shard, &target, engine.primary_term(), &error)?;
                     replication.tracker.lock().remove_copy(&target);
                     summary.failed += 1;
                 }
@@ -115,11 +117,14 @@ impl Node {
     }
 
     /// Asks the cluster manager to fail a copy and waits until it is out of the in-sync set.
+    /// If this primary turns out to be deposed (a newer term exists: the copy refused it for
+    /// that reason, say), the copy is left alone and the write must not be acknowledged.
     fn fail_copy(
         &self,
         index: &str,
         shard: usize,
         allocation_id: &str,
+        primary_term: i64,
         error: &ApiError,
     ) -> ApiResult<()> {
         tracing::warn!(index, shard, allocation_id, error = %error, "replication to a copy failed; failing the copy");
@@ -131,8 +136,9 @@ impl Node {
                 "failed to perform indices:data/write/bulk[s] on replica: {}",
                 error.reason
             ),
+            primary_term: Some(primary_term as u64),
         };
-        self.propose(command).map(|_| ()).map_err(|e| {
+        let state = self.propose(command).map_err(|e| {
             ApiError::new(
                 503,
                 "unavailable_shards_exception",
@@ -141,6 +147,20 @@ impl Node {
                     e.reason
                 ),
             )
-        })
+        })?;
+        let current = state
+            .metadata
+            .indices
+            .get(index)
+            .and_then(|m| m.primary_terms.get(shard).copied())
+            .unwrap_or(0) as i64;
+        if current > primary_term {
+            return Err(ApiError::new(
+                503,
+                "shard_not_in_primary_mode_exception",
+                format!("[{index}][{shard}] this copy is no longer the primary (term {primary_term}, current {current}); retry the request"),
+            ));
+        }
+        Ok(())
     }
 }

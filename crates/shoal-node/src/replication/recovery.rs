@@ -205,6 +205,8 @@ impl Node {
                 recovery_id: start.recovery_id,
             },
         )?;
+        // Searchable before the copy is reported started.
+        engine.refresh()?;
         Ok((files, bytes, reply.ops_replayed))
     }
 
@@ -485,6 +487,7 @@ impl Node {
             target_allocation_id: target.to_string(),
             primary_term: engine.primary_term(),
             global_checkpoint: engine.global_checkpoint(),
+            refresh: false,
             ops: Vec::new(),
         };
         let body = encode_batch(batch, ops);

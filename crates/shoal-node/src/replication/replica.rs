@@ -19,6 +19,9 @@ pub struct ReplicaBatch {
     pub target_allocation_id: String,
     pub primary_term: i64,
     pub global_checkpoint: i64,
+    /// The write asked for `refresh=true|wait_for`: make it searchable on this copy too.
+    #[serde(default)]
+    pub refresh: bool,
     pub ops: Vec<ReplicaOpHeader>,
 }
 
@@ -101,6 +104,9 @@ impl Node {
             }
         }
         engine.update_global_checkpoint(batch.global_checkpoint.min(engine.local_checkpoint()));
+        if batch.refresh {
+            engine.refresh()?;
+        }
         if let Some(replication) = replication {
             replication
                 .tracker
