@@ -424,9 +424,46 @@ impl Node {
             }
         }
         if copy.state == ShardState::Initializing {
+            self.record_store_recovery(copy, &engine);
             self.report_started(copy);
         }
         Ok(())
+    }
+
+    /// A primary initialized from its own store (new or existing) shows in `_cat/recovery`.
+    fn record_store_recovery(
+        &self,
+        copy: &shoal_state::ShardRouting,
+        engine: &shoal_engine::Engine,
+    ) {
+        use crate::replication::progress::{RecoveryRecord, RecoveryType};
+        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        let kind = match copy.recovery_source {
+            Some(shoal_state::RecoverySource::ExistingStore) => RecoveryType::ExistingStore,
+            _ => RecoveryType::EmptyStore,
+        };
+        if self
+            .recoveries
+            .has_record(&copy.index, copy.shard as usize, &allocation_id)
+        {
+            return;
+        }
+        let mut record = RecoveryRecord::new(
+            &copy.index,
+            copy.shard as usize,
+            &allocation_id,
+            copy.primary,
+            kind,
+            &self.node_id,
+        );
+        if let Ok(files) = engine.commit_files() {
+            record.files_total = files.len() as u64;
+            record.files_reused = files.len() as u64;
+            record.bytes_total = files.iter().map(|(_, len)| len).sum();
+            record.bytes_reused = record.bytes_total;
+        }
+        record.finish();
+        self.record_recovery(record);
     }
 
     /// The local service of an index, created or updated from the cluster's metadata. The

@@ -13,6 +13,7 @@
 //! orders "start tracking a recovering copy" against writes in flight.
 
 pub mod primary;
+pub mod progress;
 pub mod recovery;
 pub mod replica;
 

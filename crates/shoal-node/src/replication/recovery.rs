@@ -25,6 +25,7 @@ use shoal_engine::recovery::{bind_recovered_store, snapshot_commit, CommitSnapsh
 use shoal_state::ShardRouting;
 use tracing::{info, warn};
 
+use super::progress::{RecoveryRecord, RecoveryType, Stage};
 use super::replica::{encode_batch, ReplicaBatch, ReplicaReply, ACTION_REPLICA_OPS};
 use super::ReplicaOp;
 use crate::error::{ApiError, ApiResult};
@@ -96,11 +97,20 @@ pub struct Recoveries {
     outgoing: Mutex<HashMap<String, Arc<Outgoing>>>,
     /// Allocation ids of local copies recovering or recovered (until reported started).
     incoming: Mutex<HashSet<String>>,
+    /// Progress of the recoveries of local copies, by (index, shard, allocation id).
+    pub(crate) records:
+        Mutex<std::collections::BTreeMap<(String, usize, String), super::progress::RecoveryRecord>>,
 }
 
 impl Recoveries {
     pub fn is_recovering(&self, allocation_id: &str) -> bool {
         self.incoming.lock().contains(allocation_id)
+    }
+
+    pub fn has_record(&self, index: &str, shard: usize, allocation_id: &str) -> bool {
+        self.records
+            .lock()
+            .contains_key(&(index.to_string(), shard, allocation_id.to_string()))
     }
 }
 
@@ -158,7 +168,20 @@ impl Node {
     ) -> ApiResult<(usize, u64, usize)> {
         let shard = copy.shard as usize;
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
-        let source = self.recovery_source_address(copy)?;
+        let (source_node, source) = self.recovery_source_address(copy)?;
+        let (index, record) = (service.name(), |f: &dyn Fn(&mut RecoveryRecord)| {
+            self.update_recovery(&copy.index, shard, &allocation_id, f)
+        });
+        let mut fresh = RecoveryRecord::new(
+            &index,
+            shard,
+            &allocation_id,
+            copy.primary,
+            RecoveryType::Peer,
+            &self.node_id,
+        );
+        fresh.source_node = Some(source_node);
+        self.record_recovery(fresh);
         let start: StartReply = self.call_json(
             &source,
             ACTION_START,
@@ -179,20 +202,34 @@ impl Node {
             .map(|f| (f.name.as_str(), f.length))
             .collect();
         remove_unwanted_files(&index_dir, &wanted)?;
+        record(&|r| {
+            r.stage = Stage::Index;
+            r.files_total = start.files.len() as u64;
+            r.bytes_total = start.files.iter().map(|f| f.length).sum();
+        });
         let (mut files, mut bytes) = (0usize, 0u64);
         for file in &start.files {
             let path = index_dir.join(&file.name);
             let reusable = file.name != "meta.json"
                 && store_file(&path, &file.name).is_some_and(|f| f == *file);
             if reusable {
+                record(&|r| {
+                    r.files_reused += 1;
+                    r.bytes_reused += file.length;
+                });
                 continue;
             }
             self.copy_file(&source, &start.recovery_id, file, &path)?;
+            record(&|r| {
+                r.files_recovered += 1;
+                r.bytes_recovered += file.length;
+            });
             files += 1;
             bytes += file.length;
         }
         let term = service.with_meta(|m| m.primary_terms.get(shard).copied().unwrap_or(1)) as i64;
         bind_recovered_store(&config, term).map_err(ApiError::from)?;
+        record(&|r| r.stage = Stage::Translog);
         service.ensure_shard_open(shard, term)?;
         let engine = service.shard(shard)?;
         let replication =
@@ -207,11 +244,17 @@ impl Node {
         )?;
         // Searchable before the copy is reported started.
         engine.refresh()?;
+        record(&|r| {
+            r.ops_total = reply.ops_replayed as u64;
+            r.ops_recovered = reply.ops_replayed as u64;
+            r.finish();
+        });
         Ok((files, bytes, reply.ops_replayed))
     }
 
-    /// The node a copy recovers from: a relocation's source, or the primary.
-    fn recovery_source_address(&self, copy: &ShardRouting) -> ApiResult<String> {
+    /// The node a copy recovers from (id, transport address): a relocation's source, or the
+    /// primary.
+    fn recovery_source_address(&self, copy: &ShardRouting) -> ApiResult<(String, String)> {
         let state = self.cluster_state();
         let node = match &copy.relocating_node {
             Some(source) => Some(source.clone()),
@@ -221,7 +264,7 @@ impl Node {
                 .and_then(|p| p.node.clone()),
         };
         node.and_then(|n| state.nodes.get(&n))
-            .map(|n| n.transport_address.clone())
+            .map(|n| (n.id.clone(), n.transport_address.clone()))
             .ok_or_else(|| {
                 ApiError::new(
                     503,
@@ -312,6 +355,7 @@ impl Node {
             ACTION_START => Ok(to_bytes(&self.serve_start(parse(body)?)?)),
             ACTION_FILE_CHUNK => self.serve_chunk(parse(body)?),
             ACTION_FINALIZE => Ok(to_bytes(&self.serve_finalize(parse(body)?)?)),
+            super::progress::ACTION_LIST => self.handle_recovery_list(body),
             other => Err(ApiError::bad_request(format!(
                 "No handler for action [{other}]"
             ))),
