@@ -92,11 +92,15 @@ def read_copy(base_url: str, index: str, shard: int, node: str) -> dict[str, dic
     body = r.json()
     assert body["_shards"]["failed"] == 0, body["_shards"]
     docs = {}
+    duplicates = []
     while body["hits"]["hits"]:
         for hit in body["hits"]["hits"]:
+            if hit["_id"] in docs:
+                duplicates.append((hit["_id"], docs[hit["_id"]]["_source"], hit["_source"]))
             docs[hit["_id"]] = hit
         r = requests.post(f"{base_url}/_search/scroll", json={"scroll": "1m", "scroll_id": body["_scroll_id"]}, timeout=60)
         r.raise_for_status()
         body = r.json()
     requests.delete(f"{base_url}/_search/scroll", json={"scroll_id": body["_scroll_id"]}, timeout=10)
+    assert not duplicates, f"shard {shard} on {node} holds live duplicates of an id: {duplicates[:5]}"
     return docs

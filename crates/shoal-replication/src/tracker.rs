@@ -224,6 +224,11 @@ impl ReplicationTracker {
             .collect()
     }
 
+    /// Whether the copy is known here (from the cluster state or as tracked).
+    pub fn knows(&self, allocation_id: &str) -> bool {
+        self.copies.contains_key(allocation_id)
+    }
+
     pub fn is_in_sync(&self, allocation_id: &str) -> bool {
         self.copies.get(allocation_id).is_some_and(|c| c.in_sync)
     }

@@ -97,12 +97,25 @@ pub struct Recoveries {
     outgoing: Mutex<HashMap<String, Arc<Outgoing>>>,
     /// Allocation ids of local copies recovering or recovered (until reported started).
     incoming: Mutex<HashSet<String>>,
+    /// Serializes recoveries writing the same shard directory.
+    shard_locks: Mutex<HashMap<(String, usize), Arc<Mutex<()>>>>,
     /// Progress of the recoveries of local copies, by (index, shard, allocation id).
     pub(crate) records:
         Mutex<std::collections::BTreeMap<(String, usize, String), super::progress::RecoveryRecord>>,
 }
 
+/// The error type of a recovery stopped because its copy is gone (not a failure to report).
+const CANCELLED: &str = "recovery_cancelled_exception";
+
 impl Recoveries {
+    fn shard_lock(&self, index: &str, shard: usize) -> Arc<Mutex<()>> {
+        self.shard_locks
+            .lock()
+            .entry((index.to_string(), shard))
+            .or_default()
+            .clone()
+    }
+
     pub fn is_recovering(&self, allocation_id: &str) -> bool {
         self.incoming.lock().contains(allocation_id)
     }
@@ -149,10 +162,17 @@ impl Node {
                         info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
                         node.report_started(&copy);
                     }
+                    Err(e) if e.error_type == CANCELLED => {
+                        info!(index = %copy.index, shard = copy.shard, allocation_id, "peer recovery cancelled: the copy is no longer assigned here");
+                        node.recoveries.incoming.lock().remove(&allocation_id);
+                    }
                     Err(e) => {
                         warn!(index = %copy.index, shard = copy.shard, allocation_id, error = %e, "peer recovery failed");
                         node.recoveries.incoming.lock().remove(&allocation_id);
-                        service.close_shard(copy.shard as usize);
+                        // Only this recovery's files: a newer copy of the shard may be open.
+                        if service.replication(copy.shard as usize).is_none_or(|r| r.allocation_id == allocation_id) {
+                            service.close_shard(copy.shard as usize);
+                        }
                         node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
                     }
                 }
@@ -168,6 +188,17 @@ impl Node {
     ) -> ApiResult<(usize, u64, usize)> {
         let shard = copy.shard as usize;
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        // One recovery at a time writes a shard's directory; a recovery whose copy was
+        // failed or moved meanwhile (a newer one may be queued) stops here.
+        let shard_lock = self.recoveries.shard_lock(&copy.index, shard);
+        let _writing = shard_lock.lock();
+        if !self.still_assigned_here(copy) {
+            return Err(ApiError::new(
+                409,
+                CANCELLED,
+                "the copy is no longer assigned here",
+            ));
+        }
         let (source_node, source) = self.recovery_source_address(copy)?;
         let (index, record) = (service.name(), |f: &dyn Fn(&mut RecoveryRecord)| {
             self.update_recovery(&copy.index, shard, &allocation_id, f)
@@ -193,6 +224,13 @@ impl Node {
             },
         )?;
         service.close_shard(shard);
+        if !self.still_assigned_here(copy) {
+            return Err(ApiError::new(
+                409,
+                CANCELLED,
+                "the copy is no longer assigned here",
+            ));
+        }
         let config = service.shard_engine_config(shard);
         let index_dir = config.index_dir();
         std::fs::create_dir_all(&index_dir)?;
@@ -250,6 +288,17 @@ impl Node {
             r.finish();
         });
         Ok((files, bytes, reply.ops_replayed))
+    }
+
+    /// Whether the latest cluster state still places this copy (by allocation id) here.
+    fn still_assigned_here(&self, copy: &ShardRouting) -> bool {
+        self.cluster_state()
+            .copies(&copy.index, copy.shard)
+            .iter()
+            .any(|c| {
+                c.allocation_id == copy.allocation_id
+                    && c.node.as_deref() == Some(self.node_id.as_str())
+            })
     }
 
     /// The node a copy recovers from (id, transport address): a relocation's source, or the
@@ -368,19 +417,21 @@ impl Node {
             .filter(|s| s.uuid() == request.index_uuid)
             .ok_or_else(|| crate::shard_search::shard_not_found(&request.index, request.shard))?;
         let engine = service.shard(request.shard)?;
-        // The target's copy must be known here before live operations can be sent to it.
-        let known = self.wait_for_copy_in_state(
-            &request.index,
-            request.shard,
-            &request.target_allocation_id,
-        );
-        if !known {
+        // This copy must act as the primary and know the target (its applier may lag the
+        // state the target acted on) before it can start tracking it.
+        let ready = wait_for(Duration::from_secs(10), || {
+            service.replication(request.shard).is_some_and(|r| {
+                let tracker = r.tracker.lock();
+                tracker.is_primary_mode() && tracker.knows(&request.target_allocation_id)
+            })
+        });
+        if !ready {
             return Err(ApiError::new(
                 409,
                 "illegal_state_exception",
                 format!(
-                    "copy [{}] is not in this node's cluster state",
-                    request.target_allocation_id
+                    "[{}][{}] is not ready to be recovered from: not the primary, or copy [{}] is unknown here",
+                    request.index, request.shard, request.target_allocation_id
                 ),
             ));
         }
@@ -540,23 +591,18 @@ impl Node {
             .map_err(|e| ApiError::internal(format!("malformed replica reply: {e}")))?;
         Ok(reply.local_checkpoint)
     }
+}
 
-    /// Waits (briefly) until this node's applied state lists the copy.
-    fn wait_for_copy_in_state(&self, index: &str, shard: usize, allocation_id: &str) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            let state = self.cluster_state();
-            if state
-                .copies(index, shard as u32)
-                .iter()
-                .any(|c| c.allocation_id.as_deref() == Some(allocation_id))
-            {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+/// Polls `ready` until it holds or `timeout` passes.
+fn wait_for(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        if Instant::now() > deadline {
+            return false;
         }
-        false
+        std::thread::sleep(Duration::from_millis(20));
     }
+    true
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
