@@ -60,6 +60,9 @@ pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
         cluster.ensure_raft_member(node).await;
     }
     reconcile_voters(cluster, &state).await;
+    if abdicate_if_not_a_voter(cluster, &state).await {
+        return;
+    }
     spawn_follower_checks(cluster, &state);
     if shoal_allocation::next_delay_expiry(&state).is_some_and(|due| due <= now_millis()) {
         let _ = cluster.propose_as_leader(Command::Tick).await;
@@ -129,6 +132,35 @@ async fn reconcile_voters(cluster: &Cluster, state: &ClusterState) {
     if let Err(e) = cluster.raft().change_membership(desired, true).await {
         warn!(error = %e, "voting configuration change failed");
     }
+}
+
+/// A cluster manager that is no longer a voter (a voting config exclusion named it) hands
+/// over to a voter, like OpenSearch's abdication: Raft would otherwise let it lead on as a
+/// learner. Acts only once the configuration without it is committed (Raft needs the leader
+/// to commit it). Returns whether it handed over.
+async fn abdicate_if_not_a_voter(cluster: &Cluster, state: &ClusterState) -> bool {
+    let local = cluster.local().raft_id();
+    let (committed, accepted) = cluster.voting_configs();
+    if committed.is_empty() || committed.contains(&local) || committed != accepted {
+        return false;
+    }
+    // Prefer a voter the state knows (it is alive as far as the cluster manager knows).
+    let Some(to) = committed
+        .iter()
+        .copied()
+        .find(|id| state.nodes.values().any(|n| n.raft_id() == *id))
+        .or_else(|| committed.iter().copied().next())
+    else {
+        return false;
+    };
+    info!(
+        to,
+        "not a voter any more: handing over the cluster manager role"
+    );
+    if let Err(e) = cluster.raft().trigger().transfer_leader(to).await {
+        warn!(error = %e, "leadership transfer failed");
+    }
+    true
 }
 
 fn spawn_follower_checks(cluster: &Arc<Cluster>, state: &ClusterState) {

@@ -206,6 +206,7 @@ impl Handler for NodeHandler {
                         .await
                         .map_err(|e| RemoteError::internal(e.to_string()))?
                 }
+                crate::cluster_api::ACTION_NODES_INFO => node.handle_nodes_info(),
                 other => Err(RemoteError::new(
                     400,
                     "action_not_found_transport_exception",
@@ -257,7 +258,7 @@ impl Node {
 
     /// Waits without polling: `check` runs now and again after every cluster state this node
     /// applies (it sees the state and the applied version), until it answers or `timeout`.
-    fn wait_until_applied<T>(
+    pub(crate) fn wait_until_applied<T>(
         &self,
         timeout: Duration,
         mut check: impl FnMut(&ClusterState, u64) -> Option<T>,
@@ -343,8 +344,13 @@ impl Node {
         let open = state_meta.state == shoal_state::IndexState::Open;
         for shard in 0..state_meta.number_of_shards() as usize {
             let copy = local.get(&shard).filter(|_| open);
-            // Replicas wait for peer recovery (next issue); primaries open their store.
-            let wanted = copy.filter(|c| c.primary || c.state != ShardState::Initializing);
+            // Copies recovering from a peer (replicas, relocation targets, primary ones
+            // included) wait for peer recovery (next issue): opening an empty store there and
+            // reporting it started would lose the data. New and existing primaries open.
+            let wanted = copy.filter(|c| {
+                c.state != ShardState::Initializing
+                    || c.recovery_source != Some(shoal_state::RecoverySource::Peer)
+            });
             match wanted {
                 Some(copy) => {
                     let term = state_meta.primary_terms.get(shard).copied().unwrap_or(1) as i64;

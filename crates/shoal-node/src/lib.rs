@@ -3,7 +3,9 @@
 //! holding a primary (cluster issue) plugs in.
 
 pub mod bulk;
+pub mod cluster_api;
 pub mod cluster_bridge;
+pub mod disk_usage;
 pub mod documents;
 pub mod error;
 pub mod index_service;
