@@ -212,6 +212,45 @@ impl Cluster {
             .cloned()
     }
 
+    /// The Raft voters of the last committed and of the last accepted (possibly joint)
+    /// configuration: OpenSearch's `last_committed_config` and `last_accepted_config`.
+    pub fn voting_configs(&self) -> (BTreeSet<RaftId>, BTreeSet<RaftId>) {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        (
+            metrics
+                .committed_membership_config
+                .membership()
+                .voter_ids()
+                .collect(),
+            metrics.membership_config.membership().voter_ids().collect(),
+        )
+    }
+
+    /// Waits, without polling, until the committed voting configuration satisfies `check`.
+    /// Returns whether it did within `timeout`.
+    pub async fn wait_for_committed_voters(
+        &self,
+        timeout: Duration,
+        check: impl Fn(&BTreeSet<RaftId>) -> bool + Send + Sync + 'static,
+    ) -> bool {
+        self.raft
+            .wait(Some(timeout))
+            .metrics(
+                move |m| {
+                    check(
+                        &m.committed_membership_config
+                            .membership()
+                            .voter_ids()
+                            .collect(),
+                    )
+                },
+                "voting configuration",
+            )
+            .await
+            .is_ok()
+    }
+
     /// Whether a cluster manager is known (otherwise `cluster.no_cluster_manager_block` applies).
     pub fn has_cluster_manager(&self) -> bool {
         self.leader_id().is_some()

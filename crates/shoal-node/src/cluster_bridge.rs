@@ -240,6 +240,7 @@ impl Handler for NodeHandler {
                         .await
                         .map_err(|e| RemoteError::internal(e.to_string()))?
                 }
+                crate::cluster_api::ACTION_NODES_INFO => node.handle_nodes_info(),
                 other => Err(RemoteError::new(
                     400,
                     "action_not_found_transport_exception",
@@ -291,7 +292,7 @@ impl Node {
 
     /// Waits without polling: `check` runs now and again after every cluster state this node
     /// applies (it sees the state and the applied version), until it answers or `timeout`.
-    fn wait_until_applied<T>(
+    pub(crate) fn wait_until_applied<T>(
         &self,
         timeout: Duration,
         mut check: impl FnMut(&ClusterState, u64) -> Option<T>,

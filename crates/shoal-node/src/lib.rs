@@ -4,8 +4,10 @@
 
 pub mod broadcast;
 pub mod bulk;
+pub mod cluster_api;
 pub mod cluster_bridge;
 pub mod copies;
+pub mod disk_usage;
 pub mod documents;
 pub mod error;
 pub mod index_service;

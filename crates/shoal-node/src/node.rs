@@ -147,7 +147,9 @@ impl Node {
         handler.attach(&node);
         crate::cluster_bridge::spawn_applier(&node);
         crate::scheduler::spawn(Arc::downgrade(&node));
+        crate::disk_usage::spawn_reporter(&node);
         node.wait_for_local_shards(std::time::Duration::from_secs(20));
+        node.wait_for_single_node_join(std::time::Duration::from_secs(10));
         Ok(node)
     }
 

@@ -15,23 +15,23 @@ use crate::router::blocking;
 
 /// One cell: raw value (for sorting and `bytes`) and how it prints.
 #[derive(Debug, Clone)]
-enum Cell {
+pub(crate) enum Cell {
     Text(String),
     Number(i64),
     Bytes(u64),
     Null,
 }
 
-struct Column {
-    name: &'static str,
-    aliases: &'static [&'static str],
-    default: bool,
-    description: &'static str,
+pub(crate) struct Column {
+    pub(crate) name: &'static str,
+    pub(crate) aliases: &'static [&'static str],
+    pub(crate) default: bool,
+    pub(crate) description: &'static str,
 }
 
-struct Table {
-    columns: Vec<Column>,
-    rows: Vec<Vec<Cell>>,
+pub(crate) struct Table {
+    pub(crate) columns: Vec<Column>,
+    pub(crate) rows: Vec<Vec<Cell>>,
 }
 
 macro_rules! col {
@@ -39,9 +39,10 @@ macro_rules! col {
         Column { name: $name, aliases: &[$($alias),*], default: $default, description: $desc }
     };
 }
+pub(crate) use col;
 
 impl Table {
-    fn render(self, params: &Params) -> RestResult {
+    pub(crate) fn render(self, params: &Params) -> RestResult {
         if params.flag("help") {
             let lines: Vec<String> = self
                 .columns
@@ -235,11 +236,11 @@ fn compare(a: &Cell, b: &Cell) -> std::cmp::Ordering {
     }
 }
 
-fn t(s: impl Into<String>) -> Cell {
+pub(crate) fn t(s: impl Into<String>) -> Cell {
     Cell::Text(s.into())
 }
 
-fn n(v: impl TryInto<i64>) -> Cell {
+pub(crate) fn n(v: impl TryInto<i64>) -> Cell {
     Cell::Number(v.try_into().unwrap_or(i64::MAX))
 }
 
@@ -812,12 +813,15 @@ pub async fn help() -> RestResult {
     let endpoints = [
         "/_cat/aliases",
         "/_cat/aliases/{alias}",
+        "/_cat/allocation",
         "/_cat/count",
         "/_cat/count/{index}",
         "/_cat/health",
         "/_cat/indices",
         "/_cat/indices/{index}",
+        "/_cat/nodeattrs",
         "/_cat/nodes",
+        "/_cat/pending_tasks",
         "/_cat/segments",
         "/_cat/segments/{index}",
         "/_cat/shards",

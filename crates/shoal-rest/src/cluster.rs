@@ -1,17 +1,16 @@
 //! Root, cluster and node APIs, and `_stats`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
-use shoal_node::settings::{self, parse_time};
+use shoal_node::settings;
 use shoal_node::stats;
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions, OPENSEARCH_VERSION};
 use shoal_state::HealthStatus as Health;
 
 use crate::request::{object_body, Params};
-use crate::response::{json, ok, status_only, RestResult};
+use crate::response::{ok, status_only, RestResult};
 use crate::router::blocking;
 
 /// `GET /`.
@@ -42,7 +41,14 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
     )
 }
 
-fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Value, Health, bool)> {
+/// The health body of `state` for the given indices, its status, and whether an index of the
+/// expression is missing (red until it exists).
+pub(crate) fn health_body(
+    node: &Node,
+    state: &shoal_state::ClusterState,
+    index: Option<&str>,
+    level: &str,
+) -> ApiResult<(Value, Health, bool)> {
     let mut missing = false;
     let names: Option<Vec<String>> = match index {
         Some(expr) => match node.resolve(expr, ResolveOptions::admin()) {
@@ -56,7 +62,6 @@ fn health_body(node: &Node, index: Option<&str>, level: &str) -> ApiResult<(Valu
         },
         None => None,
     };
-    let state = node.cluster_state();
     let health = state.health(names.as_deref());
     let overall = if missing { Health::Red } else { health.status };
     let counts_json = |c: &shoal_state::health::Counts| {
@@ -125,38 +130,6 @@ fn merge_into(target: &mut Value, extra: Value) {
     }
 }
 
-/// `GET /_cluster/health[/{index}]` with `wait_for_status` and `timeout`.
-pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
-    let level = params.get("level").unwrap_or("cluster").to_string();
-    let wait_for = match params.get("wait_for_status") {
-        Some(s) => Some(Health::parse(s).ok_or_else(|| {
-            ApiError::bad_request(format!("unknown cluster health status [{s}]"))
-        })?),
-        None => None,
-    };
-    let timeout = match params.get("timeout") {
-        Some(t) => parse_time(t)
-            .map_err(ApiError::bad_request)?
-            .unwrap_or(Duration::from_secs(30)),
-        None => Duration::from_secs(30),
-    };
-    let started = Instant::now();
-    loop {
-        let (node2, index2, level2) = (node.clone(), index.clone(), level.clone());
-        let (mut body, status, missing) =
-            blocking(move || health_body(&node2, index2.as_deref(), &level2)).await?;
-        let satisfied = !missing && wait_for.is_none_or(|w| status <= w);
-        if satisfied || started.elapsed() >= timeout {
-            if !satisfied {
-                body["timed_out"] = json!(true);
-                return Ok(json(StatusCode::REQUEST_TIMEOUT, body, &params));
-            }
-            return ok(body, &params);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// `GET /_cluster/state[/{metrics}[/{indices}]]`.
 pub async fn state(
     node: Arc<Node>,
@@ -165,86 +138,172 @@ pub async fn state(
     params: Params,
 ) -> RestResult {
     let body = blocking(move || {
-        let metrics: Vec<String> = metrics.unwrap_or_else(|| "_all".into()).split(',').map(str::to_string).collect();
-        let want = |m: &str| metrics.iter().any(|x| x == "_all" || x == m);
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let metrics = metrics.unwrap_or_else(|| "_all".into());
         let state = node.cluster_state();
-        let mut body = json!({"cluster_name": node.config.cluster_name, "cluster_uuid": state.cluster_uuid});
-        if want("version") {
-            body["version"] = json!(state.version);
-            body["state_uuid"] = json!(format!("{}-{}", state.cluster_uuid, state.version));
-        }
-        if want("master_node") || want("cluster_manager_node") {
-            body["master_node"] = json!(state.cluster_manager);
-            body["cluster_manager_node"] = json!(state.cluster_manager);
-        }
-        if want("nodes") {
-            let nodes: Map<String, Value> = state
-                .nodes
-                .values()
-                .map(|d| (d.id.clone(), json!({"name": d.name, "ephemeral_id": d.id,
-                    "transport_address": d.transport_address, "attributes": d.attributes})))
-                .collect();
-            body["nodes"] = Value::Object(nodes);
-        }
-        if want("metadata") {
-            let indices: Map<String, Value> = services
-                .iter()
-                .map(|s| {
-                    let m = s.meta();
-                    (m.name.clone(), json!({
-                        "version": m.version, "mapping_version": m.mapping_version, "settings_version": m.settings_version,
-                        "aliases_version": m.aliases_version, "routing_num_shards": m.settings().routing_num_shards(),
-                        "state": m.state.as_str(), "settings": settings::nest_settings_opensearch(&m.settings),
-                        "mappings": {"_doc": m.mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
-                        "primary_terms": m.primary_terms.iter().enumerate().map(|(i, t)| (i.to_string(), json!(t))).collect::<Map<String, Value>>(),
-                        "in_sync_allocations": state.metadata.indices.get(&m.name).map(|sm| {
-                            sm.in_sync_allocations.iter().enumerate().map(|(i, ids)| (i.to_string(), json!(ids))).collect::<Map<String, Value>>()
-                        }).unwrap_or_default()
-                    }))
-                })
-                .collect();
-            let cluster = node.cluster_settings();
-            body["metadata"] = json!({"cluster_uuid": node.cluster_uuid(), "cluster_uuid_committed": true,
-                "persistent_settings": settings::nest_settings(&cluster.persistent), "transient_settings": settings::nest_settings(&cluster.transient),
-                "indices": indices});
-        }
-        if want("routing_table") {
-            let indices: Map<String, Value> = services
-                .iter()
-                .filter_map(|s| {
-                    let name = s.name();
-                    let table = state.routing.get(&name)?;
-                    let shards: Map<String, Value> = table
-                        .shards
-                        .iter()
-                        .enumerate()
-                        .map(|(shard, copies)| (shard.to_string(), Value::Array(copies.iter().map(routing_json).collect())))
-                        .collect();
-                    Some((name, json!({"shards": shards})))
-                })
-                .collect();
-            body["routing_table"] = json!({"indices": indices});
-        }
-        if want("blocks") {
-            body["blocks"] = json!({});
-        }
+        let mut body = json!({"cluster_name": node.config.cluster_name});
+        merge_into(
+            &mut body,
+            state_body(&node, &state, &metrics, index.as_deref())?,
+        );
         Ok(body)
     })
     .await?;
     ok(body, &params)
 }
 
-/// One shard copy as `_cluster/state` prints it.
+/// `ClusterState.toXContent` of `state` for the comma-separated `metrics` (`_all` for all),
+/// the metadata and routing table limited to the `index` expression. Shared with reroute,
+/// which renders a state that may not be published (dry run).
+pub(crate) fn state_body(
+    node: &Node,
+    state: &shoal_state::ClusterState,
+    metrics: &str,
+    index: Option<&str>,
+) -> ApiResult<Value> {
+    let metrics: Vec<&str> = metrics.split(',').map(str::trim).collect();
+    let want = |m: &str| metrics.iter().any(|x| *x == "_all" || *x == m);
+    let services = node.resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
+    let mut body = json!({"cluster_uuid": state.cluster_uuid});
+    if want("version") {
+        body["version"] = json!(state.version);
+        body["state_uuid"] = json!(format!("{}-{}", state.cluster_uuid, state.version));
+    }
+    if want("master_node") {
+        body["master_node"] = json!(state.cluster_manager);
+    }
+    if want("cluster_manager_node") {
+        body["cluster_manager_node"] = json!(state.cluster_manager);
+    }
+    if want("blocks") {
+        body["blocks"] = json!({});
+    }
+    if want("nodes") {
+        let nodes: Map<String, Value> = state
+            .nodes
+            .values()
+            .map(|d| {
+                (
+                    d.id.clone(),
+                    json!({"name": d.name, "ephemeral_id": d.id,
+                "transport_address": d.transport_address, "attributes": d.attributes}),
+                )
+            })
+            .collect();
+        body["nodes"] = Value::Object(nodes);
+    }
+    if want("metadata") {
+        let indices: Map<String, Value> = services
+            .iter()
+            .map(|s| {
+                let m = s.meta();
+                (m.name.clone(), json!({
+                    "version": m.version, "mapping_version": m.mapping_version, "settings_version": m.settings_version,
+                    "aliases_version": m.aliases_version, "routing_num_shards": m.settings().routing_num_shards(),
+                    "state": m.state.as_str(), "settings": settings::nest_settings_opensearch(&m.settings),
+                    "mappings": {"_doc": m.mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
+                    "primary_terms": m.primary_terms.iter().enumerate().map(|(i, t)| (i.to_string(), json!(t))).collect::<Map<String, Value>>(),
+                    "in_sync_allocations": state.metadata.indices.get(&m.name).map(|sm| {
+                        sm.in_sync_allocations.iter().enumerate().map(|(i, ids)| (i.to_string(), json!(ids))).collect::<Map<String, Value>>()
+                    }).unwrap_or_default()
+                }))
+            })
+            .collect();
+        let (committed, accepted) = node.voting_configs(state);
+        let exclusions: Vec<Value> = state
+            .metadata
+            .voting_config_exclusions
+            .iter()
+            .map(|e| json!({"node_id": e.node_id, "node_name": e.node_name}))
+            .collect();
+        body["metadata"] = json!({"cluster_uuid": state.cluster_uuid, "cluster_uuid_committed": true,
+            "cluster_coordination": {"term": state.term, "last_committed_config": committed,
+                "last_accepted_config": accepted, "voting_config_exclusions": exclusions},
+            "persistent_settings": settings::nest_settings(&state.metadata.persistent_settings),
+            "transient_settings": settings::nest_settings(&state.metadata.transient_settings),
+            "indices": indices});
+    }
+    if want("routing_table") {
+        let indices: Map<String, Value> = services
+            .iter()
+            .filter_map(|s| {
+                let name = s.name();
+                let table = state.routing.get(&name)?;
+                let shards: Map<String, Value> = table
+                    .shards
+                    .iter()
+                    .enumerate()
+                    // A relocation target is only in `routing_nodes`, as in OpenSearch.
+                    .map(|(shard, copies)| {
+                        (
+                            shard.to_string(),
+                            Value::Array(
+                                copies
+                                    .iter()
+                                    .filter(|c| c.relocation_target_of().is_none())
+                                    .map(routing_json)
+                                    .collect(),
+                            ),
+                        )
+                    })
+                    .collect();
+                Some((name, json!({"shards": shards})))
+            })
+            .collect();
+        body["routing_table"] = json!({"indices": indices});
+    }
+    if want("routing_nodes") {
+        body["routing_nodes"] = routing_nodes_json(state);
+    }
+    Ok(body)
+}
+
+/// `routing_nodes`: unassigned copies, then the copies of every data node.
+fn routing_nodes_json(state: &shoal_state::ClusterState) -> Value {
+    let unassigned: Vec<Value> = state
+        .all_copies()
+        .filter(|c| c.node.is_none())
+        .map(routing_json)
+        .collect();
+    let nodes: Map<String, Value> = state
+        .nodes
+        .values()
+        .filter(|n| n.is_data())
+        .map(|n| {
+            (
+                n.id.clone(),
+                Value::Array(state.copies_on_node(&n.id).map(routing_json).collect()),
+            )
+        })
+        .collect();
+    json!({"unassigned": unassigned, "nodes": nodes})
+}
+
+/// One shard copy as `ShardRouting.toXContent` prints it.
 fn routing_json(copy: &shoal_state::ShardRouting) -> Value {
     let mut v = json!({"state": copy.state.as_str(), "primary": copy.primary, "node": copy.node,
         "relocating_node": copy.relocating_node, "shard": copy.shard, "index": copy.index});
+    if let Some(source) = copy.recovery_source {
+        let kind = match source {
+            shoal_state::RecoverySource::EmptyStore => "EMPTY_STORE",
+            shoal_state::RecoverySource::ExistingStore => "EXISTING_STORE",
+            shoal_state::RecoverySource::Peer => "PEER",
+        };
+        v["recovery_source"] = json!({"type": kind});
+    }
     if let Some(id) = &copy.allocation_id {
         v["allocation_id"] = json!({"id": id});
     }
     if let Some(info) = &copy.unassigned {
-        v["unassigned_info"] = json!({"reason": info.reason.as_str(), "delayed": info.delayed,
+        let mut unassigned = json!({"reason": info.reason.as_str(),
+            "at": shoal_mapping::date::format_iso(info.at_millis), "delayed": info.delayed,
             "allocation_status": info.last_allocation_status});
+        if info.failed_allocations > 0 {
+            unassigned["failed_attempts"] = json!(info.failed_allocations);
+        }
+        if let Some(details) = &info.details {
+            unassigned["details"] = json!(details);
+        }
+        v["unassigned_info"] = unassigned;
     }
     v
 }
@@ -291,33 +350,6 @@ pub async fn put_settings(node: Arc<Node>, params: Params, body: axum::body::Byt
     };
     ok(
         json!({"acknowledged": true, "persistent": settings::nest_settings(&strip_nulls(persistent)), "transient": settings::nest_settings(&strip_nulls(transient))}),
-        &params,
-    )
-}
-
-fn node_info(node: &Node) -> Value {
-    let config = &node.config;
-    json!({
-        "name": config.node_name,
-        "transport_address": format!("{}:{}", config.http_host, config.transport_port),
-        "host": config.http_host, "ip": config.http_host,
-        "version": OPENSEARCH_VERSION, "build_type": "tar", "build_hash": env!("CARGO_PKG_VERSION"),
-        "total_indexing_buffer": 134217728,
-        "roles": ["cluster_manager", "data", "ingest", "remote_cluster_client"],
-        "attributes": {"shard_indexing_pressure_enabled": "true"},
-        "settings": settings::nest_settings(&config.settings),
-        "os": {"name": std::env::consts::OS, "arch": std::env::consts::ARCH, "available_processors": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), "allocated_processors": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)},
-        "process": {"id": std::process::id(), "mlockall": false},
-        "http": {"bound_address": [format!("{}:{}", config.http_host, config.http_port)], "publish_address": format!("{}:{}", config.http_host, config.http_port), "max_content_length_in_bytes": 104857600},
-        "plugins": [], "modules": []
-    })
-}
-
-/// `GET /_nodes[/{node}][/{metric}]`.
-pub async fn nodes_info(node: Arc<Node>, params: Params) -> RestResult {
-    let info = node_info(&node);
-    ok(
-        json!({"_nodes": {"total": 1, "successful": 1, "failed": 0}, "cluster_name": node.config.cluster_name, "nodes": {node.node_id.clone(): info}}),
         &params,
     )
 }

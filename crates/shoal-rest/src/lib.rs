@@ -2,8 +2,11 @@
 //! call the node's coordinator on a blocking thread, and render OpenSearch's JSON.
 
 mod cat;
+mod cat_admin;
 mod cluster;
+mod cluster_admin;
 mod documents;
+mod health;
 mod indices;
 mod request;
 mod response;

@@ -57,6 +57,7 @@ pub fn router(node: Arc<Node>) -> Router {
                 }),
         )
         .merge(cluster_routes())
+        .merge(crate::cluster_admin::routes())
         .merge(cat_routes())
         .merge(search_routes())
         .merge(document_routes())
@@ -81,16 +82,6 @@ pub fn router(node: Arc<Node>) -> Router {
 fn cluster_routes() -> Router<S> {
     Router::new()
         .route(
-            "/_cluster/health",
-            get(|State(n): State<S>, Query(q): Q| cluster::health(n, None, p(q))),
-        )
-        .route(
-            "/_cluster/health/{index}",
-            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
-                cluster::health(n, Some(i), p(q))
-            }),
-        )
-        .route(
             "/_cluster/state",
             get(|State(n): State<S>, Query(q): Q| cluster::state(n, None, None, p(q))),
         )
@@ -114,10 +105,6 @@ fn cluster_routes() -> Router<S> {
                 .put(|State(n): State<S>, Query(q): Q, b: Bytes| cluster::put_settings(n, p(q), b)),
         )
         .route(
-            "/_nodes",
-            get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))),
-        )
-        .route(
             "/_nodes/stats",
             get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
         )
@@ -132,14 +119,6 @@ fn cluster_routes() -> Router<S> {
         .route(
             "/_nodes/{node}/stats/{metric}",
             get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
-        )
-        .route(
-            "/_nodes/{node}",
-            get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))),
-        )
-        .route(
-            "/_nodes/{node}/{metric}",
-            get(|State(n): State<S>, Query(q): Q| cluster::nodes_info(n, p(q))),
         )
         .route(
             "/_stats",

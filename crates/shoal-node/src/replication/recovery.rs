@@ -131,7 +131,9 @@ impl Recoveries {
 /// replica, or the target of a relocation.
 pub fn needs_peer_recovery(copy: &ShardRouting) -> bool {
     copy.state == shoal_state::ShardState::Initializing
-        && (!copy.primary || copy.relocating_node.is_some())
+        && (copy.recovery_source == Some(shoal_state::RecoverySource::Peer)
+            || !copy.primary
+            || copy.relocating_node.is_some())
 }
 
 impl Node {

@@ -1,0 +1,731 @@
+//! Cluster administration on the node: waiting on applied cluster states, allocation explain,
+//! reroute (dry run or through Raft), voting configuration exclusions, node selectors and
+//! node info for `_nodes`. The disk usage reporter lives in `disk_usage.rs`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use shoal_allocation::ExplainRequest;
+use shoal_state::{
+    ClusterState, Command, DiscoveryNode, RerouteCommand, StateError, VotingExclusion,
+};
+
+use crate::error::{ApiError, ApiResult};
+use crate::node::{now_millis, Node};
+
+/// Transport action answering a node's own `_nodes` sections.
+pub const ACTION_NODES_INFO: &str = "cluster:monitor/nodes/info[n]";
+
+/// OpenSearch's marker for the unknown half of a voting exclusion (`VotingConfigExclusion`).
+pub const ABSENT: &str = "_absent_";
+
+pub(crate) fn state_error(e: StateError) -> ApiError {
+    ApiError::new(e.status, &e.error_type, e.reason)
+}
+
+/// `OpenSearchTimeoutException`: 504 `timeout_exception`.
+fn timeout_error(reason: String) -> ApiError {
+    ApiError::new(504, "timeout_exception", reason)
+}
+
+/// What a reroute did: the resulting state (not published for a dry run) and, with
+/// `explain`, one explanation per command.
+pub struct RerouteOutcome {
+    pub state: Arc<ClusterState>,
+    pub explanations: Vec<Value>,
+}
+
+impl Node {
+    /// Waits without polling until `check` accepts the cluster state: it runs now and after
+    /// every state this node applies. `None` when `timeout` passed first.
+    pub fn wait_for_state<T>(
+        &self,
+        timeout: Duration,
+        mut check: impl FnMut(&ClusterState) -> Option<T>,
+    ) -> Option<T> {
+        self.wait_until_applied(timeout, |state, _| check(state))
+    }
+
+    /// A single-node cluster elects itself and adds this node within a second of starting:
+    /// waiting for that (bounded) lets the first requests see the node in its own cluster.
+    /// A node with peers never waits here (they may not be started yet).
+    pub(crate) fn wait_for_single_node_join(&self, timeout: Duration) {
+        if self.cluster.config().single_node {
+            self.wait_for_state(timeout, |state| {
+                state.nodes.contains_key(&self.node_id).then_some(())
+            });
+        }
+    }
+
+    /// `GET /_cluster/allocation/explain`, from this node's applied state.
+    pub fn allocation_explain(
+        &self,
+        request: &ExplainRequest,
+        include_yes_decisions: bool,
+        include_disk_info: bool,
+    ) -> ApiResult<Value> {
+        let state = self.cluster_state();
+        let mut body =
+            shoal_allocation::explain(&state, request, include_yes_decisions, now_millis())
+                .map_err(state_error)?;
+        if include_disk_info {
+            body["cluster_info"] = self.cluster_info_json(&state);
+        }
+        Ok(body)
+    }
+
+    /// `ClusterInfo` as explain prints it: disk usage per node and the sizes of this node's
+    /// shards (other nodes' shard sizes are not reported to the cluster state).
+    fn cluster_info_json(&self, state: &ClusterState) -> Value {
+        let mut nodes = Map::new();
+        for (id, node) in &state.nodes {
+            let Some(usage) = self.disk_usage_of(state, id) else {
+                continue;
+            };
+            let path = if *id == self.node_id {
+                self.config.data_path.display().to_string()
+            } else {
+                String::new()
+            };
+            let disk = disk_usage_json(&path, &usage);
+            nodes.insert(
+                id.clone(),
+                json!({"node_name": node.name, "least_available": disk, "most_available": disk}),
+            );
+        }
+        let mut shard_sizes = Map::new();
+        for copy in state.copies_on_node(&self.node_id) {
+            let size = self
+                .index(&copy.index)
+                .and_then(|s| s.shard(copy.shard as usize).ok())
+                .map(|engine| engine.stats().store_size_in_bytes);
+            if let Some(size) = size {
+                let kind = if copy.primary { "p" } else { "r" };
+                shard_sizes.insert(
+                    format!("[{}][{}][{kind}]_bytes", copy.index, copy.shard),
+                    json!(size),
+                );
+            }
+        }
+        json!({"nodes": nodes, "shard_sizes": shard_sizes, "shard_paths": {}, "reserved_sizes": []})
+    }
+
+    /// `POST /_cluster/reroute`. Commands run on a copy of the applied state first: that gives
+    /// the explanations, refuses bad commands before anything is proposed, and is the whole
+    /// answer of a dry run (commands, then allocation, never published). With `explain`, a
+    /// refused command becomes a NO explanation and the others still run, like OpenSearch.
+    pub fn reroute(
+        &self,
+        commands: Vec<RerouteCommand>,
+        retry_failed: bool,
+        dry_run: bool,
+        explain: bool,
+    ) -> ApiResult<RerouteOutcome> {
+        let now = now_millis();
+        let mut work = (*self.cluster_state()).clone();
+        let (accepted, explanations) = if explain {
+            execute_explained(&mut work, commands, retry_failed, now)
+        } else {
+            let explanations = shoal_allocation::execute(&mut work, &commands, retry_failed, now)
+                .map_err(state_error)?;
+            (commands, explanations)
+        };
+        if dry_run {
+            shoal_allocation::reroute(&mut work, now);
+            return Ok(RerouteOutcome {
+                state: Arc::new(work),
+                explanations,
+            });
+        }
+        let state = self.propose(Command::Reroute {
+            commands: accepted,
+            retry_failed,
+        })?;
+        Ok(RerouteOutcome {
+            state,
+            explanations,
+        })
+    }
+
+    /// `POST /_cluster/voting_config_exclusions`: adds the exclusions, then waits until the
+    /// excluded nodes are out of the committed voting configuration (the cluster manager
+    /// reconfigures Raft when it sees them; excluding itself makes it step down).
+    pub fn add_voting_exclusions(
+        &self,
+        node_ids: &[String],
+        node_names: &[String],
+        timeout: Duration,
+    ) -> ApiResult<()> {
+        if node_ids.is_empty() == node_names.is_empty() {
+            return Err(ApiError::bad_request(
+                "Please set node identifiers correctly. One and only one of [node_name], [node_names] and [node_ids] has to be set",
+            ));
+        }
+        let started = Instant::now();
+        let state = self.cluster_state();
+        let existing = &state.metadata.voting_config_exclusions;
+        let added: Vec<VotingExclusion> = resolve_exclusions(&state, node_ids, node_names)
+            .into_iter()
+            .filter(|e| !existing.contains(e))
+            .collect();
+        let max = self
+            .cluster_setting("cluster.max_voting_config_exclusions")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(10);
+        if existing.len() + added.len() > max {
+            // OpenSearch quotes the (deprecated, here always empty) node descriptions.
+            return Err(ApiError::bad_request(format!(
+                "add voting config exclusions request for [] would add [{}] exclusions to the existing [{}] which would exceed the maximum of [{max}] set by [cluster.max_voting_config_exclusions]",
+                added.len(),
+                existing.len()
+            )));
+        }
+        let mut all = existing.clone();
+        all.extend(added.iter().cloned());
+        self.propose(Command::SetVotingExclusions(all))?;
+        let excluded: BTreeSet<u64> = added
+            .iter()
+            .filter(|e| e.node_id != ABSENT)
+            .map(|e| shoal_state::raft_id_of(&e.node_id))
+            .collect();
+        let remaining = timeout.saturating_sub(started.elapsed());
+        let removed = self.runtime.block_on(
+            self.cluster
+                .wait_for_committed_voters(remaining, move |voters| voters.is_disjoint(&excluded)),
+        );
+        if !removed {
+            return Err(timeout_error(format!(
+                "timed out waiting for voting config exclusions {} to take effect",
+                describe_exclusions(&added)
+            )));
+        }
+        Ok(())
+    }
+
+    /// `DELETE /_cluster/voting_config_exclusions`: with `wait_for_removal`, first waits until
+    /// every excluded node has left the cluster.
+    pub fn clear_voting_exclusions(
+        &self,
+        wait_for_removal: bool,
+        timeout: Duration,
+    ) -> ApiResult<()> {
+        let initial = self
+            .cluster_state()
+            .metadata
+            .voting_config_exclusions
+            .clone();
+        if initial.is_empty() {
+            return Ok(());
+        }
+        if wait_for_removal {
+            let gone = self.wait_for_state(timeout, |state| {
+                initial
+                    .iter()
+                    .all(|e| !state.nodes.contains_key(&e.node_id))
+                    .then_some(())
+            });
+            if gone.is_none() {
+                return Err(timeout_error(format!(
+                    "timed out waiting for removal of nodes; if nodes should not be removed, set waitForRemoval to false. {}",
+                    describe_exclusions(&initial)
+                )));
+            }
+        }
+        self.propose(Command::SetVotingExclusions(Vec::new()))?;
+        Ok(())
+    }
+
+    /// The node ids of the last committed and last accepted voting configurations (a voter
+    /// that is not in the cluster state any more shows as its Raft id).
+    pub fn voting_configs(&self, state: &ClusterState) -> (Vec<String>, Vec<String>) {
+        let (committed, accepted) = self.cluster.voting_configs();
+        let names = |ids: BTreeSet<u64>| -> Vec<String> {
+            ids.into_iter()
+                .map(|raft_id| {
+                    state
+                        .nodes
+                        .values()
+                        .find(|n| n.raft_id() == raft_id)
+                        .map(|n| n.id.clone())
+                        .unwrap_or_else(|| raft_id.to_string())
+                })
+                .collect()
+        };
+        (names(committed), names(accepted))
+    }
+
+    /// `_nodes` sections of the given nodes: this node answers for itself, the others over the
+    /// transport. A node that does not answer is a failure (`_nodes.failures`).
+    pub fn nodes_info(
+        &self,
+        state: &ClusterState,
+        ids: &[String],
+        timeout: Duration,
+    ) -> Vec<(String, ApiResult<Value>)> {
+        let calls = ids.iter().map(|id| {
+            let address = state.nodes.get(id).map(|n| n.transport_address.clone());
+            let (id, local) = (id.clone(), *id == self.node_id);
+            let transport = self.transport.clone();
+            async move {
+                if local {
+                    return (id, Ok(Value::Null));
+                }
+                let Some(address) = address else {
+                    return (
+                        id.clone(),
+                        Err(ApiError::bad_request(format!("unknown node [{id}]"))),
+                    );
+                };
+                let reply = transport
+                    .call(&address, ACTION_NODES_INFO, Bytes::new(), timeout)
+                    .await
+                    .map_err(|e| {
+                        let remote = e.to_remote_error();
+                        ApiError::new(remote.status, &remote.error_type, remote.reason)
+                    })
+                    .and_then(|bytes| {
+                        serde_json::from_slice(&bytes)
+                            .map_err(|e| ApiError::internal(format!("malformed node info: {e}")))
+                    });
+                (id, reply)
+            }
+        });
+        let answers = self.runtime.block_on(futures::future::join_all(calls));
+        answers
+            .into_iter()
+            .map(|(id, answer)| {
+                let answer = if id == self.node_id {
+                    Ok(self.local_node_sections())
+                } else {
+                    answer
+                };
+                (id, answer)
+            })
+            .collect()
+    }
+
+    /// What only this node knows about itself for `_nodes`: its settings (flat), OS, process,
+    /// transport and HTTP addresses. The rest comes from the cluster state.
+    pub fn local_node_sections(&self) -> Value {
+        let config = &self.config;
+        let processors = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let local = self.cluster.local();
+        let http = format!("{}:{}", config.http_host, config.http_port);
+        json!({
+            "total_indexing_buffer": 134217728,
+            "settings": node_settings(config),
+            "os": {"refresh_interval_in_millis": 1000, "name": os_name(), "pretty_name": os_name(),
+                   "arch": std::env::consts::ARCH, "available_processors": processors,
+                   "allocated_processors": processors},
+            "process": {"refresh_interval_in_millis": 1000, "id": std::process::id(), "mlockall": false},
+            "transport": {"bound_address": [local.transport_address], "publish_address": local.transport_address,
+                          "profiles": {}},
+            "http": {"bound_address": [http], "publish_address": http,
+                     "max_content_length_in_bytes": 104857600},
+            "plugins": [], "modules": []
+        })
+    }
+
+    /// Serves [`ACTION_NODES_INFO`] for another node's `_nodes` request.
+    pub(crate) fn handle_nodes_info(&self) -> Result<Bytes, shoal_transport::RemoteError> {
+        Ok(Bytes::from(
+            serde_json::to_vec(&self.local_node_sections()).expect("json"),
+        ))
+    }
+}
+
+/// The node's settings as OpenSearch lists them: the given ones plus `client.type`, which
+/// every OpenSearch node sets for itself.
+fn node_settings(config: &crate::node::NodeConfig) -> Value {
+    let mut settings = config.settings.clone();
+    settings
+        .entry("client.type".to_string())
+        .or_insert_with(|| json!("node"));
+    json!(settings)
+}
+
+fn os_name() -> &'static str {
+    match std::env::consts::OS {
+        "linux" => "Linux",
+        "macos" => "Mac OS X",
+        other => other,
+    }
+}
+
+pub(crate) fn disk_usage_json(path: &str, usage: &shoal_state::DiskUsage) -> Value {
+    let used = usage.total_bytes.saturating_sub(usage.available_bytes);
+    let percent = |part: u64| {
+        if usage.total_bytes == 0 {
+            0.0
+        } else {
+            100.0 * part as f64 / usage.total_bytes as f64
+        }
+    };
+    json!({"path": path, "total_bytes": usage.total_bytes, "used_bytes": used,
+           "free_bytes": usage.available_bytes, "free_disk_percent": percent(usage.available_bytes),
+           "used_disk_percent": percent(used)})
+}
+
+/// Runs commands one at a time: a refused command is explained as NO (with the decider
+/// name OpenSearch uses for it) and leaves the state as it was.
+fn execute_explained(
+    state: &mut ClusterState,
+    commands: Vec<RerouteCommand>,
+    retry_failed: bool,
+    now: i64,
+) -> (Vec<RerouteCommand>, Vec<Value>) {
+    if retry_failed {
+        let _ = shoal_allocation::execute(state, &[], true, now);
+    }
+    let mut accepted = Vec::new();
+    let mut explanations = Vec::new();
+    for command in commands {
+        match shoal_allocation::execute(state, std::slice::from_ref(&command), false, now) {
+            Ok(mut explained) => {
+                explanations.append(&mut explained);
+                accepted.push(command);
+            }
+            Err(e) => explanations.push(refused_explanation(&command, &e.reason)),
+        }
+    }
+    (accepted, explanations)
+}
+
+/// `RerouteExplanation` of a command a decider or a check refused.
+pub fn refused_explanation(command: &RerouteCommand, reason: &str) -> Value {
+    let (name, parameters) = command_parameters(command);
+    let decider = match command {
+        RerouteCommand::Move { .. } => "move_allocation_command".to_string(),
+        RerouteCommand::Cancel { .. } => "cancel_allocation_command".to_string(),
+        _ => format!("{name} (allocation command)"),
+    };
+    // The thrown message starts with `[command_name] `; the explanation does not.
+    let explanation = match reason.strip_prefix('[') {
+        Some(rest) if reason.starts_with(&format!("[{name}")) => rest
+            .split_once("] ")
+            .map(|(_, text)| text.to_string())
+            .unwrap_or_else(|| reason.to_string()),
+        _ => reason.to_string(),
+    };
+    json!({"command": name, "parameters": parameters,
+           "decisions": [{"decider": decider, "decision": "NO", "explanation": explanation}]})
+}
+
+/// A command's name and parameters as OpenSearch echoes them in explanations.
+pub fn command_parameters(command: &RerouteCommand) -> (&'static str, Value) {
+    match command {
+        RerouteCommand::Move {
+            index,
+            shard,
+            from_node,
+            to_node,
+        } => (
+            "move",
+            json!({"index": index, "shard": shard, "from_node": from_node, "to_node": to_node}),
+        ),
+        RerouteCommand::Cancel {
+            index,
+            shard,
+            node,
+            allow_primary,
+        } => (
+            "cancel",
+            json!({"index": index, "shard": shard, "node": node, "allow_primary": allow_primary}),
+        ),
+        RerouteCommand::AllocateReplica { index, shard, node } => (
+            "allocate_replica",
+            json!({"index": index, "shard": shard, "node": node}),
+        ),
+        RerouteCommand::AllocateEmptyPrimary {
+            index,
+            shard,
+            node,
+            accept_data_loss,
+        } => (
+            "allocate_empty_primary",
+            json!({"index": index, "shard": shard, "node": node, "accept_data_loss": accept_data_loss}),
+        ),
+        RerouteCommand::AllocateStalePrimary {
+            index,
+            shard,
+            node,
+            accept_data_loss,
+        } => (
+            "allocate_stale_primary",
+            json!({"index": index, "shard": shard, "node": node, "accept_data_loss": accept_data_loss}),
+        ),
+    }
+}
+
+/// `AddVotingConfigExclusionsRequest.resolveVotingConfigExclusions`: known cluster-manager-
+/// eligible nodes by id or name; an unknown one is kept with its other half `_absent_`; known
+/// nodes that cannot vote are skipped.
+pub fn resolve_exclusions(
+    state: &ClusterState,
+    node_ids: &[String],
+    node_names: &[String],
+) -> Vec<VotingExclusion> {
+    let exclusion = |node: &DiscoveryNode| VotingExclusion {
+        node_id: node.id.clone(),
+        node_name: node.name.clone(),
+    };
+    let mut out: Vec<VotingExclusion> = Vec::new();
+    let mut push = |e: VotingExclusion| {
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    };
+    for id in node_ids {
+        match state.nodes.get(id) {
+            Some(node) if node.is_cluster_manager_eligible() => push(exclusion(node)),
+            Some(_) => {}
+            None => push(VotingExclusion {
+                node_id: id.clone(),
+                node_name: ABSENT.to_string(),
+            }),
+        }
+    }
+    for name in node_names {
+        match state.node_by_name(name) {
+            Some(node) if node.is_cluster_manager_eligible() => push(exclusion(node)),
+            Some(_) => {}
+            None => push(VotingExclusion {
+                node_id: ABSENT.to_string(),
+                node_name: name.clone(),
+            }),
+        }
+    }
+    out
+}
+
+/// A Java `Set<VotingConfigExclusion>.toString()`: `[{id}{name}, ...]`.
+fn describe_exclusions(exclusions: &[VotingExclusion]) -> String {
+    let parts: Vec<String> = exclusions
+        .iter()
+        .map(|e| format!("{{{}}}{{{}}}", e.node_id, e.node_name))
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// `DiscoveryNodes.resolveNodes`: `_local`, `_all`, `_cluster_manager`/`_master`, ids, names,
+/// host names or addresses (with `*` wildcards), `role:true|false` (`data`, `ingest`,
+/// `cluster_manager`/`master`, `remote_cluster_client`, `coordinating_only`) and
+/// `attribute:value` (wildcards on both sides). Selectors apply in order, so `data:false` can
+/// remove what an earlier one added. No selector means every node. Ids come back in state order.
+pub fn resolve_node_selectors(
+    state: &ClusterState,
+    local_id: &str,
+    selectors: &[String],
+) -> Vec<String> {
+    if selectors.is_empty() {
+        return state.nodes.keys().cloned().collect();
+    }
+    let matches = |pattern: &str, text: &str| crate::routing::wildcard_match(pattern, text);
+    let mut chosen: BTreeSet<String> = BTreeSet::new();
+    for selector in selectors.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        match selector {
+            "_local" => {
+                chosen.insert(local_id.to_string());
+                continue;
+            }
+            "_master" | "_cluster_manager" => {
+                chosen.extend(state.cluster_manager.clone());
+                continue;
+            }
+            id if state.nodes.contains_key(id) => {
+                chosen.insert(id.to_string());
+                continue;
+            }
+            _ => {}
+        }
+        for node in state.nodes.values() {
+            if selector == "_all"
+                || matches(selector, &node.name)
+                || matches(selector, &node.ip)
+                || matches(selector, &node.host)
+            {
+                chosen.insert(node.id.clone());
+            }
+        }
+        let Some((name, value)) = selector.split_once(':') else {
+            continue;
+        };
+        let role = match name {
+            "data" => Some(Some(shoal_state::Role::Data)),
+            "ingest" => Some(Some(shoal_state::Role::Ingest)),
+            "master" | "cluster_manager" => Some(Some(shoal_state::Role::ClusterManager)),
+            "remote_cluster_client" => Some(Some(shoal_state::Role::RemoteClusterClient)),
+            "coordinating_only" => Some(None),
+            _ => None,
+        };
+        match role {
+            Some(role) => {
+                // `Booleans.parseBoolean(value, true)`: anything but `false` adds.
+                let add = value != "false";
+                for node in state.nodes.values() {
+                    let has = match role {
+                        Some(role) => node.roles.contains(&role),
+                        None => node.roles.is_empty(),
+                    };
+                    if has && add {
+                        chosen.insert(node.id.clone());
+                    } else if has {
+                        chosen.remove(&node.id);
+                    }
+                }
+            }
+            None => {
+                for node in state.nodes.values() {
+                    if node
+                        .attributes
+                        .iter()
+                        .any(|(k, v)| matches(name, k) && matches(value, v))
+                    {
+                        chosen.insert(node.id.clone());
+                    }
+                }
+            }
+        }
+    }
+    // `_local` before the node joined the state still names this node.
+    let mut out: Vec<String> = state
+        .nodes
+        .keys()
+        .filter(|id| chosen.contains(*id))
+        .cloned()
+        .collect();
+    if chosen.contains(local_id) && !state.nodes.contains_key(local_id) {
+        out.push(local_id.to_string());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_state::Role;
+
+    fn node(id: &str, roles: &[Role], attrs: &[(&str, &str)]) -> DiscoveryNode {
+        DiscoveryNode {
+            id: id.into(),
+            name: format!("name-{id}"),
+            transport_address: format!("127.0.0.1:93{id}"),
+            http_address: format!("127.0.0.1:92{id}"),
+            host: "127.0.0.1".into(),
+            ip: "127.0.0.1".into(),
+            roles: roles.iter().copied().collect(),
+            attributes: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            version: "2.18.0".into(),
+        }
+    }
+
+    fn state() -> ClusterState {
+        let mut state = ClusterState::new("test");
+        for n in [
+            node("a", &[Role::ClusterManager, Role::Data], &[("zone", "z1")]),
+            node("b", &[Role::Data], &[("zone", "z2")]),
+            node("c", &[Role::ClusterManager], &[]),
+            node("d", &[], &[]),
+        ] {
+            state.nodes.insert(n.id.clone(), n);
+        }
+        state.cluster_manager = Some("c".into());
+        state
+    }
+
+    fn resolve(selectors: &[&str]) -> Vec<String> {
+        let selectors: Vec<String> = selectors.iter().map(|s| s.to_string()).collect();
+        resolve_node_selectors(&state(), "b", &selectors)
+    }
+
+    #[test]
+    fn node_selectors_resolve_like_discovery_nodes() {
+        assert_eq!(resolve(&[]), ["a", "b", "c", "d"]);
+        assert_eq!(resolve(&["_all"]), ["a", "b", "c", "d"]);
+        assert_eq!(resolve(&["_local"]), ["b"]);
+        assert_eq!(resolve(&["_master"]), ["c"]);
+        assert_eq!(resolve(&["_cluster_manager", "a"]), ["a", "c"]);
+        assert_eq!(resolve(&["name-d"]), ["d"]);
+        assert_eq!(resolve(&["name-*"]), ["a", "b", "c", "d"]);
+        assert_eq!(resolve(&["data:true"]), ["a", "b"]);
+        assert_eq!(resolve(&["_all", "data:false"]), ["c", "d"]);
+        assert_eq!(resolve(&["master:true"]), ["a", "c"]);
+        assert_eq!(resolve(&["coordinating_only:true"]), ["d"]);
+        assert_eq!(resolve(&["zone:z2"]), ["b"]);
+        assert_eq!(resolve(&["zo*:z*"]), ["a", "b"]);
+        assert!(resolve(&["nope"]).is_empty());
+    }
+
+    #[test]
+    fn exclusions_resolve_known_eligible_nodes_and_mark_unknown_ones_absent() {
+        let state = state();
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let got = resolve_exclusions(&state, &ids(&["a", "b", "zz"]), &[]);
+        assert_eq!(
+            got,
+            vec![
+                VotingExclusion {
+                    node_id: "a".into(),
+                    node_name: "name-a".into()
+                },
+                VotingExclusion {
+                    node_id: "zz".into(),
+                    node_name: ABSENT.into()
+                },
+            ]
+        );
+        let got = resolve_exclusions(&state, &[], &ids(&["name-c", "ghost"]));
+        assert_eq!(got[0].node_id, "c");
+        assert_eq!(got[1].node_id, ABSENT);
+        assert_eq!(
+            describe_exclusions(&got),
+            "[{c}{name-c}, {_absent_}{ghost}]"
+        );
+    }
+
+    #[test]
+    fn refused_commands_explain_without_the_command_prefix() {
+        let cancel = RerouteCommand::Cancel {
+            index: "i".into(),
+            shard: 9,
+            node: "n".into(),
+            allow_primary: false,
+        };
+        let v = refused_explanation(
+            &cancel,
+            "[cancel_allocation] can't cancel 9, failed to find it on node {n}",
+        );
+        assert_eq!(v["decisions"][0]["decider"], "cancel_allocation_command");
+        assert_eq!(v["decisions"][0]["decision"], "NO");
+        assert_eq!(
+            v["decisions"][0]["explanation"],
+            "can't cancel 9, failed to find it on node {n}"
+        );
+        assert_eq!(v["parameters"]["allow_primary"], false);
+        let replica = RerouteCommand::AllocateReplica {
+            index: "i".into(),
+            shard: 0,
+            node: "n".into(),
+        };
+        let v = refused_explanation(
+            &replica,
+            "[allocate_replica] all copies of [i][0] are already assigned",
+        );
+        assert_eq!(
+            v["decisions"][0]["decider"],
+            "allocate_replica (allocation command)"
+        );
+        assert_eq!(
+            v["decisions"][0]["explanation"],
+            "all copies of [i][0] are already assigned"
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! `GET /_cluster/health[/{index}]` and its waits: `wait_for_status`, `wait_for_nodes`,
+//! `wait_for_active_shards`, `wait_for_no_relocating_shards`, `wait_for_no_initializing_shards`,
+//! `wait_for_events`, with `timeout` (408 and `timed_out: true`) as OpenSearch's
+//! `TransportClusterHealthAction`. The wait is on applied cluster states, not a poll.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use shoal_node::{ApiError, ApiResult, Node};
+use shoal_state::{ClusterState, HealthStatus};
+
+use crate::cluster::health_body;
+use crate::cluster_admin::{timeout_param, DEFAULT_TIMEOUT};
+use crate::request::Params;
+use crate::response::{json, ok, RestResult};
+use crate::router::blocking;
+
+/// `wait_for_nodes`: `N`, `>=N`, `ge(N)`, `<=N`, `le(N)`, `>N`, `gt(N)`, `<N`, `lt(N)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeCount {
+    Eq(i32),
+    Ge(i32),
+    Le(i32),
+    Gt(i32),
+    Lt(i32),
+}
+
+impl NodeCount {
+    /// Parsed in `TransportClusterHealthAction`'s order with Java's `Integer.parseInt` (whose
+    /// failure OpenSearch answers as a 400 `number_format_exception`). The `xx(N)` forms drop
+    /// the last character whatever it is, as OpenSearch does.
+    pub fn parse(text: &str) -> ApiResult<NodeCount> {
+        let int = |s: &str| -> ApiResult<i32> {
+            s.parse().map_err(|_| {
+                ApiError::new(
+                    400,
+                    "number_format_exception",
+                    format!("For input string: \"{s}\""),
+                )
+            })
+        };
+        let inner = |s: &str| -> ApiResult<i32> {
+            let mut chars = s.chars();
+            chars.next_back();
+            int(chars.as_str())
+        };
+        let forms: [(&str, fn(i32) -> NodeCount, bool); 8] = [
+            (">=", NodeCount::Ge, false),
+            ("ge(", NodeCount::Ge, true),
+            ("<=", NodeCount::Le, false),
+            ("le(", NodeCount::Le, true),
+            (">", NodeCount::Gt, false),
+            ("gt(", NodeCount::Gt, true),
+            ("<", NodeCount::Lt, false),
+            ("lt(", NodeCount::Lt, true),
+        ];
+        for (prefix, make, parenthesised) in forms {
+            if let Some(rest) = text.strip_prefix(prefix) {
+                return Ok(make(if parenthesised {
+                    inner(rest)?
+                } else {
+                    int(rest)?
+                }));
+            }
+        }
+        Ok(NodeCount::Eq(int(text)?))
+    }
+
+    pub fn accepts(self, nodes: i64) -> bool {
+        match self {
+            NodeCount::Eq(n) => nodes == n as i64,
+            NodeCount::Ge(n) => nodes >= n as i64,
+            NodeCount::Le(n) => nodes <= n as i64,
+            NodeCount::Gt(n) => nodes > n as i64,
+            NodeCount::Lt(n) => nodes < n as i64,
+        }
+    }
+}
+
+/// `wait_for_active_shards`: a count (0 waits for nothing) or `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveShards {
+    All,
+    AtLeast(u32),
+}
+
+impl ActiveShards {
+    pub fn parse(text: &str) -> ApiResult<ActiveShards> {
+        if text == "all" {
+            return Ok(ActiveShards::All);
+        }
+        let value: i64 = text
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("cannot parse ActiveShardCount[{text}]")))?;
+        u32::try_from(value)
+            .map(ActiveShards::AtLeast)
+            .map_err(|_| ApiError::bad_request("shard count cannot be a negative value"))
+    }
+}
+
+/// What a health request waits for (`ClusterHealthRequest`).
+#[derive(Debug, Clone, Default)]
+struct HealthWaits {
+    status: Option<HealthStatus>,
+    nodes: Option<NodeCount>,
+    active_shards: Option<ActiveShards>,
+    no_relocating: bool,
+    no_initializing: bool,
+}
+
+impl HealthWaits {
+    fn parse(params: &Params) -> ApiResult<HealthWaits> {
+        let status = match params.get("wait_for_status") {
+            Some(s) => Some(HealthStatus::parse(s).ok_or_else(|| {
+                ApiError::bad_request(format!("unknown cluster health status [{s}]"))
+            })?),
+            None => None,
+        };
+        let nodes = match params.get("wait_for_nodes").filter(|s| !s.is_empty()) {
+            Some(text) => Some(NodeCount::parse(text)?),
+            None => None,
+        };
+        let active_shards = match params.get("wait_for_active_shards") {
+            Some(text) => {
+                Some(ActiveShards::parse(text)?).filter(|a| *a != ActiveShards::AtLeast(0))
+            }
+            None => None,
+        };
+        if let Some(priority) = params.get("wait_for_events") {
+            // Accepted: every cluster event is applied in Raft order before the state this
+            // answer reads, so there is no queue of lower-priority events to wait behind.
+            const PRIORITIES: [&str; 6] =
+                ["IMMEDIATE", "URGENT", "HIGH", "NORMAL", "LOW", "LANGUID"];
+            let upper = priority.to_ascii_uppercase();
+            if !PRIORITIES.contains(&upper.as_str()) {
+                return Err(ApiError::bad_request(format!(
+                    "No enum constant org.opensearch.common.Priority.{upper}"
+                )));
+            }
+        }
+        // Every node answers from its own applied state, so `local` changes nothing here.
+        params.bool_or("local", false)?;
+        Ok(HealthWaits {
+            status,
+            nodes,
+            active_shards,
+            no_relocating: params.bool_or("wait_for_no_relocating_shards", false)?,
+            no_initializing: params.bool_or("wait_for_no_initializing_shards", false)?,
+        })
+    }
+
+    /// `prepareResponse == waitCount`: every condition asked for holds (a missing index of
+    /// the path never does).
+    fn satisfied(&self, body: &Value, status: HealthStatus, missing_index: bool) -> bool {
+        let count = |key: &str| body[key].as_i64().unwrap_or(0);
+        !missing_index
+            && self.status.is_none_or(|w| status <= w)
+            && (!self.no_relocating || count("relocating_shards") == 0)
+            && (!self.no_initializing || count("initializing_shards") == 0)
+            && self.active_shards.is_none_or(|a| match a {
+                ActiveShards::All => {
+                    count("unassigned_shards") == 0 && count("initializing_shards") == 0
+                }
+                ActiveShards::AtLeast(n) => count("active_shards") >= n as i64,
+            })
+            && self
+                .nodes
+                .is_none_or(|n| n.accepts(count("number_of_nodes")))
+    }
+}
+
+/// `GET /_cluster/health[/{index}]`: waits (on applied cluster states, no polling) until every
+/// `wait_for_*` condition holds, or answers 408 with `timed_out: true` after `timeout`.
+pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let level = params.get("level").unwrap_or("cluster").to_string();
+    let waits = HealthWaits::parse(&params)?;
+    let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
+    let (body, satisfied) = blocking(move || {
+        let evaluate = |state: &ClusterState| -> ApiResult<(Value, bool)> {
+            let (body, status, missing) = health_body(&node, state, index.as_deref(), &level)?;
+            let satisfied = waits.satisfied(&body, status, missing);
+            Ok((body, satisfied))
+        };
+        let mut failure = None;
+        let done = node.wait_for_state(timeout, |state| match evaluate(state) {
+            Ok((body, true)) => Some(body),
+            Ok(_) => None,
+            Err(e) => {
+                failure = Some(e);
+                Some(Value::Null)
+            }
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        match done {
+            Some(body) => Ok((body, true)),
+            None => evaluate(&node.cluster_state()),
+        }
+    })
+    .await?;
+    if satisfied {
+        return ok(body, &params);
+    }
+    let mut body = body;
+    body["timed_out"] = json!(true);
+    Ok(json(StatusCode::REQUEST_TIMEOUT, body, &params))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_for_nodes_expressions() {
+        assert_eq!(NodeCount::parse("3").unwrap(), NodeCount::Eq(3));
+        assert_eq!(NodeCount::parse(">=3").unwrap(), NodeCount::Ge(3));
+        assert_eq!(NodeCount::parse("ge(3)").unwrap(), NodeCount::Ge(3));
+        assert_eq!(NodeCount::parse("<=2").unwrap(), NodeCount::Le(2));
+        assert_eq!(NodeCount::parse("le(2)").unwrap(), NodeCount::Le(2));
+        assert_eq!(NodeCount::parse(">1").unwrap(), NodeCount::Gt(1));
+        assert_eq!(NodeCount::parse("gt(1)").unwrap(), NodeCount::Gt(1));
+        assert_eq!(NodeCount::parse("<4").unwrap(), NodeCount::Lt(4));
+        assert_eq!(NodeCount::parse("lt(4)").unwrap(), NodeCount::Lt(4));
+        assert!(NodeCount::Ge(3).accepts(3) && !NodeCount::Ge(3).accepts(2));
+        assert!(NodeCount::Lt(4).accepts(3) && !NodeCount::Lt(4).accepts(4));
+        assert!(NodeCount::Eq(1).accepts(1) && !NodeCount::Eq(1).accepts(2));
+        assert!(NodeCount::Le(2).accepts(2) && NodeCount::Gt(1).accepts(2));
+    }
+
+    #[test]
+    fn bad_wait_for_nodes_is_a_number_format_400() {
+        for text in ["abc", ">=x", "ge(3", "", "3.5"] {
+            let e = NodeCount::parse(text).unwrap_err();
+            assert_eq!(
+                (e.status, e.error_type.as_str()),
+                (400, "number_format_exception")
+            );
+        }
+        assert_eq!(
+            NodeCount::parse("abc").unwrap_err().reason,
+            "For input string: \"abc\""
+        );
+    }
+
+    #[test]
+    fn wait_for_active_shards_values() {
+        assert_eq!(ActiveShards::parse("all").unwrap(), ActiveShards::All);
+        assert_eq!(ActiveShards::parse("2").unwrap(), ActiveShards::AtLeast(2));
+        assert_eq!(
+            ActiveShards::parse("x").unwrap_err().reason,
+            "cannot parse ActiveShardCount[x]"
+        );
+        assert!(ActiveShards::parse("-2").is_err());
+    }
+}
