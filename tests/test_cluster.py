@@ -158,6 +158,12 @@ def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(
         if r.status_code in (200, 201):
             written += 1
     assert written > 0
+    # Searches on the existing index keep working too (the dead nodes' shards are reported
+    # as failures, the live ones answer).
+    cluster3.http(keep).post("/nocm/_refresh")
+    r = cluster3.http(keep).post("/nocm/_search", {"query": {"match_all": {}}, "track_total_hits": True})
+    assert r.status_code == 200, r.text
+    assert r.json()["hits"]["total"]["value"] >= written
 
 
 def test_a_restarted_node_rejoins_with_its_data(cluster3):
@@ -233,6 +239,33 @@ def test_forced_awareness_leaves_the_copies_of_a_lost_zone_unassigned(tmp_path):
         reasons = [row["ur"] for row in c.get("/_cat/shards/forced", survivor, format="json", h="node,ur").json()
                    if not row["node"]]
         assert reasons == ["NODE_LEFT"] * 4, reasons
+    except BaseException:
+        print(c.dump_logs())
+        raise
+    finally:
+        c.close()
+
+
+def test_five_nodes_form_one_cluster_and_survive_losing_the_cluster_manager(tmp_path):
+    c = ShoalCluster(tmp_path, 5)
+    started = time.monotonic()
+    c.start()
+    try:
+        c.wait_for_nodes(5)
+        record("5-node cluster: process start to 5 nodes joined", time.monotonic() - started)
+        managers = {c.cluster_manager(i) for i in range(5)}
+        assert len(managers) == 1 and None not in managers, managers
+        old = managers.pop()
+        victim = c.index_of(old)
+        c.kill(victim)
+        survivors = [i for i in range(5) if i != victim]
+        for i in survivors:
+            c.wait_for_nodes(4, i=i, timeout=30)
+        new = {c.cluster_manager(i) for i in survivors}
+        assert len(new) == 1 and old not in new and None not in new, new
+        r = c.http(survivors[0]).put("/five", {"settings": {"number_of_shards": 5, "number_of_replicas": 1}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green", i=survivors[0])
     except BaseException:
         print(c.dump_logs())
         raise

@@ -98,6 +98,18 @@ def test_adding_a_replica_copies_existing_documents(cluster3):
     assert_copies_identical(cluster3, "grow")
     rows = shard_rows(cluster3, "grow")
     assert sum(int(r["docs"]) for r in rows if r["prirep"] == "r") == 600, rows
+    # Progress and history of the recoveries, from any node.
+    rows = cluster3.get("/_cat/recovery/grow", 2, format="json").json()
+    peer = [r for r in rows if r["type"] == "peer"]
+    store = [r for r in rows if r["type"] == "empty_store"]
+    assert len(peer) == 2 and len(store) == 2, rows
+    assert all(r["stage"] == "done" and int(r["files_total"]) > 0 and r["bytes_percent"] == "100.0%"
+               and r["source_node"] != r["target_node"] for r in peer), peer
+    body = cluster3.get("/grow/_recovery", 0).json()
+    shards = body["grow"]["shards"]
+    assert sorted((s["id"], s["type"]) for s in shards) == [(0, "EMPTY_STORE"), (0, "PEER"), (1, "EMPTY_STORE"), (1, "PEER")]
+    assert all(s["index"]["size"]["total_in_bytes"] > 0 for s in shards if s["type"] == "PEER")
+    assert cluster3.get("/_cat/recovery/grow", 0, active_only="true", format="json").json() == []
 
 
 def test_a_dead_primary_is_replaced_by_its_replica_without_losing_documents(cluster3):

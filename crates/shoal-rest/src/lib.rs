@@ -8,6 +8,7 @@ mod cluster_admin;
 mod documents;
 mod health;
 mod indices;
+mod recovery;
 mod request;
 mod response;
 mod router;

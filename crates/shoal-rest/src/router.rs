@@ -58,6 +58,7 @@ pub fn router(node: Arc<Node>) -> Router {
         )
         .merge(cluster_routes())
         .merge(crate::cluster_admin::routes())
+        .merge(crate::recovery::routes())
         .merge(cat_routes())
         .merge(search_routes())
         .merge(document_routes())

@@ -1,0 +1,214 @@
+//! `GET /_cat/recovery[/{index}]` and `GET [/{index}]/_recovery`: the recoveries of shard
+//! copies (peer and store), gathered from every node, so a user can watch a copy catch up.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::routing::get;
+use axum::Router;
+use serde_json::{json, Map, Value};
+use shoal_node::replication::progress::{percent, RecoveryRecord, Stage};
+use shoal_node::{ApiResult, Node, ResolveOptions};
+use shoal_state::ClusterState;
+
+use crate::cat::{col, n, t, Cell, Column, Table};
+use crate::request::Params;
+use crate::response::{ok, RestResult};
+use crate::router::blocking;
+
+type S = Arc<Node>;
+type Q = Query<std::collections::HashMap<String, String>>;
+
+pub fn routes() -> Router<S> {
+    Router::new()
+        .route(
+            "/_cat/recovery",
+            get(|State(s): State<S>, Query(q): Q| cat_recovery(s, None, Params(q))),
+        )
+        .route(
+            "/_cat/recovery/{index}",
+            get(|State(s): State<S>, Path(i): Path<String>, Query(q): Q| {
+                cat_recovery(s, Some(i), Params(q))
+            }),
+        )
+        .route(
+            "/_recovery",
+            get(|State(s): State<S>, Query(q): Q| recovery(s, None, Params(q))),
+        )
+        .route(
+            "/{index}/_recovery",
+            get(|State(s): State<S>, Path(i): Path<String>, Query(q): Q| {
+                recovery(s, Some(i), Params(q))
+            }),
+        )
+}
+
+/// The records of the indices an expression names; `active_only` drops finished ones.
+fn records(node: &Node, index: Option<&str>, params: &Params) -> ApiResult<Vec<RecoveryRecord>> {
+    let services = node.resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
+    let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+    let active_only = params.bool_or("active_only", false)?;
+    Ok(node
+        .recoveries(&names)
+        .into_iter()
+        .filter(|r| !active_only || r.stage != Stage::Done)
+        .collect())
+}
+
+fn node_name(state: &ClusterState, id: Option<&str>) -> Option<(String, String)> {
+    let node = state.nodes.get(id?)?;
+    Some((node.host.clone(), node.name.clone()))
+}
+
+/// `_cat/recovery` with OpenSearch's columns.
+pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let params2 = params.clone();
+    let table = blocking(move || -> ApiResult<Table> {
+        let state = node.cluster_state();
+        let rows = records(&node, index.as_deref(), &params2)?
+            .into_iter()
+            .map(|r| {
+                let source = node_name(&state, r.source_node.as_deref());
+                let target = node_name(&state, Some(&r.target_node));
+                let text = |v: Option<(String, String)>, host: bool| {
+                    v.map_or(t("n/a"), |(h, name)| t(if host { h } else { name }))
+                };
+                vec![
+                    t(r.index.clone()),
+                    n(r.shard as i64),
+                    t(format!("{:.1}s", r.elapsed().as_secs_f64())),
+                    t(r.recovery_type.as_str()),
+                    t(r.stage.as_str()),
+                    text(source.clone(), true),
+                    text(source, false),
+                    text(target.clone(), true),
+                    text(target, false),
+                    t("n/a"),
+                    t("n/a"),
+                    n(r.files_total as i64),
+                    n(r.files_recovered as i64),
+                    t(format!(
+                        "{:.1}%",
+                        percent(r.files_recovered, r.files_total - r.files_reused)
+                    )),
+                    n(r.files_total as i64),
+                    Cell::Bytes(r.bytes_total),
+                    Cell::Bytes(r.bytes_recovered),
+                    t(format!(
+                        "{:.1}%",
+                        percent(r.bytes_recovered, r.bytes_total - r.bytes_reused)
+                    )),
+                    Cell::Bytes(r.bytes_total),
+                    n(r.ops_total as i64),
+                    n(r.ops_recovered as i64),
+                    t(format!("{:.1}%", percent(r.ops_recovered, r.ops_total))),
+                ]
+            })
+            .collect();
+        Ok(Table {
+            columns: vec![
+                col!("index", ["i", "idx"], true, "index name"),
+                col!("shard", ["s", "sh"], true, "shard name"),
+                col!("time", ["t", "ti"], true, "recovery time"),
+                col!("type", ["ty"], true, "recovery type"),
+                col!("stage", ["st"], true, "recovery stage"),
+                col!("source_host", ["shost"], true, "source host"),
+                col!("source_node", ["snode"], true, "source node name"),
+                col!("target_host", ["thost"], true, "target host"),
+                col!("target_node", ["tnode"], true, "target node name"),
+                col!("repository", ["rep"], true, "repository"),
+                col!("snapshot", ["snap"], true, "snapshot"),
+                col!("files", ["f"], true, "number of files to recover"),
+                col!("files_recovered", ["fr"], true, "files recovered"),
+                col!("files_percent", ["fp"], true, "percent of files recovered"),
+                col!("files_total", ["tf"], true, "total number of files"),
+                col!("bytes", ["b"], true, "number of bytes to recover"),
+                col!("bytes_recovered", ["br"], true, "bytes recovered"),
+                col!("bytes_percent", ["bp"], true, "percent of bytes recovered"),
+                col!("bytes_total", ["tb"], true, "total number of bytes"),
+                col!(
+                    "translog_ops",
+                    ["to"],
+                    true,
+                    "number of translog ops to recover"
+                ),
+                col!(
+                    "translog_ops_recovered",
+                    ["tor"],
+                    true,
+                    "translog ops recovered"
+                ),
+                col!(
+                    "translog_ops_percent",
+                    ["top"],
+                    true,
+                    "percent of translog ops recovered"
+                ),
+            ],
+            rows,
+        })
+    })
+    .await?;
+    table.render(&params)
+}
+
+/// `[/{index}]/_recovery`: OpenSearch's JSON, one entry per index with its shards.
+pub async fn recovery(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let params2 = params.clone();
+    let body = blocking(move || -> ApiResult<Value> {
+        let state = node.cluster_state();
+        let mut out = Map::new();
+        for r in records(&node, index.as_deref(), &params2)? {
+            let entry = out
+                .entry(r.index.clone())
+                .or_insert_with(|| json!({"shards": []}));
+            entry["shards"]
+                .as_array_mut()
+                .expect("array")
+                .push(shard_json(&state, &r));
+        }
+        Ok(Value::Object(out))
+    })
+    .await?;
+    ok(body, &params)
+}
+
+fn node_json(state: &ClusterState, id: Option<&str>) -> Value {
+    match id.and_then(|id| state.nodes.get(id)) {
+        Some(n) => {
+            json!({"id": n.id, "host": n.host, "transport_address": n.transport_address, "ip": n.ip, "name": n.name})
+        }
+        None => json!({}),
+    }
+}
+
+fn shard_json(state: &ClusterState, r: &RecoveryRecord) -> Value {
+    let millis = r.elapsed().as_millis() as u64;
+    let to_recover_files = r.files_total - r.files_reused;
+    let to_recover_bytes = r.bytes_total - r.bytes_reused;
+    json!({
+        "id": r.shard,
+        "type": r.recovery_type.as_str().to_uppercase(),
+        "stage": r.stage.as_str().to_uppercase(),
+        "primary": r.primary,
+        "start_time_in_millis": r.start_millis,
+        "stop_time_in_millis": r.stop_millis,
+        "total_time_in_millis": millis,
+        "source": node_json(state, r.source_node.as_deref()),
+        "target": node_json(state, Some(&r.target_node)),
+        "index": {
+            "size": {"total_in_bytes": r.bytes_total, "reused_in_bytes": r.bytes_reused,
+                     "recovered_in_bytes": r.bytes_recovered,
+                     "percent": format!("{:.1}%", percent(r.bytes_recovered, to_recover_bytes))},
+            "files": {"total": r.files_total, "reused": r.files_reused, "recovered": r.files_recovered,
+                      "percent": format!("{:.1}%", percent(r.files_recovered, to_recover_files))},
+            "total_time_in_millis": millis,
+            "source_throttle_time_in_millis": 0,
+            "target_throttle_time_in_millis": 0
+        },
+        "translog": {"recovered": r.ops_recovered, "total": r.ops_total,
+                     "percent": format!("{:.1}%", percent(r.ops_recovered, r.ops_total)),
+                     "total_on_start": r.ops_total, "total_time_in_millis": 0},
+        "verify_index": {"check_index_time_in_millis": 0, "total_time_in_millis": 0}
+    })
+}
