@@ -77,7 +77,8 @@ def main() -> None:
                 wait_new_manager(c, survivors, old)
                 samples["elect"].append(time.monotonic() - started)
                 c.restart(victim)
-                c.wait_for_nodes(3, timeout=60)
+                for i in range(3):
+                    c.wait_for_nodes(3, timeout=60, i=i)
 
                 manager = c.index_of(c.cluster_manager())
                 stopped = next(i for i in range(3) if i != manager)
@@ -86,7 +87,8 @@ def main() -> None:
                 wait_node_count(c, manager, 2)
                 samples["sigstop"].append(time.monotonic() - started)
                 c.cont(stopped)
-                c.wait_for_nodes(3, timeout=60)
+                for i in range(3):
+                    c.wait_for_nodes(3, timeout=60, i=i)
                 print(f"round {round_no + 1}: elect {samples['elect'][-1]:.3f}s, "
                       f"sigstop removal {samples['sigstop'][-1]:.3f}s", flush=True)
             r = c.http(0).put("/green", {"settings": {"number_of_shards": 6, "number_of_replicas": 0}})

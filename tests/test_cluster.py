@@ -196,8 +196,10 @@ def test_awareness_puts_the_copies_of_a_shard_in_different_zones(cluster3):
         if len(assigned) == 18 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    print("\n" + cluster3.get("/_cat/shards/aware", v="true").text)
     assert len(assigned) == 18, rows
+    # Replicas recover from their primaries; green once every copy started.
+    cluster3.wait_for_status("green")
+    print("\n" + cluster3.get("/_cat/shards/aware", v="true").text)
     for shard in range(6):
         zones = [zone_of[row["node"]] for row in assigned if int(row["shard"]) == shard]
         assert sorted(zones) == ["a", "b", "c"], (shard, zones)
