@@ -594,8 +594,14 @@ impl Node {
             };
             let node = primary.node.as_deref().unwrap_or_default();
             if node == self.node_id {
-                let open = self.index(index).is_some_and(|s| s.shard(shard).is_ok());
-                return open.then_some(None);
+                // The latest state may name this copy primary before the applier made it one
+                // (term, tracker): wait for that, or it would write under the old term.
+                let ready = self.index(index).is_some_and(|s| {
+                    s.shard(shard).is_ok()
+                        && s.replication(shard)
+                            .is_some_and(|r| r.tracker.lock().is_primary_mode())
+                });
+                return ready.then_some(None);
             }
             state
                 .nodes

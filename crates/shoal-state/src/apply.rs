@@ -80,14 +80,21 @@ impl ClusterState {
                 allocation_id,
                 reason,
                 primary_term,
-            } if !self.is_stale_primary_term(index, *shard, *primary_term) => self.fail_copy(
-                index,
-                *shard,
-                allocation_id,
-                UnassignedReason::AllocationFailed,
-                reason,
-                now,
-            ),
+            } if !self.is_stale_primary_term(index, *shard, *primary_term)
+                && !(primary_term.is_some()
+                    && self.is_primary_copy(index, *shard, allocation_id)) =>
+            {
+                self.fail_copy(
+                    index,
+                    *shard,
+                    allocation_id,
+                    UnassignedReason::AllocationFailed,
+                    reason,
+                    now,
+                )
+            }
+            // A stale primary's report, or a primary reporting the primary (a relocation
+            // handed over meanwhile): only the cluster's own fault detection fails a primary.
             Command::ShardFailed { .. } => {}
             Command::PutClusterSettings {
                 persistent,
@@ -253,6 +260,12 @@ impl ClusterState {
         }
     }
 
+    fn is_primary_copy(&self, index: &str, shard: u32, allocation_id: &str) -> bool {
+        self.copies(index, shard)
+            .iter()
+            .any(|c| c.primary && c.allocation_id.as_deref() == Some(allocation_id))
+    }
+
     /// Whether a replication failure comes from a primary older than the shard's term.
     fn is_stale_primary_term(&self, index: &str, shard: u32, term: Option<u64>) -> bool {
         let current = self
@@ -272,10 +285,16 @@ impl ClusterState {
         }) else {
             return; // stale report: the copy was failed or moved meanwhile
         };
+        let mut replaced = Vec::new();
         if let Some(source_node) = copies[position].relocating_node.clone() {
-            // End of a relocation: the target replaces the source.
+            // End of a relocation: the target replaces the source (and its in-sync entry).
             copies.retain(|c| {
-                !(c.state == ShardState::Relocating && c.node.as_deref() == Some(&source_node))
+                let source =
+                    c.state == ShardState::Relocating && c.node.as_deref() == Some(&source_node);
+                if source {
+                    replaced.extend(c.allocation_id.clone());
+                }
+                !source
             });
         }
         let copy = copies
@@ -291,6 +310,9 @@ impl ClusterState {
         if let Some(meta) = self.metadata.indices.get_mut(index) {
             meta.normalize();
             meta.in_sync_allocations[shard as usize].insert(allocation_id.to_string());
+            for id in replaced {
+                meta.in_sync_allocations[shard as usize].remove(&id);
+            }
         }
     }
 
@@ -325,6 +347,15 @@ impl ClusterState {
             .iter()
             .position(|c| c.allocation_id.as_deref() == Some(allocation_id) && c.is_assigned())
         else {
+            // Gone from the routing table already: it must not stay in sync either.
+            let routed = copies
+                .iter()
+                .any(|c| c.allocation_id.as_deref() == Some(allocation_id));
+            if let (false, Some(meta)) = (routed, self.metadata.indices.get_mut(index)) {
+                if let Some(ids) = meta.in_sync_allocations.get_mut(shard as usize) {
+                    ids.remove(allocation_id);
+                }
+            }
             return;
         };
         let failed = copies.remove(position);

@@ -93,6 +93,13 @@ impl Node {
                     tracker.update_copy_global_checkpoint(&target, reply.global_checkpoint);
                     summary.successful += 1;
                 }
+                Err(error) if error.error_type == super::replica::NOT_A_REPLICA => {
+                    return Err(ApiError::new(
+                        503,
+                        "shard_not_in_primary_mode_exception",
+                        format!("[{index}][{shard}] the primary moved to another copy; retry the request"),
+                    ));
+                }
                 Err(error) => {
                     self.fail_copy(&index, shard, &target, engine.primary_term(), &error)?;
                     replication.tracker.lock().remove_copy(&target);

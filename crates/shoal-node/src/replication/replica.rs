@@ -10,6 +10,9 @@ use crate::node::Node;
 
 pub const ACTION_REPLICA_OPS: &str = "indices:data/write/bulk[s][r]";
 
+/// The error a copy answers when it is the primary itself: the sender was deposed.
+pub const NOT_A_REPLICA: &str = "shard_not_in_replica_mode_exception";
+
 /// Where a batch of replica operations goes and under which primary.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReplicaBatch {
@@ -67,6 +70,21 @@ impl Node {
             return Err(crate::shard_search::shard_not_found(
                 &batch.index,
                 batch.shard,
+            ));
+        }
+        if replication
+            .as_ref()
+            .is_some_and(|r| r.tracker.lock().is_primary_mode())
+        {
+            // A relocation handed the primary role to this copy: the sender is no longer the
+            // primary and must not fail this copy for refusing.
+            return Err(ApiError::new(
+                409,
+                NOT_A_REPLICA,
+                format!(
+                    "[{}][{}] this copy is the primary now",
+                    batch.index, batch.shard
+                ),
             ));
         }
         let current_term = engine.primary_term();
