@@ -10,6 +10,7 @@ configuration. On failure the node logs are printed by `dump_logs()` (the fixtur
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -45,10 +46,19 @@ class ShoalCluster:
         self.stopped: set[int] = set()
 
     def __enter__(self) -> "ShoalCluster":
+        """Starts every node and waits until they form one cluster; on the way out (also from
+        a failed test inside the block) prints the node logs, then stops everything."""
         self.start()
+        try:
+            self.wait_for_nodes(len(self.nodes))
+        except BaseException:
+            self.__exit__(*__import__("sys").exc_info())
+            raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:
+            print(self.dump_logs())
         self.close()
 
     def start(self) -> None:
@@ -63,6 +73,20 @@ class ShoalCluster:
 
     def http(self, i: int = 0):
         return self.nodes[i].http()
+
+    def bulk(self, i: int, index: str, docs: dict, refresh: str = "true") -> dict:
+        """Indexes `docs` ({id: source}) through node i with one `_bulk`; fails the test on an
+        HTTP error or an item error."""
+        lines = []
+        for doc_id, source in docs.items():
+            lines.append(json.dumps({"index": {"_index": index, "_id": str(doc_id)}}))
+            lines.append(json.dumps(source))
+        r = self.http(i).post("/_bulk", "\n".join(lines) + "\n", params={"refresh": refresh},
+                              headers={"Content-Type": "application/x-ndjson"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert not body["errors"], [item for item in body["items"] if "error" in next(iter(item.values()))][:3]
+        return body
 
     def client(self, i: int = 0):
         return self.nodes[i].client()
@@ -130,3 +154,8 @@ class ShoalCluster:
 
     def dump_logs(self, lines: int = 60) -> str:
         return "\n".join(n.log_tail(lines) for n in self.nodes)
+
+
+def numbered(ids) -> dict:
+    """Documents `{"n": n, "text": "document number n"}` by id `n`, for `ShoalCluster.bulk`."""
+    return {n: {"n": n, "text": f"document number {n}"} for n in ids}

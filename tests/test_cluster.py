@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cluster import ShoalCluster
+from cluster import ShoalCluster, numbered
 
 pytestmark = pytest.mark.cluster
 
@@ -27,29 +27,10 @@ def record(name: str, seconds: float) -> None:
 
 @pytest.fixture
 def cluster3(tmp_path):
-    c = ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "b"}, {"zone": "c"}])
     started = time.monotonic()
-    c.start()
-    try:
-        c.wait_for_nodes(3)
+    with ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "b"}, {"zone": "c"}]) as c:
         record("3-node cluster: process start to 3 nodes joined", time.monotonic() - started)
         yield c
-    except BaseException:
-        print(c.dump_logs())
-        raise
-    finally:
-        c.close()
-
-
-def bulk(c: ShoalCluster, i: int, index: str, ids: range) -> dict:
-    lines = []
-    for n in ids:
-        lines.append(json.dumps({"index": {"_index": index, "_id": str(n)}}))
-        lines.append(json.dumps({"n": n, "text": f"document number {n}"}))
-    r = c.http(i).post("/_bulk", "\n".join(lines) + "\n", params={"refresh": "true"},
-                       headers={"Content-Type": "application/x-ndjson"})
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def cat_shards(c: ShoalCluster, index: str, i: int | None = None) -> list[dict]:
@@ -78,8 +59,7 @@ def test_index_created_on_any_node_spreads_primaries_and_takes_writes_from_any_n
         assert row["state"] == "STARTED"
         per_node[row["node"]] = per_node.get(row["node"], 0) + 1
     assert sorted(per_node.values()) == [2, 2, 2], rows
-    result = bulk(cluster3, 0, "spread", range(300))
-    assert not result["errors"]
+    result = cluster3.bulk(0, "spread", numbered(range(300)))
     assert {item["index"]["status"] for item in result["items"]} == {201}
     # Every primary received its share, whichever node coordinated the bulk.
     for i in range(3):
@@ -169,7 +149,7 @@ def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(
 def test_a_restarted_node_rejoins_with_its_data(cluster3):
     assert cluster3.http(0).put("/keep", {"settings": {"number_of_shards": 3, "number_of_replicas": 0}}).status_code == 200
     cluster3.wait_for_status("green")
-    assert not bulk(cluster3, 0, "keep", range(90))["errors"]
+    cluster3.bulk(0, "keep", numbered(range(90)))
     manager = cluster3.index_of(cluster3.cluster_manager())
     victim = next(i for i in range(3) if i != manager)
     before = {row["shard"]: row["docs"] for row in cat_shards(cluster3, "keep", victim)
@@ -210,10 +190,7 @@ def test_awareness_puts_the_copies_of_a_shard_in_different_zones(cluster3):
 def test_forced_awareness_leaves_the_copies_of_a_lost_zone_unassigned(tmp_path):
     """Zones a (node-0, node-1) and b (node-2). Without forced awareness, losing zone b would
     put both copies of every shard in zone a; with `force.zone.values: a,b` they wait."""
-    c = ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "a"}, {"zone": "b"}])
-    c.start()
-    try:
-        c.wait_for_nodes(3)
+    with ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "a"}, {"zone": "b"}]) as c:
         r = c.http(0).put("/_cluster/settings", {"persistent": {
             "cluster.routing.allocation.awareness.attributes": "zone",
             "cluster.routing.allocation.awareness.force.zone.values": "a,b"}})
@@ -241,19 +218,11 @@ def test_forced_awareness_leaves_the_copies_of_a_lost_zone_unassigned(tmp_path):
         reasons = [row["ur"] for row in c.get("/_cat/shards/forced", survivor, format="json", h="node,ur").json()
                    if not row["node"]]
         assert reasons == ["NODE_LEFT"] * 4, reasons
-    except BaseException:
-        print(c.dump_logs())
-        raise
-    finally:
-        c.close()
 
 
 def test_five_nodes_form_one_cluster_and_survive_losing_the_cluster_manager(tmp_path):
-    c = ShoalCluster(tmp_path, 5)
     started = time.monotonic()
-    c.start()
-    try:
-        c.wait_for_nodes(5)
+    with ShoalCluster(tmp_path, 5) as c:
         record("5-node cluster: process start to 5 nodes joined", time.monotonic() - started)
         managers = {c.cluster_manager(i) for i in range(5)}
         assert len(managers) == 1 and None not in managers, managers
@@ -268,8 +237,3 @@ def test_five_nodes_form_one_cluster_and_survive_losing_the_cluster_manager(tmp_
         r = c.http(survivors[0]).put("/five", {"settings": {"number_of_shards": 5, "number_of_replicas": 1}})
         assert r.status_code == 200, r.text
         c.wait_for_status("green", i=survivors[0])
-    except BaseException:
-        print(c.dump_logs())
-        raise
-    finally:
-        c.close()

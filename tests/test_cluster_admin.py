@@ -144,16 +144,8 @@ def routing_node_copies(state: dict, node_id: str, index: str) -> list[dict]:
 
 @pytest.fixture
 def cluster2(tmp_path):
-    c = ShoalCluster(tmp_path, 2)
-    c.start()
-    try:
-        c.wait_for_nodes(2)
+    with ShoalCluster(tmp_path, 2) as c:
         yield c
-    except BaseException:
-        print(c.dump_logs())
-        raise
-    finally:
-        c.close()
 
 
 @pytest.mark.cluster
@@ -245,17 +237,9 @@ def test_voting_exclusions_of_unknown_nodes_are_kept_as_absent(http):
 
 @pytest.fixture
 def cluster3(tmp_path):
-    c = ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "b"}, {"zone": "c"}])
-    c.start()
-    try:
-        c.wait_for_nodes(3)
+    with ShoalCluster(tmp_path, 3, attrs=[{"zone": "a"}, {"zone": "b"}, {"zone": "c"}]) as c:
         wait_for(lambda: c.cluster_manager() is not None, 30, what="a cluster manager")
         yield c
-    except BaseException:
-        print(c.dump_logs())
-        raise
-    finally:
-        c.close()
 
 
 @pytest.mark.cluster

@@ -6,7 +6,6 @@ partial results are not allowed) instead of silently missing documents.
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -20,32 +19,21 @@ DOCS = 240
 @pytest.fixture(scope="module")
 def spread(tmp_path_factory):
     """3 nodes; index `reads` with 6 primaries (2 per node) and DOCS documents."""
-    c = ShoalCluster(tmp_path_factory.mktemp("reads"), 3)
-    c.start()
-    try:
-        c.wait_for_nodes(3)
+    with ShoalCluster(tmp_path_factory.mktemp("reads"), 3) as c:
         r = c.http(0).put("/reads", {"settings": {"number_of_shards": 6, "number_of_replicas": 0},
                                      "mappings": {"properties": {"n": {"type": "long"},
                                                                  "colour": {"type": "keyword"},
                                                                  "text": {"type": "text"}}}})
         assert r.status_code == 200, r.text
         c.wait_for_status("green")
-        lines = []
-        for n in range(DOCS):
-            lines.append(json.dumps({"index": {"_index": "reads", "_id": str(n)}}))
-            lines.append(json.dumps({"n": n, "colour": ["red", "green", "blue"][n % 3],
-                                     "text": f"document number {n}"}))
-        r = c.http(1).post("/_bulk", "\n".join(lines) + "\n",
-                           headers={"Content-Type": "application/x-ndjson"})
-        assert r.status_code == 200 and not r.json()["errors"], r.text
+        c.bulk(1, "reads", coloured(range(DOCS)), refresh="false")
         r = c.http(2).post("/reads/_refresh")
         assert r.status_code == 200 and r.json()["_shards"]["successful"] == 6, r.text
         yield c
-    except BaseException:
-        print(c.dump_logs())
-        raise
-    finally:
-        c.close()
+
+
+def coloured(ids) -> dict:
+    return {n: {"n": n, "colour": ["red", "green", "blue"][n % 3], "text": f"document number {n}"} for n in ids}
 
 
 def search(c: ShoalCluster, i: int, body: dict, **params) -> dict:
@@ -148,13 +136,7 @@ def test_update_and_delete_by_query_span_nodes(spread):
     assert r.status_code == 200 and r.json()["deleted"] == 30, r.text
     assert spread.http(1).post("/reads/_count").json()["count"] == DOCS - 30
     # Put them back for the tests that follow.
-    lines = []
-    for n in range(DOCS - 30, DOCS):
-        lines.append(json.dumps({"index": {"_index": "reads", "_id": str(n)}}))
-        lines.append(json.dumps({"n": n, "colour": ["red", "green", "blue"][n % 3], "text": f"document number {n}"}))
-    r = spread.http(1).post("/_bulk", "\n".join(lines) + "\n", params={"refresh": "true"},
-                            headers={"Content-Type": "application/x-ndjson"})
-    assert not r.json()["errors"]
+    spread.bulk(1, "reads", coloured(range(DOCS - 30, DOCS)))
 
 
 def test_index_statistics_count_every_copy_wherever_it_is(spread):

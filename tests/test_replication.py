@@ -5,41 +5,19 @@ take over when the primary's node dies, and relocations (exclude._name) keep eve
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from cluster import ShoalCluster
+from cluster import ShoalCluster, numbered
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
 def cluster3(tmp_path):
-    c = ShoalCluster(tmp_path, 3)
-    c.start()
-    try:
-        c.wait_for_nodes(3)
+    with ShoalCluster(tmp_path, 3) as c:
         yield c
-    except BaseException:
-        print(c.dump_logs())
-        raise
-    finally:
-        c.close()
-
-
-def bulk(c: ShoalCluster, i: int, index: str, ids, refresh: str = "true") -> dict:
-    lines = []
-    for n in ids:
-        lines.append(json.dumps({"index": {"_index": index, "_id": str(n)}}))
-        lines.append(json.dumps({"n": n, "text": f"document number {n}"}))
-    r = c.http(i).post("/_bulk", "\n".join(lines) + "\n", params={"refresh": refresh},
-                       headers={"Content-Type": "application/x-ndjson"})
-    assert r.status_code == 200, r.text
-    body = r.json()
-    assert not body["errors"], body
-    return body
 
 
 def shard_rows(c: ShoalCluster, index: str, i: int | None = None) -> list[dict]:
@@ -69,7 +47,7 @@ def test_replicas_recover_and_receive_every_write(cluster3):
     r = cluster3.http(0).put("/rep", {"settings": {"number_of_shards": 3, "number_of_replicas": 1}})
     assert r.status_code == 200, r.text
     wait_green(cluster3)
-    body = bulk(cluster3, 1, "rep", range(300))
+    body = cluster3.bulk(1, "rep", numbered(range(300)))
     assert {item["index"]["_shards"]["successful"] for item in body["items"]} == {2}
     assert {item["index"]["_shards"]["total"] for item in body["items"]} == {2}
     assert_copies_identical(cluster3, "rep")
@@ -89,9 +67,9 @@ def test_adding_a_replica_copies_existing_documents(cluster3):
     r = cluster3.http(0).put("/grow", {"settings": {"number_of_shards": 2, "number_of_replicas": 0}})
     assert r.status_code == 200, r.text
     wait_green(cluster3)
-    bulk(cluster3, 0, "grow", range(500))
+    cluster3.bulk(0, "grow", numbered(range(500)))
     cluster3.http(0).post("/grow/_flush")
-    bulk(cluster3, 0, "grow", range(500, 600))  # above the commit: replayed from the history
+    cluster3.bulk(0, "grow", numbered(range(500, 600)))  # above the commit: replayed from the history
     r = cluster3.http(1).put("/grow/_settings", {"index": {"number_of_replicas": 1}})
     assert r.status_code == 200, r.text
     wait_green(cluster3)
@@ -118,7 +96,7 @@ def test_a_dead_primary_is_replaced_by_its_replica_without_losing_documents(clus
         "index.unassigned.node_left.delayed_timeout": "0"}})
     assert r.status_code == 200, r.text
     wait_green(cluster3)
-    bulk(cluster3, 0, "failover", range(300))
+    cluster3.bulk(0, "failover", numbered(range(300)))
     manager = cluster3.index_of(cluster3.cluster_manager())
     victim = next(i for i in range(3) if i != manager)
     cluster3.kill(victim)
@@ -129,7 +107,7 @@ def test_a_dead_primary_is_replaced_by_its_replica_without_losing_documents(clus
     assert r.json()["_shards"]["failed"] == 0
     # Writes continue on the promoted primaries and reach the new replicas.
     survivor = next(i for i in range(3) if i not in (manager, victim))
-    bulk(cluster3, survivor, "failover", range(300, 400))
+    cluster3.bulk(survivor, "failover", numbered(range(300, 400)))
     assert_copies_identical(cluster3, "failover", manager)
     r = cluster3.http(manager).post("/failover/_count")
     assert r.json()["count"] == 400
@@ -139,7 +117,7 @@ def test_excluding_a_node_moves_its_shards_away_with_their_documents(cluster3):
     r = cluster3.http(0).put("/drain", {"settings": {"number_of_shards": 6, "number_of_replicas": 0}})
     assert r.status_code == 200, r.text
     wait_green(cluster3)
-    bulk(cluster3, 0, "drain", range(600))
+    cluster3.bulk(0, "drain", numbered(range(600)))
     r = cluster3.http(0).put("/_cluster/settings", {"persistent": {
         "cluster.routing.allocation.exclude._name": "node-2"}})
     assert r.status_code == 200, r.text
@@ -164,7 +142,7 @@ def test_a_frozen_primary_is_replaced_and_acknowledges_nothing_after_it_thaws(cl
         "index.unassigned.node_left.delayed_timeout": "0"}})
     assert r.status_code == 200, r.text
     wait_green(cluster3, i=manager)
-    bulk(cluster3, manager, "frozen", range(50))
+    cluster3.bulk(manager, "frozen", numbered(range(50)))
     primary = next(row["node"] for row in shard_rows(cluster3, "frozen", manager) if row["prirep"] == "p")
     old = cluster3.index_of(primary)
     replica = next(i for i in others if i != old)

@@ -96,12 +96,9 @@ def test_killing_primaries_under_load_loses_no_acknowledged_write(tmp_path):
     seed = int(os.environ.get("SHOAL_KILL_SEED", str(random.randrange(1 << 30))))
     print(f"\nseed {seed}, {rounds} rounds")
     rng = random.Random(seed)
-    c = ShoalCluster(tmp_path, 3)
-    c.start()
     history = History()
     recoveries: list[float] = []
-    try:
-        c.wait_for_nodes(3)
+    with ShoalCluster(tmp_path, 3) as c:
         r = c.http(0).put(f"/{INDEX}", {"settings": {
             "number_of_shards": 3, "number_of_replicas": 1,
             "index.translog.durability": "request",
@@ -137,8 +134,3 @@ def test_killing_primaries_under_load_loses_no_acknowledged_write(tmp_path):
         record("documents acknowledged", len(history.acks))
         if recoveries:
             record("median seconds from primary kill to a fully successful bulk", round(statistics.median(recoveries), 3))
-    except BaseException:
-        print(c.dump_logs())
-        raise
-    finally:
-        c.close()

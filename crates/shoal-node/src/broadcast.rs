@@ -2,7 +2,7 @@
 //! node holding copies of the target indices runs the operation on its copies, in parallel,
 //! and the coordinator sums the shard counts the way OpenSearch reports `_shards`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +10,10 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::index_service::IndexService;
 use crate::node::Node;
+use crate::rpc::{json_bytes, parse_reply, parse_request, Pending};
 
 pub const ACTION_BROADCAST: &str = "indices:admin/broadcast[n]";
 pub const ACTION_SHARD_STATS: &str = "indices:monitor/stats[n]";
@@ -32,8 +33,7 @@ pub enum BroadcastOp {
 
 #[derive(Serialize, Deserialize)]
 struct NodeRequest {
-    /// `(name, uuid)` of each target index.
-    indices: Vec<(String, String)>,
+    indices: IndexIds,
     op: BroadcastOp,
 }
 
@@ -60,6 +60,13 @@ impl BroadcastSummary {
     }
 }
 
+/// `(name, uuid)` of each target index.
+type IndexIds = Vec<(String, String)>;
+
+fn index_ids(services: &[Arc<IndexService>]) -> IndexIds {
+    services.iter().map(|s| (s.name(), s.uuid())).collect()
+}
+
 impl Node {
     /// Runs `op` on every copy of these indices, wherever it is.
     pub fn broadcast(
@@ -67,9 +74,6 @@ impl Node {
         services: &[Arc<IndexService>],
         op: BroadcastOp,
     ) -> ApiResult<BroadcastSummary> {
-        let state = self.cluster_state();
-        let indices: Vec<(String, String)> =
-            services.iter().map(|s| (s.name(), s.uuid())).collect();
         let total = services
             .iter()
             .map(|s| {
@@ -78,101 +82,68 @@ impl Node {
                 })
             })
             .sum();
-        let mut nodes: BTreeMap<String, String> = BTreeMap::new();
-        for (name, _) in &indices {
-            for copies in state
-                .routing
-                .get(name)
-                .map(|t| t.shards.as_slice())
-                .unwrap_or(&[])
-            {
-                for node in copies
-                    .iter()
-                    .filter(|c| c.is_active())
-                    .filter_map(|c| c.node.as_ref())
-                {
-                    if let Some(n) = state.nodes.get(node) {
-                        nodes.insert(node.clone(), n.transport_address.clone());
-                    }
-                }
-            }
-        }
-        nodes.remove(&self.node_id);
-        let request = NodeRequest { indices, op };
-        let body = Bytes::from(serde_json::to_vec(&request).expect("json"));
-        let pending: Vec<_> = nodes
-            .into_values()
-            .map(|address| {
-                let (transport, body) = (self.transport.clone(), body.clone());
-                self.runtime.spawn(async move {
-                    transport
-                        .call(&address, ACTION_BROADCAST, body, Duration::from_secs(600))
-                        .await
-                })
-            })
-            .collect();
+        let request = NodeRequest {
+            indices: index_ids(services),
+            op,
+        };
+        let pending =
+            self.send_to_holders(&request.indices, ACTION_BROADCAST, json_bytes(&request));
+        let local = self.broadcast_locally(&request);
         let mut summary = BroadcastSummary {
             total,
-            successful: 0,
-            failures: Vec::new(),
+            successful: local.successful,
+            failures: local.failures,
         };
-        let local = self.broadcast_locally(&request);
-        summary.successful += local.successful;
-        summary.failures.extend(local.failures);
         for reply in pending {
-            match self.runtime.block_on(reply) {
-                Ok(Ok(bytes)) => {
-                    let reply: NodeReply = serde_json::from_slice(&bytes).map_err(|e| {
-                        ApiError::internal(format!("malformed broadcast reply: {e}"))
-                    })?;
+            match self.wait(reply) {
+                Ok(bytes) => {
+                    let reply: NodeReply = parse_reply(ACTION_BROADCAST, &bytes)?;
                     summary.successful += reply.successful;
                     summary.failures.extend(reply.failures);
                 }
                 // A node that is gone holds copies that count as not successful.
-                Ok(Err(e)) => tracing::debug!(error = %e, "broadcast to a node failed"),
-                Err(e) => return Err(ApiError::internal(e.to_string())),
+                Err(e) => tracing::debug!(error = %e, "broadcast to a node failed"),
             }
         }
         Ok(summary)
     }
 
-    /// Sends `request` to every other node holding an active copy of its indices.
-    fn send_to_holders(
-        &self,
-        state: &shoal_state::ClusterState,
-        request: &NodeRequest,
-        action: &'static str,
-    ) -> Vec<tokio::task::JoinHandle<Result<Bytes, shoal_transport::TransportError>>> {
-        let mut nodes: BTreeMap<String, String> = BTreeMap::new();
-        for (name, _) in &request.indices {
-            for copies in state
-                .routing
-                .get(name)
-                .map(|t| t.shards.as_slice())
-                .unwrap_or(&[])
-            {
-                for node in copies
-                    .iter()
-                    .filter(|c| c.is_active())
-                    .filter_map(|c| c.node.as_ref())
-                {
-                    if let Some(n) = state.nodes.get(node) {
-                        nodes.insert(node.clone(), n.transport_address.clone());
-                    }
-                }
-            }
-        }
-        nodes.remove(&self.node_id);
-        let body = Bytes::from(serde_json::to_vec(request).expect("json"));
-        nodes
-            .into_values()
-            .map(|address| {
-                let (transport, body) = (self.transport.clone(), body.clone());
-                self.runtime.spawn(async move {
-                    transport
-                        .call(&address, action, body, Duration::from_secs(600))
-                        .await
-                })
+    /// Sends `body` to every other node holding an active copy of these indices.
+    fn send_to_holders(&self, indices: &IndexIds, action: &str, body: Bytes) -> Vec<Pending> {
+        let state = self.cluster_state();
+        let holders: BTreeSet<&str> = indices
+            .iter()
+            .filter_map(|(name, _)| state.routing.get(name))
+            .flat_map(|table| table.shards.iter().flatten())
+            .filter(|c| c.is_active())
+            .filter_map(|c| c.node.as_deref())
+            .filter(|node| *node != self.node_id)
+            .collect();
+        holders
+            .into_iter()
+            .filter_map(|node| state.nodes.get(node))
+            .map(|node| {
+                self.send(
+                    &node.transport_address,
+                    action,
+                    body.clone(),
+                    Duration::from_secs(600),
+                )
+            })
+            .collect()
+    }
+
+    /// The open local copies of these indices (same uuid), with their shard numbers.
+    fn local_copies(&self, indices: &IndexIds) -> Vec<(String, usize, Arc<shoal_engine::Engine>)> {
+        indices
+            .iter()
+            .filter_map(|(name, uuid)| self.index(name).filter(|s| s.uuid() == *uuid))
+            .flat_map(|service| {
+                let name = service.name();
+                service
+                    .local_shards()
+                    .into_iter()
+                    .map(move |(shard, engine)| (name.clone(), shard, engine))
             })
             .collect()
     }
@@ -180,46 +151,36 @@ impl Node {
     /// The statistics of every active copy of these indices, from the nodes holding them
     /// (a node that does not answer leaves its copies out).
     pub fn copy_stats(&self, services: &[Arc<IndexService>]) -> CopyStats {
-        let state = self.cluster_state();
-        let request = NodeRequest {
-            indices: services.iter().map(|s| (s.name(), s.uuid())).collect(),
-            op: BroadcastOp::Refresh, // unused by the stats action
-        };
-        let pending = self.send_to_holders(&state, &request, ACTION_SHARD_STATS);
-        let mut stats = self.local_copy_stats(&request);
+        let indices = index_ids(services);
+        let pending = self.send_to_holders(&indices, ACTION_SHARD_STATS, json_bytes(&indices));
+        let mut stats = self.local_copy_stats(&indices);
         for reply in pending {
-            let Ok(Ok(bytes)) = self.runtime.block_on(reply) else {
-                continue;
-            };
-            if let Ok(remote) = serde_json::from_slice::<
-                Vec<((String, usize, String), shoal_engine::EngineStats)>,
-            >(&bytes)
-            {
-                stats.extend(remote);
+            let remote = self.wait(reply).and_then(|bytes| {
+                parse_reply::<Vec<((String, usize, String), shoal_engine::EngineStats)>>(
+                    ACTION_SHARD_STATS,
+                    &bytes,
+                )
+            });
+            match remote {
+                Ok(remote) => stats.extend(remote),
+                Err(e) => tracing::debug!(error = %e, "a node's copy statistics are missing"),
             }
         }
         stats
     }
 
-    fn local_copy_stats(&self, request: &NodeRequest) -> CopyStats {
-        let mut stats = CopyStats::new();
-        for (name, uuid) in &request.indices {
-            let Some(service) = self.index(name).filter(|s| s.uuid() == *uuid) else {
-                continue;
-            };
-            for (shard, engine) in service.local_shards() {
-                stats.insert((name.clone(), shard, self.node_id.clone()), engine.stats());
-            }
-        }
-        stats
+    fn local_copy_stats(&self, indices: &IndexIds) -> CopyStats {
+        self.local_copies(indices)
+            .into_iter()
+            .map(|(name, shard, engine)| ((name, shard, self.node_id.clone()), engine.stats()))
+            .collect()
     }
 
     /// Serves a copy-statistics request from another coordinator.
     pub(crate) fn handle_copy_stats(&self, body: &[u8]) -> ApiResult<Bytes> {
-        let request: NodeRequest = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("malformed stats request: {e}")))?;
-        let stats: Vec<_> = self.local_copy_stats(&request).into_iter().collect();
-        Ok(Bytes::from(serde_json::to_vec(&stats).expect("json")))
+        let indices: IndexIds = parse_request(body)?;
+        let stats: Vec<_> = self.local_copy_stats(&indices).into_iter().collect();
+        Ok(json_bytes(&stats))
     }
 
     /// `_refresh` of these indices everywhere (delete/update by query read a fresh view).
@@ -229,18 +190,13 @@ impl Node {
 
     fn broadcast_locally(&self, request: &NodeRequest) -> NodeReply {
         let mut reply = NodeReply::default();
-        for (name, uuid) in &request.indices {
-            let Some(service) = self.index(name).filter(|s| s.uuid() == *uuid) else {
-                continue;
-            };
-            for (shard, engine) in service.local_shards() {
-                match run_op(&engine, request.op) {
-                    Ok(()) => reply.successful += 1,
-                    Err(e) => reply.failures.push(json!({
-                        "shard": shard, "index": name, "status": e.status,
-                        "reason": e.to_cause_json()
-                    })),
-                }
+        for (name, shard, engine) in self.local_copies(&request.indices) {
+            match run_op(&engine, request.op) {
+                Ok(()) => reply.successful += 1,
+                Err(e) => reply.failures.push(json!({
+                    "shard": shard, "index": name, "status": e.status,
+                    "reason": e.to_cause_json()
+                })),
             }
         }
         reply
@@ -248,10 +204,8 @@ impl Node {
 
     /// Serves a broadcast from another coordinator.
     pub(crate) fn handle_broadcast(&self, body: &[u8]) -> ApiResult<Bytes> {
-        let request: NodeRequest = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("malformed broadcast: {e}")))?;
-        let reply = self.broadcast_locally(&request);
-        Ok(Bytes::from(serde_json::to_vec(&reply).expect("json")))
+        let request: NodeRequest = parse_request(body)?;
+        Ok(json_bytes(&self.broadcast_locally(&request)))
     }
 }
 

@@ -282,10 +282,7 @@ impl Node {
                 let reply = transport
                     .call(&address, ACTION_NODES_INFO, Bytes::new(), timeout)
                     .await
-                    .map_err(|e| {
-                        let remote = e.to_remote_error();
-                        ApiError::new(remote.status, &remote.error_type, remote.reason)
-                    })
+                    .map_err(ApiError::from)
                     .and_then(|bytes| {
                         serde_json::from_slice(&bytes)
                             .map_err(|e| ApiError::internal(format!("malformed node info: {e}")))
@@ -332,10 +329,8 @@ impl Node {
     }
 
     /// Serves [`ACTION_NODES_INFO`] for another node's `_nodes` request.
-    pub(crate) fn handle_nodes_info(&self) -> Result<Bytes, shoal_transport::RemoteError> {
-        Ok(Bytes::from(
-            serde_json::to_vec(&self.local_node_sections()).expect("json"),
-        ))
+    pub(crate) fn handle_nodes_info(&self) -> ApiResult<Bytes> {
+        Ok(crate::rpc::json_bytes(&self.local_node_sections()))
     }
 }
 

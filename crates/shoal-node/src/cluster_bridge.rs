@@ -199,54 +199,7 @@ impl Handler for NodeHandler {
                     "node is starting or stopping",
                 ));
             };
-            match req.action.as_str() {
-                ACTION_SHARD_BULK => {
-                    let body = req.body.clone();
-                    tokio::task::spawn_blocking(move || node.handle_shard_bulk(&body))
-                        .await
-                        .map_err(|e| RemoteError::internal(e.to_string()))?
-                }
-                crate::broadcast::ACTION_BROADCAST => {
-                    let body = req.body.clone();
-                    tokio::task::spawn_blocking(move || node.handle_broadcast(&body))
-                        .await
-                        .map_err(|e| RemoteError::internal(e.to_string()))?
-                        .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
-                }
-                crate::broadcast::ACTION_SHARD_STATS => {
-                    let body = req.body.clone();
-                    tokio::task::spawn_blocking(move || node.handle_copy_stats(&body))
-                        .await
-                        .map_err(|e| RemoteError::internal(e.to_string()))?
-                        .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
-                }
-                crate::replication::replica::ACTION_REPLICA_OPS => {
-                    let body = req.body.clone();
-                    tokio::task::spawn_blocking(move || node.handle_replica_batch(body))
-                        .await
-                        .map_err(|e| RemoteError::internal(e.to_string()))?
-                        .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
-                }
-                action if action.starts_with("internal:index/shard/recovery/") => {
-                    let (action, body) = (req.action.clone(), req.body.clone());
-                    tokio::task::spawn_blocking(move || node.handle_recovery_action(&action, &body))
-                        .await
-                        .map_err(|e| RemoteError::internal(e.to_string()))?
-                        .map_err(|e| RemoteError::new(e.status, &e.error_type, e.reason))
-                }
-                action if action.starts_with("indices:data/read/") => {
-                    let (action, body) = (req.action.clone(), req.body.clone());
-                    tokio::task::spawn_blocking(move || node.serve_read(&action, &body))
-                        .await
-                        .map_err(|e| RemoteError::internal(e.to_string()))?
-                }
-                crate::cluster_api::ACTION_NODES_INFO => node.handle_nodes_info(),
-                other => Err(RemoteError::new(
-                    400,
-                    "action_not_found_transport_exception",
-                    format!("No handler for action [{other}]"),
-                )),
-            }
+            node.serve_action_blocking(req.action, req.body).await
         })
     }
 }
@@ -398,17 +351,13 @@ impl Node {
         let shard = copy.shard as usize;
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         if crate::replication::recovery::needs_peer_recovery(copy) {
-            let recovered = service
+            match service
                 .replication(shard)
-                .is_some_and(|r| r.allocation_id == allocation_id);
-            if recovered {
+                .filter(|r| r.allocation_id == allocation_id)
+            {
                 // Recovered and waiting to be reported started: keep following the state.
-                service
-                    .replication(shard)
-                    .expect("checked")
-                    .apply_cluster_state(state, &copy.index, shard);
-            } else {
-                self.start_peer_recovery(service, copy);
+                Some(recovered) => recovered.apply_cluster_state(state, &copy.index, shard),
+                None => self.start_peer_recovery(service, copy),
             }
             return Ok(());
         }
@@ -574,10 +523,7 @@ struct ShardBulk {
     options: crate::documents::WriteOptions,
 }
 
-type Forwarded = Vec<(
-    Vec<usize>,
-    tokio::task::JoinHandle<ApiResult<Vec<ApiResult<crate::documents::WriteOutcome>>>>,
-)>;
+type Forwarded = Vec<(Vec<usize>, crate::rpc::Pending)>;
 
 /// How long a write waits for its shard's primary to become active (OpenSearch: the
 /// request `timeout`, 1m; shorter here so a client sees the failure while it can act).
@@ -629,29 +575,13 @@ impl Node {
             .into_iter()
             .map(|(address, batch)| {
                 let (slots, items): (Vec<usize>, Vec<_>) = batch.into_iter().unzip();
-                let body = serde_json::to_vec(&ShardBulk {
+                let body = crate::rpc::json_bytes(&ShardBulk {
                     items,
                     options: options.clone(),
-                })
-                .expect("json");
-                let transport = self.transport.clone();
-                let handle = self.runtime.spawn(async move {
-                    let reply = transport
-                        .call(
-                            &address,
-                            ACTION_SHARD_BULK,
-                            Bytes::from(body),
-                            Duration::from_secs(120),
-                        )
-                        .await
-                        .map_err(|e| {
-                            let remote = e.to_remote_error();
-                            ApiError::new(remote.status, &remote.error_type, remote.reason)
-                        })?;
-                    serde_json::from_slice(&reply)
-                        .map_err(|e| ApiError::internal(format!("malformed shard bulk reply: {e}")))
                 });
-                (slots, handle)
+                let pending =
+                    self.send(&address, ACTION_SHARD_BULK, body, Duration::from_secs(120));
+                (slots, pending)
             })
             .collect()
     }
@@ -665,22 +595,20 @@ impl Node {
     )> {
         forwarded
             .into_iter()
-            .map(|(slots, handle)| {
+            .map(|(slots, pending)| {
                 let outcome = self
-                    .runtime
-                    .block_on(handle)
-                    .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())));
+                    .wait(pending)
+                    .and_then(|reply| crate::rpc::parse_reply(ACTION_SHARD_BULK, &reply));
                 (slots, outcome)
             })
             .collect()
     }
 
     /// Executes a forwarded batch on this node (it holds the primaries).
-    pub(crate) fn handle_shard_bulk(&self, body: &[u8]) -> Result<Bytes, RemoteError> {
-        let bulk: ShardBulk = serde_json::from_slice(body)
-            .map_err(|e| RemoteError::bad_request(format!("malformed shard bulk: {e}")))?;
+    pub(crate) fn handle_shard_bulk(&self, body: &[u8]) -> ApiResult<Bytes> {
+        let bulk: ShardBulk = crate::rpc::parse_request(body)?;
         let results = self.execute_writes(bulk.items, &bulk.options);
-        Ok(Bytes::from(serde_json::to_vec(&results).expect("json")))
+        Ok(crate::rpc::json_bytes(&results))
     }
 }
 

@@ -4,7 +4,9 @@
 
 use std::hash::{Hash, Hasher};
 
-use shoal_state::{ClusterState, DiscoveryNode, ShardRouting};
+use std::collections::BTreeSet;
+
+use shoal_state::{ClusterState, ShardRouting};
 
 use crate::error::{ApiError, ApiResult};
 
@@ -109,7 +111,6 @@ pub fn ordered_copies(
         .collect();
     // A stable base order, so rotations and hashes pick the same copy for the same input.
     copies.sort_by(|a, b| a.node.cmp(&b.node));
-    let node_of = |c: &ShardRouting| state.nodes.get(c.node.as_deref().unwrap_or_default());
     let is_local = |c: &ShardRouting| c.node.as_deref() == Some(local_node);
     match preference {
         Preference::Default => rotate(&mut copies, rotation),
@@ -121,17 +122,18 @@ pub fn ordered_copies(
         Preference::Local => copies.sort_by_key(|c| !is_local(c)),
         Preference::OnlyLocal => copies.retain(|c| is_local(c)),
         Preference::OnlyNodes(specs) => {
-            let matching = |c: &ShardRouting| node_of(c).is_some_and(|n| node_matches(n, specs));
-            if !state.nodes.values().any(|n| node_matches(n, specs)) {
+            let chosen = selected_nodes(state, local_node, specs);
+            if chosen.is_empty() {
                 return Err(ApiError::bad_request(format!(
                     "no data nodes with criteria [{}] found for shard: [{index}][{shard}]",
                     specs.join(",")
                 )));
             }
-            copies.retain(|c| matching(c));
+            copies.retain(|c| c.node.as_ref().is_some_and(|n| chosen.contains(n)));
         }
         Preference::PreferNodes(specs) => {
-            copies.sort_by_key(|c| !node_of(c).is_some_and(|n| node_matches(n, specs)))
+            let chosen = selected_nodes(state, local_node, specs);
+            copies.sort_by_key(|c| !c.node.as_ref().is_some_and(|n| chosen.contains(n)))
         }
     }
     Ok(copies
@@ -168,19 +170,12 @@ fn hash_of(key: &str, shard: usize) -> usize {
     hasher.finish() as usize
 }
 
-/// Whether a node matches one of `_only_nodes`' specs: an id, a name (both with `*`
-/// wildcards) or `attr:value`.
-fn node_matches(node: &DiscoveryNode, specs: &[String]) -> bool {
-    specs.iter().any(|spec| {
-        if let Some((attr, value)) = spec.split_once(':') {
-            return node
-                .attributes
-                .get(attr)
-                .is_some_and(|v| crate::routing::wildcard_match(value, v));
-        }
-        crate::routing::wildcard_match(spec, &node.id)
-            || crate::routing::wildcard_match(spec, &node.name)
-    })
+/// The node ids `_only_nodes:` / `_prefer_nodes:` name (ids, names and `attr:value`, with
+/// wildcards: the node selectors of `_nodes`).
+fn selected_nodes(state: &ClusterState, local_node: &str, specs: &[String]) -> BTreeSet<String> {
+    crate::cluster_api::resolve_node_selectors(state, local_node, specs)
+        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]

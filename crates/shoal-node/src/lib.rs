@@ -16,6 +16,7 @@ pub mod node;
 pub mod read_coordinator;
 pub mod replication;
 pub mod routing;
+mod rpc;
 mod scheduler;
 pub mod search;
 pub mod settings;

@@ -18,6 +18,7 @@ use crate::copies::{ordered_copies, CopyRef, Preference};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
+use crate::rpc::{json_bytes, parse_reply, Pending};
 use crate::shard_search::{
     decode_fetch_reply, decode_get_reply, FetchRequest, FreeContexts, GetRequest, QueryMode,
     QueryReply, QueryRequest, ACTION_FETCH, ACTION_FREE_CONTEXT, ACTION_GET, ACTION_QUERY,
@@ -107,8 +108,6 @@ pub struct QueryOutcome {
     pub failures: Vec<ShardFailure>,
 }
 
-type Pending = tokio::task::JoinHandle<ApiResult<QueryReply>>;
-
 impl Node {
     /// The shards of these indices a read touches (after routing and `_shards:`), each with
     /// its copies ordered by `preference`.
@@ -182,10 +181,9 @@ impl Node {
                 }
             }
             for (i, copy, pending) in remote {
-                let outcome = self
-                    .runtime
-                    .block_on(pending)
-                    .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())));
+                let outcome = self.wait(pending).and_then(|reply| {
+                    parse_reply::<Result<QueryReply, ApiError>>(ACTION_QUERY, &reply)?
+                });
                 settle(i, copy, outcome, &mut answers, &mut last_error);
             }
         }
@@ -215,16 +213,12 @@ impl Node {
     }
 
     fn send_query(&self, address: &str, request: &QueryRequest) -> Pending {
-        let (transport, address) = (self.transport.clone(), address.to_string());
-        let body = Bytes::from(serde_json::to_vec(request).expect("json"));
-        self.runtime.spawn(async move {
-            let reply = transport
-                .call(&address, ACTION_QUERY, body, SHARD_READ_TIMEOUT)
-                .await
-                .map_err(transport_error)?;
-            serde_json::from_slice::<Result<QueryReply, ApiError>>(&reply)
-                .map_err(|e| ApiError::internal(format!("malformed query reply: {e}")))?
-        })
+        self.send(
+            address,
+            ACTION_QUERY,
+            json_bytes(request),
+            SHARD_READ_TIMEOUT,
+        )
     }
 
     fn query_request(
@@ -290,24 +284,16 @@ impl Node {
                     }
                 }
                 Some(address) => {
-                    let transport = self.transport.clone();
-                    let body = Bytes::from(serde_json::to_vec(&request).expect("json"));
-                    let pending = self.runtime.spawn(async move {
-                        let reply = transport
-                            .call(&address, ACTION_FETCH, body, SHARD_READ_TIMEOUT)
-                            .await
-                            .map_err(transport_error)?;
-                        decode_fetch_reply(reply)
-                    });
+                    let body = json_bytes(&request);
+                    let pending = self.send(&address, ACTION_FETCH, body, SHARD_READ_TIMEOUT);
                     remote.push((shard, addresses, pending));
                 }
             }
         }
         for (shard, addresses, pending) in remote {
             let sources = self
-                .runtime
-                .block_on(pending)
-                .map_err(|e| ApiError::internal(e.to_string()))?
+                .wait(pending)
+                .and_then(decode_fetch_reply)
                 .map_err(fetch_failed)?;
             for (address, source) in addresses.into_iter().zip(sources) {
                 fetched.insert((shard, address), source);
@@ -341,18 +327,9 @@ impl Node {
             match address {
                 None => self.free_search_contexts(&contexts),
                 Some(address) => {
-                    let transport = self.transport.clone();
-                    let body = serde_json::to_vec(&FreeContexts { contexts }).expect("json");
-                    self.runtime.spawn(async move {
-                        let _ = transport
-                            .call(
-                                &address,
-                                ACTION_FREE_CONTEXT,
-                                Bytes::from(body),
-                                Duration::from_secs(10),
-                            )
-                            .await;
-                    });
+                    // Not waited for: the contexts expire anyway if the call is lost.
+                    let body = json_bytes(&FreeContexts { contexts });
+                    drop(self.send(&address, ACTION_FREE_CONTEXT, body, Duration::from_secs(10)));
                 }
             }
         }
@@ -377,18 +354,14 @@ impl Node {
         for copy in copies {
             let outcome = match &copy.address {
                 None => self.shard_get(&request),
-                Some(address) => {
-                    let body = Bytes::from(serde_json::to_vec(&request).expect("json"));
-                    let transport = self.transport.clone();
-                    let address = address.clone();
-                    self.runtime.block_on(async move {
-                        let reply = transport
-                            .call(&address, ACTION_GET, body, SHARD_READ_TIMEOUT)
-                            .await
-                            .map_err(transport_error)?;
-                        decode_get_reply(reply)
-                    })
-                }
+                Some(address) => self
+                    .call(
+                        address,
+                        ACTION_GET,
+                        json_bytes(&request),
+                        SHARD_READ_TIMEOUT,
+                    )
+                    .and_then(decode_get_reply),
             };
             match outcome {
                 Err(error) if is_copy_error(&error) => last_error = Some(error),
@@ -460,11 +433,6 @@ fn no_copy_available(shard: &PlannedShard) -> ApiError {
             shard.shard
         ),
     )
-}
-
-fn transport_error(e: shoal_transport::TransportError) -> ApiError {
-    let remote = e.to_remote_error();
-    ApiError::new(remote.status, &remote.error_type, remote.reason)
 }
 
 fn fetch_failed(error: ApiError) -> ApiError {

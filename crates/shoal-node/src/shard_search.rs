@@ -25,8 +25,10 @@ use tantivy::{DocAddress, Searcher};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
-use shoal_transport::RemoteError;
+use crate::rpc::{json_bytes, parse_request};
 
+/// What every action of this module starts with (the dispatcher routes on it).
+pub const ACTION_PREFIX: &str = "indices:data/read/";
 pub const ACTION_QUERY: &str = "indices:data/read/search[phase/query]";
 pub const ACTION_FETCH: &str = "indices:data/read/search[phase/fetch]";
 pub const ACTION_FREE_CONTEXT: &str = "indices:data/read/search[free_context]";
@@ -260,50 +262,42 @@ impl Node {
         Ok(doc)
     }
 
-    /// Serves the transport actions of this module. A query phase answers with its
-    /// result or its full error (a search error keeps its nested cause); the others fail
-    /// with a transport-level error.
-    pub(crate) fn serve_read(&self, action: &str, body: &[u8]) -> Result<Bytes, RemoteError> {
-        let remote = |e: ApiError| RemoteError::new(e.status, &e.error_type, e.reason);
+    /// Serves the transport actions of this module. A query phase answers with its result
+    /// or its full error (a search error keeps its nested cause, which a transport error
+    /// would flatten).
+    pub(crate) fn serve_read(&self, action: &str, body: &[u8]) -> ApiResult<Bytes> {
         match action {
             ACTION_QUERY => {
-                let reply = parse::<QueryRequest>(body).and_then(|r| self.shard_query(&r));
-                Ok(Bytes::from(serde_json::to_vec(&reply).expect("json")))
+                let reply = parse_request::<QueryRequest>(body).and_then(|r| self.shard_query(&r));
+                Ok(json_bytes(&reply))
             }
             ACTION_FETCH => {
-                let request = parse::<FetchRequest>(body).map_err(remote)?;
-                let sources = self.shard_fetch(&request).map_err(remote)?;
+                let sources = self.shard_fetch(&parse_request(body)?)?;
                 let blobs: Vec<Option<&[u8]>> = sources.iter().map(Option::as_deref).collect();
                 Ok(crate::wire::frame(&(), &blobs))
             }
             ACTION_FREE_CONTEXT => {
-                let request = parse::<FreeContexts>(body).map_err(remote)?;
+                let request: FreeContexts = parse_request(body)?;
                 self.free_search_contexts(&request.contexts);
                 Ok(Bytes::new())
             }
-            ACTION_GET => {
-                let request = parse::<GetRequest>(body).map_err(remote)?;
-                Ok(match self.shard_get(&request).map_err(remote)? {
-                    Some(doc) => crate::wire::frame(
-                        &Some(GetHeader {
-                            seq_no: doc.seq_no,
-                            primary_term: doc.primary_term,
-                            version: doc.version,
-                            routing: doc.routing,
-                        }),
-                        &[Some(&doc.source)],
-                    ),
-                    None => crate::wire::frame(&None::<GetHeader>, &[]),
-                })
-            }
-            other => Err(RemoteError::action_not_found(other)),
+            ACTION_GET => Ok(match self.shard_get(&parse_request(body)?)? {
+                Some(doc) => crate::wire::frame(
+                    &Some(GetHeader {
+                        seq_no: doc.seq_no,
+                        primary_term: doc.primary_term,
+                        version: doc.version,
+                        routing: doc.routing,
+                    }),
+                    &[Some(&doc.source)],
+                ),
+                None => crate::wire::frame(&None::<GetHeader>, &[]),
+            }),
+            other => Err(ApiError::bad_request(format!(
+                "No handler for action [{other}]"
+            ))),
         }
     }
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed shard request: {e}")))
 }
 
 /// Decodes a get reply.

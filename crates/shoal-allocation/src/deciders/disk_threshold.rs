@@ -39,6 +39,17 @@ pub fn node_usage(ctx: &AllocationContext<'_>, node_id: &str) -> Option<DiskUsag
     })
 }
 
+/// The usage a decision rests on, or the decision when there is nothing to decide on.
+fn usage_to_decide_on(
+    ctx: &AllocationContext<'_>,
+    node: &DiscoveryNode,
+) -> Result<DiskUsage, Decision> {
+    if let Some(decision) = early_terminate(ctx) {
+        return Err(decision);
+    }
+    node_usage(ctx, &node.id).ok_or_else(|| Decision::yes("disk usages are unavailable"))
+}
+
 /// Disabled, a single data node, or nothing reported: allow, as OpenSearch does.
 fn early_terminate(ctx: &AllocationContext<'_>) -> Option<Decision> {
     if !ctx.settings.disk.enabled {
@@ -64,11 +75,9 @@ impl Decider for DiskThreshold {
         node: &DiscoveryNode,
         ctx: &AllocationContext<'_>,
     ) -> Decision {
-        if let Some(decision) = early_terminate(ctx) {
-            return decision;
-        }
-        let Some(usage) = node_usage(ctx, &node.id) else {
-            return Decision::yes("disk usages are unavailable");
+        let usage = match usage_to_decide_on(ctx, node) {
+            Ok(usage) => usage,
+            Err(decision) => return decision,
         };
         let disk = &ctx.settings.disk;
         let (free_bytes, free_percent) = free_space(&usage);
@@ -134,11 +143,9 @@ impl Decider for DiskThreshold {
         node: &DiscoveryNode,
         ctx: &AllocationContext<'_>,
     ) -> Decision {
-        if let Some(decision) = early_terminate(ctx) {
-            return decision;
-        }
-        let Some(usage) = node_usage(ctx, &node.id) else {
-            return Decision::yes("disk usages are unavailable");
+        let usage = match usage_to_decide_on(ctx, node) {
+            Ok(usage) => usage,
+            Err(decision) => return decision,
         };
         let high = &ctx.settings.disk.high;
         let (free_bytes, free_percent) = free_space(&usage);

@@ -1,19 +1,14 @@
 //! The primary sending its operations to the other copies of the shard.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use shoal_engine::Engine;
 use shoal_state::Command;
 
-use super::replica::{encode_batch, ReplicaBatch, ReplicaReply, ACTION_REPLICA_OPS};
-use super::{copy_address, ReplicaOp, ShardReplication};
+use super::{ReplicaOp, ShardReplication};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
-
-/// How long a copy may take to apply a batch before the primary fails it.
-const REPLICA_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What replication of one batch achieved: copies that acknowledged, and copies failed.
 #[derive(Debug, Default, Clone, Copy)]
@@ -42,50 +37,16 @@ impl Node {
             self.advance_global_checkpoint(engine, replication);
             return Ok(summary);
         }
-        let state = self.cluster_state();
-        let (index, index_uuid) = (service.name(), service.uuid());
+        let index = service.name();
         let pending: Vec<_> = targets
             .into_iter()
             .map(|target| {
-                let batch = ReplicaBatch {
-                    index: index.clone(),
-                    index_uuid: index_uuid.clone(),
-                    shard,
-                    target_allocation_id: target.clone(),
-                    primary_term: engine.primary_term(),
-                    global_checkpoint: engine.global_checkpoint(),
-                    refresh,
-                    ops: Vec::new(),
-                };
-                let address = copy_address(&state, &index, shard, &target);
-                let body = encode_batch(batch, &ops);
-                let transport = self.transport.clone();
-                let handle = self.runtime.spawn(async move {
-                    let Some(address) = address else {
-                        return Err(ApiError::new(
-                            404,
-                            "shard_not_found_exception",
-                            "the copy is not in the routing table",
-                        ));
-                    };
-                    let reply = transport
-                        .call(&address, ACTION_REPLICA_OPS, body, REPLICA_TIMEOUT)
-                        .await
-                        .map_err(|e| {
-                            let remote = e.to_remote_error();
-                            ApiError::new(remote.status, &remote.error_type, remote.reason)
-                        })?;
-                    serde_json::from_slice::<ReplicaReply>(&reply)
-                        .map_err(|e| ApiError::internal(format!("malformed replica reply: {e}")))
-                });
-                (target, handle)
+                let reply = self.send_replica_batch(service, shard, engine, &target, &ops, refresh);
+                (target, reply)
             })
             .collect();
-        for (target, handle) in pending {
-            let outcome = self
-                .runtime
-                .block_on(handle)
-                .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())));
+        for (target, reply) in pending {
+            let outcome = self.wait_replica_reply(reply);
             match outcome {
                 Ok(reply) => {
                     let mut tracker = replication.tracker.lock();

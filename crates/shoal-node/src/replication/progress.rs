@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::node::{now_millis, Node};
 
 pub const ACTION_LIST: &str = "internal:index/shard/recovery/list";
@@ -179,30 +179,28 @@ impl Node {
     /// The recovery records of these indices from every node.
     pub fn recoveries(&self, indices: &[String]) -> Vec<RecoveryRecord> {
         let state = self.cluster_state();
-        let body = Bytes::from(serde_json::to_vec(indices).expect("json"));
+        let body = crate::rpc::json_bytes(&indices);
         let pending: Vec<_> = state
             .nodes
             .values()
             .filter(|n| n.id != self.node_id)
             .map(|n| {
-                let (transport, address, body) = (
-                    self.transport.clone(),
-                    n.transport_address.clone(),
+                self.send(
+                    &n.transport_address,
+                    ACTION_LIST,
                     body.clone(),
-                );
-                self.runtime.spawn(async move {
-                    transport
-                        .call(&address, ACTION_LIST, body, Duration::from_secs(10))
-                        .await
-                })
+                    Duration::from_secs(10),
+                )
             })
             .collect();
         let mut records = self.local_recoveries(indices);
         for reply in pending {
-            if let Ok(Ok(bytes)) = self.runtime.block_on(reply) {
-                if let Ok(remote) = serde_json::from_slice::<Vec<RecoveryRecord>>(&bytes) {
-                    records.extend(remote);
-                }
+            let remote = self.wait(reply).and_then(|bytes| {
+                crate::rpc::parse_reply::<Vec<RecoveryRecord>>(ACTION_LIST, &bytes)
+            });
+            match remote {
+                Ok(remote) => records.extend(remote),
+                Err(e) => tracing::debug!(error = %e, "a node's recovery records are missing"),
             }
         }
         records
@@ -211,10 +209,7 @@ impl Node {
     }
 
     pub(crate) fn handle_recovery_list(&self, body: &[u8]) -> ApiResult<Bytes> {
-        let indices: Vec<String> = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("malformed recovery list request: {e}")))?;
-        Ok(Bytes::from(
-            serde_json::to_vec(&self.local_recoveries(&indices)).expect("json"),
-        ))
+        let indices: Vec<String> = crate::rpc::parse_request(body)?;
+        Ok(crate::rpc::json_bytes(&self.local_recoveries(&indices)))
     }
 }

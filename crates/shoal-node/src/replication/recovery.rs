@@ -26,12 +26,14 @@ use shoal_state::ShardRouting;
 use tracing::{info, warn};
 
 use super::progress::{RecoveryRecord, RecoveryType, Stage};
-use super::replica::{encode_batch, ReplicaBatch, ReplicaReply, ACTION_REPLICA_OPS};
 use super::ReplicaOp;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
+use crate::rpc::{json_bytes, parse_reply, parse_request};
 
+/// What every action of this module starts with (the dispatcher routes on it).
+pub const ACTION_PREFIX: &str = "internal:index/shard/recovery/";
 pub const ACTION_START: &str = "internal:index/shard/recovery/start_recovery";
 pub const ACTION_FILE_CHUNK: &str = "internal:index/shard/recovery/file_chunk";
 pub const ACTION_FINALIZE: &str = "internal:index/shard/recovery/finalize";
@@ -351,7 +353,8 @@ impl Node {
             let chunk = self.call(
                 source,
                 ACTION_FILE_CHUNK,
-                serde_json::to_vec(&request).expect("json"),
+                json_bytes(&request),
+                CALL_TIMEOUT,
             )?;
             if chunk.len() as u64 != request.length {
                 return Err(ApiError::internal(format!(
@@ -375,37 +378,22 @@ impl Node {
         Ok(())
     }
 
-    fn call(&self, address: &str, action: &str, body: Vec<u8>) -> ApiResult<Bytes> {
-        let transport = self.transport.clone();
-        let (address, action) = (address.to_string(), action.to_string());
-        self.runtime.block_on(async move {
-            transport
-                .call(&address, &action, Bytes::from(body), CALL_TIMEOUT)
-                .await
-                .map_err(|e| {
-                    let remote = e.to_remote_error();
-                    ApiError::new(remote.status, &remote.error_type, remote.reason)
-                })
-        })
-    }
-
     fn call_json<T: for<'de> Deserialize<'de>>(
         &self,
         address: &str,
         action: &str,
         request: &impl Serialize,
     ) -> ApiResult<T> {
-        let reply = self.call(address, action, serde_json::to_vec(request).expect("json"))?;
-        serde_json::from_slice(&reply)
-            .map_err(|e| ApiError::internal(format!("malformed {action} reply: {e}")))
+        let reply = self.call(address, action, json_bytes(request), CALL_TIMEOUT)?;
+        parse_reply(action, &reply)
     }
 
     /// Serves the source side of the recovery actions.
     pub(crate) fn handle_recovery_action(&self, action: &str, body: &[u8]) -> ApiResult<Bytes> {
         match action {
-            ACTION_START => Ok(to_bytes(&self.serve_start(parse(body)?)?)),
-            ACTION_FILE_CHUNK => self.serve_chunk(parse(body)?),
-            ACTION_FINALIZE => Ok(to_bytes(&self.serve_finalize(parse(body)?)?)),
+            ACTION_START => Ok(json_bytes(&self.serve_start(parse_request(body)?)?)),
+            ACTION_FILE_CHUNK => self.serve_chunk(parse_request(body)?),
+            ACTION_FINALIZE => Ok(json_bytes(&self.serve_finalize(parse_request(body)?)?)),
             super::progress::ACTION_LIST => self.handle_recovery_list(body),
             other => Err(ApiError::bad_request(format!(
                 "No handler for action [{other}]"
@@ -421,12 +409,17 @@ impl Node {
         let engine = service.shard(request.shard)?;
         // This copy must act as the primary and know the target (its applier may lag the
         // state the target acted on) before it can start tracking it.
-        let ready = wait_for(Duration::from_secs(10), || {
-            service.replication(request.shard).is_some_and(|r| {
-                let tracker = r.tracker.lock();
-                tracker.is_primary_mode() && tracker.knows(&request.target_allocation_id)
+        let ready = self
+            .wait_until_applied(Duration::from_secs(10), |_, _| {
+                service
+                    .replication(request.shard)
+                    .is_some_and(|r| {
+                        let tracker = r.tracker.lock();
+                        tracker.is_primary_mode() && tracker.knows(&request.target_allocation_id)
+                    })
+                    .then_some(())
             })
-        });
+            .is_some();
         if !ready {
             return Err(ApiError::new(
                 409,
@@ -523,8 +516,10 @@ impl Node {
             engine.max_seq_no()
         };
         let from = outgoing.snapshot.payload.local_checkpoint + 1;
-        let address = super::copy_address(&self.cluster_state(), &service.name(), shard, target)
-            .ok_or_else(|| ApiError::internal("the recovery target left the routing table"))?;
+        let replay = |ops: &[ReplicaOp]| -> ApiResult<i64> {
+            let pending = self.send_replica_batch(service, shard, &engine, target, ops, false);
+            Ok(self.wait_replica_reply(pending)?.local_checkpoint)
+        };
         let mut replayed = 0;
         let mut batch = Vec::with_capacity(REPLAY_BATCH);
         let mut local_checkpoint = shoal_replication::UNASSIGNED_SEQ_NO;
@@ -534,64 +529,39 @@ impl Node {
                     op.map_err(|e| ApiError::internal(e.to_string()))?,
                 ));
                 if batch.len() == REPLAY_BATCH {
-                    local_checkpoint =
-                        self.send_replay(service, shard, target, &address, &engine, &batch)?;
+                    local_checkpoint = replay(&batch)?;
                     replayed += batch.len();
                     batch.clear();
                 }
             }
         }
+        // The last (or only, possibly empty) batch also reports the target's checkpoint.
         if !batch.is_empty() || replayed == 0 {
-            local_checkpoint =
-                self.send_replay(service, shard, target, &address, &engine, &batch)?;
+            local_checkpoint = replay(&batch)?;
             replayed += batch.len();
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let outcome = replication
+        let mut refused = None;
+        let in_sync = wait_for(Duration::from_secs(30), || {
+            match replication
                 .tracker
                 .lock()
                 .mark_in_sync(target, local_checkpoint)
-                .map_err(|e| ApiError::new(409, "illegal_state_exception", e.to_string()))?;
-            if outcome == shoal_replication::InSyncOutcome::InSync {
-                break;
+            {
+                Ok(outcome) => outcome == shoal_replication::InSyncOutcome::InSync,
+                Err(e) => refused.insert(e).to_string().is_empty(),
             }
-            if Instant::now() > deadline {
-                return Err(ApiError::internal(
-                    "the recovered copy did not reach the global checkpoint",
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        });
+        if let Some(e) = refused {
+            return Err(ApiError::new(409, "illegal_state_exception", e.to_string()));
+        }
+        if !in_sync {
+            return Err(ApiError::internal(
+                "the recovered copy did not reach the global checkpoint",
+            ));
         }
         Ok(FinalizeReply {
             ops_replayed: replayed,
         })
-    }
-
-    fn send_replay(
-        &self,
-        service: &IndexService,
-        shard: usize,
-        target: &str,
-        address: &str,
-        engine: &shoal_engine::Engine,
-        ops: &[ReplicaOp],
-    ) -> ApiResult<i64> {
-        let batch = ReplicaBatch {
-            index: service.name(),
-            index_uuid: service.uuid(),
-            shard,
-            target_allocation_id: target.to_string(),
-            primary_term: engine.primary_term(),
-            global_checkpoint: engine.global_checkpoint(),
-            refresh: false,
-            ops: Vec::new(),
-        };
-        let body = encode_batch(batch, ops);
-        let reply = self.call(address, ACTION_REPLICA_OPS, body.to_vec())?;
-        let reply: ReplicaReply = serde_json::from_slice(&reply)
-            .map_err(|e| ApiError::internal(format!("malformed replica reply: {e}")))?;
-        Ok(reply.local_checkpoint)
     }
 }
 
@@ -605,11 +575,6 @@ fn wait_for(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     true
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed recovery request: {e}")))
 }
 
 /// A local file's name, length and checksum (`None` if it cannot be read).
@@ -642,8 +607,4 @@ fn remove_unwanted_files(dir: &std::path::Path, wanted: &HashMap<&str, u64>) -> 
         }
     }
     Ok(())
-}
-
-fn to_bytes(reply: &impl Serialize) -> Bytes {
-    Bytes::from(serde_json::to_vec(reply).expect("json"))
 }

@@ -34,20 +34,66 @@ pub struct ReplicaReply {
     pub global_checkpoint: i64,
 }
 
-/// Encodes a batch: the headers as JSON, the sources as blobs.
-pub fn encode_batch(mut batch: ReplicaBatch, ops: &[ReplicaOp]) -> Bytes {
-    batch.ops = ops.iter().map(|op| op.header.clone()).collect();
-    let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
-    crate::wire::frame(&batch, &blobs)
-}
+/// How long a copy may take to apply a batch before the primary gives up on it.
+const REPLICA_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A batch in flight to a copy; resolves to the copy's checkpoints.
+pub(crate) type PendingReply = tokio::task::JoinHandle<ApiResult<ReplicaReply>>;
 
 impl Node {
+    /// Sends operations (live writes or a recovery's replay) from the local primary copy of
+    /// `shard` to the copy `target`, under the engine's current term and global checkpoint.
+    pub(crate) fn send_replica_batch(
+        &self,
+        service: &crate::index_service::IndexService,
+        shard: usize,
+        engine: &shoal_engine::Engine,
+        target: &str,
+        ops: &[ReplicaOp],
+        refresh: bool,
+    ) -> PendingReply {
+        let batch = ReplicaBatch {
+            index: service.name(),
+            index_uuid: service.uuid(),
+            shard,
+            target_allocation_id: target.to_string(),
+            primary_term: engine.primary_term(),
+            global_checkpoint: engine.global_checkpoint(),
+            refresh,
+            ops: ops.iter().map(|op| op.header.clone()).collect(),
+        };
+        let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
+        let body = crate::wire::frame(&batch, &blobs);
+        let address = super::copy_address(&self.cluster_state(), &batch.index, shard, target);
+        let pending = address.map(|a| self.send(&a, ACTION_REPLICA_OPS, body, REPLICA_TIMEOUT));
+        self.runtime.spawn(async move {
+            let Some(pending) = pending else {
+                return Err(ApiError::new(
+                    404,
+                    "shard_not_found_exception",
+                    "the copy is not in the routing table",
+                ));
+            };
+            let reply = pending
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))??;
+            crate::rpc::parse_reply(ACTION_REPLICA_OPS, &reply)
+        })
+    }
+
+    /// Waits for a batch sent with [`Node::send_replica_batch`].
+    pub(crate) fn wait_replica_reply(&self, pending: PendingReply) -> ApiResult<ReplicaReply> {
+        self.runtime
+            .block_on(pending)
+            .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
+    }
+
     /// Applies a batch from the primary to the local copy it names.
     pub(crate) fn handle_replica_batch(&self, body: Bytes) -> ApiResult<Bytes> {
         let (batch, sources): (ReplicaBatch, _) =
             crate::wire::unframe(body).map_err(ApiError::bad_request)?;
         let reply = self.apply_replica_batch(&batch, sources)?;
-        Ok(Bytes::from(serde_json::to_vec(&reply).expect("json")))
+        Ok(crate::rpc::json_bytes(&reply))
     }
 
     fn apply_replica_batch(
