@@ -16,6 +16,15 @@ pub fn data_node(id: &str, zone: &str) -> DiscoveryNode {
     node_with(id, &[("zone", zone)])
 }
 
+/// Data nodes n1, n2, n3 in zones a, b, c.
+pub fn three_zones() -> Vec<DiscoveryNode> {
+    vec![
+        data_node("n1", "a"),
+        data_node("n2", "b"),
+        data_node("n3", "c"),
+    ]
+}
+
 pub fn node_with(id: &str, attributes: &[(&str, &str)]) -> DiscoveryNode {
     let n: u32 = id
         .chars()

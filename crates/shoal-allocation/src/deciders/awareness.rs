@@ -131,12 +131,8 @@ mod tests {
     use serde_json::json;
     use shoal_state::Command;
 
-    fn three_zones() -> shoal_state::ClusterState {
-        let mut state = cluster(vec![
-            data_node("n1", "a"),
-            data_node("n2", "b"),
-            data_node("n3", "c"),
-        ]);
+    fn zone_aware_cluster() -> shoal_state::ClusterState {
+        let mut state = cluster(crate::test_support::three_zones());
         set_cluster_setting(&mut state, AWARENESS_ATTRIBUTES, json!("zone"));
         state
     }
@@ -157,7 +153,7 @@ mod tests {
 
     #[test]
     fn one_copy_per_zone_with_three_zones() {
-        let mut state = three_zones();
+        let mut state = zone_aware_cluster();
         create_index(&mut state, 0, "idx", 1, 2, &[]);
         settle(&mut state, 0);
         let mut extra = copy_at(&state, "idx", 0, 1);
@@ -192,7 +188,7 @@ mod tests {
 
     #[test]
     fn nodes_without_the_attribute_are_refused() {
-        let mut state = three_zones();
+        let mut state = zone_aware_cluster();
         let bare = node_with("n9", &[]);
         apply(&mut state, 0, Command::NodeJoin(bare.clone()));
         create_index(&mut state, 0, "idx", 1, 0, &[]);

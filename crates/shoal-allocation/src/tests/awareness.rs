@@ -13,11 +13,7 @@ fn zone_of(state: &ClusterState, node: &str) -> String {
 
 #[test]
 fn three_zones_get_one_copy_each_and_even_spread() {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     set_cluster_setting(&mut state, AWARENESS_ATTRIBUTES, json!("zone"));
     create_index(&mut state, 0, "idx", 6, 2, &[]);
     settle(&mut state, 0);

@@ -4,11 +4,7 @@ use super::*;
 use crate::test_support::*;
 
 fn three_nodes_settled() -> ClusterState {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     create_index(&mut state, 0, "idx", 3, 1, &[]);
     settle(&mut state, 0);
     state

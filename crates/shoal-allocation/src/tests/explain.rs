@@ -149,11 +149,7 @@ fn started_copies_explain_remaining_and_rebalancing() {
 
 #[test]
 fn delayed_and_lost_copies_and_request_errors() {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     create_index(&mut state, 0, "idx", 1, 1, &[]);
     settle(&mut state, 0);
     let err = crate::explain(&state, &ExplainRequest::default(), false, 0)

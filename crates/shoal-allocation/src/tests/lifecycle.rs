@@ -6,11 +6,7 @@ use crate::test_support::*;
 
 #[test]
 fn a_lost_primary_is_replaced_by_its_replica_and_the_replica_rebuilt() {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     create_index(
         &mut state,
         0,
@@ -138,11 +134,7 @@ fn repeated_failures_stop_at_max_retries_until_retry_failed() {
 #[test]
 fn allocation_is_deterministic() {
     let run = || {
-        let mut state = cluster(vec![
-            data_node("n1", "a"),
-            data_node("n2", "b"),
-            data_node("n3", "c"),
-        ]);
+        let mut state = cluster(three_zones());
         set_cluster_setting(
             &mut state,
             "cluster.routing.allocation.awareness.attributes",

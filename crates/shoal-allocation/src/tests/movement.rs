@@ -8,11 +8,7 @@ use crate::test_support::*;
 
 #[test]
 fn exclude_drains_a_node_and_keeps_copies_apart() {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     create_index(&mut state, 0, "idx", 3, 1, &[]);
     settle(&mut state, 0);
     assert!(copies_per_node(&state).get("n3").copied().unwrap_or(0) > 0);
@@ -54,11 +50,7 @@ fn exclude_drains_a_node_and_keeps_copies_apart() {
 
 #[test]
 fn a_new_node_is_filled_within_the_concurrent_rebalance_limit() {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     create_index(&mut state, 0, "idx", 6, 1, &[]);
     settle(&mut state, 0);
     assert!(copies_per_node(&state).values().all(|n| *n == 4));
@@ -99,11 +91,7 @@ fn a_new_node_is_filled_within_the_concurrent_rebalance_limit() {
 
 #[test]
 fn node_concurrent_recoveries_throttles_rebuilding_replicas() {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     create_index(
         &mut state,
         0,
@@ -156,11 +144,7 @@ fn report_disk(state: &mut ClusterState, node: &str, used_percent: u64) {
 
 #[test]
 fn high_watermark_moves_copies_away_and_flood_stage_blocks_writes() {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     create_index(&mut state, 0, "idx", 2, 0, &[]);
     settle(&mut state, 0);
     let on_n1 = copies_per_node(&state).get("n1").copied().unwrap_or(0);
@@ -201,11 +185,7 @@ fn high_watermark_moves_copies_away_and_flood_stage_blocks_writes() {
 
 #[test]
 fn prefer_primary_spreads_primaries_when_rebalancing() {
-    let mut state = cluster(vec![
-        data_node("n1", "a"),
-        data_node("n2", "b"),
-        data_node("n3", "c"),
-    ]);
+    let mut state = cluster(three_zones());
     set_cluster_setting(
         &mut state,
         "cluster.routing.allocation.balance.prefer_primary",
