@@ -128,6 +128,32 @@ class ShoalCluster:
             time.sleep(0.1)
         raise AssertionError(f"cluster did not reach {what} within {timeout}s; last health: {last}\n{self.dump_logs()}")
 
+    def wait_for_agreement(self, status: str = "green", timeout: float = 120) -> None:
+        """Waits until every live node applies the same cluster state version, with `status`.
+        A restarted node answers from the state it persisted until it catches up with the
+        cluster manager: a test must not read the cluster through a stale view."""
+        deadline = time.monotonic() + timeout
+        order = {"green": 0, "yellow": 1, "red": 2}
+        seen = None
+        while time.monotonic() < deadline:
+            try:
+                views = {(self.get("/_cluster/state/version", i).json()["version"], self.health(i)["status"])
+                         for i in self.live()}
+            except Exception as e:  # a node may still be starting
+                seen = repr(e)
+                time.sleep(0.2)
+                continue
+            if len(views) == 1:
+                version, health = next(iter(views))
+                if health in order and order[health] <= order[status]:
+                    time.sleep(0.5)  # one more look: nothing was still in flight
+                    again = {self.get("/_cluster/state/version", i).json()["version"] for i in self.live()}
+                    if again == {version}:
+                        return
+            seen = views
+            time.sleep(0.2)
+        raise AssertionError(f"nodes did not agree on a {status} cluster state within {timeout}s: {seen}\n{self.dump_logs()}")
+
     def cluster_manager(self, i: int | None = None) -> str | None:
         rows = self.get("/_cat/cluster_manager", i, format="json", h="node").json()
         return rows[0]["node"] if rows else None

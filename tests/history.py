@@ -1,9 +1,12 @@
 """A history of acknowledged writes, checked against what a cluster holds afterwards.
 
 Writers record every write the cluster acknowledged (id, version, seq_no, primary term, and
-the value written); `verify` then reads every copy of every shard (`preference=_shards:N|
-_only_nodes:<node>`) and fails if an acknowledged document is missing, older than its last
-acknowledged version, or if the copies of a shard disagree. Later fault tests reuse it.
+the value written) and every write whose outcome is unknown (an error or a lost connection:
+the primary may have applied it before failing, so it may or may not survive). Values written
+to an id must only grow. `verify` then reads every copy of every shard (`preference=
+_shards:N|_only_nodes:<node>`) and fails if an acknowledged document is missing, holds a value
+older than its last acknowledged one, holds a value nobody wrote after that, or if the copies
+of a shard disagree. Later fault tests reuse it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ class Ack:
 @dataclass
 class History:
     acks: dict[str, Ack] = field(default_factory=dict)
+    # Values whose write failed or went unanswered, by id: each may or may not have been applied.
+    indeterminate: dict[str, set[int]] = field(default_factory=dict)
     attempted: int = 0
     failed: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -42,11 +47,15 @@ class History:
                         self.acks[doc_id] = ack
                 else:
                     self.failed += 1
+                    self.indeterminate.setdefault(doc_id, set()).add(value)
 
-    def record_failure(self, count: int) -> None:
+    def record_failure(self, sent: list[tuple[str, int]]) -> None:
+        """A request that failed as a whole: any of its writes may have been applied."""
         with self.lock:
-            self.attempted += count
-            self.failed += count
+            self.attempted += len(sent)
+            self.failed += len(sent)
+            for doc_id, value in sent:
+                self.indeterminate.setdefault(doc_id, set()).add(value)
 
     def verify(self, base_url: str, index: str, copies: list[tuple[int, str]]) -> dict:
         """Checks every copy; `copies` lists (shard, node name) of the started copies.
@@ -75,8 +84,15 @@ class History:
             doc = found.get(doc_id)
             if doc is None:
                 lost.append(doc_id)
-            elif doc["_source"]["value"] < ack.value:
-                problems.append(f"{doc_id}: holds value {doc['_source']['value']}, acknowledged {ack.value}")
+                continue
+            value = doc["_source"]["value"]
+            if value < ack.value:
+                problems.append(f"{doc_id}: holds value {value}, acknowledged {ack.value} later")
+            elif value > ack.value and value not in self.indeterminate.get(doc_id, ()):
+                problems.append(f"{doc_id}: holds value {value}, never written after the acknowledged {ack.value}")
+        for doc_id, doc in found.items():
+            if doc_id not in self.acks and doc["_source"]["value"] not in self.indeterminate.get(doc_id, ()):
+                problems.append(f"{doc_id}: holds value {doc['_source']['value']}, which nobody wrote")
         if lost:
             problems.append(f"{len(lost)} acknowledged documents lost, e.g. {lost[:5]}")
         assert not problems, "\n".join(problems[:20])

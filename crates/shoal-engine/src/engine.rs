@@ -719,7 +719,7 @@ impl Engine {
         self.commit_locked(&mut state)?;
         let keep_from = self
             .translog
-            .min_generation_for_seq_no(state.tracker.checkpoint() + 1);
+            .min_generation_for_seq_no(self.first_retained_seq_no(state.tracker.checkpoint()));
         drop(state);
         self.translog.roll_generation()?;
         let keep_from = keep_from.min(self.translog.current_generation());
@@ -732,6 +732,33 @@ impl Engine {
             started.elapsed().as_nanos() as u64,
         );
         Ok(true)
+    }
+
+    /// The first seq_no a flush keeps in the translog: above the local checkpoint for local
+    /// recovery, and above the global checkpoint so a promoted copy can resync the others
+    /// and a copy can tell what of its history diverged from a new primary's.
+    fn first_retained_seq_no(&self, local_checkpoint: i64) -> i64 {
+        local_checkpoint.min(self.global_checkpoint()) + 1
+    }
+
+    /// Fills the seq_no holes below max_seq_no with no-ops under `primary_term`, so a
+    /// promoted primary's local checkpoint reaches its max_seq_no (the operations that left
+    /// those holes were never acknowledged: an in-sync copy lacked them). Returns how many.
+    pub fn fill_seq_no_gaps(&self, primary_term: i64) -> Result<usize, EngineError> {
+        let gaps = self.state.lock().tracker.gaps();
+        let ops: Vec<WriteOp> = gaps
+            .iter()
+            .map(|&seq_no| WriteOp::NoOp {
+                seq_no,
+                primary_term,
+                reason: "filling gaps".into(),
+            })
+            .collect();
+        for result in self.apply(ops, Origin::Replica) {
+            result?;
+        }
+        self.sync_translog()?;
+        Ok(gaps.len())
     }
 
     /// Whether the uncommitted translog outgrew `index.translog.flush_threshold_size`.

@@ -420,3 +420,102 @@ fn a_pinned_commit_copied_elsewhere_opens_as_a_copy_with_its_own_translog() {
         .unwrap();
     assert_eq!(target.local_checkpoint(), 20);
 }
+
+fn replica_index_op(engine: &Engine, m: &Mapping, id: &str, seq_no: i64, term: i64) -> WriteOp {
+    let bytes = serde_json::to_vec(&json!({"n": seq_no})).unwrap();
+    let doc = DocumentParser::new(m, engine.schema())
+        .parse(id, &bytes)
+        .unwrap()
+        .doc;
+    WriteOp::Index {
+        id: id.into(),
+        routing: None,
+        source: bytes,
+        doc,
+        request: DocRequest::default(),
+        seq_no,
+        primary_term: term,
+        version: 1,
+    }
+}
+
+#[test]
+fn a_promoted_copy_fills_its_seq_no_gaps_with_no_ops_under_the_new_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    let ops = [0, 1, 3, 6]
+        .iter()
+        .map(|&s| replica_index_op(&engine, &m, &format!("d{s}"), s, 1))
+        .collect();
+    for r in engine.apply(ops, Origin::Replica) {
+        r.unwrap();
+    }
+    assert_eq!(engine.local_checkpoint(), 1);
+    engine.set_primary_term(2);
+    assert_eq!(engine.fill_seq_no_gaps(2).unwrap(), 3);
+    assert_eq!(engine.local_checkpoint(), 6);
+    assert_eq!(engine.max_seq_no(), 6);
+    let history: Vec<_> = engine
+        .history(2, 6)
+        .unwrap()
+        .map(|op| op.unwrap())
+        .map(|op| (op.seq_no, op.primary_term, op.kind))
+        .collect();
+    for (seq_no, term) in [(2, 2), (4, 2), (5, 2), (3, 1), (6, 1)] {
+        let kind = if term == 2 {
+            OpKind::NoOp
+        } else {
+            OpKind::Index
+        };
+        assert!(
+            history.contains(&(seq_no, term, kind)),
+            "{seq_no} missing from {history:?}"
+        );
+    }
+    assert_eq!(
+        engine.fill_seq_no_gaps(2).unwrap(),
+        0,
+        "nothing left to fill"
+    );
+}
+
+#[test]
+fn flush_keeps_the_operations_above_the_global_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    for i in 0..30 {
+        apply_one(
+            &engine,
+            index_op(
+                &engine,
+                &m,
+                &format!("{i}"),
+                json!({"n": i}),
+                DocRequest::default(),
+            ),
+        )
+        .unwrap();
+        if i % 10 == 9 {
+            engine.flush(true).unwrap();
+        }
+    }
+    engine.update_global_checkpoint(12);
+    engine.flush(true).unwrap();
+    let seq_nos: Vec<i64> = engine
+        .history(0, 29)
+        .unwrap()
+        .map(|op| op.unwrap().seq_no)
+        .collect();
+    assert!(
+        (13..30).all(|s| seq_nos.contains(&s)),
+        "ops above the global checkpoint must stay: {seq_nos:?}"
+    );
+    engine.update_global_checkpoint(29);
+    engine.flush(true).unwrap();
+    assert!(
+        engine.history(0, 29).unwrap().count() < 17,
+        "once every copy has them they are trimmed"
+    );
+}

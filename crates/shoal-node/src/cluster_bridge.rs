@@ -367,10 +367,14 @@ impl Node {
         let replication =
             service.replication_for(shard, &allocation_id, engine.global_checkpoint());
         replication.apply_cluster_state(state, &copy.index, shard);
-        if copy.primary {
-            let mut tracker = replication.tracker.lock();
-            if !tracker.is_primary_mode() {
+        if copy.primary && !replication.tracker.lock().is_primary_mode() {
+            if copy.state == ShardState::Initializing {
+                // A primary opening its own store (new or existing) has no copies to resync.
+                let mut tracker = replication.tracker.lock();
                 tracker.activate_primary_mode(engine.local_checkpoint());
+            } else {
+                // A replica promoted, or a relocation target handed the primary role.
+                self.start_primary_resync(service, shard, engine.clone(), replication.clone());
             }
         }
         if copy.state == ShardState::Initializing {

@@ -395,14 +395,19 @@ impl ClusterState {
         let mut remove_from_in_sync = Vec::new();
 
         if failed.primary {
-            let promoted = copies.iter_mut().find(|c| {
-                c.state == ShardState::Started
-                    && c.allocation_id
-                        .as_ref()
-                        .is_some_and(|id| in_sync.contains(id))
-            });
-            if let Some(replica) = promoted {
+            if let Some(position) = promotion_candidate(copies, &in_sync) {
+                let replica = &mut copies[position];
                 replica.primary = true;
+                // A relocating replica stays where it is as the primary; its relocation target
+                // (recovering from the failed primary) goes.
+                if replica.state == ShardState::Relocating {
+                    replica.state = ShardState::Started;
+                    let source = replica.node.clone();
+                    replica.relocating_node = None;
+                    copies.retain(|c| {
+                        source.is_none() || c.relocation_target_of() != source.as_deref()
+                    });
+                }
                 term_bump = true;
                 info.delayed = reason == UnassignedReason::NodeLeft && delay > 0;
                 remove_from_in_sync.push(allocation_id.to_string());
@@ -423,6 +428,9 @@ impl ClusterState {
                     primary.unassigned.as_mut().expect("unassigned").last_node = None;
                 }
                 copies.push(primary);
+                // Relocation targets go (their sources stay, no longer relocating); other
+                // initializing replicas become unassigned.
+                copies.retain(|c| c.relocation_target_of().is_none());
                 for copy in copies
                     .iter_mut()
                     .filter(|c| !c.primary && c.is_assigned() && !c.is_active())
@@ -432,6 +440,13 @@ impl ClusterState {
                         UnassignedInfo::new(UnassignedReason::PrimaryFailed, now);
                     replica_info.last_node = copy.node.clone();
                     *copy = ShardRouting::unassigned(index, shard, false, replica_info);
+                }
+                for copy in copies
+                    .iter_mut()
+                    .filter(|c| c.state == ShardState::Relocating)
+                {
+                    copy.state = ShardState::Started;
+                    copy.relocating_node = None;
                 }
             }
         } else {
@@ -452,4 +467,19 @@ impl ClusterState {
             }
         }
     }
+}
+
+/// The replica that takes over from a failed primary: an active in-sync copy, a started one
+/// before one that is relocating away.
+fn promotion_candidate(copies: &[ShardRouting], in_sync: &BTreeSet<String>) -> Option<usize> {
+    let eligible = |c: &ShardRouting| {
+        c.is_active()
+            && c.allocation_id
+                .as_ref()
+                .is_some_and(|id| in_sync.contains(id))
+    };
+    copies
+        .iter()
+        .position(|c| eligible(c) && c.state == ShardState::Started)
+        .or_else(|| copies.iter().position(eligible))
 }

@@ -157,3 +157,91 @@ fn allocation_is_deterministic() {
     );
     assert_eq!(first.health(None).status, HealthStatus::Green);
 }
+
+/// A 1-shard, 1-replica index on three nodes with its replica relocating to the free node.
+fn replica_relocating() -> (ClusterState, String, String, String) {
+    let mut state = cluster(three_zones());
+    create_index(
+        &mut state,
+        0,
+        "idx",
+        1,
+        1,
+        &[("index.unassigned.node_left.delayed_timeout", "0s")],
+    );
+    settle(&mut state, 0);
+    let node_of = |state: &ClusterState, primary: bool| {
+        state
+            .copies("idx", 0)
+            .iter()
+            .find(|c| c.primary == primary)
+            .and_then(|c| c.node.clone())
+            .expect("assigned")
+    };
+    let (primary, replica) = (node_of(&state, true), node_of(&state, false));
+    let free = state
+        .nodes
+        .keys()
+        .find(|n| **n != primary && **n != replica)
+        .cloned()
+        .expect("a free node");
+    let command = shoal_state::RerouteCommand::Move {
+        index: "idx".into(),
+        shard: 0,
+        from_node: replica.clone(),
+        to_node: free.clone(),
+    };
+    crate::execute(&mut state, &[command], false, 0).expect("move");
+    assert_eq!(state.copies("idx", 0).len(), 3, "source and target");
+    (state, primary, replica, free)
+}
+
+#[test]
+fn a_relocating_replica_is_promoted_when_the_primary_is_lost_and_its_target_goes() {
+    let (mut state, primary, replica, _) = replica_relocating();
+    let term = state.metadata.indices["idx"].primary_terms[0];
+
+    node_left(&mut state, 1_000, &primary);
+    let promoted = state.primary("idx", 0).cloned().expect("promoted");
+    assert_eq!(promoted.node.as_deref(), Some(replica.as_str()));
+    assert_eq!(promoted.state, ShardState::Started);
+    assert_eq!(promoted.relocating_node, None);
+    assert_eq!(state.metadata.indices["idx"].primary_terms[0], term + 1);
+    assert_eq!(
+        state.copies("idx", 0).len(),
+        2,
+        "one primary and one replica, no leftover relocation target"
+    );
+    settle(&mut state, 1_000);
+    assert_eq!(state.health(None).status, HealthStatus::Green);
+}
+
+#[test]
+fn a_lost_primary_with_no_in_sync_replica_ends_the_replicas_relocation() {
+    let (mut state, primary, replica, _) = replica_relocating();
+    // The replica is out of sync (its copy failed earlier, say): nothing can be promoted.
+    let replica_id = state
+        .copies("idx", 0)
+        .iter()
+        .find(|c| c.node.as_deref() == Some(replica.as_str()))
+        .and_then(|c| c.allocation_id.clone())
+        .expect("replica id");
+    state
+        .metadata
+        .indices
+        .get_mut("idx")
+        .unwrap()
+        .in_sync_allocations[0]
+        .remove(&replica_id);
+
+    node_left(&mut state, 1_000, &primary);
+    let copies = state.copies("idx", 0);
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    assert!(copies
+        .iter()
+        .all(|c| c.state != ShardState::Relocating && c.relocation_target_of().is_none()));
+    assert_eq!(
+        state.primary("idx", 0).map(|p| p.state),
+        Some(ShardState::Unassigned)
+    );
+}

@@ -8,6 +8,8 @@
 //! - [`recovery`]: a new copy (a replica or a relocation target) copies the primary's last
 //!   commit, starts receiving live operations, replays the history above the commit, and is
 //!   then reported started (the cluster manager adds it to the in-sync set).
+//! - [`resync`]: a copy that becomes the primary fills its seq_no gaps and resyncs the other
+//!   copies (failing those whose history diverged) before it accepts writes.
 //!
 //! [`ShardReplication`] is the per-copy state: the replication tracker and the lock that
 //! orders "start tracking a recovering copy" against writes in flight.
@@ -16,8 +18,10 @@ pub mod primary;
 pub mod progress;
 pub mod recovery;
 pub mod replica;
+pub mod resync;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::AtomicBool;
 
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -32,6 +36,8 @@ pub struct ShardReplication {
     /// a recovery holds it exclusively to start tracking its target, so every operation is
     /// either replicated live to the target or in the history the recovery replays.
     pub ops_lock: RwLock<()>,
+    /// A resync after becoming the primary is running (it activates primary mode at its end).
+    pub resyncing: AtomicBool,
 }
 
 impl ShardReplication {
@@ -40,6 +46,7 @@ impl ShardReplication {
             allocation_id: allocation_id.to_string(),
             tracker: Mutex::new(ReplicationTracker::new(allocation_id, global_checkpoint)),
             ops_lock: RwLock::new(()),
+            resyncing: AtomicBool::new(false),
         }
     }
 

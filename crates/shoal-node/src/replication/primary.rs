@@ -41,7 +41,11 @@ impl Node {
         let pending: Vec<_> = targets
             .into_iter()
             .map(|target| {
-                let reply = self.send_replica_batch(service, shard, engine, &target, &ops, refresh);
+                let options = super::replica::BatchOptions {
+                    refresh,
+                    resync: false,
+                };
+                let reply = self.send_replica_batch(service, shard, engine, &target, &ops, options);
                 (target, reply)
             })
             .collect();
@@ -87,7 +91,7 @@ impl Node {
     /// Asks the cluster manager to fail a copy and waits until it is out of the in-sync set.
     /// If this primary turns out to be deposed (a newer term exists: the copy refused it for
     /// that reason, say), the copy is left alone and the write must not be acknowledged.
-    fn fail_copy(
+    pub(crate) fn fail_copy(
         &self,
         index: &str,
         shard: usize,

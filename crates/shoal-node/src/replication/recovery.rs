@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use shoal_engine::recovery::{bind_recovered_store, snapshot_commit, CommitSnapshot};
 use shoal_state::ShardRouting;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::progress::{RecoveryRecord, RecoveryType, Stage};
 use super::ReplicaOp;
@@ -161,7 +161,7 @@ impl Node {
             .name("peer-recovery".into())
             .spawn(move || {
                 let started = Instant::now();
-                match node.recover_copy(&service, &copy) {
+                match node.recover_copy_retrying(&service, &copy) {
                     Ok(stats) => {
                         info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
                         node.report_started(&copy);
@@ -182,6 +182,31 @@ impl Node {
                 }
             })
             .expect("spawn recovery thread");
+    }
+
+    /// [`Node::recover_copy`], tried again while the failure is the source's transient state
+    /// (unreachable, restarting, not yet acting as primary) and the copy is still assigned
+    /// here: failing at once would burn `index.allocation.max_retries` in milliseconds.
+    fn recover_copy_retrying(
+        &self,
+        service: &Arc<IndexService>,
+        copy: &ShardRouting,
+    ) -> ApiResult<(usize, u64, usize)> {
+        let mut attempt = 1;
+        loop {
+            match self.recover_copy(service, copy) {
+                Err(e)
+                    if attempt < RECOVERY_ATTEMPTS
+                        && is_transient(&e)
+                        && self.still_assigned_here(copy) =>
+                {
+                    debug!(index = %copy.index, shard = copy.shard, attempt, error = %e, "peer recovery will be retried");
+                    attempt += 1;
+                    std::thread::sleep(RECOVERY_RETRY_DELAY);
+                }
+                outcome => return outcome,
+            }
+        }
     }
 
     /// The target side; returns (files copied, bytes copied, operations replayed).
@@ -309,9 +334,12 @@ impl Node {
     /// primary.
     fn recovery_source_address(&self, copy: &ShardRouting) -> ApiResult<(String, String)> {
         let state = self.cluster_state();
+        // A primary's relocation target recovers from the relocating primary; every other
+        // copy (a replica's relocation target too) from the primary, the only copy that
+        // can start tracking it.
         let node = match &copy.relocating_node {
-            Some(source) => Some(source.clone()),
-            None => state
+            Some(source) if copy.primary => Some(source.clone()),
+            _ => state
                 .primary(&copy.index, copy.shard)
                 .filter(|p| p.is_active())
                 .and_then(|p| p.node.clone()),
@@ -517,7 +545,14 @@ impl Node {
         };
         let from = outgoing.snapshot.payload.local_checkpoint + 1;
         let replay = |ops: &[ReplicaOp]| -> ApiResult<i64> {
-            let pending = self.send_replica_batch(service, shard, &engine, target, ops, false);
+            let pending = self.send_replica_batch(
+                service,
+                shard,
+                &engine,
+                target,
+                ops,
+                super::replica::BatchOptions::default(),
+            );
             Ok(self.wait_replica_reply(pending)?.local_checkpoint)
         };
         let mut replayed = 0;
@@ -563,6 +598,25 @@ impl Node {
             ops_replayed: replayed,
         })
     }
+}
+
+/// Attempts of one peer recovery before the copy is reported failed, and the pause between.
+const RECOVERY_ATTEMPTS: u32 = 10;
+const RECOVERY_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// Failures that come from the source's state of the moment, not from the copy.
+fn is_transient(error: &ApiError) -> bool {
+    matches!(
+        error.error_type.as_str(),
+        "connect_transport_exception"
+            | "node_not_connected_exception"
+            | "receive_timeout_transport_exception"
+            | "index_closed_exception"
+            | "illegal_state_exception"
+            | "shard_not_found_exception"
+            | "no_shard_available_action_exception"
+            | "index_not_found_exception"
+    )
 }
 
 /// Polls `ready` until it holds or `timeout` passes.

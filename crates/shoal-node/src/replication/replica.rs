@@ -25,7 +25,18 @@ pub struct ReplicaBatch {
     /// The write asked for `refresh=true|wait_for`: make it searchable on this copy too.
     #[serde(default)]
     pub refresh: bool,
+    /// A new primary's resync: `ops` is its whole history above the global checkpoint, and
+    /// the copy refuses it if its own history there diverged ([`super::resync`]).
+    #[serde(default)]
+    pub resync: bool,
     pub ops: Vec<ReplicaOpHeader>,
+}
+
+/// How a batch is to be applied on the copy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BatchOptions {
+    pub refresh: bool,
+    pub resync: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,7 +61,7 @@ impl Node {
         engine: &shoal_engine::Engine,
         target: &str,
         ops: &[ReplicaOp],
-        refresh: bool,
+        options: BatchOptions,
     ) -> PendingReply {
         let batch = ReplicaBatch {
             index: service.name(),
@@ -59,7 +70,8 @@ impl Node {
             target_allocation_id: target.to_string(),
             primary_term: engine.primary_term(),
             global_checkpoint: engine.global_checkpoint(),
-            refresh,
+            refresh: options.refresh,
+            resync: options.resync,
             ops: ops.iter().map(|op| op.header.clone()).collect(),
         };
         let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
@@ -143,6 +155,9 @@ impl Node {
                     batch.index, batch.shard, batch.primary_term
                 ),
             ));
+        }
+        if batch.resync {
+            super::resync::check_not_diverged(&engine, batch)?;
         }
         if batch.primary_term > current_term {
             engine.set_primary_term(batch.primary_term);

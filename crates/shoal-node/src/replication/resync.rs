@@ -1,0 +1,193 @@
+//! A copy taking over as primary (promotion after its primary failed, or the hand-over at the
+//! end of a primary relocation) brings the other copies in line with its history before it
+//! accepts a write (OpenSearch's `PrimaryReplicaSyncer`):
+//!
+//! 1. it fills the holes in its seq_nos below its max_seq_no with no-ops under its term (the
+//!    operations that left them were never acknowledged: this in-sync copy lacked them);
+//! 2. it sends every operation above the global checkpoint to every other in-sync copy in one
+//!    resync batch. A copy compares that with its own history above the global checkpoint:
+//!    what it has must be there with the same term. If it holds an operation the new primary
+//!    lacks (an unacknowledged write of the old primary), its history diverged; it refuses,
+//!    the new primary fails it, and it comes back through a file-based recovery, which
+//!    replaces what diverged (Shoal's form of OpenSearch's rollback to the global checkpoint);
+//! 3. only then does it act as primary. Writes routed to it wait until then
+//!    ([`Node::primary_location`] waits for primary mode).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use shoal_engine::Engine;
+
+use super::replica::{BatchOptions, ReplicaBatch};
+use super::{ReplicaOp, ShardReplication};
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::node::Node;
+
+/// The error a copy answers when its history above the global checkpoint diverged.
+pub const DIVERGED: &str = "resync_diverged_exception";
+
+impl Node {
+    /// Starts the resync of a copy that became the primary, once (a later cluster state
+    /// while it runs changes nothing). Runs on its own thread: it waits on other nodes.
+    pub(crate) fn start_primary_resync(
+        self: &Arc<Self>,
+        service: &Arc<IndexService>,
+        shard: usize,
+        engine: Arc<Engine>,
+        replication: Arc<ShardReplication>,
+    ) {
+        if replication.resyncing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let node = Arc::clone(self);
+        let service = Arc::clone(service);
+        let spawned = std::thread::Builder::new()
+            .name("primary-resync".into())
+            .spawn(move || {
+                node.resync_and_activate(&service, shard, &engine, &replication);
+                replication.resyncing.store(false, Ordering::Release);
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "could not start the primary resync thread");
+        }
+    }
+
+    fn resync_and_activate(
+        &self,
+        service: &Arc<IndexService>,
+        shard: usize,
+        engine: &Engine,
+        replication: &ShardReplication,
+    ) {
+        let index = service.name();
+        let started = std::time::Instant::now();
+        let outcome = self.resync_copies(service, shard, engine, replication);
+        let mut tracker = replication.tracker.lock();
+        tracker.activate_primary_mode(engine.local_checkpoint());
+        match outcome {
+            Ok(resynced) => {
+                for (target, local_checkpoint) in &resynced.copies {
+                    tracker.update_local_checkpoint(target, *local_checkpoint);
+                }
+                engine.update_global_checkpoint(tracker.global_checkpoint());
+                tracing::info!(
+                    index,
+                    shard,
+                    term = engine.primary_term(),
+                    gaps_filled = resynced.gaps_filled,
+                    ops = resynced.ops,
+                    copies = resynced.copies.len(),
+                    failed = resynced.failed,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "primary resync done"
+                );
+            }
+            // The copies keep whatever they have; live writes fail any that cannot follow.
+            Err(error) => {
+                tracing::warn!(index, shard, error = %error, "primary resync failed")
+            }
+        }
+    }
+
+    fn resync_copies(
+        &self,
+        service: &Arc<IndexService>,
+        shard: usize,
+        engine: &Engine,
+        replication: &ShardReplication,
+    ) -> ApiResult<Resynced> {
+        let term = engine.primary_term();
+        let gaps_filled = engine.fill_seq_no_gaps(term)?;
+        let ops = history_above_global_checkpoint(engine)?;
+        let targets: Vec<String> = {
+            let tracker = replication.tracker.lock();
+            tracker
+                .in_sync_ids()
+                .into_iter()
+                .filter(|id| *id != replication.allocation_id)
+                .collect()
+        };
+        let options = BatchOptions {
+            refresh: false,
+            resync: true,
+        };
+        let pending: Vec<_> = targets
+            .into_iter()
+            .map(|target| {
+                let reply = self.send_replica_batch(service, shard, engine, &target, &ops, options);
+                (target, reply)
+            })
+            .collect();
+        let mut resynced = Resynced {
+            gaps_filled,
+            ops: ops.len(),
+            copies: Vec::new(),
+            failed: 0,
+        };
+        for (target, reply) in pending {
+            match self.wait_replica_reply(reply) {
+                Ok(reply) => resynced.copies.push((target, reply.local_checkpoint)),
+                Err(error) => {
+                    self.fail_copy(&service.name(), shard, &target, term, &error)?;
+                    replication.tracker.lock().remove_copy(&target);
+                    resynced.failed += 1;
+                }
+            }
+        }
+        Ok(resynced)
+    }
+}
+
+struct Resynced {
+    gaps_filled: usize,
+    ops: usize,
+    /// The copies that took the resync, with their local checkpoints.
+    copies: Vec<(String, i64)>,
+    failed: usize,
+}
+
+/// The operations above the engine's global checkpoint, one per seq_no (the translog may
+/// hold one twice, from a replay).
+fn history_above_global_checkpoint(engine: &Engine) -> ApiResult<Vec<ReplicaOp>> {
+    let from = engine.global_checkpoint() + 1;
+    let to = engine.max_seq_no();
+    let mut by_seq_no = std::collections::BTreeMap::new();
+    if from <= to {
+        for op in engine.history(from.max(0), to)? {
+            let op = op.map_err(|e| ApiError::internal(e.to_string()))?;
+            by_seq_no.insert(op.seq_no, ReplicaOp::from_translog(op));
+        }
+    }
+    Ok(by_seq_no.into_values().collect())
+}
+
+/// On the copy: whether its own history above the global checkpoint is all in the new
+/// primary's resync batch with the same terms. Returns the refusal when it is not.
+pub(crate) fn check_not_diverged(engine: &Engine, batch: &ReplicaBatch) -> ApiResult<()> {
+    let primary_ops: HashMap<i64, i64> = batch
+        .ops
+        .iter()
+        .map(|op| (op.seq_no, op.primary_term))
+        .collect();
+    let from = batch.global_checkpoint.max(engine.global_checkpoint()) + 1;
+    let to = engine.max_seq_no();
+    if from > to {
+        return Ok(());
+    }
+    for op in engine.history(from.max(0), to)? {
+        let op = op.map_err(|e| ApiError::internal(e.to_string()))?;
+        if primary_ops.get(&op.seq_no) != Some(&op.primary_term) {
+            return Err(ApiError::new(
+                409,
+                DIVERGED,
+                format!(
+                    "[{}][{}] this copy holds operation [{}] of term [{}] that the new primary (term [{}]) does not have; it must recover from the primary",
+                    batch.index, batch.shard, op.seq_no, op.primary_term, batch.primary_term
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
