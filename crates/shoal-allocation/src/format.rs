@@ -124,7 +124,7 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 /// `DiscoveryNode.toString()`: `{name}{id}{ephemeralId}{host}{address}{roles}{attributes}`.
-/// Shoal has no ephemeral id, so the node id stands in for it.
+/// A node without an ephemeral id (older state) shows its id there.
 pub fn describe_node(node: &DiscoveryNode) -> String {
     let mut out = String::new();
     if !node.name.is_empty() {
@@ -132,7 +132,14 @@ pub fn describe_node(node: &DiscoveryNode) -> String {
     }
     out.push_str(&format!(
         "{{{}}}{{{}}}{{{}}}{{{}}}",
-        node.id, node.id, node.host, node.transport_address
+        node.id,
+        if node.ephemeral_id.is_empty() {
+            &node.id
+        } else {
+            &node.ephemeral_id
+        },
+        node.host,
+        node.transport_address
     ));
     if !node.roles.is_empty() {
         out.push_str(&format!("{{{}}}", node.role_letters()));

@@ -34,6 +34,7 @@ pub fn node_with(id: &str, attributes: &[(&str, &str)]) -> DiscoveryNode {
         .unwrap_or(1);
     DiscoveryNode {
         id: id.to_string(),
+        ephemeral_id: String::new(),
         name: id.to_string(),
         transport_address: format!("10.0.0.{n}:9300"),
         http_address: format!("10.0.0.{n}:9200"),

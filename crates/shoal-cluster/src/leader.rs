@@ -236,6 +236,7 @@ mod tests {
     fn node(id: &str) -> DiscoveryNode {
         DiscoveryNode {
             id: id.into(),
+            ephemeral_id: String::new(),
             name: id.into(),
             transport_address: format!("{id}:9300"),
             http_address: format!("{id}:9200"),

@@ -608,6 +608,7 @@ mod tests {
     fn node(id: &str, roles: &[Role], attrs: &[(&str, &str)]) -> DiscoveryNode {
         DiscoveryNode {
             id: id.into(),
+            ephemeral_id: String::new(),
             name: format!("name-{id}"),
             transport_address: format!("127.0.0.1:93{id}"),
             http_address: format!("127.0.0.1:92{id}"),

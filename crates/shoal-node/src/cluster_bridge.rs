@@ -70,6 +70,7 @@ pub fn local_discovery_node(config: &NodeConfig, node_id: &str) -> ApiResult<Dis
     };
     Ok(DiscoveryNode {
         id: node_id.to_string(),
+        ephemeral_id: shoal_cluster::new_id(),
         name: config.node_name.clone(),
         transport_address: format!("{host}:{}", config.transport_port),
         http_address: format!("{}:{}", config.http_host, config.http_port),

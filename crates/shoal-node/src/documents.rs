@@ -126,6 +126,12 @@ impl WriteOutcome {
 pub struct WriteOptions {
     pub refresh: Refresh,
     pub require_alias: bool,
+    /// `wait_for_active_shards`; `None` uses the index's `index.write.wait_for_active_shards`.
+    #[serde(default)]
+    pub wait_for_active_shards: Option<crate::replication::active_shards::ActiveShards>,
+    /// The request `timeout` (how long a primary waits for active copies).
+    #[serde(default)]
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// Generates ids like OpenSearch's time-based UUIDs: 20 URL-safe base64 characters.
@@ -208,7 +214,16 @@ impl Node {
         let mut touched: Vec<Arc<Engine>> = Vec::new();
         for ((_, shard), group) in groups {
             let service = group[0].service.clone();
-            let engine = match service.shard(shard) {
+            let engine = match self
+                .wait_for_active_shards(
+                    &service,
+                    shard,
+                    options.wait_for_active_shards,
+                    options.timeout,
+                    group.len(),
+                )
+                .and_then(|()| service.shard(shard))
+            {
                 Ok(engine) => engine,
                 Err(e) => {
                     for p in group {

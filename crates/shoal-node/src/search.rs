@@ -471,7 +471,7 @@ impl Node {
             writes,
             &WriteOptions {
                 refresh,
-                require_alias: false,
+                ..WriteOptions::default()
             },
         );
         let (mut done, mut conflicts, mut failures) = (0u64, 0u64, Vec::new());

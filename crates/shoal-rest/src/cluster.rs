@@ -184,7 +184,7 @@ pub(crate) fn state_body(
             .map(|d| {
                 (
                     d.id.clone(),
-                    json!({"name": d.name, "ephemeral_id": d.id,
+                    json!({"name": d.name, "ephemeral_id": d.ephemeral_id,
                 "transport_address": d.transport_address, "attributes": d.attributes}),
                 )
             })

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use shoal_engine::{DocRequest, VersionType};
 use shoal_node::bulk::{parse_bulk, parse_version_type, BulkAction};
 use shoal_node::documents::{DocWrite, Refresh, WriteOptions};
+use shoal_node::replication::active_shards::ActiveShards;
 use shoal_node::update::UpdateRequest;
 use shoal_node::{ApiError, ApiResult, Node};
 use shoal_query::search::{filter_source, SourceFilter};
@@ -17,9 +18,18 @@ use crate::response::{json, ok, status_of, status_only, RestResult};
 use crate::router::blocking;
 
 fn write_options(params: &Params) -> ApiResult<WriteOptions> {
+    let timeout = match params.get("timeout") {
+        Some(text) => shoal_node::settings::parse_time(text).map_err(ApiError::bad_request)?,
+        None => None,
+    };
     Ok(WriteOptions {
         refresh: Refresh::parse(params.get("refresh"))?,
         require_alias: params.bool_or("require_alias", false)?,
+        wait_for_active_shards: params
+            .get("wait_for_active_shards")
+            .map(ActiveShards::parse)
+            .transpose()?,
+        timeout,
     })
 }
 

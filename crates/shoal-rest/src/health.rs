@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
+use shoal_node::replication::active_shards::ActiveShards;
 use shoal_node::{ApiError, ApiResult, Node};
 use shoal_state::{ClusterState, HealthStatus};
 
@@ -75,27 +76,6 @@ impl NodeCount {
             NodeCount::Gt(n) => nodes > n as i64,
             NodeCount::Lt(n) => nodes < n as i64,
         }
-    }
-}
-
-/// `wait_for_active_shards`: a count (0 waits for nothing) or `all`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActiveShards {
-    All,
-    AtLeast(u32),
-}
-
-impl ActiveShards {
-    pub fn parse(text: &str) -> ApiResult<ActiveShards> {
-        if text == "all" {
-            return Ok(ActiveShards::All);
-        }
-        let value: i64 = text
-            .parse()
-            .map_err(|_| ApiError::bad_request(format!("cannot parse ActiveShardCount[{text}]")))?;
-        u32::try_from(value)
-            .map(ActiveShards::AtLeast)
-            .map_err(|_| ApiError::bad_request("shard count cannot be a negative value"))
     }
 }
 

@@ -50,7 +50,7 @@ impl ClusterState {
                     self.cluster_name = cluster_name.clone();
                 }
             }
-            Command::NodeJoin(node) => self.node_joined(node.clone()),
+            Command::NodeJoin(node) => self.node_joined(node.clone(), now),
             Command::NodeLeft { node_id, reason } => self.node_left(node_id, reason, now),
             Command::ClusterManagerElected { node_id, term } => {
                 self.cluster_manager = Some(node_id.clone());
@@ -115,7 +115,17 @@ impl ClusterState {
         Ok(())
     }
 
-    fn node_joined(&mut self, node: crate::DiscoveryNode) {
+    fn node_joined(&mut self, node: crate::DiscoveryNode, now: i64) {
+        // The same node restarted before it was removed: what its copies held before the
+        // restart is not known to be current, so they leave first (and are recovered again,
+        // on this node when the delayed allocation lets them come back).
+        let restarted = self
+            .nodes
+            .get(&node.id)
+            .is_some_and(|known| known.ephemeral_id != node.ephemeral_id);
+        if restarted {
+            self.node_left(&node.id, "restarted", now);
+        }
         // A restarted node may come back on the address of an older incarnation.
         let stale: Vec<String> = self
             .nodes

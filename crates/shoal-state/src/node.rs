@@ -59,6 +59,10 @@ impl Role {
 pub struct DiscoveryNode {
     /// Persistent node id (kept in `path.data`).
     pub id: String,
+    /// New at every process start: a node that comes back with another one restarted, and
+    /// its shard copies must be recovered again (their stores may have missed operations).
+    #[serde(default)]
+    pub ephemeral_id: String,
     pub name: String,
     /// `host:port` of the transport (gRPC) server.
     pub transport_address: String,

@@ -245,3 +245,45 @@ fn a_lost_primary_with_no_in_sync_replica_ends_the_replicas_relocation() {
         Some(ShardState::Unassigned)
     );
 }
+
+#[test]
+fn a_node_that_restarted_before_it_was_removed_gets_its_copies_recovered_again() {
+    let mut state = cluster(three_zones());
+    create_index(&mut state, 0, "idx", 1, 1, &[]);
+    settle(&mut state, 0);
+    let replica = state
+        .copies("idx", 0)
+        .iter()
+        .find(|c| !c.primary)
+        .cloned()
+        .expect("replica");
+    let node_id = replica.node.clone().expect("assigned");
+    let same_incarnation = state.nodes[&node_id].clone();
+    apply(
+        &mut state,
+        1_000,
+        Command::NodeJoin(same_incarnation.clone()),
+    );
+    assert_eq!(
+        state
+            .copies("idx", 0)
+            .iter()
+            .filter(|c| c.is_active())
+            .count(),
+        2
+    );
+
+    let mut restarted = same_incarnation;
+    restarted.ephemeral_id = "after-restart".into();
+    apply(&mut state, 2_000, Command::NodeJoin(restarted));
+    let copies = state.copies("idx", 0);
+    assert!(
+        copies
+            .iter()
+            .all(|c| c.allocation_id != replica.allocation_id || !c.is_active()),
+        "the copy from before the restart is no longer active: {copies:?}"
+    );
+    assert!(!state.metadata.indices["idx"].in_sync_allocations[0]
+        .contains(replica.allocation_id.as_deref().unwrap()));
+    assert!(state.nodes.contains_key(&node_id), "the node is back");
+}

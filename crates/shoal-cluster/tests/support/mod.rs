@@ -646,6 +646,7 @@ pub fn put_setting(key: &str, value: impl Into<Value>) -> Command {
 fn discovery_node(id: &str, name: &str, addr: SocketAddr) -> DiscoveryNode {
     DiscoveryNode {
         id: id.to_string(),
+        ephemeral_id: String::new(),
         name: name.to_string(),
         transport_address: addr.to_string(),
         http_address: format!("127.0.0.1:{}", 9200),

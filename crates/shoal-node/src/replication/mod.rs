@@ -14,6 +14,7 @@
 //! [`ShardReplication`] is the per-copy state: the replication tracker and the lock that
 //! orders "start tracking a recovering copy" against writes in flight.
 
+pub mod active_shards;
 pub mod primary;
 pub mod progress;
 pub mod recovery;

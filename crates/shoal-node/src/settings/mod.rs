@@ -12,7 +12,7 @@ use shoal_codec::SourceCodec;
 use shoal_translog::Durability;
 
 pub use registry::{registry, SettingDef};
-pub use values::{format_bytes, parse_byte_size, parse_time};
+pub use values::{format_bytes, format_time, parse_byte_size, parse_time};
 
 use crate::error::{ApiError, ApiResult};
 
@@ -336,6 +336,11 @@ impl IndexSettings<'_> {
         self.get_or_default("index.number_of_shards")
             .parse()
             .unwrap_or(1)
+    }
+
+    /// `index.write.wait_for_active_shards`: a count or `all`.
+    pub fn write_wait_for_active_shards(&self) -> String {
+        self.get_or_default("index.write.wait_for_active_shards")
     }
 
     pub fn number_of_replicas(&self) -> usize {

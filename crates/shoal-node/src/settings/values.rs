@@ -35,6 +35,22 @@ pub fn parse_time(text: &str) -> Result<Option<Duration>, String> {
 }
 
 /// Parses a byte size (`512mb`, `1gb`, `100b`, `10kb`).
+/// A duration as OpenSearch prints a `TimeValue`: in the largest unit that divides it.
+pub fn format_time(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if millis >= size && millis % size == 0 {
+            return format!("{}{unit}", millis / size);
+        }
+    }
+    format!("{millis}ms")
+}
+
 pub fn parse_byte_size(text: &str) -> Result<u64, String> {
     let lower = text.trim().to_ascii_lowercase();
     if lower == "-1" {
@@ -83,6 +99,13 @@ pub fn format_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_values_format_like_opensearch() {
+        assert_eq!(format_time(Duration::from_secs(60)), "1m");
+        assert_eq!(format_time(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_time(Duration::from_secs(2)), "2s");
+    }
 
     #[test]
     fn time_values_parse_like_opensearch() {
