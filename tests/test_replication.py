@@ -175,3 +175,24 @@ def test_a_frozen_primary_is_replaced_and_acknowledges_nothing_after_it_thaws(cl
             r = cluster3.http(replica).get(f"/frozen/_doc/{doc_id}", params={"preference": preference})
             assert r.status_code == 200, (doc_id, preference, r.text)
     assert_copies_identical(cluster3, "frozen", manager)
+
+
+def test_an_idle_primary_tells_its_replicas_the_global_checkpoint(cluster3):
+    """A write carries the global checkpoint known before it, so after the last write of a
+    burst the replica lags; `index.global_checkpoint_sync.interval` closes the gap."""
+    r = cluster3.http(0).put("/gcp", {"settings": {
+        "number_of_shards": 1, "number_of_replicas": 1,
+        "index.global_checkpoint_sync.interval": "200ms"}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    cluster3.bulk(0, "gcp", numbered(range(5)))
+
+    def checkpoints():
+        rows = cluster3.get("/_cat/shards/gcp", 0, format="json",
+                            h="prirep,state,seq_no.max,seq_no.global_checkpoint").json()
+        return {r["prirep"]: (r["seq_no.max"], r["seq_no.global_checkpoint"]) for r in rows}
+
+    deadline = time.monotonic() + 10
+    while checkpoints().get("r") != ("4", "4") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert checkpoints() == {"p": ("4", "4"), "r": ("4", "4")}

@@ -31,6 +31,7 @@ pub struct SearchCounters {
 pub struct Schedule {
     pub last_refresh: Instant,
     pub last_sync: Instant,
+    pub last_global_checkpoint_sync: Instant,
 }
 
 pub struct IndexService {
@@ -69,6 +70,7 @@ impl IndexService {
             schedule: Mutex::new(Schedule {
                 last_refresh: Instant::now(),
                 last_sync: Instant::now(),
+                last_global_checkpoint_sync: Instant::now(),
             }),
             paths,
             node,

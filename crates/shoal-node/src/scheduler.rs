@@ -1,5 +1,6 @@
 //! Periodic shard work: refresh at `index.refresh_interval`, fsync the translog at
-//! `index.translog.sync_interval` for async durability, flush past the size threshold.
+//! `index.translog.sync_interval` for async durability, flush past the size threshold, and
+//! send lagging copies the global checkpoint at `index.global_checkpoint_sync.interval`.
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -27,15 +28,17 @@ fn run_due_work(node: &Node) {
         if !index.is_open() {
             continue;
         }
-        let (refresh_interval, durability, sync_interval) = index.with_meta(|m| {
-            (
-                m.settings().refresh_interval(),
-                m.settings().durability(),
-                m.settings().sync_interval(),
-            )
-        });
+        let (refresh_interval, durability, sync_interval, checkpoint_sync_interval) = index
+            .with_meta(|m| {
+                (
+                    m.settings().refresh_interval(),
+                    m.settings().durability(),
+                    m.settings().sync_interval(),
+                    m.settings().global_checkpoint_sync_interval(),
+                )
+            });
         let now = Instant::now();
-        let (refresh_due, sync_due) = {
+        let (refresh_due, sync_due, checkpoint_sync_due) = {
             let mut schedule = index.schedule.lock();
             let refresh_due =
                 refresh_interval.is_some_and(|i| now.duration_since(schedule.last_refresh) >= i);
@@ -47,8 +50,18 @@ fn run_due_work(node: &Node) {
             if sync_due {
                 schedule.last_sync = now;
             }
-            (refresh_due, sync_due)
+            let checkpoint_sync_due = now.duration_since(schedule.last_global_checkpoint_sync)
+                >= checkpoint_sync_interval;
+            if checkpoint_sync_due {
+                schedule.last_global_checkpoint_sync = now;
+            }
+            (refresh_due, sync_due, checkpoint_sync_due)
         };
+        if checkpoint_sync_due {
+            for (shard, _) in index.local_shards() {
+                node.sync_global_checkpoint(&index, shard);
+            }
+        }
         for engine in index.shards() {
             if refresh_due {
                 if let Err(e) = engine.refresh() {

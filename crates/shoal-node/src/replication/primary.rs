@@ -76,6 +76,49 @@ impl Node {
         Ok(summary)
     }
 
+    /// Sends the global checkpoint to the copies whose known one lags it (no write carried
+    /// it there: the index went idle). Answers update the tracker; a failure is left to the
+    /// next write, which fails the copy if it still cannot be reached.
+    pub(crate) fn sync_global_checkpoint(&self, service: &Arc<IndexService>, shard: usize) {
+        let (Some(replication), Ok(engine)) = (service.replication(shard), service.shard(shard))
+        else {
+            return;
+        };
+        let lagging = {
+            let tracker = replication.tracker.lock();
+            if !tracker.is_primary_mode() {
+                return;
+            }
+            tracker.copies_needing_global_checkpoint_sync()
+        };
+        for target in lagging {
+            let pending = self.send_replica_batch(
+                service,
+                shard,
+                &engine,
+                &target,
+                &[],
+                super::replica::BatchOptions::default(),
+            );
+            let replication = replication.clone();
+            self.runtime.spawn(async move {
+                match pending.await {
+                    Ok(Ok(reply)) => {
+                        let mut tracker = replication.tracker.lock();
+                        tracker.update_local_checkpoint(&target, reply.local_checkpoint);
+                        tracker.update_copy_global_checkpoint(&target, reply.global_checkpoint);
+                    }
+                    Ok(Err(error)) => {
+                        tracing::debug!(target, error = %error, "global checkpoint sync failed")
+                    }
+                    Err(error) => {
+                        tracing::debug!(target, error = %error, "global checkpoint sync failed")
+                    }
+                }
+            });
+        }
+    }
+
     /// The primary's own checkpoint into the tracker, and the tracker's global checkpoint
     /// into the engine (which persists it with the next commit).
     pub(crate) fn advance_global_checkpoint(

@@ -362,6 +362,15 @@ impl IndexSettings<'_> {
             .unwrap_or(Durability::Request)
     }
 
+    /// `index.global_checkpoint_sync.interval`: how often an idle primary tells its copies
+    /// the global checkpoint.
+    pub fn global_checkpoint_sync_interval(&self) -> Duration {
+        parse_time(&self.get_or_default("index.global_checkpoint_sync.interval"))
+            .ok()
+            .flatten()
+            .unwrap_or(Duration::from_secs(30))
+    }
+
     pub fn sync_interval(&self) -> Duration {
         parse_time(&self.get_or_default("index.translog.sync_interval"))
             .ok()
