@@ -173,14 +173,23 @@ def render_search(doc):
 
 def render_replicated(doc):
     lines = header(doc)
+    sy = doc.get("systems", {})
+    s_modes, o_modes = sy.get("shoal", {}).get("modes", {}), sy.get("opensearch", {}).get("modes", {})
     rows = []
-    for mode, e in doc.get("modes", {}).items():
-        s = e["summary"]
-        rows.append([mode, "–", cell(s["docs_per_s"], "rate"), cell(s["cpu_s_total"], "cpu"),
-                     cell(s["cpu_s_per_1k_docs"], "cpu"), cell(s["bulk_p99_ms"], "ms")])
+    for mode in dict.fromkeys(list(s_modes) + list(o_modes)):
+        s = s_modes.get(mode, {}).get("summary", {})
+        o = o_modes.get(mode, {}).get("summary", {})
+        rows.append([mode, cell(s.get("docs_per_s"), "rate"), cell(o.get("docs_per_s"), "rate"),
+                     ratio(med(s.get("docs_per_s")), med(o.get("docs_per_s"))),
+                     cell(s.get("cpu_s_per_1k_docs"), "cpu"), cell(o.get("cpu_s_per_1k_docs"), "cpu"),
+                     cell(s.get("bulk_p99_ms"), "ms"), cell(o.get("bulk_p99_ms"), "ms")])
     if rows:
-        lines += table(rows, ["index.replication.type", "Shoal", "OpenSearch docs/s", "OS CPU s (both nodes)",
-                              "OS CPU s / 1k docs", "OS bulk p99 ms"])
+        lines += table(rows, ["mode (2 nodes, 1 shard)", "Shoal docs/s", "OS docs/s", "docs/s Shoal ÷ OS",
+                              "Shoal CPU s / 1k docs", "OS CPU s / 1k docs", "Shoal bulk p99", "OS bulk p99"])
+    for name, entry in sy.items():
+        if "one_replica_over_none_docs_per_s" in entry:
+            lines += [f"- {name}: docs/s with 1 replica ÷ with 0 replicas = "
+                      f"{entry['one_replica_over_none_docs_per_s']}", ""]
     return lines
 
 
@@ -190,12 +199,20 @@ def render_recovery(doc):
     if ml:
         lines += [f"Machine limits measured in this run: file copy {ml['file_copy_mb_per_s']} MB/s, loopback TCP "
                   f"{ml['loopback_mb_per_s']} MB/s.", ""]
-    if doc.get("shard"):
-        lines += [f"Shard: {doc['shard']['store_bytes'] / 1e6:.0f} MB, {doc['shard']['docs']} docs.", ""]
-    rows = [[t, "–", cell(e["summary"]["seconds"], "s"), cell(e["summary"]["mb_per_s"], "rate")]
-            for t, e in doc.get("runs", {}).items()]
+    sy = doc.get("systems", {})
+    for name, entry in sy.items():
+        if entry.get("shard"):
+            lines += [f"{name} shard: {entry['shard']['store_bytes'] / 1e6:.0f} MB, {entry['shard']['docs']} docs.", ""]
+    s_runs, o_runs = sy.get("shoal", {}).get("runs", {}), sy.get("opensearch", {}).get("runs", {})
+    rows = []
+    for t in dict.fromkeys(list(s_runs) + list(o_runs)):
+        s = s_runs.get(t, {}).get("summary", {})
+        o = o_runs.get(t, {}).get("summary", {})
+        rows.append([t, cell(s.get("seconds"), "s"), cell(o.get("seconds"), "s"), cell(s.get("mb_per_s"), "rate"),
+                     cell(o.get("mb_per_s"), "rate"), ratio(med(s.get("seconds")), med(o.get("seconds")))])
     if rows:
-        lines += table(rows, ["recovery throttle", "Shoal", "OpenSearch time", "OpenSearch MB/s"])
+        lines += table(rows, ["recovery throttle", "Shoal time", "OS time", "Shoal MB/s", "OS MB/s",
+                              "time Shoal ÷ OS"])
     return lines
 
 
@@ -307,18 +324,20 @@ def plot(doc, outdir):
             ax.set_yscale("log")
         fig.tight_layout()
         fig.savefig(path, dpi=80)
-    elif sc == "ingest-replicated" and doc.get("modes"):
-        fig, ax = plt.subplots(figsize=(6, 4))
-        modes = list(doc["modes"])
-        _bars(ax, modes, {"opensearch": [doc["modes"][m]["summary"]["docs_per_s"] for m in modes]},
-              "2 nodes, 1 replica: docs/s (OpenSearch only)", "docs/s")
+    elif sc == "ingest-replicated" and doc.get("systems"):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        sy = doc["systems"]
+        modes = list(dict.fromkeys(m for e in sy.values() for m in e.get("modes", {})))
+        _bars(ax, modes, {n: [e["modes"].get(m, {}).get("summary", {}).get("docs_per_s") for m in modes]
+                          for n, e in sy.items()}, "2 nodes, 1 shard: docs/s", "docs/s")
         fig.tight_layout()
         fig.savefig(path, dpi=80)
-    elif sc == "recovery" and doc.get("runs"):
+    elif sc == "recovery" and doc.get("systems"):
         fig, ax = plt.subplots(figsize=(6, 4))
-        ts = list(doc["runs"])
-        _bars(ax, ts, {"opensearch": [doc["runs"][t]["summary"]["mb_per_s"] for t in ts]},
-              "replica recovery MB/s (OpenSearch only)", "MB/s")
+        sy = doc["systems"]
+        ts = list(dict.fromkeys(t for e in sy.values() for t in e.get("runs", {})))
+        _bars(ax, ts, {n: [e["runs"].get(t, {}).get("summary", {}).get("mb_per_s") for t in ts]
+                       for n, e in sy.items()}, "new replica: recovery MB/s", "MB/s")
         ml = doc.get("machine_limits", {})
         if ml:
             ax.axhline(ml["file_copy_mb_per_s"], color="gray", ls="--", label="file copy")

@@ -403,15 +403,21 @@ def scenario_search(ctx):
     return result
 
 
-# ---------------------------------------------------------------- multi-node (OpenSearch only for now)
+# ---------------------------------------------------------------- multi-node
 
 
-def os_cluster(n=2, heap=None):
-    names = [f"os-{i}" for i in range(n)]
-    seeds = [f"127.0.0.1:{9371 + i}" for i in range(n)]
-    nodes = [OpenSearch(port=9271 + i, transport=9371 + i, tag=f"os-cluster-{i}", node_name=names[i],
-                        cluster="os-bench-cluster", seeds=seeds, masters=names,
-                        **({"heap": heap} if heap else {})) for i in range(n)]
+def start_cluster(name, n=2):
+    """A fresh n-node cluster of `name` on loopback; returns its nodes and the seconds to green."""
+    if name == "opensearch":
+        names = [f"os-{i}" for i in range(n)]
+        seeds = [f"127.0.0.1:{9371 + i}" for i in range(n)]
+        nodes = [OpenSearch(port=9271 + i, transport=9371 + i, tag=f"os-cluster-{i}", node_name=names[i],
+                            cluster="os-bench-cluster", seeds=seeds, masters=names) for i in range(n)]
+    else:
+        names = [f"shoal-{i}" for i in range(n)]
+        seeds = [f"127.0.0.1:{9501 + i}" for i in range(n)]
+        nodes = [Shoal(port=9401 + i, transport=9501 + i, tag=f"shoal-cluster-{i}", node_name=names[i],
+                       cluster="shoal-bench-cluster", seeds=seeds, masters=names) for i in range(n)]
     t0 = time.monotonic()
     for node in nodes:
         node.start(fresh=True)
@@ -426,46 +432,64 @@ def os_cluster(n=2, heap=None):
     else:
         for node in nodes:
             node.stop()
-        raise RuntimeError("OpenSearch cluster did not form")
+        raise RuntimeError(f"{name} cluster did not form")
     return nodes, time.monotonic() - t0
 
 
-SHOAL_NO_CLUSTER = ("Shoal has no multi-node cluster or replication yet: this scenario runs OpenSearch "
-                    "alone; it switches on for Shoal once the cluster and replication issues land.")
+# (mode label, replication type, replicas, systems that have it)
+REPLICATED_MODES = [("DOCUMENT, 0 replicas", "DOCUMENT", 0, ("shoal", "opensearch")),
+                    ("DOCUMENT, 1 replica", "DOCUMENT", 1, ("shoal", "opensearch")),
+                    ("SEGMENT, 1 replica", "SEGMENT", 1, ("opensearch",))]
+NO_SEGREP = "Shoal has no segment replication yet: the SEGMENT mode runs OpenSearch alone."
+
+
+def replicated_once(nodes, body, max_docs):
+    nodes[0].recreate_index("repl", body)
+    cpu0 = [n.cpu_seconds() for n in nodes]
+    out = bench_cmd("bulk", "--url", nodes[0].url, "--index", "repl", "--file", prep.DEBIAN,
+                    "--clients", 2, *(["--max-docs", max_docs] if max_docs else []))
+    cpu = sum(n.cpu_seconds() for n in nodes) - sum(cpu0)
+    nodes[0].delete_index("repl")
+    return {"docs_per_s": out["docs_per_s"], "cpu_s_total": round(cpu, 3),
+            "cpu_s_per_1k_docs": round(cpu / max(out["docs"], 1) * 1000, 4),
+            "bulk_p50_ms": out["bulk_latency_ms"].get("p50"), "bulk_p99_ms": out["bulk_latency_ms"].get("p99")}
 
 
 def scenario_ingest_replicated(ctx):
-    result = {"notes": [SHOAL_NO_CLUSTER], "modes": {}}
-    if "opensearch" not in ctx.systems:
-        result["skipped"] = "no system can run it with --systems " + ",".join(ctx.systems)
-        log(result["skipped"] + "; " + SHOAL_NO_CLUSTER)
-        return result
+    """Bulk ingest into 1 shard on a 2-node cluster, systems alternating run by run."""
+    result = {"notes": [NO_SEGREP], "systems": {}}
     base = load_index_body("debian")
-    nodes, formed = os_cluster(2)
-    result["config"] = {"nodes": 2, "shards": 1, "replicas": 1, "clients": 2, "max_docs": ctx.debian_docs,
-                        "runs": ctx.runs, "cluster_formed_s": round(formed, 2)}
+    clusters = {}
     try:
+        for name in ctx.systems:
+            clusters[name], formed = start_cluster(name, 2)
+            result["systems"][name] = {"cluster_formed_s": round(formed, 2), "modes": {}}
+        result["config"] = {"nodes": 2, "shards": 1, "clients": 2, "max_docs": ctx.debian_docs, "runs": ctx.runs}
         for r in range(ctx.warmup + ctx.runs):
-            for mode in ("DOCUMENT", "SEGMENT"):
-                body = with_settings(base, number_of_replicas=1, **{"replication.type": mode})
-                nodes[0].recreate_index("repl", body)
-                cpu0 = [n.cpu_seconds() for n in nodes]
-                out = bench_cmd("bulk", "--url", nodes[0].url, "--index", "repl", "--file", prep.DEBIAN,
-                                "--clients", 2, *(["--max-docs", ctx.debian_docs] if ctx.debian_docs else []))
-                cpu = sum(n.cpu_seconds() for n in nodes) - sum(cpu0)
-                nodes[0].delete_index("repl")
-                row = {"docs_per_s": out["docs_per_s"], "cpu_s_total": round(cpu, 3),
-                       "cpu_s_per_1k_docs": round(cpu / max(out["docs"], 1) * 1000, 4),
-                       "bulk_p50_ms": out["bulk_latency_ms"].get("p50"), "bulk_p99_ms": out["bulk_latency_ms"].get("p99")}
-                log(f"ingest-replicated opensearch {mode}: {row['docs_per_s']:.0f} docs/s, {cpu:.1f} CPU s")
-                if r >= ctx.warmup:
-                    result["modes"].setdefault(mode, {"runs": []})["runs"].append(row)
-        for mode, e in result["modes"].items():
-            e["summary"] = summarize_runs(e["runs"], ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs",
-                                                       "bulk_p50_ms", "bulk_p99_ms"])
+            for label, kind, replicas, systems in REPLICATED_MODES:
+                for name in ctx.systems:
+                    if name not in systems:
+                        continue
+                    body = with_settings(base, number_of_replicas=replicas, **{"replication.type": kind})
+                    row = replicated_once(clusters[name], body, ctx.debian_docs)
+                    log(f"ingest-replicated {name} {label}: {row['docs_per_s']:.0f} docs/s, "
+                        f"{row['cpu_s_total']:.1f} CPU s")
+                    if r >= ctx.warmup:
+                        modes = result["systems"][name]["modes"]
+                        modes.setdefault(label, {"runs": []})["runs"].append(row)
+        keys = ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs", "bulk_p50_ms", "bulk_p99_ms"]
+        for entry in result["systems"].values():
+            for mode in entry["modes"].values():
+                mode["summary"] = summarize_runs(mode["runs"], keys)
+            modes = entry["modes"]
+            if "DOCUMENT, 0 replicas" in modes and "DOCUMENT, 1 replica" in modes:
+                entry["one_replica_over_none_docs_per_s"] = round(
+                    modes["DOCUMENT, 1 replica"]["summary"]["docs_per_s"]["median"]
+                    / modes["DOCUMENT, 0 replicas"]["summary"]["docs_per_s"]["median"], 3)
     finally:
-        for n in nodes:
-            n.stop()
+        for nodes in clusters.values():
+            for n in nodes:
+                n.stop()
     return result
 
 
@@ -515,59 +539,70 @@ def measure_copy_limits(size_bytes):
             "bytes": size_bytes}
 
 
+def load_recovery_shard(nodes, target, quick):
+    body = with_settings(load_index_body("debian"), number_of_replicas=0)
+    nodes[0].recreate_index("recov", body)
+    loaded = 0
+    while True:
+        size, _ = nodes[0].store_bytes("recov")
+        if size >= target:
+            break
+        out = bench_cmd("bulk", "--url", nodes[0].url, "--index", "recov", "--file", prep.DEBIAN,
+                        "--clients", 2, "--skip", loaded, "--repeat", 1000,
+                        "--max-docs", 2000 if quick else 127_332)
+        loaded += out["docs"]
+        nodes[0].req("POST", "/recov/_flush")
+        log(f"recovery: loaded {loaded} docs, store {size / 1e6:.0f} MB")
+    nodes[0].req("POST", "/recov/_forcemerge?max_num_segments=1", timeout=3600)
+    nodes[0].req("POST", "/recov/_flush")
+    size, docs = nodes[0].store_bytes("recov")
+    return {"store_bytes": size, "docs": docs}
+
+
+def recover_replica_once(nodes, value, fallback_bytes):
+    """Adds a replica of `recov` and times it to green; `value` is the throttle (None: default)."""
+    nodes[0].req("PUT", "/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": value}})
+    t = time.monotonic()
+    nodes[0].req("PUT", "/recov/_settings", {"index": {"number_of_replicas": 1}})
+    nodes[0].req("GET", "/_cluster/health/recov?wait_for_status=green&timeout=3600s", timeout=3700)
+    secs = time.monotonic() - t
+    rec = nodes[0].req("GET", "/recov/_recovery")
+    shards = [s for s in rec["recov"]["shards"] if not s["primary"]]
+    rs = shards[0] if shards else {}
+    bytes_ = rs.get("index", {}).get("size", {}).get("recovered_in_bytes", fallback_bytes)
+    nodes[0].req("PUT", "/recov/_settings", {"index": {"number_of_replicas": 0}})
+    nodes[0].req("GET", "/_cluster/health/recov?wait_for_status=green&timeout=60s")
+    time.sleep(2)
+    return {"seconds": round(secs, 2), "bytes": bytes_, "mb_per_s": round(bytes_ / 1e6 / secs, 1),
+            "recovery_type": rs.get("type"), "stage": rs.get("stage")}
+
+
+# Shoal has no recovery throttle yet: its "default" run is unthrottled too.
+THROTTLES = (("default (40mb)", None), ("off", "-1"))
+
+
 def scenario_recovery(ctx):
-    result = {"notes": [SHOAL_NO_CLUSTER], "runs": {}}
+    """A new replica of a >= --recovery-gb shard on a 2-node cluster, per system and throttle."""
+    result = {"notes": ["Shoal does not implement indices.recovery.max_bytes_per_sec yet: both of its "
+                        "rows are unthrottled."], "systems": {}}
     target = (20 << 20) if ctx.quick else int(ctx.args.recovery_gb * (1 << 30))
     result["machine_limits"] = measure_copy_limits(min(target, 1 << 30) if not ctx.quick else 64 << 20)
     log(f"machine limits: {result['machine_limits']}")
-    if "opensearch" not in ctx.systems:
-        result["skipped"] = "no system can run it with --systems " + ",".join(ctx.systems)
-        log(result["skipped"] + "; " + SHOAL_NO_CLUSTER)
-        return result
-    nodes, _ = os_cluster(2)
-    try:
-        body = with_settings(load_index_body("debian"), number_of_replicas=0)
-        nodes[0].recreate_index("recov", body)
-        loaded = 0
-        while True:
-            size, docs = nodes[0].store_bytes("recov")
-            if size >= target:
-                break
-            out = bench_cmd("bulk", "--url", nodes[0].url, "--index", "recov", "--file", prep.DEBIAN,
-                            "--clients", 2, "--skip", loaded, "--repeat", 1000,
-                            "--max-docs", 2000 if ctx.quick else 127_332)
-            loaded += out["docs"]
-            nodes[0].req("POST", "/recov/_flush")
-            log(f"recovery: loaded {loaded} docs, store {size / 1e6:.0f} MB")
-        nodes[0].req("POST", "/recov/_forcemerge?max_num_segments=1", timeout=3600)
-        nodes[0].req("POST", "/recov/_flush")
-        size, docs = nodes[0].store_bytes("recov")
-        result["shard"] = {"store_bytes": size, "docs": docs}
-        for throttle, value in (("default (40mb)", None), ("off", "0b")):
-            runs = []
-            for r in range(ctx.runs):
-                nodes[0].req("PUT", "/_cluster/settings",
-                             {"transient": {"indices.recovery.max_bytes_per_sec": value}})
-                t = time.monotonic()
-                nodes[0].req("PUT", "/recov/_settings",
-                             {"index": {"number_of_replicas": 1}})
-                nodes[0].req("GET", "/_cluster/health/recov?wait_for_status=green&timeout=3600s", timeout=3700)
-                secs = time.monotonic() - t
-                rec = nodes[0].req("GET", "/recov/_recovery")
-                shards = [s for s in rec["recov"]["shards"] if not s["primary"]]
-                rs = shards[0] if shards else {}
-                bytes_ = rs.get("index", {}).get("size", {}).get("recovered_in_bytes", size)
-                row = {"seconds": round(secs, 2), "bytes": bytes_, "mb_per_s": round(bytes_ / 1e6 / secs, 1),
-                       "recovery_type": rs.get("type"), "stage": rs.get("stage")}
-                log(f"recovery opensearch throttle {throttle}: {row}")
-                runs.append(row)
-                nodes[0].req("PUT", "/recov/_settings", {"index": {"number_of_replicas": 0}})
-                nodes[0].req("GET", "/_cluster/health/recov?wait_for_status=green&timeout=60s")
-                time.sleep(2)
-            result["runs"][throttle] = {"runs": runs, "summary": summarize_runs(runs, ["seconds", "mb_per_s"])}
-    finally:
-        for n in nodes:
-            n.stop()
+    for name in ctx.systems:
+        nodes, _ = start_cluster(name, 2)
+        entry = result["systems"][name] = {"runs": {}}
+        try:
+            entry["shard"] = load_recovery_shard(nodes, target, ctx.quick)
+            for throttle, value in THROTTLES:
+                runs = []
+                for _ in range(ctx.runs):
+                    row = recover_replica_once(nodes, value, entry["shard"]["store_bytes"])
+                    log(f"recovery {name} throttle {throttle}: {row}")
+                    runs.append(row)
+                entry["runs"][throttle] = {"runs": runs, "summary": summarize_runs(runs, ["seconds", "mb_per_s"])}
+        finally:
+            for n in nodes:
+                n.stop()
     return result
 
 

@@ -178,11 +178,17 @@ class Shoal(System):
     name = "shoal"
     label = "Shoal"
 
-    def __init__(self, port=9400, tag="shoal"):
+    def __init__(self, port=9400, tag="shoal", transport=None, node_name="shoal-bench",
+                 cluster="shoal-bench", seeds=None, masters=None):
         super().__init__(port)
         self.dir = os.path.join(TMP, tag)
         self.proc = None
         self.logfile = None
+        self.transport = transport
+        self.node_name = node_name
+        self.cluster = cluster
+        self.seeds = seeds
+        self.masters = masters
 
     def binary_bytes(self):
         return os.path.getsize(SHOAL_BIN)
@@ -198,13 +204,19 @@ class Shoal(System):
         os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
         self.logfile = open(os.path.join(self.dir, "stdout.log"), "ab")
         self.started_at = time.monotonic()
+        args = [SHOAL_BIN, "-E", f"http.port={self.port}", "-E", "http.host=127.0.0.1",
+                "-E", f"path.data={self.dir}/data", "-E", f"path.logs={self.dir}/logs",
+                "-E", f"node.name={self.node_name}", "-E", f"cluster.name={self.cluster}"]
+        if self.seeds:
+            args += ["-E", f"transport.port={self.transport}",
+                     "-E", f"discovery.seed_hosts={','.join(self.seeds)}",
+                     "-E", f"cluster.initial_cluster_manager_nodes={','.join(self.masters)}"]
         self.proc = subprocess.Popen(
-            [SHOAL_BIN, "-E", f"http.port={self.port}", "-E", "http.host=127.0.0.1",
-             "-E", f"path.data={self.dir}/data", "-E", f"path.logs={self.dir}/logs",
-             "-E", "node.name=shoal-bench", "-E", "cluster.name=shoal-bench"],
-            stdout=self.logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            args, stdout=self.logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=dict(os.environ, RUST_LOG=os.environ.get("SHOAL_BENCH_RUST_LOG", "warn")))
         self.pid = self.proc.pid
+        if self.seeds:
+            return None  # the caller waits for the whole cluster
         self.time_to_green = self.wait_green()
         return self.time_to_green
 

@@ -196,3 +196,25 @@ def test_an_idle_primary_tells_its_replicas_the_global_checkpoint(cluster3):
     while checkpoints().get("r") != ("4", "4") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert checkpoints() == {"p": ("4", "4"), "r": ("4", "4")}
+
+
+def test_a_node_deletes_the_data_of_a_copy_that_moved_away(cluster3):
+    """Once every copy of a shard is started on other nodes, the node it left deletes its files."""
+    r = cluster3.http(0).put("/moved", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    cluster3.bulk(0, "moved", numbered(range(50)))
+    uuid = cluster3.get("/_cat/indices/moved", 0, format="json", h="uuid").json()[0]["uuid"]
+    holder = shard_rows(cluster3, "moved")[0]["node"]
+    i = cluster3.index_of(holder)
+    shard_dir = cluster3.nodes[i].data / "indices" / uuid / "0"
+    assert shard_dir.exists()
+    r = cluster3.http(0).put("/moved/_settings", {"index.routing.allocation.exclude._name": holder})
+    assert r.status_code == 200, r.text
+    cluster3.wait(lambda h: h["relocating_shards"] == 0 and shard_rows(cluster3, "moved")[0]["node"] != holder,
+                  30, 0, "the copy moved away")
+    deadline = time.monotonic() + 10
+    while shard_dir.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not shard_dir.exists(), "the old copy's files are gone"
+    assert cluster3.get("/moved/_count", 0).json()["count"] == 50

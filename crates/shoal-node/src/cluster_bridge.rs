@@ -332,6 +332,12 @@ impl Node {
         let open = state_meta.state == shoal_state::IndexState::Open;
         for shard in 0..state_meta.number_of_shards() as usize {
             match local.get(&shard).filter(|_| open) {
+                None if open && fully_active_elsewhere(state, name, shard, state_meta) => {
+                    // A recovery of this shard into this node holds the lock while it writes.
+                    let lock = self.recoveries.shard_lock(name, shard);
+                    let _no_recovery = lock.lock();
+                    service.delete_shard_data(shard);
+                }
                 None => service.close_shard(shard),
                 Some(copy) => self.apply_local_copy(state, &service, state_meta, copy)?,
             }
@@ -646,4 +652,20 @@ impl Node {
                     .is_some_and(|s| s.shard(c.shard as usize).is_ok())
             })
     }
+}
+
+/// Whether every copy the index asks for of `shard` is started (none here): the local files
+/// of the shard, if any, are then redundant.
+fn fully_active_elsewhere(
+    state: &ClusterState,
+    index: &str,
+    shard: usize,
+    meta: &shoal_state::IndexMetadata,
+) -> bool {
+    let copies = state.copies(index, shard as u32);
+    let started = copies
+        .iter()
+        .filter(|c| c.state == ShardState::Started)
+        .count();
+    started == copies.len() && started == meta.number_of_replicas() as usize + 1
 }

@@ -171,6 +171,24 @@ impl IndexService {
         }
     }
 
+    /// Closes the local copy of `shard` if open and deletes its directory: the shard is
+    /// fully active on other nodes, so these files are redundant (OpenSearch's `IndicesStore`).
+    pub fn delete_shard_data(&self, shard: usize) {
+        self.close_shard(shard);
+        let dir = self.paths.shard_dir(&self.uuid(), shard);
+        if !dir.exists() {
+            return;
+        }
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {
+                tracing::info!(index = %self.name(), shard, "deleted the data of a copy that is active elsewhere")
+            }
+            Err(e) => {
+                tracing::warn!(index = %self.name(), shard, error = %e, "could not delete a shard's redundant data")
+            }
+        }
+    }
+
     fn engine_config(&self, meta: &IndexMetadata, shard: usize) -> EngineConfig {
         let settings = meta.settings();
         let mut config = EngineConfig::new(self.paths.shard_dir(&meta.uuid, shard));

@@ -110,7 +110,7 @@ pub struct Recoveries {
 const CANCELLED: &str = "recovery_cancelled_exception";
 
 impl Recoveries {
-    fn shard_lock(&self, index: &str, shard: usize) -> Arc<Mutex<()>> {
+    pub(crate) fn shard_lock(&self, index: &str, shard: usize) -> Arc<Mutex<()>> {
         self.shard_locks
             .lock()
             .entry((index.to_string(), shard))
