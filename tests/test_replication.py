@@ -5,6 +5,7 @@ take over when the primary's node dies, and relocations (exclude._name) keep eve
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -218,3 +219,39 @@ def test_a_node_deletes_the_data_of_a_copy_that_moved_away(cluster3):
         time.sleep(0.1)
     assert not shard_dir.exists(), "the old copy's files are gone"
     assert cluster3.get("/moved/_count", 0).json()["count"] == 50
+
+
+def test_recovery_follows_max_bytes_per_sec_and_bad_values_are_refused(cluster3):
+    http = cluster3.http(0)
+    r = http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": "fast"}})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "illegal_argument_exception"
+    r = http.put("/_cluster/settings", {"transient": {"indices.recovery.max_concurrent_file_chunks": 9}})
+    assert r.status_code == 400, r.text
+
+    r = http.put("/throttled", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    for start in range(0, 1500, 500):  # random text: about 3 MB that compression cannot shrink away
+        cluster3.bulk(0, "throttled", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
+                                       for n in range(start, start + 500)}, refresh="false")
+    http.post("/throttled/_flush")
+    size = int(cluster3.get("/_cat/indices/throttled", 0, format="json", h="pri.store.size", bytes="b").json()[0]["pri.store.size"])
+
+    def recover(rate: str) -> float:
+        r = http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": rate}})
+        assert r.status_code == 200, r.text
+        started = time.monotonic()
+        http.put("/throttled/_settings", {"index": {"number_of_replicas": 1}})
+        wait_green(cluster3, timeout=120)
+        took = time.monotonic() - started
+        http.put("/throttled/_settings", {"index": {"number_of_replicas": 0}})
+        wait_green(cluster3)
+        return took
+
+    rate = max(size // 3, 64 << 10)  # about three seconds for the whole store
+    slow = recover(f"{rate}b")
+    fast = recover("-1")
+    assert slow >= 2.0, (size, slow)
+    assert fast < slow / 2, (size, slow, fast)
+    http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": None}})

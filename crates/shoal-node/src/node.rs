@@ -245,6 +245,9 @@ impl Node {
                 )));
             }
         }
+        for (key, value) in persistent.iter().chain(transient.iter()) {
+            crate::replication::throttle::validate(key, value)?;
+        }
         let mut settings = self.cluster_settings();
         apply_update(&mut settings.persistent, persistent);
         apply_update(&mut settings.transient, transient);

@@ -20,6 +20,7 @@ pub mod progress;
 pub mod recovery;
 pub mod replica;
 pub mod resync;
+pub mod throttle;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;

@@ -38,8 +38,6 @@ pub const ACTION_START: &str = "internal:index/shard/recovery/start_recovery";
 pub const ACTION_FILE_CHUNK: &str = "internal:index/shard/recovery/file_chunk";
 pub const ACTION_FINALIZE: &str = "internal:index/shard/recovery/finalize";
 
-/// Bytes per file chunk (OpenSearch's `indices.recovery.chunk_size` default is 512kb).
-const CHUNK_SIZE: u64 = 1024 * 1024;
 /// Operations per replayed batch.
 const REPLAY_BATCH: usize = 500;
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -97,6 +95,8 @@ struct Outgoing {
 #[derive(Default)]
 pub struct Recoveries {
     outgoing: Mutex<HashMap<String, Arc<Outgoing>>>,
+    /// `indices.recovery.max_bytes_per_sec` for every recovery into this node.
+    pub(crate) limiter: super::throttle::RateLimiter,
     /// Allocation ids of local copies recovering or recovered (until reported started).
     incoming: Mutex<HashSet<String>>,
     /// Serializes recoveries writing the same shard directory.
@@ -358,7 +358,8 @@ impl Node {
             })
     }
 
-    /// Copies one file in chunks and checks it against the source's checksum.
+    /// Copies one file in chunks, `max_concurrent_file_chunks` requests in flight and paced by
+    /// `max_bytes_per_sec`, and checks it against the source's checksum.
     fn copy_file(
         &self,
         source: &str,
@@ -370,30 +371,41 @@ impl Node {
         let partial = path.with_extension("recovering");
         let mut file = std::fs::File::create(&partial)?;
         let mut crc = 0u32;
-        let mut offset = 0;
-        while offset < length {
-            let request = ChunkRequest {
-                recovery_id: recovery_id.to_string(),
-                name: name.to_string(),
-                offset,
-                length: CHUNK_SIZE.min(length - offset),
-            };
-            let chunk = self.call(
-                source,
-                ACTION_FILE_CHUNK,
-                json_bytes(&request),
-                CALL_TIMEOUT,
-            )?;
+        let mut requested = 0;
+        let mut in_flight = std::collections::VecDeque::new();
+        while requested < length || !in_flight.is_empty() {
+            let limits = self.recovery_limits();
+            if requested < length && in_flight.len() < limits.concurrent_chunks {
+                let request = ChunkRequest {
+                    recovery_id: recovery_id.to_string(),
+                    name: name.to_string(),
+                    offset: requested,
+                    length: limits.chunk_bytes.min(length - requested),
+                };
+                self.throttle_recovery(request.length);
+                requested += request.length;
+                let pending = self.send(
+                    source,
+                    ACTION_FILE_CHUNK,
+                    json_bytes(&request),
+                    CALL_TIMEOUT,
+                );
+                in_flight.push_back((request, pending));
+                continue;
+            }
+            // Chunks are written in order: wait for the oldest.
+            let (request, pending) = in_flight.pop_front().expect("a chunk in flight");
+            let chunk = self.wait(pending)?;
             if chunk.len() as u64 != request.length {
                 return Err(ApiError::internal(format!(
-                    "recovery of [{name}] got {} bytes at offset {offset}, expected {}",
+                    "recovery of [{name}] got {} bytes at offset {}, expected {}",
                     chunk.len(),
+                    request.offset,
                     request.length
                 )));
             }
             file.write_all(&chunk)?;
             crc = crc32c::crc32c_append(crc, &chunk);
-            offset += chunk.len() as u64;
         }
         if crc != wanted.crc32c {
             return Err(ApiError::internal(format!(
@@ -503,7 +515,7 @@ impl Node {
             .files
             .iter()
             .any(|(n, _)| *n == request.name);
-        if !known || request.length > CHUNK_SIZE * 8 {
+        if !known || request.length > super::throttle::MAX_CHUNK_BYTES {
             return Err(ApiError::bad_request(format!(
                 "no file [{}] in recovery",
                 request.name
