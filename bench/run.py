@@ -577,14 +577,12 @@ def recover_replica_once(nodes, value, fallback_bytes):
             "recovery_type": rs.get("type"), "stage": rs.get("stage")}
 
 
-# Shoal has no recovery throttle yet: its "default" run is unthrottled too.
-THROTTLES = (("default (40mb)", None), ("off", "-1"))
+THROTTLES = (("default (40mb)", None), ("off", "0b"))
 
 
 def scenario_recovery(ctx):
     """A new replica of a >= --recovery-gb shard on a 2-node cluster, per system and throttle."""
-    result = {"notes": ["Shoal does not implement indices.recovery.max_bytes_per_sec yet: both of its "
-                        "rows are unthrottled."], "systems": {}}
+    result = {"systems": {}}
     target = (20 << 20) if ctx.quick else int(ctx.args.recovery_gb * (1 << 30))
     result["machine_limits"] = measure_copy_limits(min(target, 1 << 30) if not ctx.quick else 64 << 20)
     log(f"machine limits: {result['machine_limits']}")

@@ -357,7 +357,14 @@ impl Node {
     ) -> ApiResult<()> {
         let shard = copy.shard as usize;
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        // A state this node persisted before it restarted: its copies there are about to be
+        // failed and recovered, so they open (for reads) but do not act as primaries, recover
+        // or report themselves started on it.
+        let current = self.state_knows_this_incarnation(state);
         if crate::replication::recovery::needs_peer_recovery(copy) {
+            if !current {
+                return Ok(());
+            }
             match service
                 .replication(shard)
                 .filter(|r| r.allocation_id == allocation_id)
@@ -374,6 +381,9 @@ impl Node {
         let replication =
             service.replication_for(shard, &allocation_id, engine.global_checkpoint());
         replication.apply_cluster_state(state, &copy.index, shard);
+        if !current {
+            return Ok(());
+        }
         if copy.primary && !replication.tracker.lock().is_primary_mode() {
             if copy.state == ShardState::Initializing {
                 // A primary opening its own store (new or existing) has no copies to resync.
@@ -389,6 +399,16 @@ impl Node {
             self.report_started(copy);
         }
         Ok(())
+    }
+
+    /// Whether `state` was made after this process joined (it lists this node with the
+    /// ephemeral id of this process), rather than persisted before a restart.
+    fn state_knows_this_incarnation(&self, state: &ClusterState) -> bool {
+        let local = self.cluster.local();
+        state
+            .nodes
+            .get(&local.id)
+            .is_some_and(|known| known.ephemeral_id == local.ephemeral_id)
     }
 
     /// A primary initialized from its own store (new or existing) shows in `_cat/recovery`.
