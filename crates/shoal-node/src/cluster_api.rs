@@ -49,13 +49,19 @@ impl Node {
         self.wait_until_applied(timeout, |state, _| check(state))
     }
 
-    /// A single-node cluster elects itself and adds this node within a second of starting:
-    /// waiting for that (bounded) lets the first requests see the node in its own cluster.
+    /// A single-node cluster elects itself and adds this process to its state within a
+    /// second of starting: waiting for that (bounded) lets the first requests see the state
+    /// of this run (transient settings cleared, say), not the one persisted before it.
     /// A node with peers never waits here (they may not be started yet).
     pub(crate) fn wait_for_single_node_join(&self, timeout: Duration) {
         if self.cluster.config().single_node {
+            let local = self.cluster.local().ephemeral_id.clone();
             self.wait_for_state(timeout, |state| {
-                state.nodes.contains_key(&self.node_id).then_some(())
+                state
+                    .nodes
+                    .get(&self.node_id)
+                    .is_some_and(|n| n.ephemeral_id == local)
+                    .then_some(())
             });
         }
     }

@@ -116,15 +116,12 @@ impl ClusterState {
     }
 
     fn node_joined(&mut self, node: crate::DiscoveryNode, now: i64) {
-        // The same node restarted before it was removed: what its copies held before the
-        // restart is not known to be current, so they leave first (and are recovered again,
-        // on this node when the delayed allocation lets them come back).
         let restarted = self
             .nodes
             .get(&node.id)
             .is_some_and(|known| known.ephemeral_id != node.ephemeral_id);
         if restarted {
-            self.node_left(&node.id, "restarted", now);
+            self.fail_copies_of_restarted_node(&node.id, now);
         }
         // A restarted node may come back on the address of an older incarnation.
         let stale: Vec<String> = self
@@ -137,6 +134,33 @@ impl ClusterState {
             self.nodes.remove(&id);
         }
         self.nodes.insert(node.id.clone(), node);
+    }
+
+    /// The same node restarted before it was removed: its copies of shards that have other
+    /// copies may have missed (or kept) operations the others did not, so they are failed and
+    /// recovered again (on this node, when the delayed allocation brings them back). A shard's
+    /// only copy missed nothing and stays as it is.
+    fn fail_copies_of_restarted_node(&mut self, node_id: &str, now: i64) {
+        let replicated: Vec<(String, u32, String)> = self
+            .copies_on_node(node_id)
+            .filter(|c| {
+                self.copies(&c.index, c.shard)
+                    .iter()
+                    .any(|other| other.is_assigned() && other.node.as_deref() != Some(node_id))
+            })
+            .filter_map(|c| Some((c.index.clone(), c.shard, c.allocation_id.clone()?)))
+            .collect();
+        let details = format!("node_left [{node_id}]: restarted");
+        for (index, shard, allocation_id) in replicated {
+            self.fail_copy(
+                &index,
+                shard,
+                &allocation_id,
+                UnassignedReason::NodeLeft,
+                &details,
+                now,
+            );
+        }
     }
 
     fn node_left(&mut self, node_id: &str, reason: &str, now: i64) {
