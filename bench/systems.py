@@ -174,6 +174,11 @@ class System:
         return v.get("version", {}).get("number"), v.get("version", {}).get("distribution")
 
 
+# Both systems ignore the host's disk usage: a build machine's disk often sits above the 85%
+# low watermark, which would leave replicas unassigned and measure nothing.
+NO_DISK_THRESHOLD = "cluster.routing.allocation.disk.threshold_enabled"
+
+
 class Shoal(System):
     name = "shoal"
     label = "Shoal"
@@ -206,7 +211,8 @@ class Shoal(System):
         self.started_at = time.monotonic()
         args = [SHOAL_BIN, "-E", f"http.port={self.port}", "-E", "http.host=127.0.0.1",
                 "-E", f"path.data={self.dir}/data", "-E", f"path.logs={self.dir}/logs",
-                "-E", f"node.name={self.node_name}", "-E", f"cluster.name={self.cluster}"]
+                "-E", f"node.name={self.node_name}", "-E", f"cluster.name={self.cluster}",
+                "-E", f"{NO_DISK_THRESHOLD}=false"]
         if self.seeds:
             args += ["-E", f"transport.port={self.transport}",
                      "-E", f"discovery.seed_hosts={','.join(self.seeds)}",
@@ -305,7 +311,8 @@ class OpenSearch(System):
         args = [f"{OS_HOME}/bin/opensearch", "-d", "-p", pidfile,
                 "-Enetwork.host=127.0.0.1", f"-Ehttp.port={self.port}", f"-Etransport.port={self.transport}",
                 f"-Epath.data={self.dir}/data", f"-Epath.logs={self.dir}/logs",
-                f"-Ecluster.name={self.cluster}", f"-Enode.name={self.node_name}"]
+                f"-Ecluster.name={self.cluster}", f"-Enode.name={self.node_name}",
+                f"-E{NO_DISK_THRESHOLD}=false"]
         if self.seeds:
             args += [f"-Ediscovery.seed_hosts={','.join(self.seeds)}",
                      f"-Ecluster.initial_cluster_manager_nodes={','.join(self.masters)}"]

@@ -2,8 +2,7 @@
 `_cat/allocation`, `_cat/nodeattrs`, `_cat/pending_tasks`, `_nodes` and the health waits.
 
 Single-node checks run on the session node (they leave nothing behind); the multi-node ones
-start real clusters (`cluster` marker). Peer recovery does not exist yet, so a moved shard
-stays INITIALIZING on its target: the tests check the routing, never a completed move.
+start real clusters (`cluster` marker).
 """
 
 from __future__ import annotations
@@ -446,3 +445,23 @@ def test_health_wait_for_nodes_returns_when_the_third_node_joins(tmp_path):
         raise
     finally:
         c.close()
+
+
+@pytest.mark.cluster
+def test_cluster_settings_given_to_the_nodes_back_the_cluster_settings_until_overridden(tmp_path):
+    """`-E cluster.routing.allocation.enable=primaries` on the bootstrapping nodes acts like
+    OpenSearch's node settings: it applies cluster-wide, shows among the defaults (not as a
+    persistent setting), and a persistent setting overrides it."""
+    with ShoalCluster(tmp_path, 2, settings={"cluster.routing.allocation.enable": "primaries"}) as c:
+        http = c.http(1)
+        r = http.put("/held", {"settings": {"number_of_shards": 1, "number_of_replicas": 1}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("yellow", timeout=30)
+        time.sleep(1)  # give the allocator a chance to (wrongly) place the replica
+        assert c.health()["unassigned_shards"] == 1
+        b = http.get("/_cluster/settings", params={"include_defaults": "true", "flat_settings": "true"}).json()
+        assert b["persistent"] == {} and b["transient"] == {}
+        assert b["defaults"]["cluster.routing.allocation.enable"] == "primaries"
+        r = http.put("/_cluster/settings", {"persistent": {"cluster.routing.allocation.enable": "all"}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green", timeout=60)

@@ -66,6 +66,7 @@ pub fn cluster(nodes: Vec<DiscoveryNode>) -> ClusterState {
         Command::Bootstrap {
             cluster_uuid: "uuid-test".into(),
             cluster_name: "test".into(),
+            node_settings: Default::default(),
         },
     );
     for node in nodes {

@@ -1,5 +1,6 @@
 //! Cluster-layer settings, read from the node's settings with OpenSearch names.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -30,6 +31,9 @@ pub struct ClusterConfig {
     pub follower_check: CheckSettings,
     /// `cluster.fault_detection.leader_check.*`: drives the Raft election timeout.
     pub leader_check: CheckSettings,
+    /// Dynamic cluster settings from this node's configuration; they become the cluster's
+    /// fallback values if this node bootstraps it.
+    pub cluster_settings: BTreeMap<String, serde_json::Value>,
 }
 
 impl ClusterConfig {

@@ -22,6 +22,7 @@ pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
             .propose_as_leader(Command::Bootstrap {
                 cluster_uuid: uuid,
                 cluster_name: cluster.config().cluster_name.clone(),
+                node_settings: cluster.config().cluster_settings.clone(),
             })
             .await;
     }

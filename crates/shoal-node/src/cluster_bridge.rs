@@ -135,8 +135,25 @@ pub fn cluster_config(config: &NodeConfig, local: DiscoveryNode) -> ClusterConfi
         single_node,
         follower_check: check_settings(config, "cluster.fault_detection.follower_check"),
         leader_check: check_settings(config, "cluster.fault_detection.leader_check"),
+        cluster_settings: dynamic_cluster_settings(config),
         local,
     }
+}
+
+/// The dynamic cluster-scoped settings (`cluster.routing.*`, `indices.recovery.*`, ...) in
+/// this node's configuration: if it bootstraps the cluster they back the cluster's settings.
+fn dynamic_cluster_settings(config: &NodeConfig) -> BTreeMap<String, serde_json::Value> {
+    let registry = crate::settings::registry();
+    config
+        .settings
+        .iter()
+        .filter(|(key, _)| {
+            registry
+                .get(key)
+                .is_some_and(|def| def.dynamic && !def.index_scope)
+        })
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
 }
 
 /// Starts the transport server and the cluster member of this node.

@@ -71,6 +71,8 @@ fn hostname() -> String {
 pub struct ClusterSettings {
     pub persistent: FlatSettings,
     pub transient: FlatSettings,
+    /// From the bootstrapping node's configuration: shown among the defaults.
+    pub node: FlatSettings,
 }
 
 pub struct Node {
@@ -222,6 +224,7 @@ impl Node {
         ClusterSettings {
             persistent: state.metadata.persistent_settings.clone(),
             transient: state.metadata.transient_settings.clone(),
+            node: state.metadata.node_settings.clone(),
         }
     }
 

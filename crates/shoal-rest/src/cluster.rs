@@ -322,10 +322,11 @@ pub async fn get_settings(node: Arc<Node>, params: Params) -> RestResult {
     let mut body =
         json!({"persistent": render(&cluster.persistent), "transient": render(&cluster.transient)});
     if params.flag("include_defaults") {
-        let defaults: settings::FlatSettings = settings::registry()
+        let mut defaults: settings::FlatSettings = settings::registry()
             .cluster_defaults()
             .map(|d| (d.key.clone(), json!(d.default)))
             .collect();
+        defaults.extend(cluster.node.clone());
         body["defaults"] = render(&defaults);
     }
     ok(body, &params)

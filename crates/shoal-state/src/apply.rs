@@ -44,10 +44,12 @@ impl ClusterState {
             Command::Bootstrap {
                 cluster_uuid,
                 cluster_name,
+                node_settings,
             } => {
                 if self.cluster_uuid.is_empty() {
                     self.cluster_uuid = cluster_uuid.clone();
                     self.cluster_name = cluster_name.clone();
+                    self.metadata.node_settings = node_settings.clone();
                 }
             }
             Command::NodeJoin(node) => self.node_joined(node.clone(), now),

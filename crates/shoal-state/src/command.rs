@@ -64,6 +64,11 @@ pub enum Command {
     Bootstrap {
         cluster_uuid: String,
         cluster_name: String,
+        /// Dynamic cluster settings the bootstrapping node was started with (`-E` or
+        /// `shoal.yml`): they stand in for the built-in defaults cluster-wide, below persistent
+        /// and transient settings, the way OpenSearch's node settings back cluster settings.
+        #[serde(default)]
+        node_settings: BTreeMap<String, Value>,
     },
     /// A node joins (or rejoins with a new address).
     NodeJoin(DiscoveryNode),

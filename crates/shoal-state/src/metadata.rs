@@ -85,6 +85,10 @@ impl IndexMetadata {
 pub struct Metadata {
     pub persistent_settings: BTreeMap<String, Value>,
     pub transient_settings: BTreeMap<String, Value>,
+    /// Cluster settings from the bootstrapping node's own configuration (see
+    /// `Command::Bootstrap`): consulted after transient and persistent settings.
+    #[serde(default)]
+    pub node_settings: BTreeMap<String, Value>,
     pub indices: BTreeMap<String, IndexMetadata>,
     #[serde(default)]
     pub voting_config_exclusions: Vec<VotingExclusion>,

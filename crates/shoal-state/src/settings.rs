@@ -19,6 +19,7 @@ impl<'a> SettingsView<'a> {
             .transient_settings
             .get(key)
             .or_else(|| self.metadata.persistent_settings.get(key))
+            .or_else(|| self.metadata.node_settings.get(key))
     }
 
     pub fn get(&self, key: &str) -> Option<String> {

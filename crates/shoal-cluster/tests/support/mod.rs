@@ -181,6 +181,7 @@ impl TestCluster {
             single_node: false,
             follower_check: FOLLOWER_CHECK,
             leader_check: LEADER_CHECK,
+            cluster_settings: Default::default(),
         }
     }
 
