@@ -17,6 +17,16 @@ pub struct CommitPayload {
     pub global_checkpoint: i64,
     /// Identifies the history of operations of this shard copy.
     pub history_uuid: String,
+    /// The translog holds every operation this copy applied with a seq_no at or above this
+    /// (what a copy below it holds may sit only in the commit). Operation-based recovery and
+    /// the resync divergence check can only compare history from here on.
+    #[serde(default = "history_unknown")]
+    pub history_complete_from: i64,
+}
+
+/// Commits written before `history_complete_from` existed: nothing is known to be complete.
+fn history_unknown() -> i64 {
+    i64::MAX
 }
 
 impl CommitPayload {
@@ -28,6 +38,7 @@ impl CommitPayload {
             translog_generation: 1,
             global_checkpoint: NO_OPS_PERFORMED,
             history_uuid: history_uuid.to_string(),
+            history_complete_from: 0,
         }
     }
 

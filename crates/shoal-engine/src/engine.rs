@@ -155,6 +155,10 @@ pub struct Engine {
     primary_term: AtomicI64,
     global_checkpoint: AtomicI64,
     history_uuid: String,
+    /// See [`CommitPayload::history_complete_from`]; only grows (translog trimming).
+    history_complete_from: AtomicI64,
+    /// The lowest seq_no retention leases still need: a flush keeps the translog from there.
+    retention_floor: AtomicI64,
     /// Also the reader's warmer: it opens `_source` files of every new searcher generation.
     source_cache: Arc<SourceReaderCache>,
     /// Keeps the warmer alive (the reader only holds a weak reference).
@@ -195,6 +199,7 @@ impl Engine {
         let global_checkpoint = payload
             .as_ref()
             .map_or(NO_OPS_PERFORMED, |p| p.global_checkpoint);
+        let history_complete_from = payload.as_ref().map_or(0, |p| p.history_complete_from);
         let writer = new_writer(&index, &config)?;
         let source_cache = Arc::new(SourceReaderCache::new());
         let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
@@ -218,6 +223,8 @@ impl Engine {
             primary_term: AtomicI64::new(primary_term),
             global_checkpoint: AtomicI64::new(global_checkpoint),
             history_uuid,
+            history_complete_from: AtomicI64::new(history_complete_from),
+            retention_floor: AtomicI64::new(i64::MAX),
             source_cache,
             _warmer: warmer,
             counters: Counters::default(),
@@ -695,6 +702,7 @@ impl Engine {
                 .min_generation_for_seq_no(local_checkpoint + 1),
             global_checkpoint: self.global_checkpoint(),
             history_uuid: self.history_uuid.clone(),
+            history_complete_from: self.history_complete_from(),
         };
         let mut prepared = state.writer.prepare_commit()?;
         prepared.set_payload(&payload.to_json());
@@ -716,10 +724,13 @@ impl Engine {
             return Ok(false);
         }
         state.dirty = true;
+        // Recorded before the commit that names it, so a crash before the trim below only
+        // understates what the translog holds.
+        let first_retained = self.first_retained_seq_no(state.tracker.checkpoint());
+        self.history_complete_from
+            .fetch_max(first_retained, Ordering::AcqRel);
         self.commit_locked(&mut state)?;
-        let keep_from = self
-            .translog
-            .min_generation_for_seq_no(self.first_retained_seq_no(state.tracker.checkpoint()));
+        let keep_from = self.translog.min_generation_for_seq_no(first_retained);
         drop(state);
         self.translog.roll_generation()?;
         let keep_from = keep_from.min(self.translog.current_generation());
@@ -735,10 +746,25 @@ impl Engine {
     }
 
     /// The first seq_no a flush keeps in the translog: above the local checkpoint for local
-    /// recovery, and above the global checkpoint so a promoted copy can resync the others
-    /// and a copy can tell what of its history diverged from a new primary's.
+    /// recovery, above the global checkpoint so a promoted copy can resync the others and a
+    /// copy can tell what of its history diverged from a new primary's, and from the lowest
+    /// seq_no a retention lease still needs (operation-based recovery of returning copies).
     fn first_retained_seq_no(&self, local_checkpoint: i64) -> i64 {
-        local_checkpoint.min(self.global_checkpoint()) + 1
+        let floor = self.retention_floor.load(Ordering::Acquire);
+        (local_checkpoint.min(self.global_checkpoint()) + 1)
+            .min(floor)
+            .max(0)
+    }
+
+    /// The lowest seq_no the retention leases need kept (`None`: no lease).
+    pub fn set_retention_floor(&self, floor: Option<i64>) {
+        self.retention_floor
+            .store(floor.unwrap_or(i64::MAX), Ordering::Release);
+    }
+
+    /// Every operation this copy applied with a seq_no at or above this is in its translog.
+    pub fn history_complete_from(&self) -> i64 {
+        self.history_complete_from.load(Ordering::Acquire)
     }
 
     /// Fills the seq_no holes below max_seq_no with no-ops under `primary_term`, so a

@@ -102,6 +102,8 @@ pub fn bind_recovered_store(
     let mut payload = read_payload(&config.index_dir())?;
     payload.translog_uuid = translog.uuid().to_string();
     payload.translog_generation = translog.current_generation();
+    // The new translog is empty: the commit's operations are in the commit only.
+    payload.history_complete_from = payload.max_seq_no + 1;
     drop(translog);
     let (index, _) = open_or_create_index(&config.index_dir(), config.codec)?;
     let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 15_000_000)?;

@@ -519,3 +519,72 @@ fn flush_keeps_the_operations_above_the_global_checkpoint() {
         "once every copy has them they are trimmed"
     );
 }
+
+#[test]
+fn a_retention_floor_keeps_history_a_flush_would_trim_and_completeness_follows_the_trim() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    assert_eq!(engine.history_complete_from(), 0);
+    engine.set_retention_floor(Some(5));
+    for i in 0..20 {
+        let op = index_op(
+            &engine,
+            &m,
+            &format!("{i}"),
+            json!({"n": i}),
+            DocRequest::default(),
+        );
+        apply_one(&engine, op).unwrap();
+        engine.flush(true).unwrap();
+    }
+    engine.update_global_checkpoint(19);
+    engine.flush(true).unwrap();
+    let seq_nos: Vec<i64> = engine
+        .history(0, 19)
+        .unwrap()
+        .map(|op| op.unwrap().seq_no)
+        .collect();
+    assert!(
+        (5..20).all(|s| seq_nos.contains(&s)),
+        "the lease holds from 5: {seq_nos:?}"
+    );
+    assert_eq!(engine.history_complete_from(), 5);
+    // The lease is released: the next flush trims, and the translog no longer lists 5..19.
+    engine.set_retention_floor(None);
+    engine.flush(true).unwrap();
+    assert_eq!(engine.history_complete_from(), 20);
+    assert!(engine.history(0, 19).unwrap().count() < 15);
+    // Completeness survives a restart (it is in the commit).
+    engine.close().unwrap();
+    drop(engine);
+    assert_eq!(open(dir.path(), &m).history_complete_from(), 20);
+}
+
+#[test]
+fn a_store_recovered_from_files_knows_its_commit_is_not_in_its_translog() {
+    let source_dir = tempfile::tempdir().unwrap();
+    let target_dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let source = open(source_dir.path(), &m);
+    for n in 0..10 {
+        let op = index_op(
+            &source,
+            &m,
+            &n.to_string(),
+            json!({"n": n}),
+            DocRequest::default(),
+        );
+        apply_one(&source, op).unwrap();
+    }
+    let pinned = source_dir.path().join("pinned");
+    let snapshot = recovery::snapshot_commit(&source, &pinned).unwrap();
+    let config = EngineConfig::new(target_dir.path().to_path_buf());
+    std::fs::create_dir_all(config.index_dir()).unwrap();
+    for (name, _) in &snapshot.files {
+        std::fs::copy(pinned.join(name), config.index_dir().join(name)).unwrap();
+    }
+    let payload = recovery::bind_recovered_store(&config, 1).unwrap();
+    assert_eq!(payload.history_complete_from, 10);
+    assert_eq!(open(target_dir.path(), &m).history_complete_from(), 10);
+}

@@ -1,6 +1,7 @@
 //! Periodic shard work: refresh at `index.refresh_interval`, fsync the translog at
 //! `index.translog.sync_interval` for async durability, flush past the size threshold, and
-//! send lagging copies the global checkpoint at `index.global_checkpoint_sync.interval`.
+//! send lagging copies the global checkpoint at `index.global_checkpoint_sync.interval`, and
+//! keep the primaries' retention leases (renewal, expiry) applied to their engines.
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -57,8 +58,9 @@ fn run_due_work(node: &Node) {
             }
             (refresh_due, sync_due, checkpoint_sync_due)
         };
-        if checkpoint_sync_due {
-            for (shard, _) in index.local_shards() {
+        for (shard, _) in index.local_shards() {
+            node.maintain_retention_leases(&index, shard);
+            if checkpoint_sync_due {
                 node.sync_global_checkpoint(&index, shard);
             }
         }

@@ -25,9 +25,16 @@ pub struct RetentionLeases {
     pub leases: BTreeMap<String, RetentionLease>,
 }
 
-/// The lease id OpenSearch gives a shard copy's peer-recovery lease.
-pub fn peer_recovery_lease_id(allocation_id: &str) -> String {
-    format!("peer_recovery/{allocation_id}")
+/// The lease id OpenSearch gives the peer-recovery lease of a node's copy. It is per node,
+/// not per allocation id: a copy that returns to its node gets a new allocation id, and the
+/// lease must still be there for it.
+pub fn peer_recovery_lease_id(node_id: &str) -> String {
+    format!("peer_recovery/{node_id}")
+}
+
+/// The lease a running recovery holds on the history it will replay.
+pub fn recovery_lease_id(recovery_id: &str) -> String {
+    format!("recovery/{recovery_id}")
 }
 
 impl RetentionLeases {
@@ -90,9 +97,21 @@ impl RetentionLeases {
 
     /// Drops leases not renewed within `period_millis`; returns their ids.
     pub fn expire(&mut self, now_millis: i64, period_millis: i64) -> Vec<String> {
+        self.expire_except(now_millis, period_millis, &Default::default())
+    }
+
+    /// [`RetentionLeases::expire`], sparing the ids in `keep` (the leases of copies that are
+    /// still assigned never expire, as in OpenSearch).
+    pub fn expire_except(
+        &mut self,
+        now_millis: i64,
+        period_millis: i64,
+        keep: &std::collections::BTreeSet<String>,
+    ) -> Vec<String> {
         let expired: Vec<String> = self
             .leases
             .values()
+            .filter(|l| !keep.contains(&l.id))
             .filter(|l| now_millis - l.timestamp_millis > period_millis)
             .map(|l| l.id.clone())
             .collect();

@@ -8,7 +8,7 @@
 pub mod leases;
 pub mod tracker;
 
-pub use leases::{RetentionLease, RetentionLeases};
+pub use leases::{peer_recovery_lease_id, recovery_lease_id, RetentionLease, RetentionLeases};
 pub use tracker::{InSyncOutcome, ReplicationTracker, TrackerError};
 
 /// No operation has been processed (OpenSearch's `NO_OPS_PERFORMED`).

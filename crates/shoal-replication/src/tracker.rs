@@ -259,27 +259,61 @@ impl ReplicationTracker {
             .collect()
     }
 
-    /// Adds or renews the peer-recovery lease of every tracked copy to retain operations
-    /// above its acknowledged global checkpoint, as OpenSearch does on each sync.
-    pub fn renew_peer_recovery_leases(&mut self, now_millis: i64) {
+    /// Adds or renews the peer-recovery lease of every tracked copy's node (`node_of`:
+    /// allocation id to node id) to retain the operations above the global checkpoint that
+    /// copy acknowledged, as OpenSearch renews them on each sync. A lease never moves back.
+    pub fn renew_peer_recovery_leases(
+        &mut self,
+        node_of: &BTreeMap<String, String>,
+        now_millis: i64,
+    ) {
         let wanted: Vec<(String, i64)> = self
             .copies
             .iter()
-            .filter(|(_, c)| c.tracked)
-            .map(|(id, c)| {
-                let retaining = c
-                    .global_checkpoint
-                    .max(c.local_checkpoint.min(self.global_checkpoint))
-                    + 1;
-                (peer_recovery_lease_id(id), retaining.max(0))
+            .filter(|(id, c)| c.tracked && **id != self.allocation_id)
+            .filter_map(|(id, c)| {
+                let node = node_of.get(id)?;
+                Some((
+                    peer_recovery_lease_id(node),
+                    (c.global_checkpoint + 1).max(0),
+                ))
             })
             .collect();
         for (id, retaining) in wanted {
-            if self.leases.leases.contains_key(&id) {
-                let current = self.leases.leases[&id].retaining_seq_no;
-                let _ = self.leases.renew(&id, retaining.max(current), now_millis);
-            } else {
+            self.hold_history(&id, retaining, now_millis);
+        }
+    }
+
+    /// A new primary leases the history above its global checkpoint to every node that
+    /// holds (or held, for copies waiting for their node to return) a copy, so those copies
+    /// can come back by replaying operations (OpenSearch's
+    /// `createMissingPeerRecoveryRetentionLeases`).
+    pub fn add_missing_peer_recovery_leases<'a>(
+        &mut self,
+        node_ids: impl IntoIterator<Item = &'a String>,
+        now_millis: i64,
+    ) {
+        let retaining = (self.global_checkpoint + 1).max(0);
+        for node in node_ids {
+            let id = peer_recovery_lease_id(node);
+            if !self.leases.leases.contains_key(&id) {
                 let _ = self.leases.add(&id, retaining, "peer recovery", now_millis);
+            }
+        }
+    }
+
+    /// Adds lease `id` retaining from `retaining_seq_no`, or renews it (never backwards).
+    pub fn hold_history(&mut self, id: &str, retaining_seq_no: i64, now_millis: i64) {
+        match self.leases.leases.get(id).map(|l| l.retaining_seq_no) {
+            Some(current) => {
+                let _ = self
+                    .leases
+                    .renew(id, retaining_seq_no.max(current), now_millis);
+            }
+            None => {
+                let _ = self
+                    .leases
+                    .add(id, retaining_seq_no, "peer recovery", now_millis);
             }
         }
     }
@@ -450,22 +484,45 @@ mod tests {
     }
 
     #[test]
-    fn peer_recovery_leases_follow_each_copy_and_only_move_forward() {
+    fn peer_recovery_leases_follow_each_copy_by_node_and_only_move_forward() {
+        let nodes: BTreeMap<String, String> = [("r1", "n1"), ("r2", "n2"), ("p", "n0")]
+            .into_iter()
+            .map(|(a, n)| (a.to_string(), n.to_string()))
+            .collect();
         let mut t = primary_with_replicas(9);
         t.update_copy_global_checkpoint("r1", 9);
-        t.renew_peer_recovery_leases(100);
-        assert!(t.leases.retains_from("peer_recovery/r1", 10));
-        assert!(!t.leases.retains_from("peer_recovery/r1", 9));
-        // r2 has not acknowledged the global checkpoint: history from its checkpoint is kept.
-        assert!(t.leases.retains_from("peer_recovery/r2", 10));
-        t.update_local_checkpoint("p", 30);
-        t.update_local_checkpoint("r1", 30);
-        t.update_local_checkpoint("r2", 30);
+        t.renew_peer_recovery_leases(&nodes, 100);
+        assert!(t.leases.retains_from("peer_recovery/n1", 10));
+        assert!(!t.leases.retains_from("peer_recovery/n1", 9));
+        // r2 has acknowledged no global checkpoint: its node keeps the whole history.
+        assert!(t.leases.retains_from("peer_recovery/n2", 0));
+        // The primary needs no lease of its own.
+        assert!(!t.leases.leases.contains_key("peer_recovery/n0"));
         t.update_copy_global_checkpoint("r1", 30);
-        t.renew_peer_recovery_leases(200);
-        assert_eq!(t.leases.leases["peer_recovery/r1"].retaining_seq_no, 31);
-        assert_eq!(t.leases.leases["peer_recovery/r1"].timestamp_millis, 200);
+        t.update_copy_global_checkpoint("r2", 30);
+        t.renew_peer_recovery_leases(&nodes, 200);
+        assert_eq!(t.leases.leases["peer_recovery/n1"].retaining_seq_no, 31);
+        assert_eq!(t.leases.leases["peer_recovery/n1"].timestamp_millis, 200);
         // Every copy holds everything up to 30: history below 31 may be discarded.
         assert_eq!(t.leases.min_retained_seq_no(), Some(31));
+        // A copy that returns to n1 under a new allocation id renews the same lease.
+        t.hold_history("peer_recovery/n1", 12, 300);
+        assert_eq!(t.leases.leases["peer_recovery/n1"].retaining_seq_no, 31);
+    }
+
+    #[test]
+    fn a_new_primary_leases_its_history_to_the_nodes_of_every_copy() {
+        let mut t = primary_with_replicas(9);
+        t.hold_history("peer_recovery/n1", 4, 0);
+        let nodes = ["n1".to_string(), "gone".to_string()];
+        t.add_missing_peer_recovery_leases(&nodes, 50);
+        // An existing lease is kept as it is; the missing one starts above the checkpoint.
+        assert_eq!(t.leases.leases["peer_recovery/n1"].retaining_seq_no, 4);
+        assert_eq!(t.leases.leases["peer_recovery/gone"].retaining_seq_no, 10);
+        let keep = ["peer_recovery/n1".to_string()].into_iter().collect();
+        assert_eq!(
+            t.leases.expire_except(10_000, 1_000, &keep),
+            vec!["peer_recovery/gone".to_string()]
+        );
     }
 }

@@ -8,6 +8,8 @@
 //! - [`recovery`]: a new copy (a replica or a relocation target) copies the primary's last
 //!   commit, starts receiving live operations, replays the history above the commit, and is
 //!   then reported started (the cluster manager adds it to the in-sync set).
+//! - [`leases`]: the primary's peer-recovery retention leases, which keep the history a
+//!   returning copy needs to recover by replaying operations.
 //! - [`resync`]: a copy that becomes the primary fills its seq_no gaps and resyncs the other
 //!   copies (failing those whose history diverged) before it accepts writes.
 //!
@@ -15,6 +17,8 @@
 //! orders "start tracking a recovering copy" against writes in flight.
 
 pub mod active_shards;
+pub mod leases;
+pub mod ops_recovery;
 pub mod primary;
 pub mod progress;
 pub mod recovery;

@@ -1,9 +1,13 @@
 //! Peer recovery: a new copy catches up from the primary while writes continue.
 //!
 //! Target                                   Source (the primary, or a relocation's source)
-//! 1. `start_recovery` ───────────────────▶ flushes and pins its last commit, lists the files
+//! 1. `start_recovery` ───────────────────▶ answers "replay from seq_no N" when the target's
+//!    (with the history of a store it       store can catch up by operations alone
+//!    already has, see [`super::ops_recovery`]); otherwise flushes and pins its last commit,
+//!                                          and lists the files
 //! 2. `file_chunk`s for the files it lacks ▶ reads the pinned files (name, offset, length)
-//! 3. binds the files to a new translog and opens the copy
+//! 3. binds the files to a new translog and opens the copy (an operation-based recovery skips
+//!    2 and 3 and keeps its store)
 //! 4. `finalize` ─────────────────────────▶ starts tracking the copy (live operations flow),
 //!                                          replays the history above the commit, marks the
 //!                                          copy in sync once it reaches the global checkpoint
@@ -25,6 +29,9 @@ use shoal_engine::recovery::{bind_recovered_store, snapshot_commit, CommitSnapsh
 use shoal_state::ShardRouting;
 use tracing::{debug, info, warn};
 
+use super::ops_recovery::{
+    accepts_offer, history_offer, hold_history_for_recovery, release_history, HistoryOffer,
+};
 use super::progress::{RecoveryRecord, RecoveryType, Stage};
 use super::ReplicaOp;
 use crate::error::{ApiError, ApiResult};
@@ -38,6 +45,9 @@ pub const ACTION_START: &str = "internal:index/shard/recovery/start_recovery";
 pub const ACTION_FILE_CHUNK: &str = "internal:index/shard/recovery/file_chunk";
 pub const ACTION_FINALIZE: &str = "internal:index/shard/recovery/finalize";
 
+/// tantivy's commit point: the list of segments and the commit's payload.
+const COMMIT_FILE: &str = "meta.json";
+
 /// Operations per replayed batch.
 const REPLAY_BATCH: usize = 500;
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -48,12 +58,18 @@ struct StartRequest {
     index_uuid: String,
     shard: usize,
     target_allocation_id: String,
+    /// What the target's existing store holds (operation-based recovery).
+    #[serde(default)]
+    history: Option<HistoryOffer>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StartReply {
     recovery_id: String,
     files: Vec<StoreFile>,
+    /// Set when the source accepted the target's history: no files, operations from here.
+    #[serde(default)]
+    replay_from: Option<i64>,
 }
 
 /// A file of the pinned commit: the target reuses its own copy only if all three match
@@ -88,7 +104,27 @@ struct Outgoing {
     service: Arc<IndexService>,
     shard: usize,
     target_allocation_id: String,
-    snapshot: CommitSnapshot,
+    /// The pinned commit of a file-based recovery.
+    snapshot: Option<CommitSnapshot>,
+    /// The first seq_no finalize replays.
+    replay_from: i64,
+    /// The retention lease holding that history until finalize.
+    lease: String,
+}
+
+impl Outgoing {
+    /// Releases the pinned files and the history lease.
+    fn release(&self) {
+        if let Some(snapshot) = &self.snapshot {
+            snapshot.release();
+        }
+        if let (Some(replication), Ok(engine)) = (
+            self.service.replication(self.shard),
+            self.service.shard(self.shard),
+        ) {
+            release_history(&replication, &engine, &self.lease);
+        }
+    }
 }
 
 /// The recoveries of this node, as source and as target.
@@ -242,6 +278,7 @@ impl Node {
         );
         fresh.source_node = Some(source_node);
         self.record_recovery(fresh);
+        let term = service.with_meta(|m| m.primary_terms.get(shard).copied().unwrap_or(1)) as i64;
         let start: StartReply = self.call_json(
             &source,
             ACTION_START,
@@ -250,52 +287,13 @@ impl Node {
                 index_uuid: service.uuid(),
                 shard,
                 target_allocation_id: allocation_id.clone(),
+                history: history_offer(service, shard, term),
             },
         )?;
-        service.close_shard(shard);
-        if !self.still_assigned_here(copy) {
-            return Err(ApiError::new(
-                409,
-                CANCELLED,
-                "the copy is no longer assigned here",
-            ));
-        }
-        let config = service.shard_engine_config(shard);
-        let index_dir = config.index_dir();
-        std::fs::create_dir_all(&index_dir)?;
-        let wanted: HashMap<&str, u64> = start
-            .files
-            .iter()
-            .map(|f| (f.name.as_str(), f.length))
-            .collect();
-        remove_unwanted_files(&index_dir, &wanted)?;
-        record(&|r| {
-            r.stage = Stage::Index;
-            r.files_total = start.files.len() as u64;
-            r.bytes_total = start.files.iter().map(|f| f.length).sum();
-        });
-        let (mut files, mut bytes) = (0usize, 0u64);
-        for file in &start.files {
-            let path = index_dir.join(&file.name);
-            let reusable = file.name != "meta.json"
-                && store_file(&path, &file.name).is_some_and(|f| f == *file);
-            if reusable {
-                record(&|r| {
-                    r.files_reused += 1;
-                    r.bytes_reused += file.length;
-                });
-                continue;
-            }
-            self.copy_file(&source, &start.recovery_id, file, &path)?;
-            record(&|r| {
-                r.files_recovered += 1;
-                r.bytes_recovered += file.length;
-            });
-            files += 1;
-            bytes += file.length;
-        }
-        let term = service.with_meta(|m| m.primary_terms.get(shard).copied().unwrap_or(1)) as i64;
-        bind_recovered_store(&config, term).map_err(ApiError::from)?;
+        let (files, bytes) = match start.replay_from {
+            Some(_) => (0, 0),
+            None => self.recover_files(service, copy, &source, &start, term)?,
+        };
         record(&|r| r.stage = Stage::Translog);
         service.ensure_shard_open(shard, term)?;
         let engine = service.shard(shard)?;
@@ -317,6 +315,75 @@ impl Node {
             r.finish();
         });
         Ok((files, bytes, reply.ops_replayed))
+    }
+
+    /// The file phase of a file-based recovery: replaces the local store with the source's
+    /// pinned commit, copying only the files it lacks; returns (files, bytes) copied.
+    fn recover_files(
+        &self,
+        service: &Arc<IndexService>,
+        copy: &ShardRouting,
+        source: &str,
+        start: &StartReply,
+        term: i64,
+    ) -> ApiResult<(usize, u64)> {
+        let shard = copy.shard as usize;
+        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        let record = |f: &dyn Fn(&mut RecoveryRecord)| {
+            self.update_recovery(&copy.index, shard, &allocation_id, f)
+        };
+        service.close_shard(shard);
+        if !self.still_assigned_here(copy) {
+            return Err(ApiError::new(
+                409,
+                CANCELLED,
+                "the copy is no longer assigned here",
+            ));
+        }
+        let config = service.shard_engine_config(shard);
+        let index_dir = config.index_dir();
+        std::fs::create_dir_all(&index_dir)?;
+        let wanted: HashMap<&str, u64> = start
+            .files
+            .iter()
+            .map(|f| (f.name.as_str(), f.length))
+            .collect();
+        remove_unwanted_files(&index_dir, &wanted)?;
+        // Until the copy is complete the directory has no commit, so a recovery cut short
+        // leaves nothing that opens as a store (and is offered for an operation-based one).
+        let _ = std::fs::remove_file(index_dir.join(COMMIT_FILE));
+        record(&|r| {
+            r.stage = Stage::Index;
+            r.files_total = start.files.len() as u64;
+            r.bytes_total = start.files.iter().map(|f| f.length).sum();
+        });
+        let (mut files, mut bytes) = (0usize, 0u64);
+        let commit_last = start
+            .files
+            .iter()
+            .filter(|f| f.name != COMMIT_FILE)
+            .chain(start.files.iter().filter(|f| f.name == COMMIT_FILE));
+        for file in commit_last {
+            let path = index_dir.join(&file.name);
+            let reusable = file.name != COMMIT_FILE
+                && store_file(&path, &file.name).is_some_and(|f| f == *file);
+            if reusable {
+                record(&|r| {
+                    r.files_reused += 1;
+                    r.bytes_reused += file.length;
+                });
+                continue;
+            }
+            self.copy_file(source, &start.recovery_id, file, &path)?;
+            record(&|r| {
+                r.files_recovered += 1;
+                r.bytes_recovered += file.length;
+            });
+            files += 1;
+            bytes += file.length;
+        }
+        bind_recovered_store(&config, term).map_err(ApiError::from)?;
+        Ok((files, bytes))
     }
 
     /// Whether the latest cluster state still places this copy (by allocation id) here.
@@ -470,27 +537,83 @@ impl Node {
                 ),
             ));
         }
+        let replication = service
+            .replication(request.shard)
+            .ok_or_else(|| crate::shard_search::shard_not_found(&request.index, request.shard))?;
         let recovery_id = shoal_cluster::new_id();
+        let lease = shoal_replication::recovery_lease_id(&recovery_id);
+        let mut outgoing = Outgoing {
+            service: service.clone(),
+            shard: request.shard,
+            target_allocation_id: request.target_allocation_id.clone(),
+            snapshot: None,
+            replay_from: 0,
+            lease: lease.clone(),
+        };
+        // The history is leased before it is compared, so a flush cannot trim it between
+        // the check and the replay.
+        if let Some(offer) = &request.history {
+            hold_history_for_recovery(&replication, &engine, &lease, offer.compared_from());
+            match accepts_offer(&engine, offer) {
+                Ok(true) => {
+                    outgoing.replay_from = offer.replay_from();
+                    info!(index = %request.index, shard = request.shard, target = %request.target_allocation_id, from = outgoing.replay_from, "operation-based recovery: the copy's history matches, replaying what it missed");
+                    self.register_outgoing(&recovery_id, outgoing);
+                    return Ok(StartReply {
+                        recovery_id,
+                        files: Vec::new(),
+                        replay_from: Some(offer.replay_from()),
+                    });
+                }
+                Ok(false) => {
+                    debug!(index = %request.index, shard = request.shard, "the copy's history cannot be replayed onto: recovering from files")
+                }
+                Err(e) => {
+                    release_history(&replication, &engine, &lease);
+                    return Err(e);
+                }
+            }
+        }
+        // History above the commit about to be taken is replayed at finalize.
+        let before_commit = engine.local_checkpoint().min(engine.global_checkpoint()) + 1;
+        hold_history_for_recovery(&replication, &engine, &lease, before_commit);
         let dir = engine.config().path.join("recovery").join(&recovery_id);
-        let snapshot = snapshot_commit(&engine, &dir).map_err(ApiError::from)?;
-        let files = snapshot
-            .files
-            .iter()
-            .map(|(name, _)| {
-                store_file(&snapshot.dir.join(name), name)
-                    .ok_or_else(|| ApiError::internal(format!("cannot read pinned file [{name}]")))
-            })
-            .collect::<ApiResult<Vec<_>>>()?;
-        self.recoveries.outgoing.lock().insert(
-            recovery_id.clone(),
-            Arc::new(Outgoing {
-                service,
-                shard: request.shard,
-                target_allocation_id: request.target_allocation_id,
-                snapshot,
-            }),
-        );
-        Ok(StartReply { recovery_id, files })
+        let pinned = snapshot_commit(&engine, &dir)
+            .map_err(ApiError::from)
+            .and_then(|snapshot| {
+                let files = snapshot
+                    .files
+                    .iter()
+                    .map(|(name, _)| {
+                        store_file(&snapshot.dir.join(name), name).ok_or_else(|| {
+                            ApiError::internal(format!("cannot read pinned file [{name}]"))
+                        })
+                    })
+                    .collect::<ApiResult<Vec<_>>>()?;
+                Ok((snapshot, files))
+            });
+        let (snapshot, files) = match pinned {
+            Ok(pinned) => pinned,
+            Err(e) => {
+                release_history(&replication, &engine, &lease);
+                return Err(e);
+            }
+        };
+        outgoing.replay_from = snapshot.payload.local_checkpoint + 1;
+        outgoing.snapshot = Some(snapshot);
+        self.register_outgoing(&recovery_id, outgoing);
+        Ok(StartReply {
+            recovery_id,
+            files,
+            replay_from: None,
+        })
+    }
+
+    fn register_outgoing(&self, recovery_id: &str, outgoing: Outgoing) {
+        self.recoveries
+            .outgoing
+            .lock()
+            .insert(recovery_id.to_string(), Arc::new(outgoing));
     }
 
     fn outgoing(&self, recovery_id: &str) -> ApiResult<Arc<Outgoing>> {
@@ -510,18 +633,15 @@ impl Node {
 
     fn serve_chunk(&self, request: ChunkRequest) -> ApiResult<Bytes> {
         let outgoing = self.outgoing(&request.recovery_id)?;
-        let known = outgoing
+        let snapshot = outgoing
             .snapshot
-            .files
-            .iter()
-            .any(|(n, _)| *n == request.name);
-        if !known || request.length > super::throttle::MAX_CHUNK_BYTES {
-            return Err(ApiError::bad_request(format!(
-                "no file [{}] in recovery",
-                request.name
-            )));
-        }
-        let mut file = std::fs::File::open(outgoing.snapshot.dir.join(&request.name))?;
+            .as_ref()
+            .filter(|s| s.files.iter().any(|(n, _)| *n == request.name))
+            .filter(|_| request.length <= super::throttle::MAX_CHUNK_BYTES)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("no file [{}] in recovery", request.name))
+            })?;
+        let mut file = std::fs::File::open(snapshot.dir.join(&request.name))?;
         file.seek(SeekFrom::Start(request.offset))?;
         let mut buffer = vec![0u8; request.length as usize];
         file.read_exact(&mut buffer)?;
@@ -531,7 +651,7 @@ impl Node {
     fn serve_finalize(&self, request: FinalizeRequest) -> ApiResult<FinalizeReply> {
         let outgoing = self.outgoing(&request.recovery_id)?;
         let result = self.finalize_recovery(&outgoing);
-        outgoing.snapshot.release();
+        outgoing.release();
         self.recoveries.outgoing.lock().remove(&request.recovery_id);
         result
     }
@@ -555,7 +675,7 @@ impl Node {
                 .map_err(|e| ApiError::new(409, "illegal_state_exception", e.to_string()))?;
             engine.max_seq_no()
         };
-        let from = outgoing.snapshot.payload.local_checkpoint + 1;
+        let from = outgoing.replay_from;
         let replay = |ops: &[ReplicaOp]| -> ApiResult<i64> {
             let pending = self.send_replica_batch(
                 service,

@@ -66,6 +66,9 @@ impl Node {
         let outcome = self.resync_copies(service, shard, engine, replication);
         let mut tracker = replication.tracker.lock();
         tracker.activate_primary_mode(engine.local_checkpoint());
+        drop(tracker);
+        self.lease_history_to_copies(service, shard, engine, replication);
+        let mut tracker = replication.tracker.lock();
         match outcome {
             Ok(resynced) => {
                 for (target, local_checkpoint) in &resynced.copies {
@@ -101,6 +104,10 @@ impl Node {
         let term = engine.primary_term();
         let gaps_filled = engine.fill_seq_no_gaps(term)?;
         let ops = history_above_global_checkpoint(engine)?;
+        // Part of that history may sit only in a commit this copy recovered from files: the
+        // batch would miss it, so the other copies recover from files instead.
+        let complete = !holds_history_above(engine, engine.global_checkpoint())
+            || engine.history_complete_from() <= engine.global_checkpoint() + 1;
         let targets: Vec<String> = {
             let tracker = replication.tracker.lock();
             tracker
@@ -116,7 +123,9 @@ impl Node {
         let pending: Vec<_> = targets
             .into_iter()
             .map(|target| {
-                let reply = self.send_replica_batch(service, shard, engine, &target, &ops, options);
+                let reply = complete.then(|| {
+                    self.send_replica_batch(service, shard, engine, &target, &ops, options)
+                });
                 (target, reply)
             })
             .collect();
@@ -127,7 +136,11 @@ impl Node {
             failed: 0,
         };
         for (target, reply) in pending {
-            match self.wait_replica_reply(reply) {
+            let reply = match reply {
+                Some(pending) => self.wait_replica_reply(pending),
+                None => Err(incomplete_history(service, shard)),
+            };
+            match reply {
                 Ok(reply) => resynced.copies.push((target, reply.local_checkpoint)),
                 Err(error) => {
                     self.fail_copy(&service.name(), shard, &target, term, &error)?;
@@ -146,6 +159,23 @@ struct Resynced {
     /// The copies that took the resync, with their local checkpoints.
     copies: Vec<(String, i64)>,
     failed: usize,
+}
+
+/// Whether the engine holds any operation above `seq_no`.
+fn holds_history_above(engine: &Engine, seq_no: i64) -> bool {
+    engine.max_seq_no() > seq_no
+}
+
+fn incomplete_history(service: &IndexService, shard: usize) -> ApiError {
+    ApiError::new(
+        409,
+        DIVERGED,
+        format!(
+            "[{}][{}] the new primary's history above the global checkpoint is partly in a commit copied from files and cannot be resynced; the copy must recover from the primary",
+            service.name(),
+            shard
+        ),
+    )
 }
 
 /// The operations above the engine's global checkpoint, one per seq_no (the translog may
@@ -175,6 +205,18 @@ pub(crate) fn check_not_diverged(engine: &Engine, batch: &ReplicaBatch) -> ApiRe
     let to = engine.max_seq_no();
     if from > to {
         return Ok(());
+    }
+    if engine.history_complete_from() > from {
+        // Operations above the checkpoint that sit only in a commit copied from an earlier
+        // primary cannot be checked: recovering from the new primary settles it.
+        return Err(ApiError::new(
+            409,
+            DIVERGED,
+            format!(
+                "[{}][{}] this copy's history above the global checkpoint [{}] is partly in its commit only and cannot be compared with the new primary's; it must recover from the primary",
+                batch.index, batch.shard, from - 1
+            ),
+        ));
     }
     for op in engine.history(from.max(0), to)? {
         let op = op.map_err(|e| ApiError::internal(e.to_string()))?;

@@ -362,6 +362,15 @@ impl IndexSettings<'_> {
             .unwrap_or(Durability::Request)
     }
 
+    /// `index.soft_deletes.retention_lease.period`: how long the history leased to a node
+    /// that no longer holds a copy is kept.
+    pub fn retention_lease_period(&self) -> Duration {
+        parse_time(&self.get_or_default("index.soft_deletes.retention_lease.period"))
+            .ok()
+            .flatten()
+            .unwrap_or(Duration::from_secs(12 * 3600))
+    }
+
     /// `index.global_checkpoint_sync.interval`: how often an idle primary tells its copies
     /// the global checkpoint.
     pub fn global_checkpoint_sync_interval(&self) -> Duration {
