@@ -6,7 +6,12 @@ with its last acknowledged value (`history.History`), and the copies of each sha
 identical. Optimistic concurrency (`if_seq_no`/`if_primary_term`) keeps refusing stale
 writes across a failover, so a retried conditional update is applied once.
 
-Primary-kill rounds: $SHOAL_KILL_ROUNDS (default 10); seed: $SHOAL_KILL_SEED. Figures
+The primary kill runs twice: with `delayed_timeout: 0` the victim's copies are rebuilt on
+another node at once; with `1m` the copies the cluster manager saw leave wait for their node
+and come back by operation-based recovery.
+
+Primary-kill rounds: $SHOAL_KILL_ROUNDS (default 10, and 6 with delayed allocation); seed:
+$SHOAL_KILL_SEED. Figures
 (acknowledged, lost, time from the kill to the first fully successful bulk) are printed and
 appended to $SHOAL_CLUSTER_TIMINGS when set.
 """
@@ -99,11 +104,11 @@ def started_copies(c: ShoalCluster, i: int) -> list[tuple[int, str]]:
     return [(int(r["shard"]), r["node"]) for r in rows if r["state"] == "STARTED"]
 
 
-def create_index(c: ShoalCluster, shards: int, i: int = 0) -> None:
+def create_index(c: ShoalCluster, shards: int, i: int = 0, delayed_timeout: str = "0") -> None:
     r = c.http(i).put(f"/{INDEX}", {"settings": {
         "number_of_shards": shards, "number_of_replicas": 1,
         "index.translog.durability": "request",
-        "index.unassigned.node_left.delayed_timeout": "0"},
+        "index.unassigned.node_left.delayed_timeout": delayed_timeout},
         "mappings": {"properties": {"value": {"type": "long"}, "writer": {"type": "integer"}}}})
     assert r.status_code == 200, r.text
     c.wait_for_status("green", i=i)
@@ -142,15 +147,19 @@ def verify(c: ShoalCluster, history: History, i: int) -> dict:
     return history.verify(c.nodes[i].url, INDEX, started_copies(c, i))
 
 
-def test_killing_primaries_under_load_loses_no_acknowledged_write(tmp_path):
-    rounds = int(os.environ.get("SHOAL_KILL_ROUNDS", "10"))
+@pytest.mark.parametrize("delayed_timeout,default_rounds", [
+    ("0", 10),  # the victim's copies are rebuilt elsewhere at once (file-based recoveries)
+    ("1m", 6),  # copies the cluster manager saw leave wait for their node: operation-based
+], ids=["reallocate-at-once", "wait-for-the-node"])
+def test_killing_primaries_under_load_loses_no_acknowledged_write(tmp_path, delayed_timeout, default_rounds):
+    rounds = int(os.environ.get("SHOAL_KILL_ROUNDS", str(default_rounds)))
     seed = int(os.environ.get("SHOAL_KILL_SEED", str(random.randrange(1 << 30))))
-    print(f"\nseed {seed}, {rounds} rounds")
+    print(f"\nseed {seed}, {rounds} rounds, delayed_timeout {delayed_timeout}")
     rng = random.Random(seed)
     history = History()
     recoveries: list[float] = []
     with ShoalCluster(tmp_path, 3) as c:
-        create_index(c, 3)
+        create_index(c, 3, delayed_timeout=delayed_timeout)
         load = Load(c, history, rng)
         for round_no in range(rounds):
             with load:

@@ -65,6 +65,19 @@ pub struct Cluster {
     pub(crate) checks_in_flight: Mutex<BTreeSet<String>>,
     /// Set once this process has acted as cluster manager (see `leader::leader_duties`).
     pub(crate) led_before: std::sync::atomic::AtomicBool,
+    /// Picks the replicas to promote when a node holding primaries is removed.
+    pub(crate) promotion_advisor: std::sync::OnceLock<Arc<dyn PromotionAdvisor>>,
+}
+
+/// Chooses, for each shard whose primary is on a node about to be removed, the in-sync copy to
+/// promote (the data layer asks the copies for their local checkpoints). Whatever it leaves
+/// out is promoted by the state machine's default order.
+pub trait PromotionAdvisor: Send + Sync {
+    fn choose(
+        &self,
+        state: Arc<ClusterState>,
+        leaving_node: String,
+    ) -> futures::future::BoxFuture<'static, Vec<shoal_state::PromotionChoice>>;
 }
 
 /// A random 22-character url-safe id (node ids, cluster uuid, index uuids), like OpenSearch's.
@@ -138,6 +151,7 @@ impl Cluster {
             last_join_attempt: Mutex::new(None),
             checks_in_flight: Mutex::new(BTreeSet::new()),
             led_before: std::sync::atomic::AtomicBool::new(false),
+            promotion_advisor: std::sync::OnceLock::new(),
         });
         tokio::spawn(coordination_loop(Arc::downgrade(&cluster)));
         Ok(cluster)
@@ -145,6 +159,11 @@ impl Cluster {
 
     pub fn local(&self) -> &DiscoveryNode {
         &self.config.local
+    }
+
+    /// Installs the [`PromotionAdvisor`] (once; later calls are ignored).
+    pub fn set_promotion_advisor(&self, advisor: Arc<dyn PromotionAdvisor>) {
+        let _ = self.promotion_advisor.set(advisor);
     }
 
     pub fn config(&self) -> &ClusterConfig {

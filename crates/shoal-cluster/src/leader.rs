@@ -220,13 +220,29 @@ async fn check_follower(cluster: &Cluster, node: &shoal_state::DiscoveryNode) {
         }
     };
     warn!(node = %node.name, %reason, "removing node from the cluster");
+    let promote = promotion_choices(cluster, &node.id).await;
     let _ = cluster
         .propose_as_leader(Command::NodeLeft {
             node_id: node.id.clone(),
             reason,
+            promote,
         })
         .await;
     cluster.transport().disconnect(&node.transport_address);
+}
+
+/// How long the removal of a node waits for the copies' checkpoints before it promotes in
+/// the default order.
+const PROMOTION_ADVICE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+async fn promotion_choices(cluster: &Cluster, leaving: &str) -> Vec<shoal_state::PromotionChoice> {
+    let Some(advisor) = cluster.promotion_advisor.get() else {
+        return Vec::new();
+    };
+    let advice = advisor.choose(cluster.state(), leaving.to_string());
+    tokio::time::timeout(PROMOTION_ADVICE_TIMEOUT, advice)
+        .await
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

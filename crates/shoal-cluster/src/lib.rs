@@ -9,6 +9,6 @@ mod leader;
 pub mod raft;
 
 pub use config::{CheckSettings, ClusterConfig};
-pub use coordinator::{new_id, now_millis, Cluster, PeerInfo, RaftStatus};
+pub use coordinator::{new_id, now_millis, Cluster, PeerInfo, PromotionAdvisor, RaftStatus};
 pub use error::ClusterError;
 pub use raft::types::raft_id_of;

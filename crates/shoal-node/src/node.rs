@@ -147,6 +147,9 @@ impl Node {
             transport_server: Mutex::new(Some(server)),
         });
         handler.attach(&node);
+        node.cluster.set_promotion_advisor(Arc::new(
+            crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node)),
+        ));
         crate::cluster_bridge::spawn_applier(&node);
         crate::scheduler::spawn(Arc::downgrade(&node));
         crate::disk_usage::spawn_reporter(&node);

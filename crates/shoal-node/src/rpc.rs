@@ -86,6 +86,7 @@ impl Node {
             broadcast::ACTION_BROADCAST => self.handle_broadcast(&body),
             broadcast::ACTION_SHARD_STATS => self.handle_copy_stats(&body),
             replication::replica::ACTION_REPLICA_OPS => self.handle_replica_batch(body),
+            replication::promotion::ACTION_LOCAL_CHECKPOINT => self.handle_local_checkpoint(&body),
             cluster_api::ACTION_NODES_INFO => self.handle_nodes_info(),
             action if action.starts_with(replication::recovery::ACTION_PREFIX) => {
                 self.handle_recovery_action(action, &body)

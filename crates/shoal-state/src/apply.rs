@@ -53,7 +53,11 @@ impl ClusterState {
                 }
             }
             Command::NodeJoin(node) => self.node_joined(node.clone(), now),
-            Command::NodeLeft { node_id, reason } => self.node_left(node_id, reason, now),
+            Command::NodeLeft {
+                node_id,
+                reason,
+                promote,
+            } => self.node_left(node_id, reason, promote, now),
             Command::ClusterManagerElected { node_id, term } => {
                 self.cluster_manager = Some(node_id.clone());
                 self.term = *term;
@@ -165,7 +169,13 @@ impl ClusterState {
         }
     }
 
-    fn node_left(&mut self, node_id: &str, reason: &str, now: i64) {
+    fn node_left(
+        &mut self,
+        node_id: &str,
+        reason: &str,
+        promote: &[crate::PromotionChoice],
+        now: i64,
+    ) {
         if self.nodes.remove(node_id).is_none() {
             return;
         }
@@ -180,13 +190,18 @@ impl ClusterState {
             .collect();
         let details = format!("node_left [{node_id}]: {reason}");
         for (index, shard, allocation_id) in lost {
-            self.fail_copy(
+            let preferred = promote
+                .iter()
+                .find(|p| p.index == index && p.shard == shard)
+                .map(|p| p.allocation_id.as_str());
+            self.fail_copy_preferring(
                 &index,
                 shard,
                 &allocation_id,
                 UnassignedReason::NodeLeft,
                 &details,
                 now,
+                preferred,
             );
         }
         if self.cluster_manager.as_deref() == Some(node_id) {
@@ -364,6 +379,22 @@ impl ClusterState {
         details: &str,
         now: i64,
     ) {
+        self.fail_copy_preferring(index, shard, allocation_id, reason, details, now, None);
+    }
+
+    /// [`ClusterState::fail_copy`]; a failed primary is replaced by `preferred` (an allocation
+    /// id) when that copy is eligible, else by the first eligible one.
+    #[allow(clippy::too_many_arguments)]
+    fn fail_copy_preferring(
+        &mut self,
+        index: &str,
+        shard: u32,
+        allocation_id: &str,
+        reason: UnassignedReason,
+        details: &str,
+        now: i64,
+        preferred: Option<&str>,
+    ) {
         let delay = self
             .metadata
             .indices
@@ -431,7 +462,7 @@ impl ClusterState {
         let mut remove_from_in_sync = Vec::new();
 
         if failed.primary {
-            if let Some(position) = promotion_candidate(copies, &in_sync) {
+            if let Some(position) = promotion_candidate(copies, &in_sync, preferred) {
                 let replica = &mut copies[position];
                 replica.primary = true;
                 // A relocating replica stays where it is as the primary; its relocation target
@@ -507,7 +538,11 @@ impl ClusterState {
 
 /// The replica that takes over from a failed primary: an active in-sync copy, a started one
 /// before one that is relocating away.
-fn promotion_candidate(copies: &[ShardRouting], in_sync: &BTreeSet<String>) -> Option<usize> {
+fn promotion_candidate(
+    copies: &[ShardRouting],
+    in_sync: &BTreeSet<String>,
+    preferred: Option<&str>,
+) -> Option<usize> {
     let eligible = |c: &ShardRouting| {
         c.is_active()
             && c.allocation_id
@@ -516,6 +551,11 @@ fn promotion_candidate(copies: &[ShardRouting], in_sync: &BTreeSet<String>) -> O
     };
     copies
         .iter()
-        .position(|c| eligible(c) && c.state == ShardState::Started)
+        .position(|c| eligible(c) && preferred.is_some() && c.allocation_id.as_deref() == preferred)
+        .or_else(|| {
+            copies
+                .iter()
+                .position(|c| eligible(c) && c.state == ShardState::Started)
+        })
         .or_else(|| copies.iter().position(eligible))
 }

@@ -57,6 +57,14 @@ pub enum RerouteCommand {
     },
 }
 
+/// The copy to promote for one shard (see `Command::NodeLeft`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromotionChoice {
+    pub index: String,
+    pub shard: u32,
+    pub allocation_id: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Command {
@@ -76,6 +84,10 @@ pub enum Command {
     NodeLeft {
         node_id: String,
         reason: String,
+        /// For shards whose primary leaves: the in-sync copy the cluster manager found most
+        /// caught up (highest local checkpoint) when it asked them, promoted if still eligible.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        promote: Vec<PromotionChoice>,
     },
     /// The Raft leader announces itself as cluster manager for its term.
     ClusterManagerElected {

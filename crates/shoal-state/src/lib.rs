@@ -15,7 +15,7 @@ mod routing;
 mod settings;
 
 pub use apply::StateError;
-pub use command::{Command, Proposal, RerouteCommand, VotingExclusion};
+pub use command::{Command, PromotionChoice, Proposal, RerouteCommand, VotingExclusion};
 pub use health::{ClusterHealth, HealthStatus, IndexHealth, ShardHealth};
 pub use metadata::{IndexMetadata, IndexState, Metadata};
 pub use node::{DiscoveryNode, DiskUsage, Role};

@@ -50,6 +50,74 @@ fn a_lost_primary_is_replaced_by_its_replica_and_the_replica_rebuilt() {
 }
 
 #[test]
+fn the_cluster_managers_choice_of_the_most_caught_up_copy_is_promoted() {
+    let mut state = cluster(three_zones());
+    create_index(&mut state, 0, "idx", 1, 2, &[]);
+    settle(&mut state, 0);
+    let old_primary_node = state
+        .primary("idx", 0)
+        .and_then(|p| p.node.clone())
+        .expect("primary");
+    // The last replica in routing order: not the one promoted without a choice.
+    let chosen = state
+        .copies("idx", 0)
+        .iter()
+        .rev()
+        .find(|c| !c.primary)
+        .cloned()
+        .expect("replica");
+    let promote = vec![shoal_state::PromotionChoice {
+        index: "idx".into(),
+        shard: 0,
+        allocation_id: chosen.allocation_id.clone().expect("id"),
+    }];
+    apply(
+        &mut state,
+        1_000,
+        Command::NodeLeft {
+            node_id: old_primary_node.clone(),
+            reason: "disconnected".into(),
+            promote,
+        },
+    );
+    let promoted = state.primary("idx", 0).expect("promoted");
+    assert_eq!(promoted.allocation_id, chosen.allocation_id);
+    assert_eq!(promoted.node, chosen.node);
+}
+
+#[test]
+fn a_choice_that_is_not_in_sync_any_more_falls_back_to_the_first_eligible_copy() {
+    let mut state = cluster(three_zones());
+    create_index(&mut state, 0, "idx", 1, 1, &[]);
+    settle(&mut state, 0);
+    let old_primary_node = state
+        .primary("idx", 0)
+        .and_then(|p| p.node.clone())
+        .expect("primary");
+    let replica = state
+        .copies("idx", 0)
+        .iter()
+        .find(|c| !c.primary)
+        .cloned()
+        .expect("replica");
+    apply(
+        &mut state,
+        1_000,
+        Command::NodeLeft {
+            node_id: old_primary_node,
+            reason: "disconnected".into(),
+            promote: vec![shoal_state::PromotionChoice {
+                index: "idx".into(),
+                shard: 0,
+                allocation_id: "not-a-copy".into(),
+            }],
+        },
+    );
+    let promoted = state.primary("idx", 0).expect("promoted");
+    assert_eq!(promoted.allocation_id, replica.allocation_id);
+}
+
+#[test]
 fn an_existing_primary_waits_for_its_node_and_reopens_there() {
     let mut state = cluster(vec![data_node("n1", "a"), data_node("n2", "b")]);
     create_index(&mut state, 0, "idx", 1, 0, &[]);

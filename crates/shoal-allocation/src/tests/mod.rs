@@ -21,6 +21,7 @@ pub fn node_left(state: &mut ClusterState, now: i64, node: &str) {
         Command::NodeLeft {
             node_id: node.to_string(),
             reason: "disconnected".to_string(),
+            promote: Vec::new(),
         },
     );
 }

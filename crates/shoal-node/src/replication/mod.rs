@@ -10,6 +10,8 @@
 //!   then reported started (the cluster manager adds it to the in-sync set).
 //! - [`leases`]: the primary's peer-recovery retention leases, which keep the history a
 //!   returning copy needs to recover by replaying operations.
+//! - [`promotion`]: the cluster manager asks the in-sync replicas of a lost primary for their
+//!   local checkpoints and promotes the most caught-up one.
 //! - [`resync`]: a copy that becomes the primary fills its seq_no gaps and resyncs the other
 //!   copies (failing those whose history diverged) before it accepts writes.
 //!
@@ -21,6 +23,7 @@ pub mod leases;
 pub mod ops_recovery;
 pub mod primary;
 pub mod progress;
+pub mod promotion;
 pub mod recovery;
 pub mod replica;
 pub mod resync;

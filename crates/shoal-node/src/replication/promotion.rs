@@ -1,0 +1,214 @@
+//! Which replica replaces a lost primary: the in-sync copy with the highest local checkpoint.
+//! OpenSearch picks by node version; Shoal asks the copies (the cluster state does not carry
+//! checkpoints, which move with every write) just before the cluster manager removes the
+//! node, so the promoted copy keeps the most of the operations in flight when it died. Every
+//! in-sync copy holds everything acknowledged, so this choice only saves unacknowledged
+//! work (and the resync traffic it would take to drop it); the state machine falls back to
+//! its default order for shards left out.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::{join_all, BoxFuture};
+use serde::{Deserialize, Serialize};
+use shoal_state::{ClusterState, PromotionChoice, ShardRouting};
+
+use crate::error::ApiResult;
+use crate::node::Node;
+use crate::rpc::{json_bytes, parse_reply, parse_request};
+
+pub const ACTION_LOCAL_CHECKPOINT: &str = "internal:index/shard/local_checkpoint";
+const ASK_TIMEOUT: Duration = Duration::from_millis(300);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CheckpointRequest {
+    index: String,
+    shard: usize,
+    allocation_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CheckpointReply {
+    local_checkpoint: i64,
+}
+
+/// The cluster layer's [`shoal_cluster::PromotionAdvisor`], backed by this node.
+pub(crate) struct CheckpointAdvisor(pub Weak<Node>);
+
+impl shoal_cluster::PromotionAdvisor for CheckpointAdvisor {
+    fn choose(
+        &self,
+        state: Arc<ClusterState>,
+        leaving_node: String,
+    ) -> BoxFuture<'static, Vec<PromotionChoice>> {
+        let node = self.0.clone();
+        Box::pin(async move {
+            match node.upgrade() {
+                Some(node) => node.choose_promotions(&state, &leaving_node).await,
+                None => Vec::new(),
+            }
+        })
+    }
+}
+
+/// The active in-sync replicas that could replace a primary on `leaving_node`, per shard with
+/// more than one such candidate (with one, there is nothing to choose).
+fn contested_shards(
+    state: &ClusterState,
+    leaving_node: &str,
+) -> Vec<(String, u32, Vec<ShardRouting>)> {
+    let mut out = Vec::new();
+    for primary in state
+        .all_copies()
+        .filter(|c| c.primary && c.node.as_deref() == Some(leaving_node))
+    {
+        let in_sync = state
+            .metadata
+            .indices
+            .get(&primary.index)
+            .and_then(|m| m.in_sync_allocations.get(primary.shard as usize));
+        let candidates: Vec<ShardRouting> = state
+            .copies(&primary.index, primary.shard)
+            .iter()
+            .filter(|c| !c.primary && c.is_active() && c.node.as_deref() != Some(leaving_node))
+            .filter(|c| {
+                c.allocation_id
+                    .as_ref()
+                    .is_some_and(|id| in_sync.is_some_and(|s| s.contains(id)))
+            })
+            .cloned()
+            .collect();
+        if candidates.len() > 1 {
+            out.push((primary.index.clone(), primary.shard, candidates));
+        }
+    }
+    out
+}
+
+/// The copy with the highest answered checkpoint, if exactly one has it (a tie, or no
+/// answer at all, leaves the choice to the default order).
+fn most_caught_up<'a>(
+    candidates: &'a [ShardRouting],
+    answers: &[Option<i64>],
+) -> Option<(&'a ShardRouting, i64)> {
+    let best = answers.iter().flatten().max()?;
+    let mut leaders = candidates
+        .iter()
+        .zip(answers)
+        .filter(|(_, answer)| answer.as_ref() == Some(best));
+    let (leader, _) = leaders.next()?;
+    leaders.next().is_none().then_some((leader, *best))
+}
+
+impl Node {
+    async fn choose_promotions(
+        self: &Arc<Self>,
+        state: &ClusterState,
+        leaving_node: &str,
+    ) -> Vec<PromotionChoice> {
+        let mut choices = Vec::new();
+        for (index, shard, candidates) in contested_shards(state, leaving_node) {
+            let asked = candidates
+                .iter()
+                .map(|c| self.ask_local_checkpoint(state, c));
+            let answers: Vec<Option<i64>> = join_all(asked).await;
+            if let Some((best, checkpoint)) = most_caught_up(&candidates, &answers) {
+                tracing::info!(index, shard, allocation_id = ?best.allocation_id, local_checkpoint = checkpoint, "promoting the most caught-up copy");
+                choices.push(PromotionChoice {
+                    index: index.clone(),
+                    shard,
+                    allocation_id: best.allocation_id.clone().unwrap_or_default(),
+                });
+            }
+        }
+        choices
+    }
+
+    /// A copy's local checkpoint, asked of its node (`None` if it does not answer in time).
+    async fn ask_local_checkpoint(&self, state: &ClusterState, copy: &ShardRouting) -> Option<i64> {
+        let address = state
+            .nodes
+            .get(copy.node.as_deref()?)?
+            .transport_address
+            .clone();
+        let request = CheckpointRequest {
+            index: copy.index.clone(),
+            shard: copy.shard as usize,
+            allocation_id: copy.allocation_id.clone()?,
+        };
+        let reply = self
+            .transport
+            .call(
+                &address,
+                ACTION_LOCAL_CHECKPOINT,
+                json_bytes(&request),
+                ASK_TIMEOUT,
+            )
+            .await
+            .ok()?;
+        let reply: CheckpointReply = parse_reply(ACTION_LOCAL_CHECKPOINT, &reply).ok()?;
+        Some(reply.local_checkpoint)
+    }
+
+    /// Serves [`ACTION_LOCAL_CHECKPOINT`] for a local copy.
+    pub(crate) fn handle_local_checkpoint(&self, body: &[u8]) -> ApiResult<Bytes> {
+        let request: CheckpointRequest = parse_request(body)?;
+        let service = self
+            .index(&request.index)
+            .ok_or_else(|| crate::shard_search::shard_not_found(&request.index, request.shard))?;
+        let same_copy = service
+            .replication(request.shard)
+            .is_some_and(|r| r.allocation_id == request.allocation_id);
+        if !same_copy {
+            return Err(crate::shard_search::shard_not_found(
+                &request.index,
+                request.shard,
+            ));
+        }
+        let engine = service.shard(request.shard)?;
+        Ok(json_bytes(&CheckpointReply {
+            local_checkpoint: engine.local_checkpoint(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copies(n: usize) -> Vec<ShardRouting> {
+        (0..n)
+            .map(|i| {
+                let mut copy = ShardRouting::unassigned(
+                    "idx",
+                    0,
+                    false,
+                    shoal_state::UnassignedInfo::new(
+                        shoal_state::UnassignedReason::IndexCreated,
+                        0,
+                    ),
+                );
+                copy.allocation_id = Some(format!("a{i}"));
+                copy
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_copy_with_the_highest_checkpoint_is_chosen() {
+        let c = copies(3);
+        let (best, checkpoint) = most_caught_up(&c, &[Some(40), Some(42), None]).unwrap();
+        assert_eq!(
+            (best.allocation_id.as_deref(), checkpoint),
+            (Some("a1"), 42)
+        );
+    }
+
+    #[test]
+    fn a_tie_or_silence_leaves_the_default_order() {
+        let c = copies(3);
+        assert!(most_caught_up(&c, &[Some(42), Some(42), Some(7)]).is_none());
+        assert!(most_caught_up(&c, &[None, None, None]).is_none());
+    }
+}
