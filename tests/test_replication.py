@@ -6,11 +6,13 @@ take over when the primary's node dies, and relocations (exclude._name) keep eve
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
 
 from cluster import ShoalCluster, numbered
+from util import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -255,3 +257,32 @@ def test_recovery_follows_max_bytes_per_sec_and_bad_values_are_refused(cluster3)
     assert slow >= 2.0, (size, slow)
     assert fast < slow / 2, (size, slow, fast)
     http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": None}})
+
+
+def test_a_promoted_replica_resyncs_a_long_history_in_batches(cluster3):
+    """A bulk of 2,000 documents, then the primary's node dies before the replicas learn the new
+    global checkpoint: the promoted replica resyncs all 2,000 operations to the other replica
+    (in batches of 500, the first with the whole seq_no list) and both copies end identical."""
+    r = cluster3.http(0).put("/longsync", {"settings": {
+        "number_of_shards": 1, "number_of_replicas": 2,
+        "index.unassigned.node_left.delayed_timeout": "0"}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3)
+    cluster3.bulk(0, "longsync", numbered(range(2000)), refresh="false")
+    (primary_name,) = [row["node"] for row in shard_rows(cluster3, "longsync") if row["prirep"] == "p"]
+    victim = cluster3.index_of(primary_name)
+    cluster3.kill(victim)
+    survivor = next(i for i in range(3) if i != victim)
+    cluster3.wait_for_nodes(2, i=survivor, timeout=30)
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+
+    def resyncs() -> list[str]:
+        logs = "".join((n.workdir / "node.log").read_text(errors="replace") for n in cluster3.nodes)
+        return [line for line in ansi.sub("", logs).splitlines() if "primary resync done" in line and "longsync" in line]
+
+    wait_for(resyncs, 30, what="the promoted replica's resync")
+    assert any("ops=2000" in line and "copies=1" in line and "failed=0" in line for line in resyncs()), resyncs()
+    cluster3.wait_for_status("yellow", timeout=60, i=survivor)
+    assert_copies_identical(cluster3, "longsync", survivor)
+    r = cluster3.http(survivor).post("/longsync/_count", params={"preference": "_replica"})
+    assert r.json()["count"] == 2000, r.text

@@ -25,10 +25,14 @@ pub struct ReplicaBatch {
     /// The write asked for `refresh=true|wait_for`: make it searchable on this copy too.
     #[serde(default)]
     pub refresh: bool,
-    /// A new primary's resync: `ops` is its whole history above the global checkpoint, and
-    /// the copy refuses it if its own history there diverged ([`super::resync`]).
+    /// The first batch of a new primary's resync: the copy refuses it if its own history
+    /// above the global checkpoint diverged from the new primary's ([`super::resync`]).
     #[serde(default)]
     pub resync: bool,
+    /// With `resync`: (seq_no, term) of the new primary's whole history above the global
+    /// checkpoint, of which `ops` is the first chunk (empty: `ops` is all of it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resync_history: Vec<(i64, i64)>,
     pub ops: Vec<ReplicaOpHeader>,
 }
 
@@ -63,6 +67,21 @@ impl Node {
         ops: &[ReplicaOp],
         options: BatchOptions,
     ) -> PendingReply {
+        self.send_resync_batch(service, shard, engine, target, ops, options, Vec::new())
+    }
+
+    /// [`Node::send_replica_batch`] with the new primary's history for a resync's first batch.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_resync_batch(
+        &self,
+        service: &crate::index_service::IndexService,
+        shard: usize,
+        engine: &shoal_engine::Engine,
+        target: &str,
+        ops: &[ReplicaOp],
+        options: BatchOptions,
+        resync_history: Vec<(i64, i64)>,
+    ) -> PendingReply {
         let batch = ReplicaBatch {
             index: service.name(),
             index_uuid: service.uuid(),
@@ -72,6 +91,7 @@ impl Node {
             global_checkpoint: engine.global_checkpoint(),
             refresh: options.refresh,
             resync: options.resync,
+            resync_history,
             ops: ops.iter().map(|op| op.header.clone()).collect(),
         };
         let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();

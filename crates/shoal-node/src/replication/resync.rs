@@ -4,9 +4,11 @@
 //!
 //! 1. it fills the holes in its seq_nos below its max_seq_no with no-ops under its term (the
 //!    operations that left them were never acknowledged: this in-sync copy lacked them);
-//! 2. it sends every operation above the global checkpoint to every other in-sync copy in one
-//!    resync batch. A copy compares that with its own history above the global checkpoint:
-//!    what it has must be there with the same term. If it holds an operation the new primary
+//! 2. it sends every operation above the global checkpoint to every other in-sync copy, in
+//!    batches of 500; the first carries the (seq_no, term) list of all of them. A copy compares
+//!    that list with its own history above the global checkpoint before it applies anything:
+//!    what it has must be there with the same term (and its translog must list all it has
+//!    there, see `Engine::history_complete_from`). If it holds an operation the new primary
 //!    lacks (an unacknowledged write of the old primary), its history diverged; it refuses,
 //!    the new primary fails it, and it comes back through a file-based recovery, which
 //!    replaces what diverged (Shoal's form of OpenSearch's rollback to the global checkpoint);
@@ -116,42 +118,115 @@ impl Node {
                 .filter(|id| *id != replication.allocation_id)
                 .collect()
         };
-        let options = BatchOptions {
-            refresh: false,
-            resync: true,
-        };
-        let pending: Vec<_> = targets
-            .into_iter()
-            .map(|target| {
-                let reply = complete.then(|| {
-                    self.send_replica_batch(service, shard, engine, &target, &ops, options)
-                });
-                (target, reply)
-            })
+        let history: Vec<(i64, i64)> = ops
+            .iter()
+            .map(|op| (op.header.seq_no, op.header.primary_term))
             .collect();
+        let mut chunks = ops.chunks(RESYNC_CHUNK);
+        let first = chunks.next().unwrap_or(&[]);
         let mut resynced = Resynced {
             gaps_filled,
             ops: ops.len(),
             copies: Vec::new(),
             failed: 0,
         };
+        // The first chunk carries the whole (seq_no, term) list: a copy checks its history
+        // against it before it applies anything.
+        let options = BatchOptions {
+            refresh: false,
+            resync: true,
+        };
+        let mut following: Vec<(String, i64)> = Vec::new();
+        let pending: Vec<_> = targets
+            .into_iter()
+            .map(|target| {
+                let reply = complete.then(|| {
+                    self.send_resync_batch(
+                        service,
+                        shard,
+                        engine,
+                        &target,
+                        first,
+                        options,
+                        history.clone(),
+                    )
+                });
+                (target, reply)
+            })
+            .collect();
         for (target, reply) in pending {
             let reply = match reply {
                 Some(pending) => self.wait_replica_reply(pending),
                 None => Err(incomplete_history(service, shard)),
             };
             match reply {
-                Ok(reply) => resynced.copies.push((target, reply.local_checkpoint)),
-                Err(error) => {
-                    self.fail_copy(&service.name(), shard, &target, term, &error)?;
-                    replication.tracker.lock().remove_copy(&target);
-                    resynced.failed += 1;
+                Ok(reply) => following.push((target, reply.local_checkpoint)),
+                Err(error) => self.fail_resync_target(
+                    service,
+                    shard,
+                    replication,
+                    &target,
+                    term,
+                    &error,
+                    &mut resynced,
+                )?,
+            }
+        }
+        for chunk in chunks {
+            let pending: Vec<_> = following
+                .drain(..)
+                .map(|(target, _)| {
+                    let reply = self.send_replica_batch(
+                        service,
+                        shard,
+                        engine,
+                        &target,
+                        chunk,
+                        BatchOptions::default(),
+                    );
+                    (target, reply)
+                })
+                .collect();
+            for (target, reply) in pending {
+                match self.wait_replica_reply(reply) {
+                    Ok(reply) => following.push((target, reply.local_checkpoint)),
+                    Err(error) => self.fail_resync_target(
+                        service,
+                        shard,
+                        replication,
+                        &target,
+                        term,
+                        &error,
+                        &mut resynced,
+                    )?,
                 }
             }
         }
+        resynced.copies = following;
         Ok(resynced)
     }
+
+    /// A copy that refused or missed the resync is failed (it recovers from the primary).
+    #[allow(clippy::too_many_arguments)]
+    fn fail_resync_target(
+        &self,
+        service: &Arc<IndexService>,
+        shard: usize,
+        replication: &ShardReplication,
+        target: &str,
+        term: i64,
+        error: &ApiError,
+        resynced: &mut Resynced,
+    ) -> ApiResult<()> {
+        self.fail_copy(&service.name(), shard, target, term, error)?;
+        replication.tracker.lock().remove_copy(target);
+        resynced.failed += 1;
+        Ok(())
+    }
 }
+
+/// Operations per resync batch.
+const RESYNC_CHUNK: usize = 500;
 
 struct Resynced {
     gaps_filled: usize,
@@ -196,11 +271,15 @@ fn history_above_global_checkpoint(engine: &Engine) -> ApiResult<Vec<ReplicaOp>>
 /// On the copy: whether its own history above the global checkpoint is all in the new
 /// primary's resync batch with the same terms. Returns the refusal when it is not.
 pub(crate) fn check_not_diverged(engine: &Engine, batch: &ReplicaBatch) -> ApiResult<()> {
-    let primary_ops: HashMap<i64, i64> = batch
-        .ops
-        .iter()
-        .map(|op| (op.seq_no, op.primary_term))
-        .collect();
+    let primary_ops: HashMap<i64, i64> = if batch.resync_history.is_empty() {
+        batch
+            .ops
+            .iter()
+            .map(|op| (op.seq_no, op.primary_term))
+            .collect()
+    } else {
+        batch.resync_history.iter().copied().collect()
+    };
     let from = batch.global_checkpoint.max(engine.global_checkpoint()) + 1;
     let to = engine.max_seq_no();
     if from > to {
