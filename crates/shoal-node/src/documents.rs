@@ -252,6 +252,13 @@ impl Node {
                 (engine.apply(ops, Origin::Primary), targets, sent)
             };
             let max_location = outcomes.iter().flatten().filter_map(|r| r.location).max();
+            let in_flight = replication.as_ref().map(|_| {
+                let ops = replica_ops(&ids, sent, &outcomes);
+                let refresh = options.refresh != Refresh::False;
+                self.start_replication(&service, shard, &engine, targets, &ops, refresh)
+            });
+            // The primary's fsync overlaps the copies' work; nothing is acknowledged before
+            // both are done.
             let durable = match (
                 service.with_meta(|m| m.settings().durability()),
                 max_location,
@@ -261,17 +268,15 @@ impl Node {
                 }
                 _ => Ok(()),
             };
-            let replicated = match (&durable, &replication) {
-                (Ok(()), Some(replication)) => {
-                    let ops = replica_ops(&ids, sent, &outcomes);
-                    let refresh = options.refresh != Refresh::False;
-                    self.replicate(&service, shard, &engine, replication, targets, ops, refresh)
+            let replicated = match (&durable, &replication, in_flight) {
+                (Ok(()), Some(replication), Some(in_flight)) => {
+                    self.finish_replication(&service, shard, &engine, replication, in_flight)
                 }
-                (Ok(()), None) => {
+                (Ok(()), _, _) => {
                     engine.update_global_checkpoint(engine.local_checkpoint());
                     Ok(ReplicationSummary::default())
                 }
-                (Err(e), _) => Err(e.clone()),
+                (Err(e), _, _) => Err(e.clone()),
             };
             let durable = replicated.clone().map(|_| ());
             let summary = replicated.unwrap_or_default();

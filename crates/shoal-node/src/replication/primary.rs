@@ -10,6 +10,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
 
+/// Replica batches sent and not yet answered (see [`Node::start_replication`]).
+pub(crate) struct InFlightReplication(Vec<(String, super::replica::PendingReply)>);
+
 /// What replication of one batch achieved: copies that acknowledged, and copies failed.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ReplicationSummary {
@@ -18,37 +21,52 @@ pub struct ReplicationSummary {
 }
 
 impl Node {
-    /// Sends `ops` (already applied on the primary) to `targets` in parallel. A copy that
-    /// fails is removed from the in-sync set through the cluster manager before this
-    /// returns, so a write is acknowledged only once every in-sync copy has it or is fenced.
-    /// An error means the primary could not fence a copy: the write must not be acknowledged.
-    pub(crate) fn replicate(
+    /// Sends `ops` (already applied on the primary) to `targets` in parallel; the primary
+    /// makes them durable while they travel (as OpenSearch's post-write actions do), then
+    /// [`Node::finish_replication`] collects the answers.
+    pub(crate) fn start_replication(
+        &self,
+        service: &Arc<IndexService>,
+        shard: usize,
+        engine: &Engine,
+        targets: Vec<String>,
+        ops: &[ReplicaOp],
+        refresh: bool,
+    ) -> InFlightReplication {
+        if ops.is_empty() {
+            return InFlightReplication(Vec::new());
+        }
+        let options = super::replica::BatchOptions {
+            refresh,
+            resync: false,
+        };
+        InFlightReplication(
+            targets
+                .into_iter()
+                .map(|target| {
+                    let reply =
+                        self.send_replica_batch(service, shard, engine, &target, ops, options);
+                    (target, reply)
+                })
+                .collect(),
+        )
+    }
+
+    /// Waits for the copies' answers. A copy that fails is removed from the in-sync set
+    /// through the cluster manager before this returns, so a write is acknowledged only once
+    /// every in-sync copy has it or is fenced. An error means the primary could not fence a
+    /// copy: the write must not be acknowledged.
+    pub(crate) fn finish_replication(
         &self,
         service: &Arc<IndexService>,
         shard: usize,
         engine: &Engine,
         replication: &ShardReplication,
-        targets: Vec<String>,
-        ops: Vec<ReplicaOp>,
-        refresh: bool,
+        in_flight: InFlightReplication,
     ) -> ApiResult<ReplicationSummary> {
         let mut summary = ReplicationSummary::default();
-        if targets.is_empty() || ops.is_empty() {
-            self.advance_global_checkpoint(engine, replication);
-            return Ok(summary);
-        }
         let index = service.name();
-        let pending: Vec<_> = targets
-            .into_iter()
-            .map(|target| {
-                let options = super::replica::BatchOptions {
-                    refresh,
-                    resync: false,
-                };
-                let reply = self.send_replica_batch(service, shard, engine, &target, &ops, options);
-                (target, reply)
-            })
-            .collect();
+        let pending = in_flight.0;
         for (target, reply) in pending {
             let outcome = self.wait_replica_reply(reply);
             match outcome {
