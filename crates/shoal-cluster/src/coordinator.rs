@@ -183,12 +183,42 @@ impl Cluster {
         self.state_machine.subscribe()
     }
 
+    /// Whether this member leads and a quorum of voters acknowledged it within the leader
+    /// lease. openraft has no check-quorum step-down: a leader cut off from the majority
+    /// stays leader until it hears a newer term, but it stops calling itself cluster manager
+    /// once the lease runs out (the majority elects another within an election timeout).
     pub fn is_cluster_manager(&self) -> bool {
-        self.raft.is_leader()
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        metrics.state.is_leader() && self.holds_leader_lease(&metrics)
     }
 
+    fn holds_leader_lease(
+        &self,
+        metrics: &openraft::RaftMetrics<crate::raft::types::TypeConfig>,
+    ) -> bool {
+        let voters = metrics.membership_config.membership().voter_ids().count();
+        if voters <= 1 {
+            return true;
+        }
+        // Followers wait at least this long without hearing from a leader before they elect
+        // another, so the lease ends before a newer manager can exist.
+        let lease = Duration::from_millis(self.raft.config().election_timeout_min);
+        metrics
+            .last_quorum_acked
+            .as_ref()
+            .is_some_and(|acked| openraft::Instant::elapsed(&acked.clone().into_inner()) < lease)
+    }
+
+    /// The leader this member follows; not itself once its leader lease has run out.
     fn leader_id(&self) -> Option<RaftId> {
-        self.raft.metrics().borrow_watched().current_leader
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        let leader = metrics.current_leader?;
+        if leader == self.config.local.raft_id() && !self.holds_leader_lease(&metrics) {
+            return None;
+        }
+        Some(leader)
     }
 
     /// The transport address of the elected cluster manager, as Raft knows it.
