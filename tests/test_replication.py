@@ -259,6 +259,39 @@ def test_recovery_follows_max_bytes_per_sec_and_bad_values_are_refused(cluster3)
     http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": None}})
 
 
+def test_a_recovery_whose_target_dies_releases_what_the_primary_pinned_for_it(cluster3):
+    """A file-based recovery pins the primary's commit (and leases its history) until the target
+    finalizes; when the target's node dies mid-copy, the primary drops the recovery and deletes
+    the pinned files instead of keeping them for good."""
+    manager = cluster3.index_of(cluster3.cluster_manager())
+    http = cluster3.http(manager)
+    r = http.put("/abandoned", {"settings": {"number_of_shards": 1, "number_of_replicas": 0,
+                                             "index.routing.allocation.exclude._name": cluster3.nodes[manager].name}})
+    assert r.status_code == 200, r.text
+    wait_green(cluster3, manager)
+    for start in range(0, 1500, 500):  # about 3 MB of random text
+        cluster3.bulk(manager, "abandoned", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
+                                             for n in range(start, start + 500)}, refresh="false")
+    uuid = cluster3.get("/_cat/indices/abandoned", manager, format="json", h="uuid").json()[0]["uuid"]
+    primary = cluster3.index_of(shard_rows(cluster3, "abandoned", manager)[0]["node"])
+    target = next(i for i in range(3) if i not in (manager, primary))
+    pinned = cluster3.nodes[primary].data / "indices" / uuid / "0" / "recovery"
+    r = http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": "200kb"}})
+    assert r.status_code == 200, r.text
+    try:
+        assert http.put("/abandoned/_settings", {"index": {"number_of_replicas": 1}}).status_code == 200
+        wait_for(lambda: pinned.exists() and any(pinned.iterdir()), 30, what="the primary to pin its commit")
+        stage = cluster3.get("/abandoned/_recovery", manager).json()["abandoned"]["shards"]
+        assert any(s["type"] == "PEER" and s["stage"] != "DONE" for s in stage), stage
+        cluster3.kill(target)
+        cluster3.wait_for_nodes(2, i=manager, timeout=30)
+        wait_for(lambda: not pinned.exists() or not any(pinned.iterdir()), 10,
+                 what="the primary to release the files it pinned for the dead target")
+    finally:
+        http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": None}})
+    assert cluster3.get("/abandoned/_count", manager).json()["count"] == 1500
+
+
 def test_a_promoted_replica_resyncs_a_long_history_in_batches(cluster3):
     """A bulk of 2,000 documents, then the primary's node dies before the replicas learn the new
     global checkpoint: the promoted replica resyncs all 2,000 operations to the other replica

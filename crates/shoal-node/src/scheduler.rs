@@ -1,7 +1,8 @@
 //! Periodic shard work: refresh at `index.refresh_interval`, fsync the translog at
 //! `index.translog.sync_interval` for async durability, flush past the size threshold, and
 //! send lagging copies the global checkpoint at `index.global_checkpoint_sync.interval`, and
-//! keep the primaries' retention leases (renewal, expiry) applied to their engines.
+//! keep the primaries' retention leases (renewal, expiry) applied to their engines, and drop
+//! the recoveries this node serves whose target gave up.
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -25,6 +26,7 @@ pub fn spawn(node: Weak<Node>) {
 }
 
 fn run_due_work(node: &Node) {
+    node.drop_abandoned_recoveries();
     for index in node.all_indices() {
         if !index.is_open() {
             continue;
