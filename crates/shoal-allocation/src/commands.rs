@@ -363,6 +363,14 @@ fn data_loss_refusal(name: &str, index: &str, shard: u32) -> StateError {
 }
 
 /// The primary starts over: copies that were in sync with the lost data are not any more.
+/// A forced primary starts a history of its own: the other copies' histories are not
+/// prefixes of it, so they must recover from its files.
+fn bootstrap_new_history(state: &mut ClusterState, at: &CopyRef) {
+    if let Some(copy) = at.get_mut(state) {
+        copy.bootstrap_new_history_uuid = true;
+    }
+}
+
 fn forget_in_sync(state: &mut ClusterState, index: &str, shard: u32) {
     if let Some(meta) = state.metadata.indices.get_mut(index) {
         meta.normalize();
@@ -400,6 +408,7 @@ fn allocate_empty_primary(
         }
     }
     routing_ops::initialize(state, &at, &target.id, Some(RecoverySource::EmptyStore));
+    bootstrap_new_history(state, &at);
     routing_ops::bump_primary_term(state, index, shard);
     forget_in_sync(state, index, shard);
     Ok(explanation(
@@ -432,6 +441,7 @@ fn allocate_stale_primary(
     }
     // Initializing from an existing store bumps the primary term.
     routing_ops::initialize(state, &at, &target.id, Some(RecoverySource::ExistingStore));
+    bootstrap_new_history(state, &at);
     forget_in_sync(state, index, shard);
     Ok(explanation(
         NAME,

@@ -155,11 +155,13 @@ pub fn describe_node(node: &DiscoveryNode) -> String {
     out
 }
 
-fn recovery_source_text(source: RecoverySource) -> &'static str {
+fn recovery_source_text(source: RecoverySource, bootstrap_new_history_uuid: bool) -> String {
     match source {
-        RecoverySource::EmptyStore => "new shard recovery",
-        RecoverySource::ExistingStore => "existing store recovery; bootstrap_history_uuid=false",
-        RecoverySource::Peer => "peer recovery",
+        RecoverySource::EmptyStore => "new shard recovery".to_string(),
+        RecoverySource::ExistingStore => {
+            format!("existing store recovery; bootstrap_history_uuid={bootstrap_new_history_uuid}")
+        }
+        RecoverySource::Peer => "peer recovery".to_string(),
     }
 }
 
@@ -200,7 +202,7 @@ pub fn describe_copy(copy: &ShardRouting) -> String {
     if let Some(source) = copy.recovery_source {
         out.push_str(&format!(
             ", recovery_source[{}]",
-            recovery_source_text(source)
+            recovery_source_text(source, copy.bootstrap_new_history_uuid)
         ));
     }
     out.push_str(&format!(", s[{}]", copy.state.as_str()));

@@ -145,6 +145,7 @@ pub fn relocate(state: &mut ClusterState, at: &CopyRef, target: &str) -> bool {
         relocating_node: Some(source_node),
         allocation_id: Some(allocation_id),
         recovery_source: Some(RecoverySource::Peer),
+        bootstrap_new_history_uuid: false,
         unassigned: None,
     };
     match state

@@ -154,7 +154,8 @@ pub struct Engine {
     state: Mutex<WriteState>,
     primary_term: AtomicI64,
     global_checkpoint: AtomicI64,
-    history_uuid: String,
+    /// Names the history of operations this store belongs to; a forced primary starts a new one.
+    history_uuid: Mutex<String>,
     /// See [`CommitPayload::history_complete_from`]; only grows (translog trimming).
     history_complete_from: AtomicI64,
     /// The lowest seq_no retention leases still need: a flush keeps the translog from there.
@@ -222,7 +223,7 @@ impl Engine {
             translog,
             primary_term: AtomicI64::new(primary_term),
             global_checkpoint: AtomicI64::new(global_checkpoint),
-            history_uuid,
+            history_uuid: Mutex::new(history_uuid),
             history_complete_from: AtomicI64::new(history_complete_from),
             retention_floor: AtomicI64::new(i64::MAX),
             source_cache,
@@ -691,6 +692,11 @@ impl Engine {
     }
 
     fn commit_locked(&self, state: &mut WriteState) -> Result<(), EngineError> {
+        // The commit must not hold operations the translog could lose to a power cut: the
+        // translog is what tells a copy's history above its checkpoints.
+        if self.translog.sync_needed() {
+            self.translog.sync()?;
+        }
         let local_checkpoint = state.tracker.checkpoint();
         let max_seq_no = state.tracker.max_seq_no();
         let payload = CommitPayload {
@@ -701,7 +707,7 @@ impl Engine {
                 .translog
                 .min_generation_for_seq_no(local_checkpoint + 1),
             global_checkpoint: self.global_checkpoint(),
-            history_uuid: self.history_uuid.clone(),
+            history_uuid: self.history_uuid(),
             history_complete_from: self.history_complete_from(),
         };
         let mut prepared = state.writer.prepare_commit()?;
@@ -760,6 +766,19 @@ impl Engine {
     pub fn set_retention_floor(&self, floor: Option<i64>) {
         self.retention_floor
             .store(floor.unwrap_or(i64::MAX), Ordering::Release);
+    }
+
+    /// The history this store belongs to (kept in every commit).
+    pub fn history_uuid(&self) -> String {
+        self.history_uuid.lock().clone()
+    }
+
+    /// Starts a new history (a primary forced onto a stale or empty store) and commits it:
+    /// copies of the old history can no longer recover by replaying operations from here.
+    pub fn bootstrap_new_history(&self) -> Result<(), EngineError> {
+        *self.history_uuid.lock() = uuid::Uuid::new_v4().simple().to_string();
+        self.flush(true)?;
+        Ok(())
     }
 
     /// Every operation this copy applied with a seq_no at or above this is in its translog.

@@ -404,8 +404,11 @@ impl Node {
         if copy.primary && !replication.tracker.lock().is_primary_mode() {
             if copy.state == ShardState::Initializing {
                 // A primary opening its own store (new or existing) has no copies to resync.
-                let mut tracker = replication.tracker.lock();
-                tracker.activate_primary_mode(engine.local_checkpoint());
+                if copy.bootstrap_new_history_uuid {
+                    engine.bootstrap_new_history()?;
+                    tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");
+                }
+                replication.activate_primary(&engine, &self.node_id);
             } else {
                 // A replica promoted, or a relocation target handed the primary role.
                 self.start_primary_resync(service, shard, engine.clone(), replication.clone());

@@ -29,8 +29,10 @@ pub struct RetentionLeases {
 /// not per allocation id: a copy that returns to its node gets a new allocation id, and the
 /// lease must still be there for it.
 pub fn peer_recovery_lease_id(node_id: &str) -> String {
-    format!("peer_recovery/{node_id}")
+    format!("{PEER_RECOVERY_PREFIX}{node_id}")
 }
+
+const PEER_RECOVERY_PREFIX: &str = "peer_recovery/";
 
 /// The lease a running recovery holds on the history it will replay.
 pub fn recovery_lease_id(recovery_id: &str) -> String {
@@ -129,6 +131,42 @@ impl RetentionLeases {
         self.leases.values().map(|l| l.retaining_seq_no).min()
     }
 
+    /// The leases a primary copies to its replicas: the per-node peer-recovery leases, not
+    /// those of its own running recoveries, which end with it.
+    pub fn peer_recovery_leases(&self) -> RetentionLeases {
+        RetentionLeases {
+            primary_term: self.primary_term,
+            version: self.version,
+            leases: self
+                .leases
+                .iter()
+                .filter(|(id, _)| id.starts_with(PEER_RECOVERY_PREFIX))
+                .map(|(id, lease)| (id.clone(), lease.clone()))
+                .collect(),
+        }
+    }
+
+    /// A replica takes the primary's leases when they are newer (a later term, or a later
+    /// version of the same term) than the set it holds; returns whether it did. A replica
+    /// that becomes primary thus keeps retaining what the copies need.
+    pub fn adopt_from_primary(&mut self, incoming: &RetentionLeases) -> bool {
+        if (incoming.primary_term, incoming.version) <= (self.primary_term, self.version) {
+            return false;
+        }
+        *self = incoming.clone();
+        true
+    }
+
+    /// A copy on node `own_node` taking over as primary under `primary_term` owns the set
+    /// from now on. The lease its former primary held for this node goes: nothing renews a
+    /// primary's own lease, and it would pin the translog for good. The version moves on even
+    /// within a term (a relocation hand-over), so replicas take the new primary's sets.
+    pub fn take_over(&mut self, primary_term: i64, own_node: &str) {
+        self.primary_term = self.primary_term.max(primary_term);
+        self.leases.remove(&peer_recovery_lease_id(own_node));
+        self.version += 1;
+    }
+
     /// Whether the history from `from_seq_no` on is retained for this lease's holder.
     pub fn retains_from(&self, id: &str, from_seq_no: i64) -> bool {
         self.leases
@@ -186,5 +224,50 @@ mod tests {
         assert!(leases.retains_from("peer_recovery/r1", 31));
         assert!(!leases.retains_from("peer_recovery/r1", 29));
         assert!(!leases.retains_from("peer_recovery/r2", 100));
+    }
+
+    #[test]
+    fn a_replica_adopts_only_newer_lease_sets_and_never_a_recoverys_lease() {
+        let mut primary = RetentionLeases {
+            primary_term: 2,
+            ..Default::default()
+        };
+        primary
+            .add(&peer_recovery_lease_id("n1"), 5, "peer recovery", 10)
+            .unwrap();
+        primary
+            .add(&recovery_lease_id("r1"), 3, "recovery", 10)
+            .unwrap();
+        let synced = primary.peer_recovery_leases();
+        assert_eq!(
+            synced.leases.keys().collect::<Vec<_>>(),
+            ["peer_recovery/n1"]
+        );
+
+        let mut replica = RetentionLeases::default();
+        assert!(replica.adopt_from_primary(&synced));
+        assert_eq!(replica.min_retained_seq_no(), Some(5));
+        assert!(
+            !replica.adopt_from_primary(&synced),
+            "the same version again"
+        );
+
+        // A set from an older term never replaces one from a newer term, whatever its version.
+        let mut stale = synced.clone();
+        stale.primary_term = 1;
+        stale.version = 99;
+        assert!(!replica.adopt_from_primary(&stale));
+
+        replica.take_over(3, "n1");
+        assert_eq!(replica.primary_term, 3);
+        assert_eq!(
+            replica.min_retained_seq_no(),
+            None,
+            "its own node's lease is gone"
+        );
+        assert!(
+            !replica.adopt_from_primary(&synced),
+            "the new primary owns its set"
+        );
     }
 }

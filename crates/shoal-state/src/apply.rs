@@ -355,6 +355,7 @@ impl ClusterState {
         copy.state = ShardState::Started;
         copy.relocating_node = None;
         copy.recovery_source = None;
+        copy.bootstrap_new_history_uuid = false;
         copy.unassigned = None;
         // Keep the primary first, as OpenSearch lists copies.
         copies.sort_by_key(|c| !c.primary);

@@ -122,6 +122,11 @@ pub struct ShardRouting {
     /// somewhere (its previous id).
     pub allocation_id: Option<String>,
     pub recovery_source: Option<RecoverySource>,
+    /// On a primary forced onto a stale or empty store (`allocate_stale_primary`,
+    /// `allocate_empty_primary`): the store starts a new history (a new history uuid), so no
+    /// copy of the old one can come back by replaying operations. Cleared once started.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bootstrap_new_history_uuid: bool,
     pub unassigned: Option<UnassignedInfo>,
 }
 
@@ -141,6 +146,7 @@ impl ShardRouting {
             relocating_node: None,
             allocation_id: None,
             recovery_source: None,
+            bootstrap_new_history_uuid: false,
             unassigned: Some(info),
         }
     }

@@ -3,12 +3,14 @@
 //! the global checkpoint that copy acknowledged. The engine keeps its translog from the
 //! lowest leased seq_no, so a copy that comes back recovers by replaying operations instead
 //! of copying files. A node's lease expires `index.soft_deletes.retention_lease.period` (12h)
-//! after its last renewal once no copy of the shard is assigned to it.
+//! after its last renewal once no copy of the shard is assigned to it. The primary sends
+//! its peer-recovery leases with every batch of operations; replicas retain the same
+//! history, so a promoted replica still holds what a returning copy needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_engine::Engine;
-use shoal_replication::peer_recovery_lease_id;
+use shoal_replication::{peer_recovery_lease_id, RetentionLeases};
 use shoal_state::{ClusterState, UnassignedReason};
 
 use super::ShardReplication;
@@ -46,6 +48,25 @@ impl ShardReplication {
     /// Hands the engine the lowest seq_no the leases still need.
     pub(crate) fn apply_retention_floor(&self, engine: &Engine) {
         engine.set_retention_floor(self.tracker.lock().leases.min_retained_seq_no());
+    }
+
+    /// Turns this copy into the primary: it tracks the others from its local checkpoint and
+    /// owns the leases it holds (its own, or those its former primary synced to it).
+    pub(crate) fn activate_primary(&self, engine: &Engine, own_node: &str) {
+        {
+            let mut tracker = self.tracker.lock();
+            tracker.activate_primary_mode(engine.local_checkpoint());
+            tracker.leases.take_over(engine.primary_term(), own_node);
+        }
+        self.apply_retention_floor(engine);
+    }
+
+    /// The leases a primary sends along with its operations (`None` unless primary).
+    pub(crate) fn leases_to_sync(&self) -> Option<RetentionLeases> {
+        let tracker = self.tracker.lock();
+        tracker
+            .is_primary_mode()
+            .then(|| tracker.leases.peer_recovery_leases())
     }
 }
 

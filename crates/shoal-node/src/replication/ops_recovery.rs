@@ -1,8 +1,10 @@
 //! Operation-based peer recovery: a copy that comes back with a store (its node restarted
 //! or left for a while) replays the operations it missed instead of copying files.
 //!
-//! The target offers what it holds: its local and global checkpoints and the (seq_no, term)
-//! of every operation above min(local, global checkpoint). The primary accepts when
+//! The target offers what it holds: its history uuid, its local and global checkpoints and
+//! the (seq_no, term) of every operation above min(local, global checkpoint). The primary
+//! accepts when
+//! - both stores belong to the same history (a forced primary starts a new one),
 //! - both translogs hold every operation above that point (leases keep the primary's), and
 //! - every operation the target holds above it is in the primary's history with the same
 //!   term: nothing the target has diverged (an unacknowledged write of an old primary).
@@ -26,6 +28,9 @@ use crate::index_service::IndexService;
 /// What a returning copy holds, sent with its recovery request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct HistoryOffer {
+    /// Empty from a sender that predates history uuids: never accepted.
+    #[serde(default)]
+    pub history_uuid: String,
     pub local_checkpoint: i64,
     pub global_checkpoint: i64,
     /// (seq_no, primary term) of every operation above [`HistoryOffer::compared_from`] - 1.
@@ -66,6 +71,7 @@ pub(super) fn history_offer(
         }
     };
     let offer = HistoryOffer {
+        history_uuid: engine.history_uuid(),
         local_checkpoint: engine.local_checkpoint(),
         global_checkpoint: engine.global_checkpoint(),
         ops: Vec::new(),
@@ -85,6 +91,9 @@ pub(super) fn history_offer(
 /// history checked here is still there when it is replayed.
 pub(super) fn accepts_offer(engine: &Engine, offer: &HistoryOffer) -> ApiResult<bool> {
     let from = offer.compared_from();
+    if offer.history_uuid != engine.history_uuid() {
+        return Ok(false);
+    }
     if engine.history_complete_from() > from || engine.local_checkpoint() < from - 1 {
         return Ok(false);
     }

@@ -33,6 +33,10 @@ pub struct ReplicaBatch {
     /// checkpoint, of which `ops` is the first chunk (empty: `ops` is all of it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resync_history: Vec<(i64, i64)>,
+    /// The primary's peer-recovery retention leases: the copy retains the same history, so
+    /// it can serve the other copies' operation-based recoveries if it is promoted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_leases: Option<shoal_replication::RetentionLeases>,
     pub ops: Vec<ReplicaOpHeader>,
 }
 
@@ -92,6 +96,7 @@ impl Node {
             refresh: options.refresh,
             resync: options.resync,
             resync_history,
+            retention_leases: service.replication(shard).and_then(|r| r.leases_to_sync()),
             ops: ops.iter().map(|op| op.header.clone()).collect(),
         };
         let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
@@ -207,10 +212,19 @@ impl Node {
             engine.refresh()?;
         }
         if let Some(replication) = replication {
-            replication
-                .tracker
-                .lock()
-                .update_global_checkpoint_on_replica(batch.global_checkpoint);
+            let adopted = {
+                let mut tracker = replication.tracker.lock();
+                tracker.update_global_checkpoint_on_replica(batch.global_checkpoint);
+                // A batch that raced this copy's own promotion must not replace its set.
+                !tracker.is_primary_mode()
+                    && batch
+                        .retention_leases
+                        .as_ref()
+                        .is_some_and(|leases| tracker.leases.adopt_from_primary(leases))
+            };
+            if adopted {
+                replication.apply_retention_floor(&engine);
+            }
         }
         Ok(ReplicaReply {
             local_checkpoint: engine.local_checkpoint(),

@@ -56,6 +56,10 @@ impl Node {
         }
     }
 
+    /// Resyncs the other copies, then takes the primary role. A resync that fails (a copy
+    /// that refused it could not be failed, say without a cluster manager) is tried again
+    /// while this copy is still the primary of its term: acting as primary while a
+    /// diverged copy is still in sync would let its stale operations survive.
     fn resync_and_activate(
         &self,
         service: &Arc<IndexService>,
@@ -65,35 +69,65 @@ impl Node {
     ) {
         let index = service.name();
         let started = std::time::Instant::now();
-        let outcome = self.resync_copies(service, shard, engine, replication);
-        let mut tracker = replication.tracker.lock();
-        tracker.activate_primary_mode(engine.local_checkpoint());
-        drop(tracker);
+        let mut backoff = RESYNC_FIRST_BACKOFF;
+        let resynced = loop {
+            match self.resync_copies(service, shard, engine, replication) {
+                Ok(resynced) => break resynced,
+                Err(error) => {
+                    if !self.still_primary(service, shard, engine, replication) {
+                        tracing::info!(index, shard, error = %error, "primary resync abandoned: this copy is no longer the primary");
+                        return;
+                    }
+                    tracing::warn!(index, shard, error = %error, retry_in_ms = backoff.as_millis() as u64, "primary resync failed");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(RESYNC_MAX_BACKOFF);
+                }
+            }
+        };
+        replication.activate_primary(engine, &self.node_id);
         self.lease_history_to_copies(service, shard, engine, replication);
         let mut tracker = replication.tracker.lock();
-        match outcome {
-            Ok(resynced) => {
-                for (target, local_checkpoint) in &resynced.copies {
-                    tracker.update_local_checkpoint(target, *local_checkpoint);
-                }
-                engine.update_global_checkpoint(tracker.global_checkpoint());
-                tracing::info!(
-                    index,
-                    shard,
-                    term = engine.primary_term(),
-                    gaps_filled = resynced.gaps_filled,
-                    ops = resynced.ops,
-                    copies = resynced.copies.len(),
-                    failed = resynced.failed,
-                    took_ms = started.elapsed().as_millis() as u64,
-                    "primary resync done"
-                );
-            }
-            // The copies keep whatever they have; live writes fail any that cannot follow.
-            Err(error) => {
-                tracing::warn!(index, shard, error = %error, "primary resync failed")
-            }
+        for (target, local_checkpoint) in &resynced.copies {
+            tracker.update_local_checkpoint(target, *local_checkpoint);
         }
+        engine.update_global_checkpoint(tracker.global_checkpoint());
+        tracing::info!(
+            index,
+            shard,
+            term = engine.primary_term(),
+            gaps_filled = resynced.gaps_filled,
+            ops = resynced.ops,
+            copies = resynced.copies.len(),
+            failed = resynced.failed,
+            took_ms = started.elapsed().as_millis() as u64,
+            "primary resync done"
+        );
+    }
+
+    /// Whether the applied state still names this copy primary under the engine's term, and
+    /// the engine is still the one this node serves for the shard.
+    fn still_primary(
+        &self,
+        service: &IndexService,
+        shard: usize,
+        engine: &Engine,
+        replication: &ShardReplication,
+    ) -> bool {
+        let state = self.cluster_state();
+        let index = service.name();
+        let named = state.primary(&index, shard as u32).is_some_and(|p| {
+            p.allocation_id.as_deref() == Some(replication.allocation_id.as_str())
+        });
+        let term = state
+            .metadata
+            .indices
+            .get(&index)
+            .and_then(|m| m.primary_terms.get(shard).copied())
+            .map(|t| t as i64);
+        let serving = service
+            .shard(shard)
+            .is_ok_and(|current| std::ptr::eq(Arc::as_ptr(&current), engine));
+        named && term == Some(engine.primary_term()) && serving
     }
 
     fn resync_copies(
@@ -227,6 +261,9 @@ impl Node {
 
 /// Operations per resync batch.
 const RESYNC_CHUNK: usize = 500;
+
+const RESYNC_FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(200);
+const RESYNC_MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(2);
 
 struct Resynced {
     gaps_filled: usize,
