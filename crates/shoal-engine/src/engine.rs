@@ -160,6 +160,9 @@ pub struct Engine {
     history_complete_from: AtomicI64,
     /// The lowest seq_no retention leases still need: a flush keeps the translog from there.
     retention_floor: AtomicI64,
+    /// The highest seq_no of an operation that updated or deleted a document (on a replica:
+    /// the highest its primaries advertised). See [`Engine::advance_max_seq_no_of_updates`].
+    max_seq_no_of_updates: AtomicI64,
     /// Also the reader's warmer: it opens `_source` files of every new searcher generation.
     source_cache: Arc<SourceReaderCache>,
     /// Keeps the warmer alive (the reader only holds a weak reference).
@@ -226,12 +229,17 @@ impl Engine {
             history_uuid: Mutex::new(history_uuid),
             history_complete_from: AtomicI64::new(history_complete_from),
             retention_floor: AtomicI64::new(i64::MAX),
+            // Unknown for what is already stored: every one of those ops may be an update.
+            max_seq_no_of_updates: AtomicI64::new(i64::MAX),
             source_cache,
             _warmer: warmer,
             counters: Counters::default(),
             failure: Mutex::new(None),
         };
         let replayed = engine.replay_translog(local_checkpoint, parse)?;
+        engine
+            .max_seq_no_of_updates
+            .store(engine.max_seq_no(), Ordering::Release);
         engine.flush(true)?;
         info!(
             path = %engine.config.path.display(),
@@ -379,7 +387,9 @@ impl Engine {
                 primary_term,
                 version,
             } => {
-                let current = if request.auto_generated_id && origin == Origin::Primary {
+                let append_only = (request.auto_generated_id && origin == Origin::Primary)
+                    || (origin == Origin::Replica && self.replica_can_append(state, seq_no));
+                let current = if append_only {
                     None
                 } else {
                     self.current(state, searcher, &id)?
@@ -387,11 +397,11 @@ impl Engine {
                 let (seq_no, primary_term, version) = match origin {
                     Origin::Primary => {
                         let version = resolve_version(&id, current, &request, false)?;
-                        (
-                            state.tracker.generate_seq_no(),
-                            self.primary_term(),
-                            version,
-                        )
+                        let seq_no = state.tracker.generate_seq_no();
+                        if current.is_some_and(|c| !c.deleted) {
+                            self.advance_max_seq_no_of_updates(seq_no);
+                        }
+                        (seq_no, self.primary_term(), version)
                     }
                     _ => {
                         if is_stale(current, seq_no) || state.tracker.has_processed(seq_no) {
@@ -424,7 +434,7 @@ impl Engine {
                     primary_term,
                     version,
                 );
-                if current.is_some() || !request.auto_generated_id {
+                if !append_only && (current.is_some() || !request.auto_generated_id) {
                     state
                         .writer
                         .delete_term(Term::from_field_text(self.schema.id, &id));
@@ -480,11 +490,9 @@ impl Engine {
                 let (seq_no, primary_term, version) = match origin {
                     Origin::Primary => {
                         let version = resolve_version(&id, current, &request, true)?;
-                        (
-                            state.tracker.generate_seq_no(),
-                            self.primary_term(),
-                            version,
-                        )
+                        let seq_no = state.tracker.generate_seq_no();
+                        self.advance_max_seq_no_of_updates(seq_no);
+                        (seq_no, self.primary_term(), version)
                     }
                     _ => {
                         if is_stale(current, seq_no) || state.tracker.has_processed(seq_no) {
@@ -579,6 +587,15 @@ impl Engine {
             doc.add_text(self.schema.routing, routing);
         }
         doc.add_custom(self.schema.source, source);
+    }
+
+    /// Whether a replica may add the document of operation `seq_no` without looking its id
+    /// up (and without deleting older versions): every update or delete up to the
+    /// primary's max_seq_no_of_updates is processed here, so no other version of that id can
+    /// be in this copy (OpenSearch's append-only optimisation for replicas).
+    fn replica_can_append(&self, state: &WriteState, seq_no: i64) -> bool {
+        !state.tracker.has_processed(seq_no)
+            && self.max_seq_no_of_updates.load(Ordering::Acquire) <= state.tracker.checkpoint()
     }
 
     fn current(
@@ -898,6 +915,19 @@ impl Engine {
 
     pub fn max_seq_no(&self) -> i64 {
         self.state.lock().tracker.max_seq_no()
+    }
+
+    /// The highest seq_no of an update or delete this engine knows of (`i64::MAX`: unknown).
+    pub fn max_seq_no_of_updates(&self) -> i64 {
+        self.max_seq_no_of_updates.load(Ordering::Acquire)
+    }
+
+    /// Raises max_seq_no_of_updates: on the primary for each update and delete, on a replica
+    /// to the value its primary sent with a batch (before applying it), on a promoted copy
+    /// to its max_seq_no (it cannot tell which of the operations it holds were updates).
+    pub fn advance_max_seq_no_of_updates(&self, seq_no: i64) {
+        self.max_seq_no_of_updates
+            .fetch_max(seq_no, Ordering::AcqRel);
     }
 
     pub fn global_checkpoint(&self) -> i64 {

@@ -269,6 +269,8 @@ fn replica_ops_keep_primary_seq_nos_and_stale_ops_are_ignored() {
             version: seq_no + 1,
         }
     };
+    // The primary advertises x@4 as an update (x existed at 2).
+    engine.advance_max_seq_no_of_updates(4);
     let r = engine
         .apply(vec![replica_op(4, 4)], Origin::Replica)
         .pop()
@@ -587,4 +589,90 @@ fn a_store_recovered_from_files_knows_its_commit_is_not_in_its_translog() {
     let payload = recovery::bind_recovered_store(&config, 1).unwrap();
     assert_eq!(payload.history_complete_from, 10);
     assert_eq!(open(target_dir.path(), &m).history_complete_from(), 10);
+}
+
+#[test]
+fn the_primary_raises_max_seq_no_of_updates_for_updates_and_deletes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    assert_eq!(engine.max_seq_no_of_updates(), NO_OPS_PERFORMED);
+    apply_one(
+        &engine,
+        index_op(&engine, &m, "a", json!({"n": 1}), DocRequest::default()),
+    )
+    .unwrap();
+    apply_one(
+        &engine,
+        index_op(&engine, &m, "b", json!({"n": 2}), DocRequest::default()),
+    )
+    .unwrap();
+    assert_eq!(
+        engine.max_seq_no_of_updates(),
+        NO_OPS_PERFORMED,
+        "creates are not updates"
+    );
+    let update = apply_one(
+        &engine,
+        index_op(&engine, &m, "a", json!({"n": 3}), DocRequest::default()),
+    )
+    .unwrap();
+    assert_eq!(engine.max_seq_no_of_updates(), update.seq_no);
+    let delete = WriteOp::Delete {
+        id: "b".into(),
+        routing: None,
+        request: DocRequest::default(),
+        seq_no: -2,
+        primary_term: 0,
+        version: 0,
+    };
+    let deleted = apply_one(&engine, delete).unwrap();
+    assert_eq!(engine.max_seq_no_of_updates(), deleted.seq_no);
+    apply_one(
+        &engine,
+        index_op(&engine, &m, "b", json!({"n": 4}), DocRequest::default()),
+    )
+    .unwrap();
+    assert_eq!(
+        engine.max_seq_no_of_updates(),
+        deleted.seq_no,
+        "re-creating a deleted id is no update"
+    );
+}
+
+#[test]
+fn a_replica_appends_without_lookup_only_once_every_advertised_update_is_processed() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    let replica = |op: WriteOp| {
+        engine
+            .apply(vec![op], Origin::Replica)
+            .pop()
+            .unwrap()
+            .unwrap()
+    };
+    // The primary indexed x at 0, deleted it at 1 and indexed it again at 2; the delete
+    // reaches this copy last. Seq_no 2 is above the advertised max_seq_no_of_updates (1),
+    // but the delete is not processed yet, so x@0 may still be here: the copy must look up.
+    replica(replica_index_op(&engine, &m, "x", 0, 1));
+    engine.advance_max_seq_no_of_updates(1);
+    replica(replica_index_op(&engine, &m, "x", 2, 1));
+    let stale_delete = replica(WriteOp::Delete {
+        id: "x".into(),
+        routing: None,
+        request: DocRequest::default(),
+        seq_no: 1,
+        primary_term: 1,
+        version: 2,
+    });
+    assert_eq!(stale_delete.kind, OpResultKind::Noop);
+    engine.refresh().unwrap();
+    assert_eq!(engine.searcher().num_docs(), 1, "one live version of x");
+    // Every update is processed now: new ids append, and the result is the same.
+    assert_eq!(engine.local_checkpoint(), 2);
+    replica(replica_index_op(&engine, &m, "y", 3, 1));
+    replica(replica_index_op(&engine, &m, "z", 4, 1));
+    engine.refresh().unwrap();
+    assert_eq!(engine.searcher().num_docs(), 3);
 }

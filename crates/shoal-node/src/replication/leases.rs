@@ -58,6 +58,8 @@ impl ShardReplication {
             tracker.activate_primary_mode(engine.local_checkpoint());
             tracker.leases.take_over(engine.primary_term(), own_node);
         }
+        // What it holds came from earlier primaries: any of it may have been an update.
+        engine.advance_max_seq_no_of_updates(engine.max_seq_no());
         self.apply_retention_floor(engine);
     }
 

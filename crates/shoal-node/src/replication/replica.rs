@@ -22,6 +22,10 @@ pub struct ReplicaBatch {
     pub target_allocation_id: String,
     pub primary_term: i64,
     pub global_checkpoint: i64,
+    /// The primary's max_seq_no_of_updates, read after it applied `ops`: a copy that has
+    /// processed every operation up to it adds new documents without looking their ids up.
+    #[serde(default = "unknown_max_seq_no_of_updates")]
+    pub max_seq_no_of_updates: i64,
     /// The write asked for `refresh=true|wait_for`: make it searchable on this copy too.
     #[serde(default)]
     pub refresh: bool,
@@ -38,6 +42,11 @@ pub struct ReplicaBatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_leases: Option<shoal_replication::RetentionLeases>,
     pub ops: Vec<ReplicaOpHeader>,
+}
+
+/// A batch without the field (from an older sender) may hold updates anywhere.
+fn unknown_max_seq_no_of_updates() -> i64 {
+    i64::MAX
 }
 
 /// How a batch is to be applied on the copy.
@@ -93,6 +102,7 @@ impl Node {
             target_allocation_id: target.to_string(),
             primary_term: engine.primary_term(),
             global_checkpoint: engine.global_checkpoint(),
+            max_seq_no_of_updates: engine.max_seq_no_of_updates(),
             refresh: options.refresh,
             resync: options.resync,
             resync_history,
@@ -196,6 +206,7 @@ impl Node {
                 replica_write(&service, engine.schema(), header, source)
             })
             .collect();
+        engine.advance_max_seq_no_of_updates(batch.max_seq_no_of_updates);
         let mut last_location = None;
         for result in engine.apply(ops, Origin::Replica) {
             let result = result.map_err(ApiError::from)?;

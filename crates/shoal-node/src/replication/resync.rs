@@ -188,24 +188,22 @@ impl Node {
                 (target, reply)
             })
             .collect();
-        for (target, reply) in pending {
+        let replies = pending.into_iter().map(|(target, reply)| {
             let reply = match reply {
                 Some(pending) => self.wait_replica_reply(pending),
                 None => Err(incomplete_history(service, shard)),
             };
-            match reply {
-                Ok(reply) => following.push((target, reply.local_checkpoint)),
-                Err(error) => self.fail_resync_target(
-                    service,
-                    shard,
-                    replication,
-                    &target,
-                    term,
-                    &error,
-                    &mut resynced,
-                )?,
-            }
-        }
+            (target, reply)
+        });
+        self.settle_resync_replies(
+            service,
+            shard,
+            replication,
+            term,
+            replies,
+            &mut following,
+            &mut resynced,
+        )?;
         for chunk in chunks {
             let pending: Vec<_> = following
                 .drain(..)
@@ -221,23 +219,50 @@ impl Node {
                     (target, reply)
                 })
                 .collect();
-            for (target, reply) in pending {
-                match self.wait_replica_reply(reply) {
-                    Ok(reply) => following.push((target, reply.local_checkpoint)),
-                    Err(error) => self.fail_resync_target(
-                        service,
-                        shard,
-                        replication,
-                        &target,
-                        term,
-                        &error,
-                        &mut resynced,
-                    )?,
-                }
-            }
+            let replies = pending
+                .into_iter()
+                .map(|(target, reply)| (target, self.wait_replica_reply(reply)));
+            self.settle_resync_replies(
+                service,
+                shard,
+                replication,
+                term,
+                replies,
+                &mut following,
+                &mut resynced,
+            )?;
         }
         resynced.copies = following;
         Ok(resynced)
+    }
+
+    /// Copies that took a resync batch keep following; the others are failed.
+    #[allow(clippy::too_many_arguments)]
+    fn settle_resync_replies(
+        &self,
+        service: &Arc<IndexService>,
+        shard: usize,
+        replication: &ShardReplication,
+        term: i64,
+        replies: impl Iterator<Item = (String, ApiResult<super::replica::ReplicaReply>)>,
+        following: &mut Vec<(String, i64)>,
+        resynced: &mut Resynced,
+    ) -> ApiResult<()> {
+        for (target, reply) in replies {
+            match reply {
+                Ok(reply) => following.push((target, reply.local_checkpoint)),
+                Err(error) => self.fail_resync_target(
+                    service,
+                    shard,
+                    replication,
+                    &target,
+                    term,
+                    &error,
+                    resynced,
+                )?,
+            }
+        }
+        Ok(())
     }
 
     /// A copy that refused or missed the resync is failed (it recovers from the primary).
