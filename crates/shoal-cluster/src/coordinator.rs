@@ -465,10 +465,13 @@ impl Cluster {
         }
         let command: Command = serde_json::from_slice(body)
             .map_err(|e| RemoteError::bad_request(format!("malformed proposal: {e}")))?;
-        let result = self
-            .propose_as_leader(command)
-            .await
-            .map_err(|e| e.to_remote())?;
+        let result = match self.propose_as_leader(command).await {
+            Ok(result) => result,
+            // Leadership moved while the entry was written (a hand-over): the sender retries
+            // with the new cluster manager instead of giving up.
+            Err(_) if !self.raft.is_leader() => return Err(self.not_leader()),
+            Err(e) => return Err(e.to_remote()),
+        };
         Ok(Bytes::from(serde_json::to_vec(&result).expect("json")))
     }
 

@@ -535,14 +535,19 @@ impl Node {
             return;
         }
         let cluster = self.cluster.clone();
+        let node = Arc::downgrade(self);
         let command = Command::ShardStarted {
             index: copy.index.clone(),
             shard: copy.shard,
-            allocation_id,
+            allocation_id: allocation_id.clone(),
         };
         self.runtime.spawn(async move {
             if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {
-                warn!(error = %e, "could not report a started shard");
+                // Forgotten, so the next applied state reports it again.
+                warn!(error = %e, allocation_id, "could not report a started shard");
+                if let Some(node) = node.upgrade() {
+                    node.reported_started.lock().remove(&allocation_id);
+                }
             }
         });
     }

@@ -53,13 +53,14 @@ impl ShardReplication {
     /// Turns this copy into the primary: it tracks the others from its local checkpoint and
     /// owns the leases it holds (its own, or those its former primary synced to it).
     pub(crate) fn activate_primary(&self, engine: &Engine, own_node: &str) {
+        // What it holds came from earlier primaries: any of it may have been an update. Raised
+        // before primary mode, so its first batch already carries it.
+        engine.advance_max_seq_no_of_updates(engine.max_seq_no());
         {
             let mut tracker = self.tracker.lock();
             tracker.activate_primary_mode(engine.local_checkpoint());
             tracker.leases.take_over(engine.primary_term(), own_node);
         }
-        // What it holds came from earlier primaries: any of it may have been an update.
-        engine.advance_max_seq_no_of_updates(engine.max_seq_no());
         self.apply_retention_floor(engine);
     }
 
