@@ -711,9 +711,7 @@ impl Engine {
     fn commit_locked(&self, state: &mut WriteState) -> Result<(), EngineError> {
         // The commit must not hold operations the translog could lose to a power cut: the
         // translog is what tells a copy's history above its checkpoints.
-        if self.translog.sync_needed() {
-            self.translog.sync()?;
-        }
+        self.sync_translog()?;
         let local_checkpoint = state.tracker.checkpoint();
         let max_seq_no = state.tracker.max_seq_no();
         let payload = CommitPayload {

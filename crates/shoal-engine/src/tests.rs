@@ -43,6 +43,17 @@ fn index_op(
     }
 }
 
+fn delete_op(id: &str, seq_no: i64, primary_term: i64, version: i64) -> WriteOp {
+    WriteOp::Delete {
+        id: id.into(),
+        routing: None,
+        request: DocRequest::default(),
+        seq_no,
+        primary_term,
+        version,
+    }
+}
+
 fn apply_one(engine: &Engine, op: WriteOp) -> Result<OpResult, EngineError> {
     let result = engine.apply(vec![op], Origin::Primary).pop().unwrap()?;
     if let Some(loc) = result.location {
@@ -79,27 +90,13 @@ fn seq_nos_versions_and_results_follow_opensearch() {
         (r2.kind, r2.seq_no, r2.version),
         (OpResultKind::Updated, 1, 2)
     );
-    let del = WriteOp::Delete {
-        id: "1".into(),
-        routing: None,
-        request: DocRequest::default(),
-        seq_no: -2,
-        primary_term: 0,
-        version: 0,
-    };
+    let del = delete_op("1", -2, 0, 0);
     let r3 = apply_one(&engine, del).unwrap();
     assert_eq!(
         (r3.kind, r3.seq_no, r3.version),
         (OpResultKind::Deleted, 2, 3)
     );
-    let del = WriteOp::Delete {
-        id: "1".into(),
-        routing: None,
-        request: DocRequest::default(),
-        seq_no: -2,
-        primary_term: 0,
-        version: 0,
-    };
+    let del = delete_op("1", -2, 0, 0);
     assert_eq!(
         apply_one(&engine, del).unwrap().kind,
         OpResultKind::NotFound
@@ -219,14 +216,7 @@ fn unflushed_writes_survive_a_crash_through_translog_replay() {
             )
             .unwrap();
         }
-        let del = WriteOp::Delete {
-            id: "20".into(),
-            routing: None,
-            request: DocRequest::default(),
-            seq_no: -2,
-            primary_term: 0,
-            version: 0,
-        };
+        let del = delete_op("20", -2, 0, 0);
         apply_one(&engine, del).unwrap();
         // Crash: no flush, no close (dropping commits nothing; a real kill -9 test is in pytest).
         drop(engine);
@@ -618,14 +608,7 @@ fn the_primary_raises_max_seq_no_of_updates_for_updates_and_deletes_only() {
     )
     .unwrap();
     assert_eq!(engine.max_seq_no_of_updates(), update.seq_no);
-    let delete = WriteOp::Delete {
-        id: "b".into(),
-        routing: None,
-        request: DocRequest::default(),
-        seq_no: -2,
-        primary_term: 0,
-        version: 0,
-    };
+    let delete = delete_op("b", -2, 0, 0);
     let deleted = apply_one(&engine, delete).unwrap();
     assert_eq!(engine.max_seq_no_of_updates(), deleted.seq_no);
     apply_one(
@@ -658,14 +641,7 @@ fn a_replica_appends_without_lookup_only_once_every_advertised_update_is_process
     replica(replica_index_op(&engine, &m, "x", 0, 1));
     engine.advance_max_seq_no_of_updates(1);
     replica(replica_index_op(&engine, &m, "x", 2, 1));
-    let stale_delete = replica(WriteOp::Delete {
-        id: "x".into(),
-        routing: None,
-        request: DocRequest::default(),
-        seq_no: 1,
-        primary_term: 1,
-        version: 2,
-    });
+    let stale_delete = replica(delete_op("x", 1, 1, 2));
     assert_eq!(stale_delete.kind, OpResultKind::Noop);
     engine.refresh().unwrap();
     assert_eq!(engine.searcher().num_docs(), 1, "one live version of x");

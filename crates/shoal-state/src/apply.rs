@@ -319,11 +319,7 @@ impl ClusterState {
 
     /// Whether a replication failure comes from a primary older than the shard's term.
     fn is_stale_primary_term(&self, index: &str, shard: u32, term: Option<u64>) -> bool {
-        let current = self
-            .metadata
-            .indices
-            .get(index)
-            .and_then(|m| m.primary_terms.get(shard as usize).copied());
+        let current = self.primary_term(index, shard);
         matches!((term, current), (Some(term), Some(current)) if term < current)
     }
 

@@ -89,6 +89,16 @@ impl ClusterState {
             .filter(move |c| c.node.as_deref() == Some(node_id))
     }
 
+    /// The shard's current primary term (`None`: no such index or shard).
+    pub fn primary_term(&self, index: &str, shard: u32) -> Option<u64> {
+        self.metadata
+            .indices
+            .get(index)?
+            .primary_terms
+            .get(shard as usize)
+            .copied()
+    }
+
     pub fn primary(&self, index: &str, shard: u32) -> Option<&ShardRouting> {
         self.routing
             .get(index)?

@@ -90,10 +90,10 @@ pub(super) fn history_offer(
 /// documentation). The caller holds a lease from `offer.compared_from()` first, so the
 /// history checked here is still there when it is replayed.
 pub(super) fn accepts_offer(engine: &Engine, offer: &HistoryOffer) -> ApiResult<bool> {
-    let from = offer.compared_from();
     if offer.history_uuid != engine.history_uuid() {
         return Ok(false);
     }
+    let from = offer.compared_from();
     if engine.history_complete_from() > from || engine.local_checkpoint() < from - 1 {
         return Ok(false);
     }

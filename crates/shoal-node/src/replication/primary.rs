@@ -181,12 +181,7 @@ impl Node {
                 ),
             )
         })?;
-        let current = state
-            .metadata
-            .indices
-            .get(index)
-            .and_then(|m| m.primary_terms.get(shard).copied())
-            .unwrap_or(0) as i64;
+        let current = state.primary_term(index, shard as u32).unwrap_or(0) as i64;
         if current > primary_term {
             return Err(ApiError::new(
                 503,

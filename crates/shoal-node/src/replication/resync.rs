@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use shoal_engine::Engine;
+use shoal_engine::{Engine, NO_OPS_PERFORMED};
 
 use super::replica::{BatchOptions, ReplicaBatch};
 use super::{ReplicaOp, ShardReplication};
@@ -118,12 +118,7 @@ impl Node {
         let named = state.primary(&index, shard as u32).is_some_and(|p| {
             p.allocation_id.as_deref() == Some(replication.allocation_id.as_str())
         });
-        let term = state
-            .metadata
-            .indices
-            .get(&index)
-            .and_then(|m| m.primary_terms.get(shard).copied())
-            .map(|t| t as i64);
+        let term = state.primary_term(&index, shard as u32).map(|t| t as i64);
         let serving = service
             .shard(shard)
             .is_ok_and(|current| std::ptr::eq(Arc::as_ptr(&current), engine));
@@ -156,113 +151,68 @@ impl Node {
             .iter()
             .map(|op| (op.header.seq_no, op.header.primary_term))
             .collect();
-        let mut chunks = ops.chunks(RESYNC_CHUNK);
-        let first = chunks.next().unwrap_or(&[]);
         let mut resynced = Resynced {
             gaps_filled,
             ops: ops.len(),
             copies: Vec::new(),
             failed: 0,
         };
-        // The first chunk carries the whole (seq_no, term) list: a copy checks its history
-        // against it before it applies anything.
-        let options = BatchOptions {
-            refresh: false,
-            resync: true,
-        };
-        let mut following: Vec<(String, i64)> = Vec::new();
-        let pending: Vec<_> = targets
+        // The opening batch carries the whole (seq_no, term) list: a copy checks its history
+        // against it before it applies anything. A copy that fails a batch gets no more.
+        let opening_chunk = ops.chunks(RESYNC_CHUNK).next().unwrap_or(&[]);
+        let batches = std::iter::once(opening_chunk).chain(ops.chunks(RESYNC_CHUNK).skip(1));
+        let mut following: Vec<(String, i64)> = targets
             .into_iter()
-            .map(|target| {
-                let reply = complete.then(|| {
-                    self.send_resync_batch(
-                        service,
-                        shard,
-                        engine,
-                        &target,
-                        first,
-                        options,
-                        history.clone(),
-                    )
-                });
-                (target, reply)
-            })
+            .map(|target| (target, NO_OPS_PERFORMED))
             .collect();
-        let replies = pending.into_iter().map(|(target, reply)| {
-            let reply = match reply {
-                Some(pending) => self.wait_replica_reply(pending),
-                None => Err(incomplete_history(service, shard)),
+        for (round, chunk) in batches.enumerate() {
+            let (options, resync_history) = if round == 0 {
+                let options = BatchOptions {
+                    refresh: false,
+                    resync: true,
+                };
+                (options, history.clone())
+            } else {
+                (BatchOptions::default(), Vec::new())
             };
-            (target, reply)
-        });
-        self.settle_resync_replies(
-            service,
-            shard,
-            replication,
-            term,
-            replies,
-            &mut following,
-            &mut resynced,
-        )?;
-        for chunk in chunks {
             let pending: Vec<_> = following
                 .drain(..)
                 .map(|(target, _)| {
-                    let reply = self.send_replica_batch(
-                        service,
-                        shard,
-                        engine,
-                        &target,
-                        chunk,
-                        BatchOptions::default(),
-                    );
+                    let reply = complete.then(|| {
+                        self.send_resync_batch(
+                            service,
+                            shard,
+                            engine,
+                            &target,
+                            chunk,
+                            options,
+                            resync_history.clone(),
+                        )
+                    });
                     (target, reply)
                 })
                 .collect();
-            let replies = pending
-                .into_iter()
-                .map(|(target, reply)| (target, self.wait_replica_reply(reply)));
-            self.settle_resync_replies(
-                service,
-                shard,
-                replication,
-                term,
-                replies,
-                &mut following,
-                &mut resynced,
-            )?;
+            for (target, reply) in pending {
+                let reply = match reply {
+                    Some(pending) => self.wait_replica_reply(pending),
+                    None => Err(incomplete_history(service, shard)),
+                };
+                match reply {
+                    Ok(reply) => following.push((target, reply.local_checkpoint)),
+                    Err(error) => self.fail_resync_target(
+                        service,
+                        shard,
+                        replication,
+                        &target,
+                        term,
+                        &error,
+                        &mut resynced,
+                    )?,
+                }
+            }
         }
         resynced.copies = following;
         Ok(resynced)
-    }
-
-    /// Copies that took a resync batch keep following; the others are failed.
-    #[allow(clippy::too_many_arguments)]
-    fn settle_resync_replies(
-        &self,
-        service: &Arc<IndexService>,
-        shard: usize,
-        replication: &ShardReplication,
-        term: i64,
-        replies: impl Iterator<Item = (String, ApiResult<super::replica::ReplicaReply>)>,
-        following: &mut Vec<(String, i64)>,
-        resynced: &mut Resynced,
-    ) -> ApiResult<()> {
-        for (target, reply) in replies {
-            match reply {
-                Ok(reply) => following.push((target, reply.local_checkpoint)),
-                Err(error) => self.fail_resync_target(
-                    service,
-                    shard,
-                    replication,
-                    &target,
-                    term,
-                    &error,
-                    resynced,
-                )?,
-            }
-        }
-        Ok(())
     }
 
     /// A copy that refused or missed the resync is failed (it recovers from the primary).
