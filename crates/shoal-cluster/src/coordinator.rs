@@ -105,7 +105,8 @@ impl Cluster {
         let committed = log_store.committed_index();
         let initialized = log_store.has_state();
         let state_machine =
-            StateMachine::open(&config.raft_dir, &config.cluster_name).map_err(io)?;
+            StateMachine::open(&config.raft_dir, &config.cluster_name, log_store.reserve())
+                .map_err(io)?;
         let election_min = (config.leader_check.interval.as_millis() as u64 / 2).max(300);
         let raft_config = openraft::Config {
             cluster_name: config.cluster_name.clone(),

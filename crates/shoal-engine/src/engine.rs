@@ -11,7 +11,7 @@ use shoal_mapping::{analysis, MapperError, ShardSchema};
 use shoal_translog::{Location, OpKind, Operation, Translog, TranslogConfig};
 use tantivy::indexer::LogMergePolicy;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::checkpoint::LocalCheckpointTracker;
 use crate::commit::CommitPayload;
@@ -240,7 +240,9 @@ impl Engine {
         engine
             .max_seq_no_of_updates
             .store(engine.max_seq_no(), Ordering::Release);
-        engine.flush(true)?;
+        // Only when the open changed something: a store opened as it was left needs no
+        // disk space, so a node on a full disk still opens its copies and serves reads.
+        engine.flush(false)?;
         info!(
             path = %engine.config.path.display(),
             replayed,
@@ -303,11 +305,8 @@ impl Engine {
     /// Applies a batch of writes under one lock acquisition and one translog append.
     /// Results are per operation; a failed operation does not fail the others.
     pub fn apply(&self, ops: Vec<WriteOp>, origin: Origin) -> Vec<Result<OpResult, EngineError>> {
-        if let Some(reason) = self.failure.lock().clone() {
-            return ops
-                .iter()
-                .map(|_| Err(EngineError::Closed(reason.clone())))
-                .collect();
+        if let Some(reason) = self.failure() {
+            return closed_results(ops.len(), &reason);
         }
         let started = Instant::now();
         let mut state = self.state.lock();
@@ -315,6 +314,7 @@ impl Engine {
         let mut results = Vec::with_capacity(ops.len());
         let mut translog_ops = Vec::with_capacity(ops.len());
         let mut pending_ids = Vec::with_capacity(ops.len());
+        let batch_len = ops.len();
         for op in ops {
             match self.apply_one(&mut state, &searcher, op, origin) {
                 Ok((result, translog_op, id)) => {
@@ -323,6 +323,12 @@ impl Engine {
                         pending_ids.push((results.len(), id));
                     }
                     results.push(Ok(result));
+                }
+                // The index writer refused a document (a dead indexing thread, a full disk):
+                // what it holds of this batch and of earlier ones can no longer be committed.
+                Err(EngineError::Index(e)) => {
+                    let reason = self.fail_engine(format!("index writer failed: {e}"));
+                    return closed_results(batch_len, &reason);
                 }
                 Err(e) => results.push(Err(e)),
             }
@@ -342,12 +348,8 @@ impl Engine {
                 Err(e) => {
                     // Ops are in the index but not durable: fail the engine so nothing
                     // unlogged is ever acknowledged or served as committed history.
-                    let reason = format!("translog write failed: {e}");
-                    *self.failure.lock() = Some(reason.clone());
-                    return results
-                        .into_iter()
-                        .map(|_| Err(EngineError::Closed(reason.clone())))
-                        .collect();
+                    let reason = self.fail_engine(format!("translog write failed: {e}"));
+                    return closed_results(batch_len, &reason);
                 }
             }
         }
@@ -622,16 +624,62 @@ impl Engine {
 
     /// Waits until the translog is durable up to `location` (group commit).
     pub fn sync_to(&self, location: &Location) -> Result<(), EngineError> {
-        self.translog.sync_to(location)?;
+        let synced = self.translog.sync_to(location);
+        self.fail_on_error("translog sync failed", synced)?;
         Ok(())
     }
 
     /// Fsyncs the translog (used by `index.translog.durability: async` on a timer).
     pub fn sync_translog(&self) -> Result<(), EngineError> {
         if self.translog.sync_needed() {
-            self.translog.sync()?;
+            let synced = self.translog.sync();
+            self.fail_on_error("translog sync failed", synced)?;
         }
         Ok(())
+    }
+
+    /// Fails the engine for good: after a failed write, fsync or commit nothing tells what
+    /// reached the disk, so this engine never commits or acknowledges again. The shard is
+    /// reopened from its last commit and translog (or recovered from another copy) instead.
+    /// Returns the reason the engine failed with (the first one, if it had already failed).
+    pub fn fail_engine(&self, reason: String) -> String {
+        let mut failure = self.failure.lock();
+        if let Some(first) = failure.as_ref() {
+            return first.clone();
+        }
+        error!(path = %self.config.path.display(), reason = %reason, "shard engine failed");
+        *failure = Some(reason.clone());
+        reason
+    }
+
+    /// Why the engine failed or was closed (`None` while it works).
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
+
+    /// Whether the engine failed (not merely closed): its copy must be reopened or recovered.
+    pub fn has_failed(&self) -> bool {
+        self.failure().is_some_and(|reason| reason != CLOSED_REASON)
+    }
+
+    fn ensure_open(&self) -> Result<(), EngineError> {
+        match self.failure() {
+            Some(reason) => Err(EngineError::Closed(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Passes `result` on; an error fails the engine first (see [`Engine::fail_engine`]).
+    fn fail_on_error<T, E: Into<EngineError>>(
+        &self,
+        what: &str,
+        result: Result<T, E>,
+    ) -> Result<T, EngineError> {
+        result.map_err(|e| {
+            let e: EngineError = e.into();
+            let reason = self.fail_engine(format!("{what}: {e}"));
+            EngineError::Closed(reason)
+        })
     }
 
     /// Realtime get: sees writes not yet refreshed.
@@ -709,6 +757,8 @@ impl Engine {
     }
 
     fn commit_locked(&self, state: &mut WriteState) -> Result<(), EngineError> {
+        // A failed engine's writer may have lost documents its payload would claim.
+        self.ensure_open()?;
         // The commit must not hold operations the translog could lose to a power cut: the
         // translog is what tells a copy's history above its checkpoints.
         self.sync_translog()?;
@@ -725,9 +775,15 @@ impl Engine {
             history_uuid: self.history_uuid(),
             history_complete_from: self.history_complete_from(),
         };
-        let mut prepared = state.writer.prepare_commit()?;
+        // tantivy drops the documents of an indexing thread that failed (a full disk) and
+        // forgets that thread: a later commit would succeed without them. Any error here
+        // therefore fails the engine; its last good commit and the translog still hold
+        // everything acknowledged.
+        let prepared = state.writer.prepare_commit();
+        let mut prepared = self.fail_on_error("commit failed", prepared)?;
         prepared.set_payload(&payload.to_json());
-        prepared.commit()?;
+        let committed = prepared.commit();
+        self.fail_on_error("commit failed", committed)?;
         self.reader.reload()?;
         state
             .version_map
@@ -753,9 +809,11 @@ impl Engine {
         self.commit_locked(&mut state)?;
         let keep_from = self.translog.min_generation_for_seq_no(first_retained);
         drop(state);
-        self.translog.roll_generation()?;
+        let rolled = self.translog.roll_generation();
+        self.fail_on_error("translog roll failed", rolled)?;
         let keep_from = keep_from.min(self.translog.current_generation());
-        self.translog.trim_unreferenced(keep_from)?;
+        let trimmed = self.translog.trim_unreferenced(keep_from);
+        self.fail_on_error("translog trim failed", trimmed)?;
         self.translog
             .mark_committed(self.translog.current_generation());
         Counters::add(&self.counters.flush_total, 1);
@@ -1069,7 +1127,10 @@ impl Engine {
     pub fn close(&self) -> Result<(), EngineError> {
         self.flush(false)?;
         self.translog.sync()?;
-        *self.failure.lock() = Some("shard closed".to_string());
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            *failure = Some(CLOSED_REASON.to_string());
+        }
         Ok(())
     }
 }
@@ -1087,6 +1148,15 @@ fn is_busy_segment_error(error: &tantivy::TantivyError) -> bool {
     error
         .to_string()
         .contains("could not be found in the SegmentManager")
+}
+
+/// What a closed (not failed) engine answers with.
+const CLOSED_REASON: &str = "shard closed";
+
+fn closed_results(len: usize, reason: &str) -> Vec<Result<OpResult, EngineError>> {
+    (0..len)
+        .map(|_| Err(EngineError::Closed(reason.to_string())))
+        .collect()
 }
 
 fn noop_result(seq_no: i64, primary_term: i64, version: i64) -> OpResult {

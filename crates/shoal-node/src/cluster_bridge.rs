@@ -329,6 +329,7 @@ impl Node {
         for service in gone {
             self.remove_local_index(&service);
         }
+        self.forget_replaced_failed_copies(state);
         let mut applied = self.applied_version.lock();
         *applied = state.version;
         self.applied_cond.notify_all();
@@ -392,8 +393,15 @@ impl Node {
             }
             return Ok(());
         }
+        if self.is_failed_copy(&allocation_id) {
+            // Reported failed: the cluster manager assigns it again under a new id.
+            return Ok(());
+        }
         let term = state_meta.primary_terms.get(shard).copied().unwrap_or(1) as i64;
-        service.ensure_shard_open(shard, term)?;
+        if let Err(e) = service.ensure_shard_open(shard, term) {
+            self.copy_failed_to_open(service, copy, &e);
+            return Ok(());
+        }
         let engine = service.shard(shard)?;
         let replication =
             service.replication_for(shard, &allocation_id, engine.global_checkpoint());
@@ -565,12 +573,30 @@ pub fn spawn_applier(node: &Arc<Node>) {
             let Some(node) = weak.upgrade() else { return };
             node.apply_cluster_state(&state);
             drop(node);
-            if runtime.block_on(rx.changed()).is_err() {
-                return;
+            // A copy whose open failed for a passing reason (a full disk) is retried by
+            // applying the same state again.
+            loop {
+                let next = runtime
+                    .block_on(async { tokio::time::timeout(OPEN_RETRY, rx.changed()).await });
+                match next {
+                    Ok(Ok(())) => break,
+                    Ok(Err(_)) => return,
+                    Err(_elapsed) => {
+                        let retry = weak
+                            .upgrade()
+                            .is_some_and(|n| n.failed_copies.take_retry_open());
+                        if retry {
+                            break;
+                        }
+                    }
+                }
             }
         })
         .expect("spawn applier");
 }
+
+/// How often a copy that could not open for a passing reason tries again.
+const OPEN_RETRY: Duration = Duration::from_secs(1);
 
 /// A batch of writes forwarded to the node holding the primaries they route to.
 #[derive(serde::Serialize, serde::Deserialize)]

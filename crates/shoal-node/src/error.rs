@@ -215,8 +215,10 @@ impl From<shoal_engine::EngineError> for ApiError {
             shoal_engine::EngineError::VersionConflict { .. } => {
                 ApiError::new(409, "version_conflict_engine_exception", e.to_string())
             }
+            // The copy failed (a full disk, an I/O error) or is closing: it is reopened or
+            // recovered, and the request can be retried.
             shoal_engine::EngineError::Closed(reason) => {
-                ApiError::new(500, "engine_closed_exception", reason)
+                ApiError::new(503, "engine_closed_exception", reason)
             }
             other => ApiError::internal(other.to_string()),
         }

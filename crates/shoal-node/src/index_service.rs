@@ -171,6 +171,13 @@ impl IndexService {
         }
     }
 
+    /// Drops the local copy of `shard` without flushing it: its engine failed, and nothing it
+    /// holds beyond its last commit and translog may be persisted.
+    pub fn discard_shard(&self, shard: usize) {
+        self.replication.write().remove(&shard);
+        self.shards.write().get_mut(shard).and_then(Option::take);
+    }
+
     /// Closes the local copy of `shard` if open and deletes its directory: the shard is
     /// fully active on other nodes, so these files are redundant (OpenSearch's `IndicesStore`).
     pub fn delete_shard_data(&self, shard: usize) {

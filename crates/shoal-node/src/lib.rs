@@ -20,6 +20,7 @@ mod rpc;
 mod scheduler;
 pub mod search;
 pub mod settings;
+pub mod shard_failure;
 pub mod shard_search;
 pub mod stats;
 pub mod update;

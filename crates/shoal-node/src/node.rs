@@ -96,6 +96,8 @@ pub struct Node {
     pub(crate) applied_version: Mutex<u64>,
     pub(crate) applied_cond: parking_lot::Condvar,
     pub(crate) reported_started: Mutex<std::collections::HashSet<String>>,
+    /// Copies reported failed and copies waiting to retry their open.
+    pub(crate) failed_copies: crate::shard_failure::FailedCopies,
     /// The transport server; dropping the handle would stop it.
     transport_server: Mutex<Option<shoal_transport::ServerHandle>>,
 }
@@ -144,6 +146,7 @@ impl Node {
             applied_version: Mutex::new(0),
             applied_cond: parking_lot::Condvar::new(),
             reported_started: Mutex::new(Default::default()),
+            failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
         });
         handler.attach(&node);

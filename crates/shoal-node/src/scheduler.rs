@@ -20,6 +20,7 @@ pub fn spawn(node: Weak<Node>) {
         .spawn(move || loop {
             std::thread::sleep(TICK);
             let Some(node) = node.upgrade() else { return };
+            node.fail_failed_engines();
             run_due_work(&node);
         })
         .expect("spawning the scheduler thread");

@@ -18,6 +18,7 @@ use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use super::reserve::{is_disk_full, DiskReserve};
 use super::types::{Entry, LogId, TypeConfig, Vote};
 
 /// Rewrite the log file once this many records are dead (truncated or purged).
@@ -43,6 +44,7 @@ struct Inner {
     vote: Option<Vote>,
     committed: Option<LogId>,
     dead_records: usize,
+    reserve: Arc<DiskReserve>,
 }
 
 impl LogStore {
@@ -65,10 +67,44 @@ impl LogStore {
             log,
             last_purged,
             dead_records,
+            reserve: Arc::new(DiskReserve::open(dir)),
         };
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
         })
+    }
+
+    /// The disk reserve of this Raft directory (the state machine's snapshots use it too).
+    pub fn reserve(&self) -> Arc<DiskReserve> {
+        self.inner.lock().reserve.clone()
+    }
+
+    /// Runs a write, with the disk reserve, waiting while the disk is full: openraft stops a
+    /// member whose storage fails, so a write without space waits (its proposal times out)
+    /// instead, and goes through once space returns.
+    async fn write_waiting_for_space<T>(
+        &self,
+        what: &str,
+        mut write: impl FnMut(&mut Inner) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let mut warned = false;
+        loop {
+            let result = {
+                let mut inner = self.inner.lock();
+                let reserve = inner.reserve.clone();
+                reserve.write(|| write(&mut inner))
+            };
+            match result {
+                Err(e) if is_disk_full(&e) => {
+                    if !warned {
+                        tracing::warn!(what, "disk full: the raft write waits for space");
+                        warned = true;
+                    }
+                    tokio::time::sleep(DiskReserve::retry_delay()).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The last committed log index this node saved (what it replays at start).
@@ -164,13 +200,22 @@ pub(crate) fn write_json_atomically<T: Serialize>(path: &Path, value: &T) -> io:
 }
 
 impl Inner {
+    /// Appends records; a failed append is cut off again, so it can be retried without
+    /// leaving a torn record that would hide every later one from replay.
     fn write_records(&mut self, records: &[LogRecord]) -> io::Result<()> {
         let mut buf = Vec::new();
         for record in records {
             encode_record(record, &mut buf)?;
         }
-        self.file.write_all(&buf)?;
-        self.file.sync_data()
+        let valid_len = self.file.metadata()?.len();
+        let written = self
+            .file
+            .write_all(&buf)
+            .and_then(|()| self.file.sync_data());
+        if written.is_err() {
+            self.file.set_len(valid_len)?;
+        }
+        written
     }
 
     /// Rewrites the file with only the live entries once enough records are dead.
@@ -234,17 +279,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
-        let mut inner = self.inner.lock();
-        write_json_atomically(&inner.dir.join("raft-vote.json"), vote)?;
-        inner.vote = Some(vote.clone());
-        Ok(())
+        self.write_waiting_for_space("save vote", |inner| {
+            write_json_atomically(&inner.dir.join("raft-vote.json"), vote)?;
+            inner.vote = Some(vote.clone());
+            Ok(())
+        })
+        .await
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
-        let mut inner = self.inner.lock();
-        write_json_atomically(&inner.dir.join("raft-committed.json"), &committed)?;
-        inner.committed = committed;
-        Ok(())
+        self.write_waiting_for_space("save committed", |inner| {
+            write_json_atomically(&inner.dir.join("raft-committed.json"), &committed)?;
+            inner.committed = committed.clone();
+            Ok(())
+        })
+        .await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
@@ -260,11 +309,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut inner = self.inner.lock();
         let entries: Vec<Entry> = entries.into_iter().collect();
         let records: Vec<LogRecord> = entries.iter().cloned().map(LogRecord::Append).collect();
-        let written = inner.write_records(&records);
+        let written = self
+            .write_waiting_for_space("append", |inner| inner.write_records(&records))
+            .await;
         if written.is_ok() {
+            let mut inner = self.inner.lock();
             for entry in entries {
                 inner.log.insert(entry.index(), entry);
             }
@@ -278,8 +329,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
+        let record = [LogRecord::TruncateAfter(last_log_id.clone())];
+        self.write_waiting_for_space("truncate", |inner| inner.write_records(&record))
+            .await?;
         let mut inner = self.inner.lock();
-        inner.write_records(&[LogRecord::TruncateAfter(last_log_id.clone())])?;
         let start = last_log_id.map(|id| id.index() + 1).unwrap_or(0);
         let removed = inner.log.split_off(&start).len();
         inner.dead_records += removed + 1;
@@ -287,8 +340,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        let record = [LogRecord::Purge(log_id.clone())];
+        self.write_waiting_for_space("purge", |inner| inner.write_records(&record))
+            .await?;
         let mut inner = self.inner.lock();
-        inner.write_records(&[LogRecord::Purge(log_id.clone())])?;
         let keep = inner.log.split_off(&(log_id.index() + 1));
         inner.dead_records += inner.log.len() + 1;
         inner.log = keep;

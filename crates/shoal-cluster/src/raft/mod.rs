@@ -3,5 +3,6 @@
 
 pub mod log_store;
 pub mod network;
+pub mod reserve;
 pub mod state_machine;
 pub mod types;

@@ -13,6 +13,7 @@ use shoal_state::{ClusterState, Command, Proposal};
 use tokio::sync::watch;
 
 use super::log_store::write_json_atomically;
+use super::reserve::{is_disk_full, DiskReserve};
 use super::types::{ApplyResult, LogId, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
 
 #[derive(Serialize, Deserialize)]
@@ -25,6 +26,7 @@ struct SnapshotFile {
 pub struct StateMachine {
     inner: Arc<tokio::sync::Mutex<Inner>>,
     published: watch::Sender<Arc<ClusterState>>,
+    reserve: Arc<DiskReserve>,
 }
 
 struct Inner {
@@ -37,7 +39,11 @@ struct Inner {
 
 impl StateMachine {
     /// Loads the last snapshot from `dir`; Raft replays committed entries after it.
-    pub fn open(dir: &Path, cluster_name: &str) -> io::Result<StateMachine> {
+    pub fn open(
+        dir: &Path,
+        cluster_name: &str,
+        reserve: Arc<DiskReserve>,
+    ) -> io::Result<StateMachine> {
         let snapshot_path = dir.join("raft-snapshot.json");
         let loaded: Option<SnapshotFile> = match std::fs::read(&snapshot_path) {
             Ok(bytes) => Some(serde_json::from_slice(&bytes).map_err(io::Error::other)?),
@@ -62,7 +68,22 @@ impl StateMachine {
         Ok(StateMachine {
             inner: Arc::new(tokio::sync::Mutex::new(inner)),
             published,
+            reserve,
         })
+    }
+
+    /// Persists a snapshot with the disk reserve, waiting while the disk is full (openraft
+    /// stops a member whose storage fails).
+    async fn save_snapshot(&self, path: &Path, file: &SnapshotFile) -> io::Result<()> {
+        loop {
+            match self.reserve.write(|| write_json_atomically(path, file)) {
+                Err(e) if is_disk_full(&e) => {
+                    tracing::warn!(path = %path.display(), "disk full: the raft snapshot waits for space");
+                    tokio::time::sleep(DiskReserve::retry_delay()).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Follows every applied state.
@@ -111,7 +132,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             meta: meta.clone(),
             state: inner.state.clone(),
         };
-        write_json_atomically(&inner.snapshot_path, &file)?;
+        self.save_snapshot(&inner.snapshot_path, &file).await?;
         let data = serde_json::to_vec(&file.state).map_err(io::Error::other)?;
         inner.snapshot = Some((meta.clone(), data.clone()));
         Ok(Snapshot {
@@ -183,7 +204,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: meta.clone(),
             state: state.clone(),
         };
-        write_json_atomically(&inner.snapshot_path, &file)?;
+        self.save_snapshot(&inner.snapshot_path, &file).await?;
         inner.last_applied = meta.last_log_id.clone();
         inner.membership = meta.last_membership.clone();
         inner.state = state;
