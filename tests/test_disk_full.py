@@ -43,7 +43,7 @@ def small_disk(tmp_path):
     mount = tmp_path / "mnt"
     mount.mkdir()
     subprocess.run(["truncate", "-s", f"{DISK_MB}M", str(image)], check=True)
-    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
     done = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot loop-mount an ext4 image here: {done.stderr.strip()}")
@@ -54,12 +54,22 @@ def small_disk(tmp_path):
 
 
 def _fill(mount, leave_bytes: int):
-    """Allocates a file that leaves about `leave_bytes` free on the filesystem."""
+    """Allocates a file that leaves about `leave_bytes` free on the filesystem (none at all
+    for 0: the last blocks are written one by one until the filesystem refuses)."""
     filler = mount / "filler"
     free = shutil.disk_usage(mount).free
-    size = max(free - leave_bytes, 0)
+    size = max(free - max(leave_bytes, 1024 * 1024), 0)
     if size:
         subprocess.run(["fallocate", "-l", str(size), str(filler)], check=True)
+    if leave_bytes == 0:
+        fd = os.open(filler, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
     return filler
 
 

@@ -242,7 +242,9 @@ impl Engine {
             .store(engine.max_seq_no(), Ordering::Release);
         // Only when the open changed something: a store opened as it was left needs no
         // disk space, so a node on a full disk still opens its copies and serves reads.
-        engine.flush(false)?;
+        if replayed > 0 || payload.is_none() {
+            engine.flush(true)?;
+        }
         info!(
             path = %engine.config.path.display(),
             replayed,

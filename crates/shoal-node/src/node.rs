@@ -111,11 +111,14 @@ impl Node {
         };
         std::fs::create_dir_all(&paths.data)?;
         let state = paths.load_node_state()?;
-        let node_id = state
+        let known_id = state
             .as_ref()
-            .and_then(|s| s["node_id"].as_str().map(str::to_string))
-            .unwrap_or_else(new_id);
-        paths.persist_node_state(&json!({ "node_id": node_id }))?;
+            .and_then(|s| s["node_id"].as_str().map(str::to_string));
+        let node_id = known_id.clone().unwrap_or_else(new_id);
+        // Written once: a node restarting on a full disk must not need space to start.
+        if known_id.is_none() {
+            paths.persist_node_state(&json!({ "node_id": node_id }))?;
+        }
         let (runtime, own_runtime) = match tokio::runtime::Handle::try_current() {
             Ok(handle) => (handle, None),
             Err(_) => {

@@ -72,6 +72,8 @@ impl DiskReserve {
 
     /// Deletes the reserve; whether there was one to free.
     fn release(&self) -> bool {
+        // Not allocated again at once: the disk is full, give it time to drain.
+        *self.last_replenish.lock() = Some(Instant::now());
         match std::fs::remove_file(&self.path) {
             Ok(()) => {
                 warn!(path = %self.path.display(), "disk full: released the raft disk reserve");
