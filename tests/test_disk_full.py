@@ -82,6 +82,7 @@ class Writers:
         self.batch = batch
         self.acked: set[str] = set()
         self.failed_statuses: dict[int, int] = {}
+        self.samples: dict[int, str] = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.rejections = 0
@@ -106,6 +107,7 @@ class Writers:
     def _record(self, r, ids):
         if r.status_code != 200:
             self.failed_statuses[r.status_code] = self.failed_statuses.get(r.status_code, 0) + 1
+            self.samples.setdefault(r.status_code, r.text[:500])
             self.rejections += 1
             return
         for doc_id, item in zip(ids, r.json()["items"]):
@@ -114,6 +116,7 @@ class Writers:
                 self.acked.add(doc_id)
             else:
                 self.failed_statuses[status] = self.failed_statuses.get(status, 0) + 1
+                self.samples.setdefault(status, str(item["index"].get("error"))[:500])
                 self.rejections += 1
 
     def run_until_rejected(self, rejections: int = 20, timeout: float = 120):
@@ -170,7 +173,7 @@ def _assert_every_acked_present(http, acked: set[str], when: str):
 
 def _assert_only_retryable_rejections(writers: Writers):
     unexpected = {s: n for s, n in writers.failed_statuses.items() if s not in (429, 503)}
-    assert not unexpected, f"a full disk must answer 503 or 429, got {writers.failed_statuses}"
+    assert not unexpected, f"a full disk must answer 503 or 429, got {writers.failed_statuses}: {writers.samples}"
 
 
 def test_full_disk_rejects_writes_then_resumes_when_space_returns_and_keeps_every_ack(node_factory, small_disk):
@@ -233,3 +236,61 @@ def test_node_starts_on_a_full_disk_and_serves_reads(node_factory, small_disk):
     finally:
         filler.unlink()
     _wait_for_write(http)
+
+
+@pytest.mark.cluster
+def test_primary_on_a_full_disk_fails_over_to_its_replica_and_comes_back_when_space_returns(tmp_path, small_disk):
+    """Node 0's data path is the small disk; its copy is the primary. The disk fills under load:
+    the primary fails, the replica on node 1 takes over, writes go on (a rejection may only be
+    a retryable 503/429 during the hand-over), and once space returns node 0 gets a copy again
+    and the cluster is green with every acknowledged document on both copies."""
+    from cluster import ShoalCluster
+
+    cluster = ShoalCluster(tmp_path / "c", 2, settings={
+        "cluster.routing.allocation.disk.threshold_enabled": "true",
+        "cluster.info.update.interval": "1s",
+    })
+    cluster.nodes[0].settings["path.data"] = str(small_disk / "data")
+    with cluster:
+        http = cluster.http(1)
+        r = http.put(f"/{INDEX}", json={"settings": {
+            "number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "1s",
+            "index.routing.allocation.require._name": "node-0"}})
+        assert r.status_code == 200, r.text
+        cluster.wait_for_status("green")
+        r = http.put(f"/{INDEX}/_settings", json={"index": {
+            "number_of_replicas": 1, "routing.allocation.require._name": None}})
+        assert r.status_code == 200, r.text
+        cluster.wait_for_agreement("green")
+
+        filler = _fill(small_disk, leave_bytes=2 * 1024 * 1024)
+        writers = Writers(http, threads=2)
+        for t in writers.threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        primary_moved = False
+        while time.monotonic() < deadline and not primary_moved:
+            shards = http.get("/_cat/shards", params={"format": "json", "index": INDEX}).json()
+            primary_moved = any(s["prirep"] == "p" and s["node"] == "node-1" and s["state"] == "STARTED"
+                                for s in shards)
+            time.sleep(0.5)
+        time.sleep(3)  # writes keep going on the promoted primary
+        writers.stop.set()
+        for t in writers.threads:
+            t.join(60)
+        assert primary_moved, f"the primary never moved off the full disk: {shards}"
+        _assert_only_retryable_rejections(writers)
+        assert writers.acked, "nothing was acknowledged"
+
+        filler.unlink()
+        cluster.wait_for_agreement("green", timeout=120)
+        for preference in ("_primary", "_replica"):
+            found = set()
+            body = http.post(f"/{INDEX}/_search", params={"scroll": "1m", "preference": preference},
+                             json={"size": 5000, "_source": False, "sort": ["_doc"]}).json()
+            while body["hits"]["hits"]:
+                found.update(h["_id"] for h in body["hits"]["hits"])
+                body = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": body["_scroll_id"]}).json()
+            missing = writers.acked - found
+            assert not missing, f"{len(missing)} acknowledged documents missing on the {preference} copy"
+        print(f"acked {len(writers.acked)}; rejections {writers.failed_statuses}")

@@ -271,7 +271,16 @@ impl IndexService {
             Some(engine) => Ok(engine),
             None => {
                 let meta = self.meta.read();
-                Err(ApiError::index_closed(&meta.name, &meta.uuid))
+                if meta.state == IndexState::Close {
+                    return Err(ApiError::index_closed(&meta.name, &meta.uuid));
+                }
+                // Open index, no copy here (any more): it failed or moved a moment ago, so the
+                // request can be retried on the copy the next cluster state names.
+                Err(ApiError::new(
+                    503,
+                    "shard_not_found_exception",
+                    format!("no such shard [{}][{shard}] on this node", meta.name),
+                ))
             }
         }
     }
