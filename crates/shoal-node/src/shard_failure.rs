@@ -40,6 +40,11 @@ impl FailedCopies {
         self.allocation_ids.lock().insert(allocation_id.to_string())
     }
 
+    /// A report that did not reach the cluster manager: the copy may be reported again.
+    pub fn forget(&self, allocation_id: &str) {
+        self.allocation_ids.lock().remove(allocation_id);
+    }
+
     /// Forgets the ids the state no longer names (they can never come back).
     fn retain_known(&self, state: &ClusterState) {
         let known: HashSet<&str> = state
