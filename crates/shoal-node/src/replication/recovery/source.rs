@@ -155,8 +155,9 @@ impl Node {
                     .files
                     .iter()
                     .map(|(name, _)| {
-                        store_file(&snapshot.dir.join(name), name).ok_or_else(|| {
-                            ApiError::internal(format!("cannot read pinned file [{name}]"))
+                        store_file(&snapshot.dir.join(name), name).map_err(|reason| {
+                            // This copy's own store is damaged: it must not serve anyone.
+                            ApiError::from(engine.fail_corrupted(reason))
                         })
                     })
                     .collect::<ApiResult<Vec<_>>>()?;
