@@ -163,7 +163,12 @@ impl Engine {
         }
         let integrity = Integrity::new(index_dir.clone());
         let opened = verify_on_open(&config, &integrity)
-            .and_then(|()| Engine::open_store(config, primary_term, parse, integrity.clone()));
+            .and_then(|()| Engine::open_store(config, primary_term, parse, integrity.clone()))
+            .and_then(|engine| {
+                // A new store records its schema checksum before anything can damage it.
+                verify_schema(engine.index(), &index_dir)?;
+                Ok(engine)
+            });
         opened.map_err(|e| {
             let e = as_corruption(e);
             if let EngineError::Corrupted(reason) = &e {
@@ -233,6 +238,7 @@ fn verify_on_open(config: &EngineConfig, integrity: &Integrity) -> Result<(), En
         return Ok(());
     }
     let started = Instant::now();
+    // meta.json exists, so anything that keeps it from opening is damage to the commit.
     let index = Index::open_in_dir(&dir)
         .map_err(|e| EngineError::Corrupted(format!("cannot read the commit: {e}")))?;
     let metas = index.load_metas()?;
@@ -242,6 +248,12 @@ fn verify_on_open(config: &EngineConfig, integrity: &Integrity) -> Result<(), En
                 "meta.json: the commit payload does not match its checksum".into(),
             ));
         }
+    }
+    let extensions = &metas.persisted_custom_extensions;
+    if !metas.segments.is_empty() && *extensions != [shoal_codec::SOURCE_EXTENSION] {
+        return Err(EngineError::Corrupted(format!(
+            "meta.json: the segments record the plugin extensions {extensions:?}, not [\"src\"]"
+        )));
     }
     verify_schema(&index, &dir)?;
     let mode = config.check_on_startup;
