@@ -177,3 +177,24 @@ def test_a_damaged_replica_is_rebuilt_from_the_healthy_copy(tmp_path, kind, chec
             assert hit["_source"] == source(int(hit["_id"]))
         assert body["aggregations"]["total"]["value"] == EXPECTED_SUM
         assert not list(index_dir(c.nodes[i], uuid).glob("corrupted_*")), "the marked store was kept"
+
+
+def test_check_on_startup_is_validated_and_defaults_to_checksum(http):
+    r = http.put("/corrupt-settings-bad", json={"settings": {"index.shard.check_on_startup": "sometimes"}})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["reason"] == ("unknown value for [index.shard.check_on_startup] must be one of "
+                                           "[true, false, checksum] but was: sometimes")
+    r = http.put("/corrupt-settings-ok", json={"settings": {"index.shard.check_on_startup": "false"}})
+    assert r.status_code == 200, r.text
+    try:
+        r = http.get("/corrupt-settings-ok/_settings", params={"include_defaults": "true", "flat_settings": "true"})
+        body = r.json()["corrupt-settings-ok"]
+        assert body["settings"]["index.shard.check_on_startup"] == "false"
+        r = http.put("/corrupt-settings-ok/_settings", json={"index.shard.check_on_startup": "true"})
+        assert r.status_code == 400, r.text  # static, like OpenSearch
+        r = http.put("/corrupt-settings-default", json={})
+        assert r.status_code == 200, r.text
+        r = http.get("/corrupt-settings-default/_settings", params={"include_defaults": "true", "flat_settings": "true"})
+        assert r.json()["corrupt-settings-default"]["defaults"]["index.shard.check_on_startup"] == "checksum"
+    finally:
+        http.delete("/corrupt-settings-*")
