@@ -441,18 +441,39 @@ impl MergePolicy for VerifyingMergePolicy {
     }
 }
 
+/// Why [`checksum_file`] refused a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileCheckError {
+    /// The file could not be read (missing, I/O error): says nothing about its bytes.
+    Unreadable(String),
+    /// Its bytes do not match the checksum recorded when it was written.
+    Corrupted(String),
+}
+
+impl std::fmt::Display for FileCheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileCheckError::Unreadable(reason) | FileCheckError::Corrupted(reason) => {
+                f.write_str(reason)
+            }
+        }
+    }
+}
+
 /// A file's length and crc32c (for recovery's file lists), after checking the crc tantivy's
 /// footer recorded for its body. `meta.json` has no footer: its payload checksum is checked.
-pub fn checksum_file(path: &Path) -> Result<(u64, u32), String> {
+pub fn checksum_file(path: &Path) -> Result<(u64, u32), FileCheckError> {
     let name = path.display();
-    let read_error = |e: std::io::Error| format!("cannot read [{name}]: {e}");
+    let read_error =
+        |e: std::io::Error| FileCheckError::Unreadable(format!("cannot read [{name}]: {e}"));
+    let corrupted = |e: String| FileCheckError::Corrupted(format!("[{name}]: {e}"));
     let mut file = std::fs::File::open(path).map_err(read_error)?;
     let length = file.metadata().map_err(read_error)?.len();
     let is_commit = path.file_name().is_some_and(|n| n == "meta.json");
     let footer = if is_commit {
         None
     } else {
-        Some(read_footer(&mut file, length).map_err(|e| format!("[{name}]: {e}"))?)
+        Some(read_footer(&mut file, length).map_err(corrupted)?)
     };
     file.seek(SeekFrom::Start(0)).map_err(read_error)?;
     let body_len = footer.map_or(length, |(body_len, _)| body_len);
@@ -474,18 +495,20 @@ pub fn checksum_file(path: &Path) -> Result<(u64, u32), String> {
         offset += n as u64;
     }
     if offset != length {
-        return Err(format!("[{name}] changed while it was read"));
+        return Err(FileCheckError::Unreadable(format!(
+            "[{name}] changed while it was read"
+        )));
     }
     if let Some((_, recorded)) = footer {
         let actual = body_crc.finalize();
         if actual != recorded {
-            return Err(format!(
+            return Err(FileCheckError::Corrupted(format!(
                 "checksum failed for [{name}]: crc32 {actual:08x}, recorded {recorded:08x}"
-            ));
+            )));
         }
     }
     if is_commit {
-        check_commit_text(&text).map_err(|e| format!("[{name}]: {e}"))?;
+        check_commit_text(&text).map_err(corrupted)?;
     }
     Ok((length, crc32c))
 }

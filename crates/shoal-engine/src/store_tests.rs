@@ -207,7 +207,12 @@ fn checksum_file_verifies_the_footer_crc_and_the_commit_payload() {
     let fast = file_with_extension(&index_dir, "fast");
     flip(&fast, 5);
     let err = store::checksum_file(&fast).unwrap_err();
-    assert!(err.contains("checksum failed"), "{err}");
+    assert!(
+        matches!(&err, store::FileCheckError::Corrupted(r) if r.contains("checksum failed")),
+        "{err}"
+    );
+    let missing = store::checksum_file(&index_dir.join("nope.fast")).unwrap_err();
+    assert!(matches!(missing, store::FileCheckError::Unreadable(_)));
 }
 
 /// Every `step`-th byte of `meta.json` flipped in turn: the open fails as corrupted, or every

@@ -520,7 +520,10 @@ fn wait_for(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
 /// A local file's name, length and crc32c, once its bytes match the checksum recorded when
 /// it was written (tantivy's footer; the payload checksum for the commit). The source sends
 /// only verified files and a target reuses only verified ones.
-fn store_file(path: &std::path::Path, name: &str) -> Result<StoreFile, String> {
+fn store_file(
+    path: &std::path::Path,
+    name: &str,
+) -> Result<StoreFile, shoal_engine::store::FileCheckError> {
     let (length, crc32c) = shoal_engine::store::checksum_file(path)?;
     Ok(StoreFile {
         name: name.to_string(),
