@@ -13,8 +13,11 @@
 //!                                          copy in sync once it reaches the global checkpoint
 //! 5. reports the copy started; the cluster manager adds it to the in-sync set.
 //!
-//! Files already on the target with the same name and length are reused (tantivy segment
-//! files are immutable and uniquely named), so a returning copy copies only what changed.
+//! Files already on the target with the same name, length and crc32c are reused (tantivy
+//! segment files are immutable and uniquely named), so a returning copy copies only what
+//! changed. Both sides check files against the checksum recorded when they were written
+//! (`shoal_engine::store::checksum_file`): the source before it lists them, the target before
+//! it reuses one; a target whose store is marked corrupted copies every file.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
