@@ -96,9 +96,9 @@ def assert_reads_right_or_fail(http, params: dict | None = None, index=INDEX):
             assert failed_visibly(r), f"{index}: GET of an existing document answered {r.status_code}: {r.text}"
 
 
-def prepare_single(node, kind: str, index=INDEX) -> str:
+def prepare_single(node, kind: str, index=INDEX, settings: dict | None = None) -> str:
     http = node.http()
-    create_index(http, 0, index=index)
+    create_index(http, 0, settings, index=index)
     bulk(http, range(DOCS) if kind != "tlog" else range(DOCS - 50), index=index)
     r = http.post(f"/{index}/_flush")
     assert r.status_code == 200, r.text
@@ -110,15 +110,20 @@ def prepare_single(node, kind: str, index=INDEX) -> str:
 
 def test_a_flipped_byte_in_any_file_never_comes_back_as_wrong_data(node_factory):
     # One index per file kind, all damaged while the node is down, one restart.
+    # The tester's case: `_source` blocks are checked on every read even when the store is not
+    # verified on open (check_on_startup false), so a damaged block is never served or merged.
+    cases = [(kind, "checksum") for kind in KINDS] + [("src", "false")]
     node = node_factory()
-    uuids = {kind: prepare_single(node, kind, f"{INDEX}-{kind.replace('.', '-')}") for kind in KINDS}
+    uuids = {}
+    for kind, check in cases:
+        index = f"{INDEX}-{kind.replace('.', '-')}-{check}"
+        uuids[index] = (kind, prepare_single(node, kind, index, {"index.shard.check_on_startup": check}))
     node.kill9()
-    for kind, uuid in uuids.items():
+    for kind, uuid in uuids.values():
         flip_one(index_dir(node, uuid), kind)
     node.start()
     http = node.http()
-    for kind, uuid in uuids.items():
-        index = f"{INDEX}-{kind.replace('.', '-')}"
+    for index, (kind, uuid) in uuids.items():
         # Whatever the cluster makes of the copy, no read ever serves damaged data.
         assert_reads_right_or_fail(http, index=index)
         r = http.post(f"/{index}/_forcemerge", params={"max_num_segments": 1})
