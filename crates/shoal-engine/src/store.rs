@@ -225,7 +225,11 @@ fn as_corruption(error: EngineError) -> EngineError {
             EngineError::Corrupted(format!("translog: {e}"))
         }
         EngineError::Index(e) if shoal_codec::is_corruption(&e) => {
-            EngineError::Corrupted(e.to_string())
+            EngineError::Corrupted(match &e {
+                // Without tantivy's "An IO error occurred" wrapping.
+                tantivy::TantivyError::IoError(io) => io.to_string(),
+                other => other.to_string(),
+            })
         }
         other => other,
     }
