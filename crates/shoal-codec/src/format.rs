@@ -4,11 +4,22 @@
 //! blocks      block*                    block = [block codec u8][compressed payload]
 //! descriptor  [codec id u8][level u8][block size u32][has dict u8]
 //!             (if has dict: [dict len u32][stored len u32][dict, zstd-compressed w/o dict])
-//! index       per block: [first doc u32][offset u64][raw len u32]       (16 bytes)
+//! index       per block: [first doc u32][offset u64][raw len u32][crc32c u32]  (20 bytes)
 //! footer      [descriptor offset u64][index offset u64][num docs u32][num blocks u32]
-//!             [format version u32][magic u32]                          (32 bytes)
+//!             [tail crc32c u32][format version u32][magic u32]                  (36 bytes)
 //! ```
 //! (then tantivy's own footer/checksum, stripped by the directory on read.)
+//!
+//! Checksums (format version 2): each index entry carries the crc32c of its block record
+//! (codec byte + compressed payload), checked every time the block is read, so a damaged
+//! block is refused instead of decoded into wrong or missing sources (and a merge never
+//! copies it); the tail crc32c covers the descriptor, the index and the first 24 footer bytes,
+//! checked when the file is opened. tantivy's footer crc covers the whole file but is only
+//! checked when the engine verifies the store (on open, before a merge, for recovery).
+//!
+//! Version 1 (no checksums: 16-byte index entries, 32-byte footer without the tail crc) is
+//! still read, without per-block checks; its blocks are only covered by tantivy's file crc.
+//! Every flush and merge writes version 2, so a merge of old segments upgrades them.
 //!
 //! A raw (decompressed) block is `[varint (len + 1) per doc, 0 = no source][doc bytes...]`.
 //! A block holds the documents `first_doc .. next block's first_doc`; its compressed bytes run
@@ -21,9 +32,16 @@ use crate::codec::SourceCodec;
 use crate::compress::{BlockCodec, BlockEncoder};
 
 pub(crate) const MAGIC: u32 = u32::from_le_bytes(*b"SHSR");
-pub(crate) const FORMAT_VERSION: u32 = 1;
-pub(crate) const FOOTER_LEN: usize = 32;
-pub(crate) const INDEX_ENTRY_LEN: usize = 16;
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The version without checksums, still readable.
+pub(crate) const FORMAT_VERSION_V1: u32 = 1;
+/// Footer length of the current version (36) and of version 1 (32).
+pub(crate) const FOOTER_LEN: usize = 36;
+pub(crate) const FOOTER_LEN_V1: usize = 32;
+/// Version and magic, the last 8 bytes of every version's footer.
+pub(crate) const FOOTER_TRAILER_LEN: usize = 8;
+pub(crate) const INDEX_ENTRY_LEN: usize = 20;
+pub(crate) const INDEX_ENTRY_LEN_V1: usize = 16;
 /// A block is cut after this many documents even if it is still small (bounds the header
 /// scan of a block holding many absent/tiny sources).
 pub(crate) const MAX_DOCS_PER_BLOCK: u32 = 4096;
@@ -33,6 +51,8 @@ pub(crate) struct BlockMeta {
     pub first_doc: u32,
     pub offset: u64,
     pub raw_len: u32,
+    /// crc32c of the block record; `None` in version 1 files.
+    pub crc: Option<u32>,
 }
 
 /// Streams documents into blocks and writes the whole file.
@@ -115,6 +135,7 @@ impl<W: Write> SourceFileWriter<W> {
             first_doc: self.num_docs - self.docs_in_block,
             offset: self.written,
             raw_len,
+            crc: Some(crc32c::crc32c(&self.out_scratch)),
         });
         self.out.write_all(&self.out_scratch)?;
         self.written += self.out_scratch.len() as u64;
@@ -147,11 +168,14 @@ impl<W: Write> SourceFileWriter<W> {
             tail.extend_from_slice(&block.first_doc.to_le_bytes());
             tail.extend_from_slice(&block.offset.to_le_bytes());
             tail.extend_from_slice(&block.raw_len.to_le_bytes());
+            tail.extend_from_slice(&block.crc.unwrap_or_default().to_le_bytes());
         }
         tail.extend_from_slice(&descriptor_offset.to_le_bytes());
         tail.extend_from_slice(&index_offset.to_le_bytes());
         tail.extend_from_slice(&self.num_docs.to_le_bytes());
         tail.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
+        let tail_crc = crc32c::crc32c(&tail);
+        tail.extend_from_slice(&tail_crc.to_le_bytes());
         tail.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         tail.extend_from_slice(&MAGIC.to_le_bytes());
         self.out.write_all(&tail)?;
@@ -169,27 +193,62 @@ pub(crate) struct FileMeta {
     pub num_docs: u32,
 }
 
-fn corrupt(msg: impl Into<String>) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("corrupt _source file: {}", msg.into()),
-    )
+/// A `_source` file's bytes do not match what was written: the payload of the
+/// [`io::Error`] (kind `InvalidData`) of every corruption the reader detects, so callers can
+/// tell damage from other I/O failures (see [`crate::is_corruption`]).
+#[derive(Debug)]
+pub struct SourceCorruption(pub String);
+
+impl std::fmt::Display for SourceCorruption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "corrupt _source file: {}", self.0)
+    }
 }
 
-pub(crate) fn parse_footer(footer: &[u8]) -> io::Result<(u64, u64, u32, u32)> {
-    if footer.len() != FOOTER_LEN {
+impl std::error::Error for SourceCorruption {}
+
+pub(crate) fn corrupt(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, SourceCorruption(msg.into()))
+}
+
+/// The format version from the last [`FOOTER_TRAILER_LEN`] bytes; checks the magic.
+pub(crate) fn parse_trailer(trailer: &[u8]) -> io::Result<u32> {
+    if trailer.len() != FOOTER_TRAILER_LEN {
+        return Err(corrupt("file too short"));
+    }
+    let magic = u32::from_le_bytes(trailer[4..8].try_into().unwrap());
+    if magic != MAGIC {
+        return Err(corrupt("bad magic"));
+    }
+    let version = u32::from_le_bytes(trailer[0..4].try_into().unwrap());
+    match version {
+        FORMAT_VERSION | FORMAT_VERSION_V1 => Ok(version),
+        other => Err(corrupt(format!("unsupported format version {other}"))),
+    }
+}
+
+/// The footer length of a format version (see [`parse_trailer`]).
+pub(crate) fn footer_len(version: u32) -> usize {
+    if version == FORMAT_VERSION_V1 {
+        FOOTER_LEN_V1
+    } else {
+        FOOTER_LEN
+    }
+}
+
+/// (descriptor offset, index offset, num docs, num blocks, tail crc) of a footer of
+/// [`footer_len`]`(version)` bytes; the tail crc is `None` for version 1.
+pub(crate) fn parse_footer(
+    footer: &[u8],
+    version: u32,
+) -> io::Result<(u64, u64, u32, u32, Option<u32>)> {
+    if footer.len() != footer_len(version) {
         return Err(corrupt("file too short"));
     }
     let u64_at = |i: usize| u64::from_le_bytes(footer[i..i + 8].try_into().unwrap());
     let u32_at = |i: usize| u32::from_le_bytes(footer[i..i + 4].try_into().unwrap());
-    if u32_at(28) != MAGIC {
-        return Err(corrupt("bad magic"));
-    }
-    let version = u32_at(24);
-    if version != FORMAT_VERSION {
-        return Err(corrupt(format!("unsupported format version {version}")));
-    }
-    Ok((u64_at(0), u64_at(8), u32_at(16), u32_at(20)))
+    let tail_crc = (version != FORMAT_VERSION_V1).then(|| u32_at(24));
+    Ok((u64_at(0), u64_at(8), u32_at(16), u32_at(20), tail_crc))
 }
 
 /// Parses descriptor + index. `tail` is the file from `descriptor_offset` up to (excluding)
@@ -200,11 +259,17 @@ pub(crate) fn parse_tail(
     index_offset: u64,
     num_docs: u32,
     num_blocks: u32,
+    version: u32,
 ) -> io::Result<FileMeta> {
+    let entry_len = if version == FORMAT_VERSION_V1 {
+        INDEX_ENTRY_LEN_V1
+    } else {
+        INDEX_ENTRY_LEN
+    };
     let desc_len = index_offset
         .checked_sub(descriptor_offset)
         .ok_or_else(|| corrupt("index before descriptor"))? as usize;
-    if desc_len < 7 || tail.len() != desc_len + num_blocks as usize * INDEX_ENTRY_LEN {
+    if desc_len < 7 || tail.len() != desc_len + num_blocks as usize * entry_len {
         return Err(corrupt("bad descriptor/index length"));
     }
     let (desc, index_bytes) = tail.split_at(desc_len);
@@ -231,11 +296,13 @@ pub(crate) fn parse_tail(
         other => return Err(corrupt(format!("bad dictionary flag {other}"))),
     };
     let mut index = Vec::with_capacity(num_blocks as usize);
-    for entry in index_bytes.chunks_exact(INDEX_ENTRY_LEN) {
+    for entry in index_bytes.chunks_exact(entry_len) {
         let block = BlockMeta {
             first_doc: u32::from_le_bytes(entry[0..4].try_into().unwrap()),
             offset: u64::from_le_bytes(entry[4..12].try_into().unwrap()),
             raw_len: u32::from_le_bytes(entry[12..16].try_into().unwrap()),
+            crc: (version != FORMAT_VERSION_V1)
+                .then(|| u32::from_le_bytes(entry[16..20].try_into().unwrap())),
         };
         if let Some(prev) = index.last() {
             let prev: &BlockMeta = prev;
@@ -341,4 +408,16 @@ fn read_varint(buf: &[u8]) -> Option<(u64, usize)> {
         }
     }
     None
+}
+
+/// Checks a block record against the crc32c its index entry recorded (version 2 files).
+pub(crate) fn check_block(record: &[u8], meta: &BlockMeta, ord: usize) -> io::Result<()> {
+    match meta.crc {
+        Some(expected) if crc32c::crc32c(record) != expected => Err(corrupt(format!(
+            "checksum mismatch in block {ord} (documents from {}): crc32c {:08x}, recorded {expected:08x}",
+            meta.first_doc,
+            crc32c::crc32c(record)
+        ))),
+        _ => Ok(()),
+    }
 }

@@ -65,12 +65,15 @@ mod plugin;
 mod reader;
 
 #[cfg(test)]
+mod checksum_tests;
+#[cfg(test)]
 mod tests;
 
 pub use codec::{
     CodecError, SourceCodec, DEFAULT_COMPRESSION_LEVEL, INDEX_CODEC_COMPRESSION_LEVEL_SETTING,
     INDEX_CODEC_SETTING, MAX_COMPRESSION_LEVEL, MIN_COMPRESSION_LEVEL,
 };
+pub use format::SourceCorruption;
 pub use plugin::{SourcePluginWriter, SourceStorePlugin};
 pub use reader::{segment_source_bytes, SourceReader, SourceReaderCache, DEFAULT_CACHED_BLOCKS};
 use tantivy::schema::{Field, Schema, SchemaBuilder};
@@ -88,6 +91,18 @@ pub const SOURCE_EXTENSION: &str = "src";
 /// indexed, not stored, not fast), so the bytes only end up in the plugin's file.
 pub fn add_source_field(builder: &mut SchemaBuilder) -> Field {
     builder.add_custom_field(SOURCE_FIELD, SOURCE_TYPE_NAME, serde_json::Value::Null)
+}
+
+/// Whether a tantivy error says stored bytes are damaged: a `_source` block or index whose
+/// checksum does not match ([`SourceCorruption`]), or tantivy's own `DataCorruption`.
+pub fn is_corruption(error: &tantivy::TantivyError) -> bool {
+    match error {
+        tantivy::TantivyError::DataCorruption(_) => true,
+        tantivy::TantivyError::IoError(io) => io
+            .get_ref()
+            .is_some_and(|inner| inner.downcast_ref::<SourceCorruption>().is_some()),
+        _ => false,
+    }
 }
 
 /// The `_source` field of a schema built with [`add_source_field`].

@@ -12,7 +12,7 @@ use tantivy::{DocId, HasLen, SegmentReader, TantivyError};
 
 use crate::codec::SourceCodec;
 use crate::compress::BlockDecoder;
-use crate::format::{self, BlockMeta, DecodedBlock, FOOTER_LEN};
+use crate::format::{self, BlockMeta, DecodedBlock, FOOTER_TRAILER_LEN};
 use crate::SOURCE_EXTENSION;
 
 /// Number of decompressed blocks a [`SourceReader`] keeps by default.
@@ -67,29 +67,40 @@ impl SourceReader {
     /// already stripped).
     pub fn open_file(file: FileSlice, cached_blocks: usize) -> tantivy::Result<SourceReader> {
         let file_len = file.len() as u64;
-        if (file_len as usize) < FOOTER_LEN {
-            return Err(io_err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "corrupt _source file: file too short",
-            )));
+        if (file_len as usize) < FOOTER_TRAILER_LEN {
+            return Err(io_err(format::corrupt("file too short")));
         }
-        let footer_start = file.len() - FOOTER_LEN;
+        let trailer = file.read_bytes_slice(file.len() - FOOTER_TRAILER_LEN..file.len())?;
+        let version = format::parse_trailer(trailer.as_slice()).map_err(io_err)?;
+        let footer_len = format::footer_len(version);
+        if file.len() < footer_len {
+            return Err(io_err(format::corrupt("file too short")));
+        }
+        let footer_start = file.len() - footer_len;
         let footer = file.read_bytes_slice(footer_start..file.len())?;
-        let (descriptor_offset, index_offset, num_docs, num_blocks) =
-            format::parse_footer(footer.as_slice()).map_err(io_err)?;
+        let (descriptor_offset, index_offset, num_docs, num_blocks, tail_crc) =
+            format::parse_footer(footer.as_slice(), version).map_err(io_err)?;
         if descriptor_offset > index_offset || index_offset > footer_start as u64 {
-            return Err(io_err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "corrupt _source file: offsets out of range",
-            )));
+            return Err(io_err(format::corrupt("offsets out of range")));
         }
         let tail = file.read_bytes_slice(descriptor_offset as usize..footer_start)?;
+        if let Some(expected) = tail_crc {
+            // The crc covers the descriptor, the index and the footer fields before it.
+            let mut crc = crc32c::crc32c(tail.as_slice());
+            crc = crc32c::crc32c_append(crc, &footer.as_slice()[..24]);
+            if crc != expected {
+                return Err(io_err(format::corrupt(format!(
+                    "checksum mismatch in the descriptor and block index: crc32c {crc:08x}, recorded {expected:08x}"
+                ))));
+            }
+        }
         let meta = format::parse_tail(
             tail.as_slice(),
             descriptor_offset,
             index_offset,
             num_docs,
             num_blocks,
+            version,
         )
         .map_err(io_err)?;
         let dictionary_len = meta.dictionary.as_ref().map_or(0, Vec::len);
@@ -154,6 +165,7 @@ impl SourceReader {
         let record = self
             .blocks
             .read_bytes_slice(meta.offset as usize..end as usize)?;
+        format::check_block(record.as_slice(), &meta, ord).map_err(io_err)?;
         let (codec, payload) = format::decode_block_record(record.as_slice()).map_err(io_err)?;
         let raw = self
             .decoder

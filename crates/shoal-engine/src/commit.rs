@@ -42,11 +42,31 @@ impl CommitPayload {
         }
     }
 
+    /// `crc32c:<8 hex digits>:<json>`: a checksum of the JSON in front of it, so a damaged
+    /// `meta.json` (which has no footer of its own) is not read as a different commit.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("payload serializes")
+        let body = serde_json::to_string(self).expect("payload serializes");
+        format!(
+            "{CHECKSUM_PREFIX}{:08x}:{body}",
+            crc32c::crc32c(body.as_bytes())
+        )
     }
 
+    /// Parses a payload; `None` if it is not one or does not match its checksum. Payloads
+    /// written before the checksum existed are bare JSON and are taken as they are.
     pub fn from_json(text: &str) -> Option<CommitPayload> {
-        serde_json::from_str(text).ok()
+        let body = match text.strip_prefix(CHECKSUM_PREFIX) {
+            Some(rest) => {
+                let (crc, body) = rest.split_once(':')?;
+                let crc = u32::from_str_radix(crc, 16)
+                    .ok()
+                    .filter(|_| crc.len() == 8)?;
+                (crc32c::crc32c(body.as_bytes()) == crc).then_some(body)?
+            }
+            None => text,
+        };
+        serde_json::from_str(body).ok()
     }
 }
+
+const CHECKSUM_PREFIX: &str = "crc32c:";

@@ -21,6 +21,8 @@ pub struct EngineConfig {
     pub gc_deletes: Duration,
     /// Version-map memory above which the engine refreshes internally.
     pub version_map_limit_bytes: usize,
+    /// `index.shard.check_on_startup`: how much of the store is verified on open.
+    pub check_on_startup: crate::store::CheckOnStartup,
 }
 
 impl EngineConfig {
@@ -34,6 +36,7 @@ impl EngineConfig {
             indexing_threads: 2,
             gc_deletes: Duration::from_secs(60),
             version_map_limit_bytes: 64 * 1024 * 1024,
+            check_on_startup: crate::store::CheckOnStartup::default(),
         }
     }
 

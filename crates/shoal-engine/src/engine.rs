@@ -17,6 +17,7 @@ use crate::checkpoint::LocalCheckpointTracker;
 use crate::commit::CommitPayload;
 use crate::lookup::{find_doc, read_source};
 use crate::stats::{Counters, EngineStats, SegmentInfo};
+use crate::store::{Integrity, VerifyingMergePolicy};
 use crate::version_map::{VersionMap, VersionValue};
 use crate::{EngineConfig, EngineError, NO_OPS_PERFORMED};
 
@@ -169,15 +170,17 @@ pub struct Engine {
     _warmer: Arc<dyn tantivy::Warmer>,
     counters: Counters,
     failure: Mutex<Option<String>>,
+    /// Corruption found by reads and merges; see [`crate::store`].
+    pub(crate) integrity: Integrity,
 }
 
 impl Engine {
-    /// Opens (or creates) the shard at `config.path`, replaying the translog above the
-    /// last commit. `parse` rebuilds indexed fields from a source during replay.
-    pub fn open(
+    /// [`Engine::open`] once the store is checked (see [`crate::store`]).
+    pub(crate) fn open_store(
         config: EngineConfig,
         primary_term: i64,
         parse: &dyn Fn(&str, &[u8]) -> Result<TantivyDocument, MapperError>,
+        integrity: Integrity,
     ) -> Result<Engine, EngineError> {
         std::fs::create_dir_all(config.index_dir())?;
         std::fs::create_dir_all(config.translog_dir())?;
@@ -204,7 +207,7 @@ impl Engine {
             .as_ref()
             .map_or(NO_OPS_PERFORMED, |p| p.global_checkpoint);
         let history_complete_from = payload.as_ref().map_or(0, |p| p.history_complete_from);
-        let writer = new_writer(&index, &config)?;
+        let writer = new_writer(&index, &config, &integrity)?;
         let source_cache = Arc::new(SourceReaderCache::new());
         let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
         let reader = index
@@ -235,6 +238,7 @@ impl Engine {
             _warmer: warmer,
             counters: Counters::default(),
             failure: Mutex::new(None),
+            integrity,
         };
         let replayed = engine.replay_translog(local_checkpoint, parse)?;
         engine
@@ -654,9 +658,13 @@ impl Engine {
         reason
     }
 
-    /// Why the engine failed or was closed (`None` while it works).
+    /// Why the engine failed (a write that could not be logged, a commit that did not
+    /// complete, a corruption) or was closed (`None` while it works).
     pub fn failure(&self) -> Option<String> {
-        self.failure.lock().clone()
+        self.failure
+            .lock()
+            .clone()
+            .or_else(|| self.integrity.corruption())
     }
 
     /// Whether the engine failed (not merely closed): its copy must be reopened or recovered.
@@ -720,7 +728,9 @@ impl Engine {
         let Some(doc) = find_doc(searcher, &self.schema, id)? else {
             return Ok(None);
         };
-        let source = read_source(searcher, &self.source_cache, doc.address)?.unwrap_or_default();
+        let source = read_source(searcher, &self.source_cache, doc.address)
+            .map_err(|e| self.check_read_error(e))?
+            .unwrap_or_default();
         Counters::add(&self.counters.get_exists, 1);
         Ok(Some(GetResult {
             seq_no: doc.seq_no,
@@ -908,6 +918,7 @@ impl Engine {
             let picked = &metas[..merge_count.max(1)];
             let ids: Vec<_> = picked.iter().map(|m| m.id()).collect();
             let docs: u64 = picked.iter().map(|m| m.num_docs() as u64).sum();
+            self.verify_merge_inputs(picked)?;
             let started = Instant::now();
             Counters::add(&self.counters.merge_current, 1);
             let future = self.state.lock().writer.merge(&ids);
@@ -925,7 +936,7 @@ impl Engine {
                 Err(e) if is_busy_segment_error(&e) && Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(self.merge_failed(e)),
             }
             self.reader.reload()?;
         }
@@ -942,7 +953,7 @@ impl Engine {
         searcher: &Searcher,
         address: tantivy::DocAddress,
     ) -> Result<Option<Vec<u8>>, EngineError> {
-        read_source(searcher, &self.source_cache, address)
+        read_source(searcher, &self.source_cache, address).map_err(|e| self.check_read_error(e))
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -1292,14 +1303,22 @@ fn open_translog(
     }
 }
 
-fn new_writer(index: &Index, config: &EngineConfig) -> Result<IndexWriter, EngineError> {
+fn new_writer(
+    index: &Index,
+    config: &EngineConfig,
+    integrity: &Integrity,
+) -> Result<IndexWriter, EngineError> {
     let threads = config.indexing_threads.max(1);
     let writer: IndexWriter =
         index.writer_with_num_threads(threads, config.indexing_buffer_per_thread * threads)?;
     let mut policy = LogMergePolicy::default();
     // Reclaim space from updated/deleted documents instead of ignoring deletes when merging.
     policy.set_del_docs_ratio_before_merge(0.3);
-    writer.set_merge_policy(Box::new(policy));
+    writer.set_merge_policy(Box::new(VerifyingMergePolicy::new(
+        Box::new(policy),
+        index.clone(),
+        integrity.clone(),
+    )));
     Ok(writer)
 }
 

@@ -16,6 +16,7 @@ mod error;
 mod lookup;
 pub mod recovery;
 mod stats;
+pub mod store;
 mod version_map;
 
 pub use checkpoint::LocalCheckpointTracker;
@@ -33,5 +34,7 @@ pub const NO_OPS_PERFORMED: i64 = -1;
 /// Sequence number meaning "unassigned".
 pub const UNASSIGNED_SEQ_NO: i64 = -2;
 
+#[cfg(test)]
+mod store_tests;
 #[cfg(test)]
 mod tests;

@@ -58,6 +58,17 @@ impl BroadcastSummary {
         }
         shards
     }
+
+    /// The highest status among the shard failures (200 without any). A force merge that
+    /// failed on a copy (a corrupted segment) must not read as done.
+    pub fn worst_failure_status(&self) -> u16 {
+        self.failures
+            .iter()
+            .filter_map(|f| f.get("status").and_then(Value::as_u64))
+            .map(|status| status as u16)
+            .max()
+            .unwrap_or(200)
+    }
 }
 
 /// `(name, uuid)` of each target index.

@@ -220,6 +220,9 @@ impl From<shoal_engine::EngineError> for ApiError {
             shoal_engine::EngineError::Closed(reason) => {
                 ApiError::new(503, "engine_closed_exception", reason)
             }
+            shoal_engine::EngineError::Corrupted(reason) => {
+                ApiError::new(500, "corrupt_index_exception", reason)
+            }
             other => ApiError::internal(other.to_string()),
         }
     }

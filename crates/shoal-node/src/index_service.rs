@@ -203,6 +203,7 @@ impl IndexService {
         config.durability = settings.durability();
         config.flush_threshold_size = settings.flush_threshold_size();
         config.gc_deletes = settings.gc_deletes();
+        config.check_on_startup = settings.check_on_startup();
         // Two cores: one indexing thread per shard beyond the first keeps merges breathing.
         config.indexing_threads = if settings.number_of_shards() > 1 {
             1

@@ -318,12 +318,19 @@ pub async fn maintenance(
             only_expunge_deletes: only_expunge,
         },
     };
-    let summary = blocking(move || {
+    let is_merge = action != "refresh" && action != "flush";
+    let (summary, worst) = blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), opts)?;
-        Ok(node.broadcast(&services, op)?.to_json())
+        let summary = node.broadcast(&services, op)?;
+        Ok((summary.to_json(), summary.worst_failure_status()))
     })
     .await?;
-    ok(json!({"_shards": summary}), &params)
+    let status = if is_merge { worst } else { 200 };
+    Ok(crate::response::json(
+        crate::response::status_of(status),
+        json!({"_shards": summary}),
+        &params,
+    ))
 }
 
 /// `POST /_aliases`.

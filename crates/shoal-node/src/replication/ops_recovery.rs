@@ -70,6 +70,9 @@ pub(super) fn history_offer(
             service.shard(shard).ok()?
         }
     };
+    // An operation-based recovery keeps this store as it is: only a verified one is offered
+    // (a damaged one fails here, is marked, and the recovery copies every file).
+    engine.verify_store().ok()?;
     let offer = HistoryOffer {
         history_uuid: engine.history_uuid(),
         local_checkpoint: engine.local_checkpoint(),

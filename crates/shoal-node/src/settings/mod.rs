@@ -275,6 +275,13 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
                 ))
             })?;
         }
+        "index.shard.check_on_startup" => {
+            if shoal_engine::store::CheckOnStartup::parse(&text).is_none() {
+                return Err(ApiError::bad_request(format!(
+                    "unknown value for [index.shard.check_on_startup] must be one of [true, false, checksum] but was: {text}"
+                )));
+            }
+        }
         "index.replication.type" => {
             if !matches!(text.as_str(), "DOCUMENT" | "SEGMENT") {
                 return Err(ApiError::bad_request(format!(
@@ -403,6 +410,14 @@ impl IndexSettings<'_> {
             .ok()
             .flatten()
             .unwrap_or(Duration::from_secs(60))
+    }
+
+    /// `index.shard.check_on_startup` (Shoal's default is `checksum`, see ARCHITECTURE.md).
+    pub fn check_on_startup(&self) -> shoal_engine::store::CheckOnStartup {
+        shoal_engine::store::CheckOnStartup::parse(
+            &self.get_or_default("index.shard.check_on_startup"),
+        )
+        .unwrap_or_default()
     }
 
     pub fn codec(&self) -> SourceCodec {

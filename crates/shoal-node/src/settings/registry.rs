@@ -25,6 +25,8 @@ pub struct Registry {
 /// Settings Shoal adds or treats differently from the OpenSearch list.
 const SHOAL_EXTRA: &[&str] = &[
     "I index.codec.compression_level = 3  [IndexScope]",
+    // Correctness first: every byte of a store is verified when it opens (OpenSearch: false).
+    "I index.shard.check_on_startup = checksum  [IndexScope]",
     "I index.number_of_routing_shards = 1  [Final, IndexScope]",
     "I index.uuid =   [IndexScope, PrivateIndex]",
     "I index.creation_date = 0  [IndexScope, PrivateIndex]",

@@ -13,11 +13,14 @@
 //!                                          copy in sync once it reaches the global checkpoint
 //! 5. reports the copy started; the cluster manager adds it to the in-sync set.
 //!
-//! Files already on the target with the same name and length are reused (tantivy segment
-//! files are immutable and uniquely named), so a returning copy copies only what changed.
+//! Files already on the target with the same name, length and crc32c are reused (tantivy
+//! segment files are immutable and uniquely named), so a returning copy copies only what
+//! changed. Both sides check files against the checksum recorded when they were written
+//! (`shoal_engine::store::checksum_file`): the source before it lists them, the target before
+//! it reuses one; a target whose store is marked corrupted copies every file.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -320,6 +323,11 @@ impl Node {
             .iter()
             .map(|f| (f.name.as_str(), f.length))
             .collect();
+        if let Some(reason) = shoal_engine::store::read_marker(&index_dir) {
+            // Nothing of a store found damaged is reused: every file is copied again.
+            warn!(index = %copy.index, shard, reason, "discarding a store marked corrupted before recovering it");
+            remove_unwanted_files(&index_dir, &HashMap::new())?;
+        }
         remove_unwanted_files(&index_dir, &wanted)?;
         // Until the copy is complete the directory has no commit, so a recovery cut short
         // leaves nothing that opens as a store (and is offered for an operation-based one).
@@ -337,8 +345,8 @@ impl Node {
             .chain(start.files.iter().filter(|f| f.name == COMMIT_FILE));
         for file in commit_last {
             let path = index_dir.join(&file.name);
-            let reusable = file.name != COMMIT_FILE
-                && store_file(&path, &file.name).is_some_and(|f| f == *file);
+            let reusable =
+                file.name != COMMIT_FILE && store_file(&path, &file.name).is_ok_and(|f| f == *file);
             if reusable {
                 record(&|r| {
                     r.files_reused += 1;
@@ -512,24 +520,18 @@ fn wait_for(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
     true
 }
 
-/// A local file's name, length and checksum (`None` if it cannot be read).
-fn store_file(path: &std::path::Path, name: &str) -> Option<StoreFile> {
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut crc = 0u32;
-    let mut length = 0u64;
-    let mut buffer = vec![0u8; 256 * 1024];
-    loop {
-        let n = file.read(&mut buffer).ok()?;
-        if n == 0 {
-            break;
-        }
-        crc = crc32c::crc32c_append(crc, &buffer[..n]);
-        length += n as u64;
-    }
-    Some(StoreFile {
+/// A local file's name, length and crc32c, once its bytes match the checksum recorded when
+/// it was written (tantivy's footer; the payload checksum for the commit). The source sends
+/// only verified files and a target reuses only verified ones.
+fn store_file(
+    path: &std::path::Path,
+    name: &str,
+) -> Result<StoreFile, shoal_engine::store::FileCheckError> {
+    let (length, crc32c) = shoal_engine::store::checksum_file(path)?;
+    Ok(StoreFile {
         name: name.to_string(),
         length,
-        crc32c: crc,
+        crc32c,
     })
 }
 

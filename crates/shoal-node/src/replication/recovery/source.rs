@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use shoal_engine::recovery::{snapshot_commit, CommitSnapshot};
+use shoal_engine::store::FileCheckError;
 use shoal_state::{ClusterState, ShardState};
 use tracing::{debug, info};
 
@@ -155,8 +156,12 @@ impl Node {
                     .files
                     .iter()
                     .map(|(name, _)| {
-                        store_file(&snapshot.dir.join(name), name).ok_or_else(|| {
-                            ApiError::internal(format!("cannot read pinned file [{name}]"))
+                        store_file(&snapshot.dir.join(name), name).map_err(|e| match e {
+                            // This copy's own store is damaged: it must not serve anyone.
+                            FileCheckError::Corrupted(reason) => {
+                                ApiError::from(engine.fail_corrupted(reason))
+                            }
+                            FileCheckError::Unreadable(reason) => ApiError::internal(reason),
                         })
                     })
                     .collect::<ApiResult<Vec<_>>>()?;

@@ -1,0 +1,94 @@
+//! Detection of damaged `_source` files (format version 2 checksums) and reading version 1.
+
+use tantivy::directory::FileSlice;
+
+use crate::format::{SourceFileWriter, FOOTER_LEN, INDEX_ENTRY_LEN};
+use crate::*;
+
+const DOCS: usize = 300;
+
+fn doc(i: usize) -> Vec<u8> {
+    format!(r#"{{"n":{i},"text":"document number {i} with some words"}}"#).into_bytes()
+}
+
+/// A file of several small blocks; returns its bytes and where the blocks end.
+fn written(codec: SourceCodec) -> (Vec<u8>, usize) {
+    let mut writer = SourceFileWriter::new(Vec::new(), codec, 512, None).unwrap();
+    for i in 0..DOCS {
+        writer.add(Some(&doc(i))).unwrap();
+    }
+    let bytes = writer.finish().unwrap();
+    let descriptor = u64::from_le_bytes(bytes[bytes.len() - FOOTER_LEN..][..8].try_into().unwrap());
+    (bytes, descriptor as usize)
+}
+
+fn open(bytes: Vec<u8>) -> tantivy::Result<SourceReader> {
+    SourceReader::open_file(FileSlice::from(bytes), 0)
+}
+
+/// Reads every document; the first error, if any.
+fn read_all(reader: &SourceReader) -> Result<(), tantivy::TantivyError> {
+    for i in 0..DOCS {
+        let got = reader.get(i as u32)?;
+        assert_eq!(got.as_deref(), Some(&doc(i)[..]), "doc {i} read wrong");
+    }
+    Ok(())
+}
+
+#[test]
+fn every_flipped_block_byte_is_refused_when_read_never_decoded() {
+    for codec in [
+        SourceCodec::Default,
+        SourceCodec::BestCompression,
+        SourceCodec::ZstdNoDict { level: 3 },
+    ] {
+        let (bytes, blocks_end) = written(codec);
+        assert!(open(bytes.clone()).unwrap().num_blocks() > 3);
+        // Every 7th byte of the blocks: each flip must be caught, never read as a source.
+        for at in (0..blocks_end).step_by(7) {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x20;
+            let reader = open(damaged).expect("the tail is intact");
+            let err = read_all(&reader).expect_err("a damaged block must not read");
+            assert!(is_corruption(&err), "{codec}: byte {at}: {err}");
+            assert!(err.to_string().contains("checksum mismatch"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_the_descriptor_index_or_footer_fails_the_open() {
+    let (bytes, blocks_end) = written(SourceCodec::Default);
+    for at in blocks_end..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x01;
+        match open(damaged) {
+            Err(err) => assert!(is_corruption(&err), "byte {at}: {err}"),
+            Ok(_) => panic!("byte {at} of the tail flipped but the file opened"),
+        }
+    }
+}
+
+/// Rewrites a version 2 file as version 1 (no block crcs, no tail crc).
+fn as_version_1(bytes: &[u8]) -> Vec<u8> {
+    let footer = &bytes[bytes.len() - FOOTER_LEN..];
+    let u64_at = |i: usize| u64::from_le_bytes(footer[i..i + 8].try_into().unwrap());
+    let (descriptor, index) = (u64_at(0) as usize, u64_at(8) as usize);
+    let mut out = bytes[..index].to_vec();
+    for entry in bytes[index..bytes.len() - FOOTER_LEN].chunks_exact(INDEX_ENTRY_LEN) {
+        out.extend_from_slice(&entry[..16]);
+    }
+    out.extend_from_slice(&(descriptor as u64).to_le_bytes());
+    out.extend_from_slice(&(index as u64).to_le_bytes());
+    out.extend_from_slice(&footer[16..24]);
+    out.extend_from_slice(&1u32.to_le_bytes());
+    out.extend_from_slice(&footer[32..36]);
+    out
+}
+
+#[test]
+fn version_1_files_without_checksums_are_still_read() {
+    let (bytes, _) = written(SourceCodec::Default);
+    let reader = open(as_version_1(&bytes)).expect("version 1 opens");
+    read_all(&reader).expect("version 1 reads");
+}
