@@ -266,6 +266,7 @@ fn render_merged_aggs(
         top_hits_docs: &top_hits_docs,
         typed_keys,
         buckets: 0,
+        shards: 0,
     };
     render_aggs(&plan, fruit, doc_count, &mut rc)
 }

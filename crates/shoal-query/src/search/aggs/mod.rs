@@ -9,13 +9,14 @@ mod native;
 mod order;
 mod plan;
 pub(crate) mod render;
+mod terms_reduce;
 mod values;
 
 use serde_json::{Map, Value};
 
 use crate::QueryError;
 
-pub(crate) use collect::{collect_top_hits_ids, AggCollector, LevelFruit};
+pub(crate) use collect::{collect_top_hits_ids, finish_shard, AggCollector, LevelFruit};
 pub(crate) use plan::{plan_aggs, AggPlan};
 pub(crate) use render::{render_aggs, RenderCtx};
 

@@ -58,15 +58,24 @@ pub(super) fn plan_native(
                     "[size] must be greater than 0. Found [0] in [{name}]"
                 )));
             }
-            let shard_size =
-                (get_u64(def, "shard_size", (size as f64 * 1.5 + 10.0) as u64)? as usize).max(size);
+            let shard_size = terms_shard_size(def, size)?;
+            let show_error = match def.body.get("show_term_doc_count_error") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(QueryError::Parsing(format!(
+                        "[show_term_doc_count_error] in [{name}] must be a boolean, got [{other}]"
+                    )))
+                }
+            };
             let min_doc_count = get_u64(def, "min_doc_count", 1)?;
             let order = parse_order(def, true)?;
             let key_kind = key_kind(&field);
+            // `segment_size` here is the shard's cut (collect_req lifts it for segments).
             let mut params = json!({
                 "field": pc.value_column(&field),
                 "size": shard_size,
-                "segment_size": shard_size.max(size * 10),
+                "segment_size": shard_size,
                 "min_doc_count": if key_kind == KeyKind::Str { min_doc_count.min(1) } else { 1 },
                 "show_term_doc_count_error": true,
                 "order": tantivy_order(&order, def),
@@ -95,6 +104,8 @@ pub(super) fn plan_native(
             let kind = NativeKind::Terms {
                 key_kind,
                 size,
+                shard_size,
+                show_error,
                 min_doc_count,
                 order,
                 format: format_of(def, &field),
@@ -512,6 +523,21 @@ fn plan_date_histogram(
         sub_req,
     };
     Ok((node, vec![(name, request)]))
+}
+
+/// OpenSearch's `shard_size`: `size * 1.5 + 10` unless given, at least `size`, never 0.
+fn terms_shard_size(def: &AggDef, size: usize) -> Result<usize, QueryError> {
+    let default = (size as f64 * 1.5 + 10.0) as u64;
+    let shard_size = match def.body.get("shard_size") {
+        Some(Value::Number(n)) if n.as_i64().is_some_and(|v| v <= 0) => {
+            return Err(QueryError::IllegalArgument(format!(
+                "[shardSize] must be greater than 0. Found [{n}] in [{}]",
+                def.name
+            )))
+        }
+        _ => get_u64(def, "shard_size", default)?,
+    };
+    Ok((shard_size as usize).max(size).min(u32::MAX as usize))
 }
 
 fn plan_top_hits(

@@ -19,6 +19,7 @@ use tantivy::DocAddress;
 use super::collect::{first_str, LevelFruit};
 use super::metrics::{java_double, number, opt_number, render_metric, sort_buckets};
 use super::plan::{AggLevel, AggPlan, FilterNode, KeyKind, NativeKind, NativeNode, PlanNode};
+use super::terms_reduce::{key_text, TermsErrors};
 use super::values::exact_percentile;
 use crate::search::datemath::{format_date, Zone};
 use crate::search::shard_error;
@@ -46,6 +47,8 @@ pub(crate) struct RenderCtx<'a> {
     pub top_hits_docs: &'a HashMap<String, TopHitDoc>,
     pub typed_keys: bool,
     pub buckets: usize,
+    /// The shards whose results were merged (a count from one shard is exact).
+    pub shards: u32,
 }
 
 fn limits() -> AggregationLimitsGuard {
@@ -59,6 +62,7 @@ pub(crate) fn render_aggs(
     doc_count: u64,
     rc: &mut RenderCtx,
 ) -> Result<Value, QueryError> {
+    rc.shards = fruit.shards;
     let out = render_level(&plan.root, fruit, doc_count, rc)?;
     if rc.buckets > MAX_BUCKETS {
         return Err(shard_error(
@@ -91,7 +95,8 @@ fn render_level(
     for node in &level.nodes {
         match node {
             PlanNode::Native(native) => {
-                let value = render_native(native, &results, doc_count, rc)?;
+                let errors = fruit.terms.get(&native.name);
+                let value = render_native(native, &results, doc_count, errors, rc)?;
                 out.insert(key_name(rc, &native.typed_name, &native.name), value);
             }
             PlanNode::Filter(filter) => {
@@ -176,7 +181,7 @@ fn render_children(
 ) -> Result<Map<String, Value>, QueryError> {
     let mut out = Map::new();
     for child in children {
-        let value = render_native(child, results, doc_count, rc)?;
+        let value = render_native(child, results, doc_count, None, rc)?;
         out.insert(key_name(rc, &child.typed_name, &child.name), value);
     }
     Ok(out)
@@ -196,10 +201,13 @@ fn key_f64(key: &Key) -> f64 {
     }
 }
 
+/// `errors`: the `terms` error bookkeeping when the shards kept it (aggregations not under
+/// another aggregation's buckets); without it, tantivy's sum of the shards' cut-off counts.
 fn render_native(
     node: &NativeNode,
     results: &AggregationResults,
     doc_count: u64,
+    errors: Option<&TermsErrors>,
     rc: &mut RenderCtx,
 ) -> Result<Value, QueryError> {
     let mut out = with_meta(&node.meta);
@@ -211,8 +219,10 @@ fn render_native(
             min_doc_count,
             order,
             format,
+            show_error,
+            ..
         } => {
-            let (entries, mut other, error) = match result {
+            let (entries, mut other, tantivy_error) = match result {
                 Some(AggregationResult::BucketResult(BucketResult::Terms {
                     buckets,
                     sum_other_doc_count,
@@ -223,6 +233,16 @@ fn render_native(
                     doc_count_error_upper_bound.unwrap_or(0),
                 ),
                 _ => (&[][..], 0, 0),
+            };
+            let single_shard = rc.shards <= 1;
+            let error = match errors {
+                Some(errors) => errors.total(),
+                None if single_shard => 0,
+                None => tantivy_error as i64,
+            };
+            let bucket_error = |key: &Key| match errors {
+                Some(errors) => errors.of_bucket(&key_text(key)),
+                None => error,
             };
             let mut buckets = Vec::new();
             for entry in entries.iter().filter(|e| e.doc_count >= *min_doc_count) {
@@ -256,6 +276,12 @@ fn render_native(
                     _ => {}
                 }
                 bucket.insert("doc_count".into(), json!(entry.doc_count));
+                if *show_error {
+                    bucket.insert(
+                        "doc_count_error_upper_bound".into(),
+                        json!(bucket_error(&entry.key)),
+                    );
+                }
                 bucket.extend(render_children(
                     &node.children,
                     &entry.sub_aggregation,
