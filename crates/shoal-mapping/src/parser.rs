@@ -686,4 +686,39 @@ mod tests {
         add_field_names(&mut names, "a.b.c");
         assert_eq!(names.into_iter().collect::<Vec<_>>(), ["a", "a.b", "a.b.c"]);
     }
+
+    #[test]
+    fn empty_objects_map_as_objects_that_survive_a_round_trip() {
+        let parsed = parse(&Mapping::default(), json!({"a": {}, "b": {"c": {}}})).unwrap();
+        let update = parsed.dynamic_update.unwrap();
+        let stored = update.to_json();
+        assert_eq!(
+            stored,
+            json!({"properties": {"a": {"type": "object"}, "b": {"properties": {"c": {"type": "object"}}}}})
+        );
+        let mut mapping = Mapping::default();
+        mapping
+            .merge(&Mapping::from_json(&stored).unwrap())
+            .unwrap();
+        let again = parse(&mapping, json!({"a": {}, "b": {"c": {}}})).unwrap();
+        assert!(again.dynamic_update.is_none());
+    }
+
+    #[test]
+    fn empty_arrays_and_nulls_add_no_field() {
+        let parsed = parse(
+            &Mapping::default(),
+            json!({"a": [], "n": null, "x": [null]}),
+        )
+        .unwrap();
+        assert!(parsed.dynamic_update.is_none());
+        let mapping = Mapping::from_json(
+            &json!({"properties": {"n": {"type": "keyword", "null_value": "NULL"}}}),
+        )
+        .unwrap();
+        let parsed = parse(&mapping, json!({"n": null})).unwrap();
+        assert!(parsed.dynamic_update.is_none());
+        let doc = tantivy::schema::document::Document::to_json(&parsed.doc, &schema().schema);
+        assert!(doc.contains("NULL"), "null_value indexed: {doc}");
+    }
 }

@@ -203,6 +203,16 @@ impl From<shoal_query::QueryError> for ApiError {
                 .with("phase", json!("query"))
                 .with("grouped", json!(true))
                 .caused_by(ApiError::new(400, cause_type, cause_reason.clone())),
+            shoal_query::QueryError::TooManyBuckets { max, .. } => {
+                ApiError::new(400, "search_phase_execution_exception", "")
+                    .with("phase", json!("fetch"))
+                    .with("grouped", json!(true))
+                    .with("failed_shards", json!([]))
+                    .caused_by(
+                        ApiError::new(400, e.error_type(), e.to_string())
+                            .with("max_buckets", json!(max)),
+                    )
+            }
             other => ApiError::new(other.status(), other.error_type(), other.to_string()),
         }
     }

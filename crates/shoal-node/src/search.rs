@@ -113,6 +113,28 @@ impl SearchScope {
     }
 }
 
+pub(crate) const MAX_BUCKETS_SETTING: &str = "search.max_buckets";
+
+/// Refuses a `search.max_buckets` that is not an integer from 0 to 2^31-1, as OpenSearch.
+pub(crate) fn validate_max_buckets(key: &str, value: &Value) -> ApiResult<()> {
+    if key != MAX_BUCKETS_SETTING || value.is_null() {
+        return Ok(());
+    }
+    let text = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match text.parse::<i64>() {
+        Ok(n) if (0..=i32::MAX as i64).contains(&n) => Ok(()),
+        Ok(n) if n < 0 => Err(ApiError::bad_request(format!(
+            "Failed to parse value [{text}] for setting [{key}] must be >= 0"
+        ))),
+        _ => Err(ApiError::bad_request(format!(
+            "Failed to parse value [{text}] for setting [{key}]"
+        ))),
+    }
+}
+
 impl Node {
     /// The shards a search reads and the copies it may read them from.
     pub fn search_shards(
@@ -129,6 +151,13 @@ impl Node {
         )
     }
 
+    /// `search.max_buckets` (validated when set).
+    fn max_buckets(&self) -> usize {
+        self.cluster_setting(MAX_BUCKETS_SETTING)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(shoal_query::search::MAX_BUCKETS)
+    }
+
     /// `_search`.
     pub fn search(
         &self,
@@ -138,7 +167,9 @@ impl Node {
     ) -> ApiResult<Value> {
         let started = Instant::now();
         let scope = SearchScope::from_params(params)?;
-        let request = Arc::new(SearchRequest::parse(body, params)?);
+        let mut request = SearchRequest::parse(body, params)?;
+        request.max_buckets = self.max_buckets();
+        let request = Arc::new(request);
         let shards = self.search_shards(indices, &scope)?;
         let scroll = match params.get("scroll") {
             Some(keep_alive) => Some(parse_keep_alive(keep_alive)?),

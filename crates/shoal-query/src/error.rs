@@ -15,6 +15,9 @@ pub enum QueryError {
         cause_type: String,
         cause_reason: String,
     },
+    /// More buckets than `search.max_buckets` (`too_many_buckets_exception`).
+    #[error("Trying to create too many buckets. Must be less than or equal to: [{max}] but was [{count}]. This limit can be set by changing the [search.max_buckets] cluster level setting.")]
+    TooManyBuckets { count: usize, max: usize },
     /// An error from tantivy while executing (500).
     #[error("{0}")]
     Internal(String),
@@ -26,6 +29,7 @@ impl QueryError {
             QueryError::Parsing(_) => "parsing_exception",
             QueryError::IllegalArgument(_) => "illegal_argument_exception",
             QueryError::SearchPhase { .. } => "search_phase_execution_exception",
+            QueryError::TooManyBuckets { .. } => "too_many_buckets_exception",
             QueryError::Internal(_) => "exception",
         }
     }

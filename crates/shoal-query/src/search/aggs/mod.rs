@@ -4,6 +4,7 @@
 //! rendered into OpenSearch's response shapes (`render`).
 
 mod collect;
+mod fill;
 mod metrics;
 mod native;
 mod order;

@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 use shoal_mapping::FieldType;
 use tantivy::aggregation::agg_req::Aggregations;
 
+use super::fill::HistogramGrid;
 use super::order::{parse_order, tantivy_order};
 use super::plan::*;
 use super::values::Transform;
@@ -267,15 +268,16 @@ pub(super) fn plan_native(
                     "[missing] in histogram aggregation [{name}] is not supported by Shoal yet"
                 )));
             }
+            let grid = histogram_grid(def, interval)?;
+            // tantivy only makes buckets with documents; empty ones are Shoal's (see fill.rs).
             let mut params = json!({
                 "field": pc.value_column(&field),
                 "interval": interval,
-                "min_doc_count": get_u64(def, "min_doc_count", 0)?,
+                "offset": grid.offset,
+                "min_doc_count": 1,
             });
-            for key in ["offset", "extended_bounds", "hard_bounds"] {
-                if let Some(v) = def.body.get(key) {
-                    params[key] = v.clone();
-                }
+            if let Some((min, max)) = grid.hard_bounds {
+                params["hard_bounds"] = json!({"min": min, "max": max});
             }
             let keyed = def
                 .body
@@ -287,7 +289,12 @@ pub(super) fn plan_native(
             Ok((
                 node(
                     "histogram",
-                    NativeKind::Histogram { keyed, order },
+                    NativeKind::Histogram {
+                        keyed,
+                        order,
+                        grid,
+                        min_doc_count: get_u64(def, "min_doc_count", 0)?,
+                    },
                     children,
                     sub_req,
                 ),
@@ -523,6 +530,46 @@ fn plan_date_histogram(
         sub_req,
     };
     Ok((node, vec![(name, request)]))
+}
+
+/// `offset`, `extended_bounds` and `hard_bounds` of a `histogram`.
+fn histogram_grid(def: &AggDef, interval: f64) -> Result<HistogramGrid, QueryError> {
+    let name = &def.name;
+    let offset = match def.body.get("offset") {
+        None | Some(Value::Null) => 0.0,
+        Some(v) => v.as_f64().ok_or_else(|| {
+            QueryError::Parsing(format!("[offset] in histogram [{name}] must be a number"))
+        })?,
+    };
+    let bounds = |key: &str| -> Result<Option<(f64, f64)>, QueryError> {
+        let Some(b) = def.body.get(key) else {
+            return Ok(None);
+        };
+        let bound = |side: &str, default: f64| match b.get(side) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v
+                .as_f64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                .ok_or_else(|| {
+                    QueryError::Parsing(format!(
+                        "[{key}.{side}] in histogram [{name}] must be a number"
+                    ))
+                }),
+        };
+        let (min, max) = (bound("min", f64::MIN)?, bound("max", f64::MAX)?);
+        if min > max {
+            return Err(QueryError::IllegalArgument(format!(
+                "[{key}.min][{min}] cannot be greater than [{key}.max][{max}]"
+            )));
+        }
+        Ok(Some((min, max)))
+    };
+    Ok(HistogramGrid {
+        interval,
+        offset,
+        extended_bounds: bounds("extended_bounds")?,
+        hard_bounds: bounds("hard_bounds")?,
+    })
 }
 
 /// OpenSearch's `shard_size`: `size * 1.5 + 10` unless given, at least `size`, never 0.

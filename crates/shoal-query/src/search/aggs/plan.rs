@@ -147,6 +147,8 @@ pub(crate) enum NativeKind {
     Histogram {
         keyed: bool,
         order: Vec<(OrderKey, bool)>,
+        grid: super::fill::HistogramGrid,
+        min_doc_count: u64,
     },
     DateHistogram {
         rounding: Rounding,

@@ -22,7 +22,6 @@ use super::plan::{AggLevel, AggPlan, FilterNode, KeyKind, NativeKind, NativeNode
 use super::terms_reduce::{key_text, TermsErrors};
 use super::values::exact_percentile;
 use crate::search::datemath::{format_date, Zone};
-use crate::search::shard_error;
 use crate::search::sort::ValueKind;
 use crate::search::source::filter_source;
 use crate::QueryError;
@@ -49,6 +48,27 @@ pub(crate) struct RenderCtx<'a> {
     pub buckets: usize,
     /// The shards whose results were merged (a count from one shard is exact).
     pub shards: u32,
+    /// `search.max_buckets`.
+    pub max_buckets: usize,
+}
+
+impl RenderCtx<'_> {
+    /// OpenSearch's bucket consumer: every bucket rendered (at any depth) counts.
+    fn check_buckets(&self) -> Result<(), QueryError> {
+        if self.buckets > self.max_buckets {
+            return Err(QueryError::TooManyBuckets {
+                count: self.buckets,
+                max: self.max_buckets,
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts `n` more buckets, failing as soon as the limit is passed.
+    fn add_buckets(&mut self, n: usize) -> Result<(), QueryError> {
+        self.buckets += n;
+        self.check_buckets()
+    }
 }
 
 fn limits() -> AggregationLimitsGuard {
@@ -64,15 +84,7 @@ pub(crate) fn render_aggs(
 ) -> Result<Value, QueryError> {
     rc.shards = fruit.shards;
     let out = render_level(&plan.root, fruit, doc_count, rc)?;
-    if rc.buckets > MAX_BUCKETS {
-        return Err(shard_error(
-            "too_many_buckets_exception",
-            format!(
-                "Trying to create too many buckets. Must be less than or equal to: [{MAX_BUCKETS}] but was [{}]. This limit can be set by changing the [search.max_buckets] cluster level setting.",
-                rc.buckets
-            ),
-        ));
-    }
+    rc.check_buckets()?;
     Ok(Value::Object(out))
 }
 
@@ -154,7 +166,7 @@ fn render_filter(
             if let Some(other) = &node.other_bucket_key {
                 named.push((Some(other.clone()), bucket(rc)?));
             }
-            rc.buckets += named.len();
+            rc.add_buckets(named.len())?;
             out.insert(
                 "buckets".into(),
                 if keyed {
@@ -298,7 +310,7 @@ fn render_native(
                     .sum::<u64>();
                 buckets.truncate(*size);
             }
-            rc.buckets += buckets.len();
+            rc.add_buckets(buckets.len())?;
             out.insert("doc_count_error_upper_bound".into(), json!(error));
             out.insert("sum_other_doc_count".into(), json!(other));
             out.insert(
@@ -364,26 +376,41 @@ fn render_native(
                 b.extend(render_children(&node.children, subs, count, rc)?);
                 rendered.push((key, b));
             }
-            rc.buckets += rendered.len();
+            rc.add_buckets(rendered.len())?;
             out.insert("buckets".into(), keyed_or_list(rendered, *keyed));
         }
-        NativeKind::Histogram { keyed, order } => {
-            let entries = histogram_entries(result);
+        NativeKind::Histogram {
+            keyed,
+            order,
+            grid,
+            min_doc_count,
+        } => {
+            let with_docs: HashMap<i64, &BucketEntry> = histogram_entries(result)
+                .into_iter()
+                .map(|e| (grid.index_of_key(key_f64(&e.key)) as i64, e))
+                .collect();
+            let mut indices: Vec<f64> = with_docs.keys().map(|i| *i as f64).collect();
+            if *min_doc_count == 0 {
+                indices = grid.filled_indices(&indices, rc.buckets, rc.max_buckets)?;
+            }
+            let empty = empty_results(node)?;
             let mut buckets = Vec::new();
-            for entry in entries {
+            for index in indices {
+                let (key, count, subs) = match with_docs.get(&(index as i64)) {
+                    Some(e) => (key_f64(&e.key), e.doc_count, &e.sub_aggregation),
+                    None => (grid.key_at(index), 0, &empty),
+                };
+                if count < *min_doc_count {
+                    continue;
+                }
                 let mut b = Map::new();
-                b.insert("key".into(), number(key_f64(&entry.key)));
-                b.insert("doc_count".into(), json!(entry.doc_count));
-                b.extend(render_children(
-                    &node.children,
-                    &entry.sub_aggregation,
-                    entry.doc_count,
-                    rc,
-                )?);
+                b.insert("key".into(), number(key));
+                b.insert("doc_count".into(), json!(count));
+                b.extend(render_children(&node.children, subs, count, rc)?);
                 buckets.push(b);
             }
             sort_buckets(&mut buckets, order, node);
-            rc.buckets += buckets.len();
+            rc.add_buckets(buckets.len())?;
             let named = buckets
                 .into_iter()
                 .map(|b| (java_double(b["key"].as_f64().unwrap_or(0.0)), b))
@@ -428,9 +455,8 @@ fn render_native(
                     keys.clear();
                     while k <= last {
                         keys.push(k);
-                        if keys.len() > MAX_BUCKETS {
-                            rc.buckets += keys.len();
-                            break;
+                        if keys.len() > rc.max_buckets {
+                            rc.add_buckets(keys.len())?;
                         }
                         k = rounding.next(k);
                     }
@@ -458,7 +484,7 @@ fn render_native(
                 buckets.push(b);
             }
             sort_buckets(&mut buckets, order, node);
-            rc.buckets += buckets.len();
+            rc.add_buckets(buckets.len())?;
             let named = buckets
                 .into_iter()
                 .map(|b| (b["key_as_string"].as_str().unwrap_or("").to_string(), b))
