@@ -16,6 +16,7 @@ use shoal_query::{dsl, QueryContext, QueryError};
 use crate::copies::{parse_preference, Preference};
 use crate::documents::{DocWrite, Refresh, WriteOptions};
 use crate::error::{bool_param, ApiError, ApiResult};
+use crate::index_service::IndexService;
 use crate::node::{now_millis, Node, ResolveOptions};
 use crate::read_coordinator::{
     PlannedShard, QueryOutcome, QueryPhase, Reader, ShardFailure, FETCH_KEEP_ALIVE,
@@ -113,6 +114,22 @@ impl SearchScope {
     }
 }
 
+/// Searches forbid closed indices as OpenSearch's search indices options do: a wildcard may
+/// expand to a closed index (`expand_wildcards=all|closed`), which then fails the request
+/// with `index_closed_exception`, or is skipped under `ignore_unavailable`. (Searching a closed
+/// index's shards would answer a 503 for missing shards.)
+fn forbid_closed(
+    services: Vec<Arc<IndexService>>,
+    options: ResolveOptions,
+) -> ApiResult<Vec<Arc<IndexService>>> {
+    if !options.ignore_unavailable {
+        if let Some(closed) = services.iter().find(|s| !s.is_open()) {
+            return Err(ApiError::index_closed(&closed.name(), &closed.uuid()));
+        }
+    }
+    Ok(services.into_iter().filter(|s| s.is_open()).collect())
+}
+
 pub(crate) const MAX_BUCKETS_SETTING: &str = "search.max_buckets";
 
 /// Refuses a `search.max_buckets` that is not an integer from 0 to 2^31-1, as OpenSearch.
@@ -142,7 +159,7 @@ impl Node {
         indices: &str,
         scope: &SearchScope,
     ) -> ApiResult<Vec<PlannedShard>> {
-        let services = self.resolve(indices, scope.options)?;
+        let services = forbid_closed(self.resolve(indices, scope.options)?, scope.options)?;
         self.plan_shards(
             &services,
             scope.routing.as_deref(),
@@ -416,7 +433,7 @@ impl Node {
             .or_else(|| body.get("conflicts").and_then(Value::as_str));
         let proceed = conflicts == Some("proceed");
         let scope = SearchScope::from_params(params)?;
-        let services = self.resolve(indices, scope.options)?;
+        let services = forbid_closed(self.resolve(indices, scope.options)?, scope.options)?;
         // Point-in-time view of the matches, as OpenSearch's scroll-based implementation.
         self.broadcast_refresh(&services)?;
         let shards = self.search_shards(indices, &scope)?;
