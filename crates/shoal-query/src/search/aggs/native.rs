@@ -584,7 +584,11 @@ fn terms_shard_size(def: &AggDef, size: usize) -> Result<usize, QueryError> {
         }
         _ => get_u64(def, "shard_size", default)?,
     };
-    Ok((shard_size as usize).max(size).min(u32::MAX as usize))
+    // tantivy computes `size * 10` in u32 even when `segment_size` is given: keep it in range
+    // (400 million buckets is beyond any shard's `search.max_buckets` anyway).
+    Ok((shard_size as usize)
+        .max(size)
+        .min((u32::MAX / 10) as usize))
 }
 
 fn plan_top_hits(
