@@ -216,3 +216,22 @@ def test_shard_size_below_size_is_raised_and_zero_refused(http, debian3, corpus)
                   {"size": 0, "aggs": {"t": {"terms": {"field": "priority", "shard_size": 0}}}})
     assert r.status_code == 400, r.text
     assert "[shardSize] must be greater than 0" in r.text
+
+
+@pytest.mark.parametrize("metric,path", [("sum", "m"), ("extended_stats", "m.variance")])
+def test_terms_ordered_by_a_sub_aggregation_on_one_shard_are_exact(http, debian1, corpus, metric, path):
+    sizes: dict[str, list[int]] = {}
+    for d in corpus:
+        if "maintainer" in d and "installed_size" in d:
+            sizes.setdefault(d["maintainer"], []).append(d["installed_size"])
+
+    def value(xs):
+        if metric == "sum":
+            return sum(xs)
+        mean = sum(xs) / len(xs)
+        return sum(x * x for x in xs) / len(xs) - mean * mean
+
+    truth = sorted(sizes, key=lambda k: (-value(sizes[k]), k))[:5]
+    agg = terms(http, debian1, {"field": "maintainer", "size": 5, "order": {path: "desc"}},
+                {"m": {metric: {"field": "installed_size"}}})
+    assert [b["key"] for b in agg["buckets"]] == truth

@@ -7,7 +7,7 @@ use shoal_mapping::FieldType;
 use tantivy::aggregation::agg_req::Aggregations;
 
 use super::fill::HistogramGrid;
-use super::order::{parse_order, tantivy_order};
+use super::order::{parse_order, tantivy_cuts_in_order, tantivy_order};
 use super::plan::*;
 use super::values::Transform;
 use super::AggDef;
@@ -59,7 +59,12 @@ pub(super) fn plan_native(
                     "[size] must be greater than 0. Found [0] in [{name}]"
                 )));
             }
-            let shard_size = terms_shard_size(def, size)?;
+            let order = parse_order(def, true)?;
+            let shard_size = if tantivy_cuts_in_order(&order, def) {
+                terms_shard_size(def, size)?
+            } else {
+                UNCUT_SHARD_SIZE
+            };
             let show_error = match def.body.get("show_term_doc_count_error") {
                 None | Some(Value::Null) => false,
                 Some(Value::Bool(b)) => *b,
@@ -70,7 +75,6 @@ pub(super) fn plan_native(
                 }
             };
             let min_doc_count = get_u64(def, "min_doc_count", 1)?;
-            let order = parse_order(def, true)?;
             let key_kind = key_kind(&field);
             // `segment_size` here is the shard's cut (collect_req lifts it for segments).
             let mut params = json!({
@@ -571,6 +575,11 @@ fn histogram_grid(def: &AggDef, interval: f64) -> Result<HistogramGrid, QueryErr
         hard_bounds: bounds("hard_bounds")?,
     })
 }
+
+/// A shard size that cuts nothing. tantivy computes `size * 10` in u32 even when
+/// `segment_size` is given, so it stays below `u32::MAX / 10` (400 million buckets is beyond
+/// any `search.max_buckets` anyway).
+const UNCUT_SHARD_SIZE: usize = (u32::MAX / 10) as usize;
 
 /// OpenSearch's `shard_size`: `size * 1.5 + 10` unless given, at least `size`, never 0.
 fn terms_shard_size(def: &AggDef, size: usize) -> Result<usize, QueryError> {
