@@ -235,3 +235,28 @@ def test_terms_ordered_by_a_sub_aggregation_on_one_shard_are_exact(http, debian1
     agg = terms(http, debian1, {"field": "maintainer", "size": 5, "order": {path: "desc"}},
                 {"m": {metric: {"field": "installed_size"}}})
     assert [b["key"] for b in agg["buckets"]] == truth
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_cardinality_is_exact_up_to_the_precision_threshold(http, debian1, debian3, corpus, shards):
+    index = debian1 if shards == 1 else debian3
+    truth = len({d["maintainer"] for d in corpus if "maintainer" in d})
+    assert 100 < truth < 3000
+
+    def cardinality(body):
+        r = http.post(f"/{index}/_search", {"size": 0, "aggs": {"c": {"cardinality": body}}})
+        assert r.status_code == 200, r.text
+        return r.json()["aggregations"]["c"]["value"]
+
+    assert cardinality({"field": "maintainer"}) == truth
+    assert cardinality({"field": "maintainer", "precision_threshold": 40000}) == truth
+    # above the threshold it is an estimate (HyperLogLog), within a few percent
+    estimate = cardinality({"field": "maintainer", "precision_threshold": 100})
+    assert abs(estimate - truth) <= truth * 0.05
+    agg = terms(http, index, {"field": "section", "size": 3}, {"c": {"cardinality": {"field": "maintainer"}}})
+    for b in agg["buckets"]:
+        inside = {d["maintainer"] for d in corpus if d.get("section") == b["key"] and "maintainer" in d}
+        assert b["c"]["value"] == len(inside), b["key"]
+    r = http.post(f"/{index}/_search", {"size": 0, "aggs": {"c": {"cardinality": {
+        "field": "maintainer", "precision_threshold": -1}}}})
+    assert r.status_code == 400, r.text

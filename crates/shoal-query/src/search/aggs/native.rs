@@ -333,11 +333,22 @@ pub(super) fn plan_native(
                     "[sigma] must be greater than or equal to 0. Found [{sigma}] in [{name}]"
                 )));
             }
+            let mut requests = vec![(name.clone(), json!({ def.kind.as_str(): params.clone() }))];
+            let mut distinct = None;
+            if op == MetricOp::Cardinality {
+                let threshold = precision_threshold(def)?;
+                let distinct_name = format!("{name}\u{1}distinct");
+                params["size"] = json!(threshold + 1);
+                params["segment_size"] = json!(threshold + 1);
+                requests.push((distinct_name.clone(), json!({ "terms": params })));
+                distinct = Some((distinct_name, threshold));
+            }
             let kind = NativeKind::Metric {
                 op,
                 is_date: field.is(FieldType::Date),
                 format: format_of(def, &field),
                 sigma,
+                distinct,
             };
             let typed: &'static str = match op {
                 MetricOp::Avg => "avg",
@@ -349,10 +360,7 @@ pub(super) fn plan_native(
                 MetricOp::ValueCount => "value_count",
                 MetricOp::Cardinality => "cardinality",
             };
-            Ok((
-                node(typed, kind, children, sub_req),
-                vec![(name, json!({ def.kind.as_str(): params }))],
-            ))
+            Ok((node(typed, kind, children, sub_req), requests))
         }
         "percentiles" => {
             let field = resolve_field(def, pc)?;
@@ -574,6 +582,20 @@ fn histogram_grid(def: &AggDef, interval: f64) -> Result<HistogramGrid, QueryErr
         extended_bounds: bounds("extended_bounds")?,
         hard_bounds: bounds("hard_bounds")?,
     })
+}
+
+/// OpenSearch's `precision_threshold` of `cardinality`: counts up to it are exact (default
+/// 3000, at most 40000).
+fn precision_threshold(def: &AggDef) -> Result<u64, QueryError> {
+    if let Some(v) = def.body.get("precision_threshold") {
+        if v.as_i64().is_some_and(|n| n < 0) {
+            return Err(QueryError::IllegalArgument(format!(
+                "[precisionThreshold] must be greater than or equal to 0. Found [{v}] in [{}]",
+                def.name
+            )));
+        }
+    }
+    Ok(get_u64(def, "precision_threshold", 3000)?.min(40_000))
 }
 
 /// A shard size that cuts nothing. tantivy computes `size * 10` in u32 even when

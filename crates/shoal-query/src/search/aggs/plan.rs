@@ -164,6 +164,9 @@ pub(crate) enum NativeKind {
         is_date: bool,
         format: String,
         sigma: f64,
+        /// `cardinality`: the hidden `terms` listing up to `precision_threshold` + 1 distinct
+        /// values, and the threshold; the count is exact when nothing was cut.
+        distinct: Option<(String, u64)>,
     },
     Percentiles {
         percents: Vec<f64>,
@@ -243,7 +246,12 @@ fn uncut_segments(requests: &mut Value) {
     let Value::Object(map) = requests else {
         return;
     };
-    for request in map.values_mut() {
+    for (name, request) in map.iter_mut() {
+        // Shoal's hidden value lists (exact percentiles and cardinality) keep their cut: they
+        // only count as exact when nothing was cut anywhere.
+        if name.contains('\u{1}') {
+            continue;
+        }
         if let Some(terms) = request.get_mut("terms").and_then(Value::as_object_mut) {
             terms.insert("segment_size".into(), json!(u32::MAX));
         }

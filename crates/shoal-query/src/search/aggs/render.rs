@@ -496,8 +496,12 @@ fn render_native(
             is_date,
             format,
             sigma,
+            distinct,
         } => {
             render_metric(&mut out, *op, result, *is_date, format, *sigma);
+            if let Some(count) = distinct.as_ref().and_then(|d| exact_distinct(results, d)) {
+                out.insert("value".into(), json!(count));
+            }
         }
         NativeKind::Percentiles {
             percents,
@@ -649,6 +653,22 @@ fn render_native(
         }
     }
     Ok(Value::Object(out))
+}
+
+/// The exact number of distinct values when the hidden list holds them all (none was cut on
+/// any segment or shard, and there are no more than the threshold).
+fn exact_distinct(
+    results: &AggregationResults,
+    (name, threshold): &(String, u64),
+) -> Option<usize> {
+    match results.0.get(name) {
+        Some(AggregationResult::BucketResult(BucketResult::Terms {
+            buckets,
+            sum_other_doc_count: 0,
+            ..
+        })) if buckets.len() as u64 <= *threshold => Some(buckets.len()),
+        _ => None,
+    }
 }
 
 fn histogram_entries(result: Option<&AggregationResult>) -> Vec<&BucketEntry> {
