@@ -213,6 +213,18 @@ impl From<shoal_query::QueryError> for ApiError {
                             .with("max_buckets", json!(max)),
                     )
             }
+            shoal_query::QueryError::CircuitBreaking { wanted, limit } => ApiError::new(
+                429,
+                e.error_type(),
+                format!(
+                    "[request] Data too large, data for [<aggregations>] would be [{wanted}/{}], which is larger than the limit of [{limit}/{}]",
+                    crate::settings::format_bytes(*wanted),
+                    crate::settings::format_bytes(*limit)
+                ),
+            )
+            .with("bytes_wanted", json!(wanted))
+            .with("bytes_limit", json!(limit))
+            .with("durability", json!("TRANSIENT")),
             other => ApiError::new(other.status(), other.error_type(), other.to_string()),
         }
     }
