@@ -246,16 +246,17 @@ pub(crate) fn finish_shard(plan: &AggPlan, fruit: &mut LevelFruit) -> Result<(),
 fn finish_level(level: &AggLevel, fruit: &mut LevelFruit) -> Result<(), QueryError> {
     if let Some(native) = &mut fruit.native {
         native.prune_intermediate_results(&level.native_req, PruneMode::Intermediate)?;
-        let nodes: Vec<&NativeNode> = level
-            .nodes
-            .iter()
-            .filter_map(|n| match n {
-                PlanNode::Native(native) => Some(native),
-                PlanNode::Filter(_) => None,
-            })
-            .collect();
-        fruit.terms = shard_terms_errors(&nodes, native);
     }
+    let nodes: Vec<&NativeNode> = level
+        .nodes
+        .iter()
+        .filter_map(|n| match n {
+            PlanNode::Native(native) => Some(native),
+            PlanNode::Filter(_) => None,
+        })
+        .collect();
+    // A shard without segments still counts as a shard that sent no buckets.
+    fruit.terms = shard_terms_errors(&nodes, fruit.native.as_ref());
     let filter_nodes = level.nodes.iter().filter_map(|n| match n {
         PlanNode::Filter(f) => Some(f),
         PlanNode::Native(_) => None,

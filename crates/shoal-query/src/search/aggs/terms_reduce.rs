@@ -103,7 +103,7 @@ pub(crate) fn key_text(key: &Key) -> String {
 /// The bookkeeping of the `terms` aggregations among `nodes`, from one shard's pruned results.
 pub(crate) fn shard_terms_errors(
     nodes: &[&NativeNode],
-    results: &IntermediateAggregationResults,
+    results: Option<&IntermediateAggregationResults>,
 ) -> HashMap<String, TermsErrors> {
     let mut out = HashMap::new();
     for node in nodes {
@@ -113,7 +113,7 @@ pub(crate) fn shard_terms_errors(
         else {
             continue;
         };
-        let sent: Vec<(String, u64)> = match results.get(&node.name) {
+        let sent: Vec<(String, u64)> = match results.and_then(|r| r.get(&node.name)) {
             Some(IntermediateAggregationResult::Bucket(IntermediateBucketResult::Terms {
                 buckets,
             })) => buckets
