@@ -261,3 +261,75 @@ def test_terms_agg_on_text_field_refused(http, products):
     assert err["type"] == "search_phase_execution_exception"
     assert err["root_cause"][0]["type"] == "illegal_argument_exception"
     assert "Text fields are not optimised" in err["root_cause"][0]["reason"]
+
+
+TOO_MANY = ("Trying to create too many buckets. Must be less than or equal to: [{max}] but was [{count}]. "
+            "This limit can be set by changing the [search.max_buckets] cluster level setting.")
+
+
+def too_many_buckets(r, max_buckets):
+    assert r.status_code == 400, r.text
+    cause = r.json()["error"]["root_cause"][0]
+    assert cause["type"] == "too_many_buckets_exception", cause
+    assert cause["max_buckets"] == max_buckets, cause
+    assert cause["reason"].startswith(TOO_MANY.split(" but was")[0].format(max=max_buckets)), cause
+    return cause
+
+
+def test_histogram_with_a_huge_range_is_too_many_buckets_not_a_500(http, prod):
+    r = http.post(f"/{prod}/_search", {"size": 0, "aggs": {"h": {"histogram": {
+        "field": "qty", "interval": 1, "min_doc_count": 0, "extended_bounds": {"min": 0, "max": 10_000_000_000}}}}})
+    cause = too_many_buckets(r, 65535)
+    assert cause["reason"] == TOO_MANY.format(max=65535, count=10_000_000_001)
+
+
+def test_histogram_extended_and_hard_bounds_fill_empty_buckets(http, prod):
+    a = aggs(http, prod, {"h": {"histogram": {"field": "qty", "interval": 50, "min_doc_count": 0,
+                                              "extended_bounds": {"min": -100, "max": 250}}}})["h"]
+    assert buckets(a) == [(-100.0, 0), (-50.0, 0), (0.0, 9), (50.0, 0), (100.0, 1), (150.0, 0), (200.0, 0), (250.0, 0)]
+    a = aggs(http, prod, {"h": {"histogram": {"field": "qty", "interval": 50, "min_doc_count": 0,
+                                              "extended_bounds": {"min": -100, "max": 250},
+                                              "hard_bounds": {"min": 0, "max": 100}}}})["h"]
+    assert buckets(a) == [(0.0, 9), (50.0, 0), (100.0, 1)]
+    r = http.post(f"/{prod}/_search", {"size": 0, "aggs": {"h": {"histogram": {
+        "field": "qty", "interval": 5, "extended_bounds": {"min": 10, "max": 0}}}}})
+    assert r.status_code == 400, r.text
+
+
+def test_date_histogram_with_a_tiny_interval_is_too_many_buckets(http, prod):
+    r = http.post(f"/{prod}/_search", {"size": 0, "aggs": {"d": {"date_histogram": {
+        "field": "created", "fixed_interval": "1s", "min_doc_count": 0}}}})
+    too_many_buckets(r, 65535)
+
+
+def test_huge_terms_size_is_not_an_error(http, prod):
+    a = aggs(http, prod, {"t": {"terms": {"field": "tags", "size": 2_000_000_000}}})["t"]
+    assert buckets(a)[0] == ("animal", 5)
+
+
+def test_search_max_buckets_is_a_dynamic_cluster_setting(http, prod):
+    body = {"size": 0, "aggs": {"t": {"terms": {"field": "category"}}}}
+    try:
+        r = http.put("/_cluster/settings", {"persistent": {"search.max_buckets": 3}})
+        assert r.status_code == 200, r.text
+        assert r.json()["persistent"]["search"]["max_buckets"] == "3"
+        too_many_buckets(http.post(f"/{prod}/_search", body), 3)
+        small = {"size": 0, "aggs": {"t": {"terms": {"field": "category", "size": 3}}}}
+        assert http.post(f"/{prod}/_search", small).status_code == 200
+        # sub-aggregation buckets count too
+        nested = {"size": 0, "aggs": {"t": {"terms": {"field": "category", "size": 2},
+                                            "aggs": {"u": {"terms": {"field": "tags"}}}}}}
+        too_many_buckets(http.post(f"/{prod}/_search", nested), 3)
+        for bad in (-1, "many"):
+            r = http.put("/_cluster/settings", {"persistent": {"search.max_buckets": bad}})
+            assert_error(r, 400, "illegal_argument_exception",
+                         reason_re=r"Failed to parse value \[.*\] for setting \[search.max_buckets\]")
+    finally:
+        http.put("/_cluster/settings", {"persistent": {"search.max_buckets": None}})
+    assert http.post(f"/{prod}/_search", body).status_code == 200
+
+
+def test_show_term_doc_count_error_adds_a_per_bucket_bound(http, prod):
+    a = aggs(http, prod, {"t": {"terms": {"field": "tags", "size": 2, "show_term_doc_count_error": True}}})["t"]
+    assert [b["doc_count_error_upper_bound"] for b in a["buckets"]] == [0, 0]
+    assert a["doc_count_error_upper_bound"] == 0

@@ -134,3 +134,39 @@ def test_default_refresh_interval_makes_writes_searchable(http, index):
             return
         time.sleep(0.2)
     raise AssertionError("document not searchable within 10 s with refresh_interval=1s")
+
+
+def test_empty_objects_map_as_objects(http, index):
+    r = http.put(f"/{index}/_doc/1", {"a": {}, "b": {"c": {}}})
+    assert r.status_code == 201, r.text
+    props = http.get(f"/{index}/_mapping").json()[index]["mappings"]["properties"]
+    assert props == {"a": {"type": "object"}, "b": {"properties": {"c": {"type": "object"}}}}
+    # the same document again, and values under the empty objects later
+    assert http.put(f"/{index}/_doc/2", {"a": {}, "b": {"c": {}}}).status_code == 201
+    r = http.put(f"/{index}/_doc/3", {"a": {"x": 1}, "b": {"c": {"y": "z"}}}, params={"refresh": "true"})
+    assert r.status_code == 201, r.text
+    props = http.get(f"/{index}/_mapping").json()[index]["mappings"]["properties"]
+    assert props["a"] == {"properties": {"x": {"type": "long"}}}
+    assert props["b"]["properties"]["c"]["properties"]["y"]["type"] == "text"
+    assert http.get(f"/{index}/_doc/1").json()["_source"] == {"a": {}, "b": {"c": {}}}
+    r = http.post(f"/{index}/_search", {"query": {"exists": {"field": "a.x"}}}).json()
+    assert [h["_id"] for h in r["hits"]["hits"]] == ["3"]
+
+
+def test_empty_arrays_and_nulls_add_no_field(http, index):
+    r = http.put(f"/{index}/_doc/1", {"a": [], "n": None, "l": [None], "o": {"p": []}}, params={"refresh": "true"})
+    assert r.status_code == 201, r.text
+    props = http.get(f"/{index}/_mapping").json()[index]["mappings"].get("properties", {})
+    assert set(props) == {"o"}, props
+    assert props["o"] == {"type": "object"}
+    r = http.post(f"/{index}/_search", {"query": {"exists": {"field": "n"}}}).json()
+    assert r["hits"]["total"]["value"] == 0
+
+
+def test_null_value_is_indexed_for_a_null(http, index_name):
+    r = http.put(f"/{index_name}", {"mappings": {"properties": {"s": {"type": "keyword", "null_value": "NONE"}}}})
+    assert r.status_code == 200, r.text
+    http.put(f"/{index_name}/_doc/1", {"s": None})
+    http.put(f"/{index_name}/_doc/2", {"s": []}, params={"refresh": "true"})
+    r = http.post(f"/{index_name}/_search", {"query": {"term": {"s": "NONE"}}}).json()
+    assert [h["_id"] for h in r["hits"]["hits"]] == ["1"]

@@ -389,3 +389,55 @@ def test_msearch_unparseable_query_fails_whole_request(http, products):
 def test_msearch_with_client(client, products):
     r = client.msearch(body=[{"index": products}, {"query": {"match_all": {}}, "size": 1}])
     assert r["responses"][0]["hits"]["total"]["value"] == 10
+
+
+def test_clear_all_scrolls_with_none_open_is_200(http):
+    http.delete("/_search/scroll/_all")
+    r = http.delete("/_search/scroll/_all")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"succeeded": True, "num_freed": 0}
+    r = http.delete("/_search/scroll", {"scroll_id": ["DXF1ZXJ5QW5kRmV0Y2gBAAAAAAAAAAEWZm9v"]})
+    assert r.status_code == 404, r.text
+    assert r.json() == {"succeeded": True, "num_freed": 0}
+
+
+def test_close_with_an_open_scroll_then_reopen_serves_at_once(http, index):
+    http.bulk([x for i in range(5) for x in ({"index": {"_index": index, "_id": str(i)}}, {"n": i})],
+              params={"refresh": "true"})
+    r = http.post(f"/{index}/_search", {"size": 2, "sort": ["n"]}, params={"scroll": "5m"}).json()
+    sid = r["_scroll_id"]
+    assert http.post(f"/{index}/_close").status_code == 200
+    r = http.post(f"/{index}/_open", params={"wait_for_active_shards": "1"})
+    assert r.status_code == 200, r.text
+    health = http.get(f"/_cluster/health/{index}", params={"wait_for_status": "yellow", "timeout": "10s"}).json()
+    assert health["status"] in ("green", "yellow"), health
+    r = http.get(f"/{index}/_count")
+    assert r.status_code == 200, r.text
+    assert r.json()["count"] == 5
+    assert http.put(f"/{index}/_doc/9", {"n": 9}).status_code == 201
+    # the scroll's contexts went with the close
+    r = http.post("/_search/scroll", {"scroll": "1m", "scroll_id": sid})
+    assert r.status_code == 404, r.text
+    assert r.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
+    http.delete("/_search/scroll/_all")
+
+
+@pytest.mark.parametrize("expand", ["all", "open,closed"])
+@pytest.mark.parametrize("action", ["_delete_by_query", "_update_by_query", "_search"])
+def test_wildcards_over_a_closed_index_refuse_it_not_503(http, index_name, expand, action):
+    for suffix in ("-open", "-closed"):
+        r = http.put(f"/{index_name}{suffix}", {"settings": {"number_of_replicas": 0}})
+        assert r.status_code == 200, r.text
+    http.put(f"/{index_name}-open/_doc/1", {"n": 1}, params={"refresh": "true"})
+    assert http.post(f"/{index_name}-closed/_close").status_code == 200
+    body = {"query": {"term": {"n": 99}}}
+    r = http.post(f"/{index_name}-*/{action}", body, params={"expand_wildcards": expand})
+    err = assert_error(r, 400, "index_closed_exception")
+    assert err["index"] == f"{index_name}-closed"
+    r = http.post(f"/{index_name}-*/{action}", body,
+                  params={"expand_wildcards": expand, "ignore_unavailable": "true"})
+    assert r.status_code == 200, r.text
+    # the default (open only) and hidden skip the closed index
+    for params in ({}, {"expand_wildcards": "open,hidden"}):
+        r = http.post(f"/{index_name}-*/{action}", body, params=params)
+        assert r.status_code == 200, r.text

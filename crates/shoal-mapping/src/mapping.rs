@@ -193,7 +193,18 @@ fn parse_property(path: &str, body: &Map<String, Value>) -> Result<Property, Map
 fn property_to_json(property: &Property) -> Value {
     match property {
         Property::Field(f) => f.to_json(),
-        Property::Object(o) => Value::Object(o.to_json()),
+        Property::Object(o) => {
+            let mut body = o.to_json();
+            // OpenSearch names the type of an object without properties (`{"a": {}}` in a
+            // document maps `a` so), which also keeps the mapping readable back.
+            if o.properties.is_empty() {
+                let mut typed = Map::new();
+                typed.insert("type".into(), json!("object"));
+                typed.extend(body);
+                body = typed;
+            }
+            Value::Object(body)
+        }
     }
 }
 

@@ -386,6 +386,15 @@ fn convert(field: &FieldMapping, value: &Value) -> Result<Option<OwnedValue>, Op
                     field.date_format()
                 ))
             })?;
+            // tantivy keeps dates as i64 nanoseconds (years 1677 to 2262): refuse what it cannot
+            // hold rather than overflow.
+            if millis.checked_mul(1_000_000).is_none() {
+                return Err(Some(format!(
+                    "failed to parse date field [{}] with format [{}]: outside the range Shoal can index (1677-09-21 to 2262-04-11)",
+                    number_text(value),
+                    field.date_format()
+                )));
+            }
             Ok(Some(OwnedValue::Date(DateTime::from_timestamp_millis(
                 millis,
             ))))
@@ -685,5 +694,48 @@ mod tests {
         let mut names = BTreeSet::new();
         add_field_names(&mut names, "a.b.c");
         assert_eq!(names.into_iter().collect::<Vec<_>>(), ["a", "a.b", "a.b.c"]);
+    }
+
+    #[test]
+    fn empty_objects_map_as_objects_that_survive_a_round_trip() {
+        let parsed = parse(&Mapping::default(), json!({"a": {}, "b": {"c": {}}})).unwrap();
+        let update = parsed.dynamic_update.unwrap();
+        let stored = update.to_json();
+        assert_eq!(
+            stored,
+            json!({"properties": {"a": {"type": "object"}, "b": {"properties": {"c": {"type": "object"}}}}})
+        );
+        let mut mapping = Mapping::default();
+        mapping
+            .merge(&Mapping::from_json(&stored).unwrap())
+            .unwrap();
+        let again = parse(&mapping, json!({"a": {}, "b": {"c": {}}})).unwrap();
+        assert!(again.dynamic_update.is_none());
+    }
+
+    #[test]
+    fn empty_arrays_and_nulls_add_no_field() {
+        let parsed = parse(
+            &Mapping::default(),
+            json!({"a": [], "n": null, "x": [null]}),
+        )
+        .unwrap();
+        assert!(parsed.dynamic_update.is_none());
+        let mapping = Mapping::from_json(
+            &json!({"properties": {"n": {"type": "keyword", "null_value": "NULL"}}}),
+        )
+        .unwrap();
+        let parsed = parse(&mapping, json!({"n": null})).unwrap();
+        assert!(parsed.dynamic_update.is_none());
+        let doc = tantivy::schema::document::Document::to_json(&parsed.doc, &schema().schema);
+        assert!(doc.contains("NULL"), "null_value indexed: {doc}");
+    }
+
+    #[test]
+    fn dates_tantivy_cannot_hold_are_refused_not_overflowed() {
+        let mapping = Mapping::from_json(&json!({"properties": {"t": {"type": "date"}}})).unwrap();
+        let err = parse(&mapping, json!({"t": "1600-01-01"})).unwrap_err();
+        assert!(format!("{err:?}").contains("outside the range"), "{err:?}");
+        assert!(parse(&mapping, json!({"t": "2200-01-01"})).is_ok());
     }
 }

@@ -203,6 +203,28 @@ impl From<shoal_query::QueryError> for ApiError {
                 .with("phase", json!("query"))
                 .with("grouped", json!(true))
                 .caused_by(ApiError::new(400, cause_type, cause_reason.clone())),
+            shoal_query::QueryError::TooManyBuckets { max, .. } => {
+                ApiError::new(400, "search_phase_execution_exception", "")
+                    .with("phase", json!("fetch"))
+                    .with("grouped", json!(true))
+                    .with("failed_shards", json!([]))
+                    .caused_by(
+                        ApiError::new(400, e.error_type(), e.to_string())
+                            .with("max_buckets", json!(max)),
+                    )
+            }
+            shoal_query::QueryError::CircuitBreaking { wanted, limit } => ApiError::new(
+                429,
+                e.error_type(),
+                format!(
+                    "[request] Data too large, data for [<aggregations>] would be [{wanted}/{}], which is larger than the limit of [{limit}/{}]",
+                    crate::settings::format_bytes(*wanted),
+                    crate::settings::format_bytes(*limit)
+                ),
+            )
+            .with("bytes_wanted", json!(wanted))
+            .with("bytes_limit", json!(limit))
+            .with("durability", json!("TRANSIENT")),
             other => ApiError::new(other.status(), other.error_type(), other.to_string()),
         }
     }

@@ -259,6 +259,7 @@ impl Node {
         }
         for (key, value) in persistent.iter().chain(transient.iter()) {
             crate::replication::throttle::validate(key, value)?;
+            crate::search::validate_max_buckets(key, value)?;
         }
         let mut settings = self.cluster_settings();
         apply_update(&mut settings.persistent, persistent);

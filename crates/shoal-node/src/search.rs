@@ -16,6 +16,7 @@ use shoal_query::{dsl, QueryContext, QueryError};
 use crate::copies::{parse_preference, Preference};
 use crate::documents::{DocWrite, Refresh, WriteOptions};
 use crate::error::{bool_param, ApiError, ApiResult};
+use crate::index_service::IndexService;
 use crate::node::{now_millis, Node, ResolveOptions};
 use crate::read_coordinator::{
     PlannedShard, QueryOutcome, QueryPhase, Reader, ShardFailure, FETCH_KEEP_ALIVE,
@@ -113,6 +114,44 @@ impl SearchScope {
     }
 }
 
+/// Searches forbid closed indices as OpenSearch's search indices options do: a wildcard may
+/// expand to a closed index (`expand_wildcards=all|closed`), which then fails the request
+/// with `index_closed_exception`, or is skipped under `ignore_unavailable`. (Searching a closed
+/// index's shards would answer a 503 for missing shards.)
+fn forbid_closed(
+    services: Vec<Arc<IndexService>>,
+    options: ResolveOptions,
+) -> ApiResult<Vec<Arc<IndexService>>> {
+    if !options.ignore_unavailable {
+        if let Some(closed) = services.iter().find(|s| !s.is_open()) {
+            return Err(ApiError::index_closed(&closed.name(), &closed.uuid()));
+        }
+    }
+    Ok(services.into_iter().filter(|s| s.is_open()).collect())
+}
+
+pub(crate) const MAX_BUCKETS_SETTING: &str = "search.max_buckets";
+
+/// Refuses a `search.max_buckets` that is not an integer from 0 to 2^31-1, as OpenSearch.
+pub(crate) fn validate_max_buckets(key: &str, value: &Value) -> ApiResult<()> {
+    if key != MAX_BUCKETS_SETTING || value.is_null() {
+        return Ok(());
+    }
+    let text = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match text.parse::<i64>() {
+        Ok(n) if (0..=i32::MAX as i64).contains(&n) => Ok(()),
+        Ok(n) if n < 0 => Err(ApiError::bad_request(format!(
+            "Failed to parse value [{text}] for setting [{key}] must be >= 0"
+        ))),
+        _ => Err(ApiError::bad_request(format!(
+            "Failed to parse value [{text}] for setting [{key}]"
+        ))),
+    }
+}
+
 impl Node {
     /// The shards a search reads and the copies it may read them from.
     pub fn search_shards(
@@ -120,13 +159,20 @@ impl Node {
         indices: &str,
         scope: &SearchScope,
     ) -> ApiResult<Vec<PlannedShard>> {
-        let services = self.resolve(indices, scope.options)?;
+        let services = forbid_closed(self.resolve(indices, scope.options)?, scope.options)?;
         self.plan_shards(
             &services,
             scope.routing.as_deref(),
             scope.only_shards.as_deref(),
             &scope.preference,
         )
+    }
+
+    /// `search.max_buckets` (validated when set).
+    fn max_buckets(&self) -> usize {
+        self.cluster_setting(MAX_BUCKETS_SETTING)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(shoal_query::search::MAX_BUCKETS)
     }
 
     /// `_search`.
@@ -138,7 +184,9 @@ impl Node {
     ) -> ApiResult<Value> {
         let started = Instant::now();
         let scope = SearchScope::from_params(params)?;
-        let request = Arc::new(SearchRequest::parse(body, params)?);
+        let mut request = SearchRequest::parse(body, params)?;
+        request.max_buckets = self.max_buckets();
+        let request = Arc::new(request);
         let shards = self.search_shards(indices, &scope)?;
         let scroll = match params.get("scroll") {
             Some(keep_alive) => Some(parse_keep_alive(keep_alive)?),
@@ -385,7 +433,7 @@ impl Node {
             .or_else(|| body.get("conflicts").and_then(Value::as_str));
         let proceed = conflicts == Some("proceed");
         let scope = SearchScope::from_params(params)?;
-        let services = self.resolve(indices, scope.options)?;
+        let services = forbid_closed(self.resolve(indices, scope.options)?, scope.options)?;
         // Point-in-time view of the matches, as OpenSearch's scroll-based implementation.
         self.broadcast_refresh(&services)?;
         let shards = self.search_shards(indices, &scope)?;

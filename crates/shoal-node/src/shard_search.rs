@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -109,13 +109,28 @@ pub struct GetHeader {
     pub routing: Option<String>,
 }
 
-/// A pinned searcher of one shard copy.
+/// A pinned searcher of one shard copy. It does not keep the engine alive: closing the shard
+/// (closing the index) frees it with its index writer and lock, as OpenSearch frees a closed
+/// index's search contexts, so a reopen can take the lock at once.
 struct SearchContext {
     service: Arc<IndexService>,
-    engine: Arc<Engine>,
+    engine: Weak<Engine>,
     searcher: Searcher,
     keep_alive: Duration,
     expires: Mutex<Instant>,
+}
+
+impl SearchContext {
+    /// The engine of a kept context, unless its shard was closed since.
+    fn engine(&self, id: u64) -> ApiResult<Arc<Engine>> {
+        self.engine.upgrade().ok_or_else(|| {
+            ApiError::new(
+                404,
+                "search_context_missing_exception",
+                format!("No search context found for id [{id}]"),
+            )
+        })
+    }
 }
 
 /// The open search contexts of this node.
@@ -135,13 +150,18 @@ impl SearchContexts {
 
     /// The context, its keep-alive renewed.
     fn get(&self, id: u64) -> ApiResult<Arc<SearchContext>> {
-        let context = self.open.lock().get(&id).cloned().ok_or_else(|| {
+        let missing = || {
             ApiError::new(
                 404,
                 "search_context_missing_exception",
                 format!("No search context found for id [{id}]"),
             )
-        })?;
+        };
+        let context = self.open.lock().get(&id).cloned().ok_or_else(missing)?;
+        if context.engine.strong_count() == 0 {
+            self.remove(id);
+            return Err(missing());
+        }
         *context.expires.lock() = Instant::now() + context.keep_alive;
         Ok(context)
     }
@@ -150,10 +170,13 @@ impl SearchContexts {
         self.open.lock().remove(&id);
     }
 
-    /// Drops contexts whose keep-alive elapsed (they pin segments and memory).
+    /// Drops contexts whose keep-alive elapsed (they pin segments and memory) and those of
+    /// shards closed since.
     pub fn expire(&self) {
         let now = Instant::now();
-        self.open.lock().retain(|_, c| *c.expires.lock() > now);
+        self.open
+            .lock()
+            .retain(|_, c| *c.expires.lock() > now && c.engine.strong_count() > 0);
     }
 
     pub fn open_count(&self) -> usize {
@@ -188,20 +211,25 @@ impl Node {
 
     /// Runs the query phase on a local shard copy.
     pub fn shard_query(&self, request: &QueryRequest) -> ApiResult<QueryReply> {
-        let context = match request.context {
-            Some(id) => self.search_contexts.get(id)?,
+        let (context, engine) = match request.context {
+            Some(id) => {
+                let context = self.search_contexts.get(id)?;
+                let engine = context.engine(id)?;
+                (context, engine)
+            }
             None => {
                 let (service, engine) =
                     self.local_copy(&request.index, &request.index_uuid, request.shard)?;
                 let searcher = engine.searcher();
                 let keep_alive = Duration::from_millis(request.keep_alive_ms);
-                Arc::new(SearchContext {
+                let context = Arc::new(SearchContext {
                     service,
-                    engine,
+                    engine: Arc::downgrade(&engine),
                     searcher,
                     keep_alive,
                     expires: Mutex::new(Instant::now() + keep_alive),
-                })
+                });
+                (context, engine)
             }
         };
         let mut search = match &request.parsed {
@@ -211,7 +239,7 @@ impl Node {
         if let Some(from) = request.from {
             search.from = from;
         }
-        let result = run_query(&context, &search, request)?;
+        let result = run_query(&context, &engine, &search, request)?;
         let id = match (request.context, request.keep_alive_ms) {
             (Some(id), _) => Some(id),
             (None, 0) => None,
@@ -226,12 +254,12 @@ impl Node {
     /// Reads the sources of documents the query phase ranked, from the same searcher.
     pub fn shard_fetch(&self, request: &FetchRequest) -> ApiResult<Vec<Option<Vec<u8>>>> {
         let context = self.search_contexts.get(request.context)?;
+        let engine = context.engine(request.context)?;
         let sources = request
             .docs
             .iter()
             .map(|&(segment_ord, doc_id)| {
-                context
-                    .engine
+                engine
                     .source_of(&context.searcher, DocAddress::new(segment_ord, doc_id))
                     .map_err(ApiError::from)
             })
@@ -325,6 +353,7 @@ pub fn decode_fetch_reply(reply: Bytes) -> ApiResult<Vec<Option<Bytes>>> {
 
 fn run_query(
     context: &SearchContext,
+    engine: &Engine,
     search: &SearchRequest,
     request: &QueryRequest,
 ) -> ApiResult<ShardResult> {
@@ -333,7 +362,7 @@ fn run_query(
     let (mapping, name) = (service.mapping(), service.name());
     let ctx = QueryContext {
         mapping: &mapping,
-        schema: context.engine.schema(),
+        schema: engine.schema(),
         now_millis: request.now,
         index: &name,
     };

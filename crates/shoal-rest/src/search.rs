@@ -347,8 +347,11 @@ pub async fn clear_scroll(
             ApiError::action_request_validation(&["no scroll ids specified".to_string()]).into(),
         );
     }
+    // `_all` succeeds whatever was open (OpenSearch counts each node that cleared as freed);
+    // named ids that free nothing are a 404.
+    let all = ids.iter().any(|id| id == "_all");
     let freed = blocking(move || Ok(node.clear_scroll(&ids))).await?;
-    let status = if freed == 0 {
+    let status = if freed == 0 && !all {
         axum::http::StatusCode::NOT_FOUND
     } else {
         axum::http::StatusCode::OK

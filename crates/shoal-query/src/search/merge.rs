@@ -66,7 +66,7 @@ pub fn merge_and_render(
     out.insert("hits".into(), hits_object(req, &shard_results, hits));
     if req.aggs.is_some() {
         let aggregations = match aggs {
-            Some(aggs) => render_merged_aggs(aggs, fetch, index_name_of_shard, req.typed_keys)?,
+            Some(aggs) => render_merged_aggs(aggs, fetch, index_name_of_shard, req)?,
             None => json!({}),
         };
         out.insert("aggregations".into(), aggregations);
@@ -90,7 +90,7 @@ pub fn select_page(req: &SearchRequest, shard_results: &[ShardResult]) -> Vec<(u
         .map(|(shard, hit)| (shard, hit.address))
         .collect();
     if req.aggs.is_some() {
-        docs.extend(top_hits_docs(shard_results));
+        docs.extend(top_hits_docs(req, shard_results));
     }
     docs.sort_unstable();
     docs.dedup();
@@ -252,7 +252,7 @@ fn render_merged_aggs(
     aggs: ShardAggs,
     fetch: &mut Fetch<'_>,
     index_name_of_shard: &dyn Fn(usize) -> String,
-    typed_keys: bool,
+    req: &SearchRequest,
 ) -> Result<Value, QueryError> {
     let ShardAggs {
         plan,
@@ -264,15 +264,17 @@ fn render_merged_aggs(
         fetch,
         index_name_of_shard,
         top_hits_docs: &top_hits_docs,
-        typed_keys,
+        typed_keys: req.typed_keys,
         buckets: 0,
+        shards: 0,
+        max_buckets: req.max_buckets,
     };
     render_aggs(&plan, fruit, doc_count, &mut rc)
 }
 
 /// The `top_hits` documents rendering fetches. What rendering shows never depends on what
 /// `fetch` returns, so a render whose fetch only records the addresses finds exactly them.
-fn top_hits_docs(shard_results: &[ShardResult]) -> Vec<(usize, DocAddress)> {
+fn top_hits_docs(req: &SearchRequest, shard_results: &[ShardResult]) -> Vec<(usize, DocAddress)> {
     let mut all_aggs = shard_results.iter().filter_map(|r| r.aggs.as_ref());
     if !all_aggs.next().is_some_and(|first| first.plan.has_top_hits) {
         return Vec::new();
@@ -287,6 +289,6 @@ fn top_hits_docs(shard_results: &[ShardResult]) -> Vec<(usize, DocAddress)> {
         Ok(None)
     };
     // An error here is merge_and_render's error too, after the same fetches.
-    let _ = render_merged_aggs(merged, &mut record, &|_| String::new(), false);
+    let _ = render_merged_aggs(merged, &mut record, &|_| String::new(), req);
     docs
 }

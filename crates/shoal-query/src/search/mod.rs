@@ -28,6 +28,7 @@ mod source;
 mod tests;
 pub(crate) mod wire;
 
+pub use aggs::render::MAX_BUCKETS;
 pub use aggs::{AggDef, AggRequest};
 pub use highlight::{highlight_field, HighlightFieldSpec, HighlightPlan, HighlightSpec};
 pub use merge::{merge_and_render, select_page};

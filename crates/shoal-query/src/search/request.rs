@@ -52,6 +52,8 @@ pub struct SearchRequest {
     pub seq_no_primary_term: bool,
     /// `typed_keys=true`: aggregation names prefixed with their type (`sterms#name`).
     pub typed_keys: bool,
+    /// `search.max_buckets` (a cluster setting the node fills in; not part of the body).
+    pub max_buckets: usize,
 }
 
 impl Default for SearchRequest {
@@ -75,6 +77,7 @@ impl Default for SearchRequest {
             version: false,
             seq_no_primary_term: false,
             typed_keys: false,
+            max_buckets: crate::search::aggs::render::MAX_BUCKETS,
         }
     }
 }

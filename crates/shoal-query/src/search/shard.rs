@@ -10,7 +10,9 @@ use tantivy::query::{EnableScoring, Query};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocAddress, DocId, DocSet, Score, Searcher, SegmentReader, Term, TERMINATED};
 
-use super::aggs::{collect_top_hits_ids, plan_aggs, AggCollector, AggPlan, LevelFruit};
+use super::aggs::{
+    collect_top_hits_ids, finish_shard, plan_aggs, AggCollector, AggPlan, LevelFruit,
+};
 use super::highlight::{plan_highlight, HighlightPlan};
 use super::request::{SearchRequest, TrackTotalHits};
 use super::sort::{compare_all, resolve_sorts, SegmentKeys, SortValue};
@@ -389,7 +391,8 @@ pub fn search_shard_with(
         result.max_score = Some(max_score);
     }
     if let Some(plan) = plan {
-        let fruit = fruit.unwrap_or_default();
+        let mut fruit = fruit.unwrap_or_default();
+        finish_shard(&plan, &mut fruit)?;
         let top_hits_docs = if plan.has_top_hits {
             resolve_ids(
                 searcher,

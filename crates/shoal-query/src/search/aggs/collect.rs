@@ -2,18 +2,21 @@
 //! aggregations, and Shoal's filter buckets (a document goes into a bucket when the bucket's
 //! query scorer, advanced in document order, lands on it).
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use tantivy::aggregation::agg_result::{
     AggregationResult, AggregationResults, BucketEntries, BucketResult, MetricResult,
 };
-use tantivy::aggregation::intermediate_agg_result::IntermediateAggregationResults;
+use tantivy::aggregation::intermediate_agg_result::{IntermediateAggregationResults, PruneMode};
 use tantivy::aggregation::{AggregationLimitsGuard, AggregationSegmentCollector};
 use tantivy::collector::SegmentCollector;
 use tantivy::query::{EnableScoring, Query, Scorer, Weight};
 use tantivy::schema::OwnedValue;
 use tantivy::{DocId, DocSet, Searcher, SegmentOrdinal, SegmentReader, TERMINATED};
 
-use super::plan::{AggLevel, AggPlan, PlanNode};
+use super::plan::{AggLevel, AggPlan, NativeNode, PlanNode};
+use super::terms_reduce::{shard_terms_errors, TermsErrors};
 use crate::QueryError;
 
 /// The mergeable result of one level of aggregations.
@@ -22,6 +25,12 @@ pub(crate) struct LevelFruit {
     pub native: Option<IntermediateAggregationResults>,
     /// Per filter node of the level: per bucket, its document count and sub-results.
     pub filters: Vec<Vec<(u64, LevelFruit)>>,
+    /// The error bookkeeping of the level's `terms` aggregations, by name (set per shard).
+    #[serde(default)]
+    pub terms: HashMap<String, TermsErrors>,
+    /// The shards merged into this result (0 while a shard is still collecting segments).
+    #[serde(default)]
+    pub shards: u32,
 }
 
 impl LevelFruit {
@@ -31,6 +40,15 @@ impl LevelFruit {
             (Some(mine), Some(theirs)) => mine.merge_fruits(theirs)?,
             (mine @ None, theirs) => *mine = theirs,
             (Some(_), None) => {}
+        }
+        self.shards += other.shards;
+        for (name, errors) in other.terms {
+            match self.terms.get_mut(&name) {
+                Some(mine) => mine.merge(errors),
+                None => {
+                    self.terms.insert(name, errors);
+                }
+            }
         }
         if self.filters.is_empty() {
             self.filters = other.filters;
@@ -131,7 +149,7 @@ impl LevelSegment {
             None
         } else {
             Some(AggregationSegmentCollector::from_agg_req_and_reader(
-                &level.native_req,
+                &level.collect_req,
                 reader,
                 ordinal,
                 &plan.context,
@@ -208,8 +226,47 @@ impl LevelSegment {
             }
             filters.push(buckets);
         }
-        Ok(LevelFruit { native, filters })
+        Ok(LevelFruit {
+            native,
+            filters,
+            ..LevelFruit::default()
+        })
     }
+}
+
+/// Ends a shard's collection: every `terms` aggregation keeps its best `shard_size` buckets
+/// (segments were counted in full, so the shard's counts are exact) and records what
+/// OpenSearch's reduce needs to bound the error across shards.
+pub(crate) fn finish_shard(plan: &AggPlan, fruit: &mut LevelFruit) -> Result<(), QueryError> {
+    finish_level(&plan.root, fruit)?;
+    fruit.shards = 1;
+    Ok(())
+}
+
+fn finish_level(level: &AggLevel, fruit: &mut LevelFruit) -> Result<(), QueryError> {
+    if let Some(native) = &mut fruit.native {
+        native.prune_intermediate_results(&level.native_req, PruneMode::Intermediate)?;
+    }
+    let nodes: Vec<&NativeNode> = level
+        .nodes
+        .iter()
+        .filter_map(|n| match n {
+            PlanNode::Native(native) => Some(native),
+            PlanNode::Filter(_) => None,
+        })
+        .collect();
+    // A shard without segments still counts as a shard that sent no buckets.
+    fruit.terms = shard_terms_errors(&nodes, fruit.native.as_ref());
+    let filter_nodes = level.nodes.iter().filter_map(|n| match n {
+        PlanNode::Filter(f) => Some(f),
+        PlanNode::Native(_) => None,
+    });
+    for (node, buckets) in filter_nodes.zip(&mut fruit.filters) {
+        for (_, child) in buckets {
+            finish_level(&node.child, child)?;
+        }
+    }
+    Ok(())
 }
 
 /// The `_id`s of the documents the shard's `top_hits` aggregations picked.

@@ -4,18 +4,20 @@
 //! rendered into OpenSearch's response shapes (`render`).
 
 mod collect;
+mod fill;
 mod metrics;
 mod native;
 mod order;
 mod plan;
 pub(crate) mod render;
+mod terms_reduce;
 mod values;
 
 use serde_json::{Map, Value};
 
 use crate::QueryError;
 
-pub(crate) use collect::{collect_top_hits_ids, AggCollector, LevelFruit};
+pub(crate) use collect::{collect_top_hits_ids, finish_shard, AggCollector, LevelFruit};
 pub(crate) use plan::{plan_aggs, AggPlan};
 pub(crate) use render::{render_aggs, RenderCtx};
 

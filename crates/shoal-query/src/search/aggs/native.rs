@@ -6,7 +6,8 @@ use serde_json::{json, Map, Value};
 use shoal_mapping::FieldType;
 use tantivy::aggregation::agg_req::Aggregations;
 
-use super::order::{parse_order, tantivy_order};
+use super::fill::HistogramGrid;
+use super::order::{parse_order, tantivy_cuts_in_order, tantivy_order};
 use super::plan::*;
 use super::values::Transform;
 use super::AggDef;
@@ -58,15 +59,28 @@ pub(super) fn plan_native(
                     "[size] must be greater than 0. Found [0] in [{name}]"
                 )));
             }
-            let shard_size =
-                (get_u64(def, "shard_size", (size as f64 * 1.5 + 10.0) as u64)? as usize).max(size);
-            let min_doc_count = get_u64(def, "min_doc_count", 1)?;
             let order = parse_order(def, true)?;
+            let shard_size = if tantivy_cuts_in_order(&order, def) {
+                terms_shard_size(def, size)?
+            } else {
+                UNCUT_SHARD_SIZE
+            };
+            let show_error = match def.body.get("show_term_doc_count_error") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => {
+                    return Err(QueryError::Parsing(format!(
+                        "[show_term_doc_count_error] in [{name}] must be a boolean, got [{other}]"
+                    )))
+                }
+            };
+            let min_doc_count = get_u64(def, "min_doc_count", 1)?;
             let key_kind = key_kind(&field);
+            // `segment_size` here is the shard's cut (collect_req lifts it for segments).
             let mut params = json!({
                 "field": pc.value_column(&field),
                 "size": shard_size,
-                "segment_size": shard_size.max(size * 10),
+                "segment_size": shard_size,
                 "min_doc_count": if key_kind == KeyKind::Str { min_doc_count.min(1) } else { 1 },
                 "show_term_doc_count_error": true,
                 "order": tantivy_order(&order, def),
@@ -95,6 +109,8 @@ pub(super) fn plan_native(
             let kind = NativeKind::Terms {
                 key_kind,
                 size,
+                shard_size,
+                show_error,
                 min_doc_count,
                 order,
                 format: format_of(def, &field),
@@ -256,15 +272,16 @@ pub(super) fn plan_native(
                     "[missing] in histogram aggregation [{name}] is not supported by Shoal yet"
                 )));
             }
+            let grid = histogram_grid(def, interval)?;
+            // tantivy only makes buckets with documents; empty ones are Shoal's (see fill.rs).
             let mut params = json!({
                 "field": pc.value_column(&field),
                 "interval": interval,
-                "min_doc_count": get_u64(def, "min_doc_count", 0)?,
+                "offset": grid.offset,
+                "min_doc_count": 1,
             });
-            for key in ["offset", "extended_bounds", "hard_bounds"] {
-                if let Some(v) = def.body.get(key) {
-                    params[key] = v.clone();
-                }
+            if let Some((min, max)) = grid.hard_bounds {
+                params["hard_bounds"] = json!({"min": min, "max": max});
             }
             let keyed = def
                 .body
@@ -276,7 +293,12 @@ pub(super) fn plan_native(
             Ok((
                 node(
                     "histogram",
-                    NativeKind::Histogram { keyed, order },
+                    NativeKind::Histogram {
+                        keyed,
+                        order,
+                        grid,
+                        min_doc_count: get_u64(def, "min_doc_count", 0)?,
+                    },
                     children,
                     sub_req,
                 ),
@@ -311,11 +333,22 @@ pub(super) fn plan_native(
                     "[sigma] must be greater than or equal to 0. Found [{sigma}] in [{name}]"
                 )));
             }
+            let mut requests = vec![(name.clone(), json!({ def.kind.as_str(): params.clone() }))];
+            let mut distinct = None;
+            if op == MetricOp::Cardinality {
+                let threshold = precision_threshold(def)?;
+                let distinct_name = format!("{name}\u{1}distinct");
+                params["size"] = json!(threshold + 1);
+                params["segment_size"] = json!(threshold + 1);
+                requests.push((distinct_name.clone(), json!({ "terms": params })));
+                distinct = Some((distinct_name, threshold));
+            }
             let kind = NativeKind::Metric {
                 op,
                 is_date: field.is(FieldType::Date),
                 format: format_of(def, &field),
                 sigma,
+                distinct,
             };
             let typed: &'static str = match op {
                 MetricOp::Avg => "avg",
@@ -327,10 +360,7 @@ pub(super) fn plan_native(
                 MetricOp::ValueCount => "value_count",
                 MetricOp::Cardinality => "cardinality",
             };
-            Ok((
-                node(typed, kind, children, sub_req),
-                vec![(name, json!({ def.kind.as_str(): params }))],
-            ))
+            Ok((node(typed, kind, children, sub_req), requests))
         }
         "percentiles" => {
             let field = resolve_field(def, pc)?;
@@ -512,6 +542,84 @@ fn plan_date_histogram(
         sub_req,
     };
     Ok((node, vec![(name, request)]))
+}
+
+/// `offset`, `extended_bounds` and `hard_bounds` of a `histogram`.
+fn histogram_grid(def: &AggDef, interval: f64) -> Result<HistogramGrid, QueryError> {
+    let name = &def.name;
+    let offset = match def.body.get("offset") {
+        None | Some(Value::Null) => 0.0,
+        Some(v) => v.as_f64().ok_or_else(|| {
+            QueryError::Parsing(format!("[offset] in histogram [{name}] must be a number"))
+        })?,
+    };
+    let bounds = |key: &str| -> Result<Option<(f64, f64)>, QueryError> {
+        let Some(b) = def.body.get(key) else {
+            return Ok(None);
+        };
+        let bound = |side: &str, default: f64| match b.get(side) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v
+                .as_f64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                .ok_or_else(|| {
+                    QueryError::Parsing(format!(
+                        "[{key}.{side}] in histogram [{name}] must be a number"
+                    ))
+                }),
+        };
+        let (min, max) = (bound("min", f64::MIN)?, bound("max", f64::MAX)?);
+        if min > max {
+            return Err(QueryError::IllegalArgument(format!(
+                "[{key}.min][{min}] cannot be greater than [{key}.max][{max}]"
+            )));
+        }
+        Ok(Some((min, max)))
+    };
+    Ok(HistogramGrid {
+        interval,
+        offset,
+        extended_bounds: bounds("extended_bounds")?,
+        hard_bounds: bounds("hard_bounds")?,
+    })
+}
+
+/// OpenSearch's `precision_threshold` of `cardinality`: counts up to it are exact (default
+/// 3000, at most 40000).
+fn precision_threshold(def: &AggDef) -> Result<u64, QueryError> {
+    if let Some(v) = def.body.get("precision_threshold") {
+        if v.as_i64().is_some_and(|n| n < 0) {
+            return Err(QueryError::IllegalArgument(format!(
+                "[precisionThreshold] must be greater than or equal to 0. Found [{v}] in [{}]",
+                def.name
+            )));
+        }
+    }
+    Ok(get_u64(def, "precision_threshold", 3000)?.min(40_000))
+}
+
+/// A shard size that cuts nothing. tantivy computes `size * 10` in u32 even when
+/// `segment_size` is given, so it stays below `u32::MAX / 10` (400 million buckets is beyond
+/// any `search.max_buckets` anyway).
+const UNCUT_SHARD_SIZE: usize = (u32::MAX / 10) as usize;
+
+/// OpenSearch's `shard_size`: `size * 1.5 + 10` unless given, at least `size`, never 0.
+fn terms_shard_size(def: &AggDef, size: usize) -> Result<usize, QueryError> {
+    let default = (size as f64 * 1.5 + 10.0) as u64;
+    let shard_size = match def.body.get("shard_size") {
+        Some(Value::Number(n)) if n.as_i64().is_some_and(|v| v <= 0) => {
+            return Err(QueryError::IllegalArgument(format!(
+                "[shardSize] must be greater than 0. Found [{n}] in [{}]",
+                def.name
+            )))
+        }
+        _ => get_u64(def, "shard_size", default)?,
+    };
+    // tantivy computes `size * 10` in u32 even when `segment_size` is given: keep it in range
+    // (400 million buckets is beyond any shard's `search.max_buckets` anyway).
+    Ok((shard_size as usize)
+        .max(size)
+        .min((u32::MAX / 10) as usize))
 }
 
 fn plan_top_hits(

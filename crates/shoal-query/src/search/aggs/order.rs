@@ -98,7 +98,16 @@ fn with_tie_break(mut order: Vec<(OrderKey, bool)>) -> Vec<(OrderKey, bool)> {
     order
 }
 
-/// The order tantivy uses to prune terms per segment: the first criterion when tantivy
+/// Whether tantivy can cut a shard's buckets in the requested order (else a shard keeps all
+/// its buckets: cutting them in another order would lose some of the best ones).
+pub(crate) fn tantivy_cuts_in_order(order: &[(OrderKey, bool)], def: &AggDef) -> bool {
+    match order.first() {
+        Some((OrderKey::Sub(..), _)) => tantivy_order(order, def) != json!({"_count": "desc"}),
+        _ => true,
+    }
+}
+
+/// The order tantivy uses to prune terms per shard: the first criterion when tantivy
 /// understands it, `_count desc` otherwise (Shoal re-sorts the final buckets anyway).
 pub(crate) fn tantivy_order(order: &[(OrderKey, bool)], def: &AggDef) -> Value {
     let dir = |desc: bool| if desc { "desc" } else { "asc" };

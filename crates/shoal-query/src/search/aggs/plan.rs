@@ -47,7 +47,12 @@ impl std::fmt::Debug for AggPlan {
 /// Sibling aggregations: those tantivy runs (`native_req`) and Shoal's filter buckets.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct AggLevel {
+    /// What a shard keeps and the coordinator renders: `terms` cut to their `shard_size`.
     pub native_req: Aggregations,
+    /// What segments collect: the same with `terms` never cut per segment, so that a shard's
+    /// counts are exact whatever its number of segments. Only the shard that planned uses it.
+    #[serde(skip)]
+    pub collect_req: Aggregations,
     pub nodes: Vec<PlanNode>,
 }
 
@@ -125,6 +130,9 @@ pub(crate) enum NativeKind {
     Terms {
         key_kind: KeyKind,
         size: usize,
+        shard_size: usize,
+        /// `show_term_doc_count_error`: a per-bucket `doc_count_error_upper_bound`.
+        show_error: bool,
         min_doc_count: u64,
         order: Vec<(OrderKey, bool)>,
         format: String,
@@ -139,6 +147,8 @@ pub(crate) enum NativeKind {
     Histogram {
         keyed: bool,
         order: Vec<(OrderKey, bool)>,
+        grid: super::fill::HistogramGrid,
+        min_doc_count: u64,
     },
     DateHistogram {
         rounding: Rounding,
@@ -154,6 +164,9 @@ pub(crate) enum NativeKind {
         is_date: bool,
         format: String,
         sigma: f64,
+        /// `cardinality`: the hidden `terms` listing up to `precision_threshold` + 1 distinct
+        /// values, and the threshold; the count is exact when nothing was cut.
+        distinct: Option<(String, u64)>,
     },
     Percentiles {
         percents: Vec<f64>,
@@ -216,10 +229,36 @@ pub(super) fn plan_level(defs: &[AggDef], pc: &mut PlanCtx) -> Result<AggLevel, 
             nodes.push(PlanNode::Native(node));
         }
     }
+    let mut collect = Value::Object(native.clone());
+    uncut_segments(&mut collect);
+    let Value::Object(collect) = collect else {
+        unreachable!("built from an object")
+    };
     Ok(AggLevel {
         native_req: to_aggregations(native)?,
+        collect_req: to_aggregations(collect)?,
         nodes,
     })
+}
+
+/// Lifts tantivy's per-segment cut of every `terms` request (also under sub-aggregations).
+fn uncut_segments(requests: &mut Value) {
+    let Value::Object(map) = requests else {
+        return;
+    };
+    for (name, request) in map.iter_mut() {
+        // Shoal's hidden value lists (exact percentiles and cardinality) keep their cut: they
+        // only count as exact when nothing was cut anywhere.
+        if name.contains('\u{1}') {
+            continue;
+        }
+        if let Some(terms) = request.get_mut("terms").and_then(Value::as_object_mut) {
+            terms.insert("segment_size".into(), json!(u32::MAX));
+        }
+        if let Some(subs) = request.get_mut("aggs") {
+            uncut_segments(subs);
+        }
+    }
 }
 
 fn plan_filter(def: &AggDef, pc: &mut PlanCtx) -> Result<FilterNode, QueryError> {

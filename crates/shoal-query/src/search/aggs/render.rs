@@ -19,9 +19,9 @@ use tantivy::DocAddress;
 use super::collect::{first_str, LevelFruit};
 use super::metrics::{java_double, number, opt_number, render_metric, sort_buckets};
 use super::plan::{AggLevel, AggPlan, FilterNode, KeyKind, NativeKind, NativeNode, PlanNode};
+use super::terms_reduce::{key_text, TermsErrors};
 use super::values::exact_percentile;
 use crate::search::datemath::{format_date, Zone};
-use crate::search::shard_error;
 use crate::search::sort::ValueKind;
 use crate::search::source::filter_source;
 use crate::QueryError;
@@ -46,6 +46,29 @@ pub(crate) struct RenderCtx<'a> {
     pub top_hits_docs: &'a HashMap<String, TopHitDoc>,
     pub typed_keys: bool,
     pub buckets: usize,
+    /// The shards whose results were merged (a count from one shard is exact).
+    pub shards: u32,
+    /// `search.max_buckets`.
+    pub max_buckets: usize,
+}
+
+impl RenderCtx<'_> {
+    /// OpenSearch's bucket consumer: every bucket rendered (at any depth) counts.
+    fn check_buckets(&self) -> Result<(), QueryError> {
+        if self.buckets > self.max_buckets {
+            return Err(QueryError::TooManyBuckets {
+                count: self.buckets,
+                max: self.max_buckets,
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts `n` more buckets, failing as soon as the limit is passed.
+    fn add_buckets(&mut self, n: usize) -> Result<(), QueryError> {
+        self.buckets += n;
+        self.check_buckets()
+    }
 }
 
 fn limits() -> AggregationLimitsGuard {
@@ -59,16 +82,9 @@ pub(crate) fn render_aggs(
     doc_count: u64,
     rc: &mut RenderCtx,
 ) -> Result<Value, QueryError> {
+    rc.shards = fruit.shards;
     let out = render_level(&plan.root, fruit, doc_count, rc)?;
-    if rc.buckets > MAX_BUCKETS {
-        return Err(shard_error(
-            "too_many_buckets_exception",
-            format!(
-                "Trying to create too many buckets. Must be less than or equal to: [{MAX_BUCKETS}] but was [{}]. This limit can be set by changing the [search.max_buckets] cluster level setting.",
-                rc.buckets
-            ),
-        ));
-    }
+    rc.check_buckets()?;
     Ok(Value::Object(out))
 }
 
@@ -91,7 +107,8 @@ fn render_level(
     for node in &level.nodes {
         match node {
             PlanNode::Native(native) => {
-                let value = render_native(native, &results, doc_count, rc)?;
+                let errors = fruit.terms.get(&native.name);
+                let value = render_native(native, &results, doc_count, errors, rc)?;
                 out.insert(key_name(rc, &native.typed_name, &native.name), value);
             }
             PlanNode::Filter(filter) => {
@@ -149,7 +166,7 @@ fn render_filter(
             if let Some(other) = &node.other_bucket_key {
                 named.push((Some(other.clone()), bucket(rc)?));
             }
-            rc.buckets += named.len();
+            rc.add_buckets(named.len())?;
             out.insert(
                 "buckets".into(),
                 if keyed {
@@ -176,7 +193,7 @@ fn render_children(
 ) -> Result<Map<String, Value>, QueryError> {
     let mut out = Map::new();
     for child in children {
-        let value = render_native(child, results, doc_count, rc)?;
+        let value = render_native(child, results, doc_count, None, rc)?;
         out.insert(key_name(rc, &child.typed_name, &child.name), value);
     }
     Ok(out)
@@ -196,10 +213,13 @@ fn key_f64(key: &Key) -> f64 {
     }
 }
 
+/// `errors`: the `terms` error bookkeeping when the shards kept it (aggregations not under
+/// another aggregation's buckets); without it, tantivy's sum of the shards' cut-off counts.
 fn render_native(
     node: &NativeNode,
     results: &AggregationResults,
     doc_count: u64,
+    errors: Option<&TermsErrors>,
     rc: &mut RenderCtx,
 ) -> Result<Value, QueryError> {
     let mut out = with_meta(&node.meta);
@@ -211,8 +231,10 @@ fn render_native(
             min_doc_count,
             order,
             format,
+            show_error,
+            ..
         } => {
-            let (entries, mut other, error) = match result {
+            let (entries, mut other, tantivy_error) = match result {
                 Some(AggregationResult::BucketResult(BucketResult::Terms {
                     buckets,
                     sum_other_doc_count,
@@ -223,6 +245,16 @@ fn render_native(
                     doc_count_error_upper_bound.unwrap_or(0),
                 ),
                 _ => (&[][..], 0, 0),
+            };
+            let single_shard = rc.shards <= 1;
+            let error = match errors {
+                Some(errors) => errors.total(),
+                None if single_shard => 0,
+                None => tantivy_error as i64,
+            };
+            let bucket_error = |key: &Key| match errors {
+                Some(errors) => errors.of_bucket(&key_text(key)),
+                None => error,
             };
             let mut buckets = Vec::new();
             for entry in entries.iter().filter(|e| e.doc_count >= *min_doc_count) {
@@ -256,6 +288,12 @@ fn render_native(
                     _ => {}
                 }
                 bucket.insert("doc_count".into(), json!(entry.doc_count));
+                if *show_error {
+                    bucket.insert(
+                        "doc_count_error_upper_bound".into(),
+                        json!(bucket_error(&entry.key)),
+                    );
+                }
                 bucket.extend(render_children(
                     &node.children,
                     &entry.sub_aggregation,
@@ -272,7 +310,7 @@ fn render_native(
                     .sum::<u64>();
                 buckets.truncate(*size);
             }
-            rc.buckets += buckets.len();
+            rc.add_buckets(buckets.len())?;
             out.insert("doc_count_error_upper_bound".into(), json!(error));
             out.insert("sum_other_doc_count".into(), json!(other));
             out.insert(
@@ -338,26 +376,41 @@ fn render_native(
                 b.extend(render_children(&node.children, subs, count, rc)?);
                 rendered.push((key, b));
             }
-            rc.buckets += rendered.len();
+            rc.add_buckets(rendered.len())?;
             out.insert("buckets".into(), keyed_or_list(rendered, *keyed));
         }
-        NativeKind::Histogram { keyed, order } => {
-            let entries = histogram_entries(result);
+        NativeKind::Histogram {
+            keyed,
+            order,
+            grid,
+            min_doc_count,
+        } => {
+            let with_docs: HashMap<i64, &BucketEntry> = histogram_entries(result)
+                .into_iter()
+                .map(|e| (grid.index_of_key(key_f64(&e.key)) as i64, e))
+                .collect();
+            let mut indices: Vec<f64> = with_docs.keys().map(|i| *i as f64).collect();
+            if *min_doc_count == 0 {
+                indices = grid.filled_indices(&indices, rc.buckets, rc.max_buckets)?;
+            }
+            let empty = empty_results(node)?;
             let mut buckets = Vec::new();
-            for entry in entries {
+            for index in indices {
+                let (key, count, subs) = match with_docs.get(&(index as i64)) {
+                    Some(e) => (key_f64(&e.key), e.doc_count, &e.sub_aggregation),
+                    None => (grid.key_at(index), 0, &empty),
+                };
+                if count < *min_doc_count {
+                    continue;
+                }
                 let mut b = Map::new();
-                b.insert("key".into(), number(key_f64(&entry.key)));
-                b.insert("doc_count".into(), json!(entry.doc_count));
-                b.extend(render_children(
-                    &node.children,
-                    &entry.sub_aggregation,
-                    entry.doc_count,
-                    rc,
-                )?);
+                b.insert("key".into(), number(key));
+                b.insert("doc_count".into(), json!(count));
+                b.extend(render_children(&node.children, subs, count, rc)?);
                 buckets.push(b);
             }
             sort_buckets(&mut buckets, order, node);
-            rc.buckets += buckets.len();
+            rc.add_buckets(buckets.len())?;
             let named = buckets
                 .into_iter()
                 .map(|b| (java_double(b["key"].as_f64().unwrap_or(0.0)), b))
@@ -402,9 +455,8 @@ fn render_native(
                     keys.clear();
                     while k <= last {
                         keys.push(k);
-                        if keys.len() > MAX_BUCKETS {
-                            rc.buckets += keys.len();
-                            break;
+                        if keys.len() > rc.max_buckets {
+                            rc.add_buckets(keys.len())?;
                         }
                         k = rounding.next(k);
                     }
@@ -432,7 +484,7 @@ fn render_native(
                 buckets.push(b);
             }
             sort_buckets(&mut buckets, order, node);
-            rc.buckets += buckets.len();
+            rc.add_buckets(buckets.len())?;
             let named = buckets
                 .into_iter()
                 .map(|b| (b["key_as_string"].as_str().unwrap_or("").to_string(), b))
@@ -444,8 +496,12 @@ fn render_native(
             is_date,
             format,
             sigma,
+            distinct,
         } => {
             render_metric(&mut out, *op, result, *is_date, format, *sigma);
+            if let Some(count) = distinct.as_ref().and_then(|d| exact_distinct(results, d)) {
+                out.insert("value".into(), json!(count));
+            }
         }
         NativeKind::Percentiles {
             percents,
@@ -597,6 +653,22 @@ fn render_native(
         }
     }
     Ok(Value::Object(out))
+}
+
+/// The exact number of distinct values when the hidden list holds them all (none was cut on
+/// any segment or shard, and there are no more than the threshold).
+fn exact_distinct(
+    results: &AggregationResults,
+    (name, threshold): &(String, u64),
+) -> Option<usize> {
+    match results.0.get(name) {
+        Some(AggregationResult::BucketResult(BucketResult::Terms {
+            buckets,
+            sum_other_doc_count: 0,
+            ..
+        })) if buckets.len() as u64 <= *threshold => Some(buckets.len()),
+        _ => None,
+    }
 }
 
 fn histogram_entries(result: Option<&AggregationResult>) -> Vec<&BucketEntry> {

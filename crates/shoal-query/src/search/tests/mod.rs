@@ -2,6 +2,7 @@
 
 mod aggs;
 mod hits;
+mod terms_exact;
 mod wire;
 
 use std::collections::HashMap;
