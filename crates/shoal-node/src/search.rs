@@ -121,6 +121,9 @@ impl Node {
         scope: &SearchScope,
     ) -> ApiResult<Vec<PlannedShard>> {
         let services = self.resolve(indices, scope.options)?;
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        self.blocks()
+            .check_indices(crate::blocks::BlockLevel::Read, &names)?;
         self.plan_shards(
             &services,
             scope.routing.as_deref(),

@@ -1,5 +1,6 @@
 //! Index management APIs.
 
+use shoal_node::blocks::BlockLevel;
 use shoal_node::broadcast::BroadcastOp;
 use std::sync::Arc;
 
@@ -99,7 +100,7 @@ pub async fn get(node: Arc<Node>, index: String, params: Params) -> RestResult {
     let flat = params.flag("flat_settings");
     let body = blocking(move || {
         let mut out = Map::new();
-        for service in node.resolve(&index, opts)? {
+        for service in metadata_readable(&node, node.resolve(&index, opts)?)? {
             let meta = service.meta();
             out.insert(
                 meta.name.clone(),
@@ -138,7 +139,10 @@ pub async fn get_mapping(node: Arc<Node>, index: Option<String>, params: Params)
     let opts = options(&params, ResolveOptions::admin())?;
     let body = blocking(move || {
         let mut out = Map::new();
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
+        for service in metadata_readable(
+            &node,
+            node.resolve(index.as_deref().unwrap_or("_all"), opts)?,
+        )? {
             out.insert(
                 service.name(),
                 json!({"mappings": service.mapping().to_json()}),
@@ -165,7 +169,10 @@ pub async fn put_mapping(
     }
     blocking(move || {
         let update = shoal_mapping::Mapping::from_json(&body)?;
-        for service in node.resolve(&index, ResolveOptions::admin())? {
+        let services = node.resolve(&index, ResolveOptions::admin())?;
+        node.blocks()
+            .check_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
+        for service in services {
             service.merge_mapping(&update)?;
         }
         Ok(())
@@ -186,7 +193,10 @@ pub async fn get_settings(
     let include_defaults = params.flag("include_defaults");
     let body = blocking(move || {
         let mut out = Map::new();
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
+        for service in metadata_readable(
+            &node,
+            node.resolve(index.as_deref().unwrap_or("_all"), opts)?,
+        )? {
             let meta = service.meta();
             let filter = |s: &FlatSettings| -> FlatSettings {
                 s.iter()
@@ -237,9 +247,19 @@ pub async fn put_settings(
     }
     blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let keys: Vec<String> = update.keys().cloned().collect();
+        node.blocks()
+            .check_index_settings_update(&keys, &names_of(&services))?;
         for service in &services {
             let meta = service.meta();
             settings::validate_settings_update(&update, &meta.name, &meta.uuid, service.is_open())?;
+        }
+        if let Some(replicas) = update
+            .get("index.number_of_replicas")
+            .and_then(Value::as_str)
+        {
+            let replicas = replicas.parse().unwrap_or(0);
+            node.check_shard_limit_for_replicas(&names_of(&services), replicas)?;
         }
         for service in services {
             apply_settings_update(&service, &update)?;
@@ -320,6 +340,10 @@ pub async fn maintenance(
     };
     let summary = blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), opts)?;
+        if matches!(op, BroadcastOp::ForceMerge { .. }) {
+            node.blocks()
+                .check_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
+        }
         Ok(node.broadcast(&services, op)?.to_json())
     })
     .await?;
@@ -534,4 +558,18 @@ pub async fn get_aliases(
         return Ok(json(StatusCode::NOT_FOUND, body, &params));
     }
     ok(body, &params)
+}
+
+fn names_of(services: &[Arc<IndexService>]) -> Vec<String> {
+    services.iter().map(|s| s.name()).collect()
+}
+
+/// The indices whose metadata may be read (`index.blocks.metadata` refuses it).
+fn metadata_readable(
+    node: &Node,
+    services: Vec<Arc<IndexService>>,
+) -> Result<Vec<Arc<IndexService>>, ApiError> {
+    node.blocks()
+        .check_indices(BlockLevel::MetadataRead, &names_of(&services))?;
+    Ok(services)
 }
