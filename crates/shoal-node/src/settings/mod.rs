@@ -314,12 +314,13 @@ pub fn validate_cluster_update(
         .chain(transient.iter().map(|kv| ("transient", kv)));
     for (scope, (key, value)) in scoped {
         let def = registry().get(key).filter(|d| !d.index_scope);
-        let Some(def) = def else {
+        if def.is_none() && !typed::recognised_node_setting(key) {
             return Err(ApiError::bad_request(format!(
                 "{scope} setting [{key}], not recognized"
             )));
-        };
-        if !def.dynamic {
+        }
+        // Settings registered at run time (`thread_pool.*`) are all static node settings.
+        if !def.is_some_and(|d| d.dynamic) {
             return Err(ApiError::bad_request(format!(
                 "{scope} setting [{key}], not dynamically updateable"
             )));
