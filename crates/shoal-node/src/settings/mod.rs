@@ -156,6 +156,7 @@ pub fn validate_new_index_settings(settings: &FlatSettings) -> ApiResult<()> {
     for (key, value) in settings {
         check_known_index_setting(key)?;
         if !value.is_null() {
+            check_honoured_index_setting(key)?;
             validate_value(key, value)?;
         }
     }
@@ -187,6 +188,7 @@ pub fn validate_settings_update(
             non_dynamic.push(key.clone());
         }
         if !value.is_null() {
+            check_honoured_index_setting(key)?;
             validate_value(key, value)?;
         }
     }
@@ -205,6 +207,14 @@ fn check_known_index_setting(key: &str) -> ApiResult<&'static SettingDef> {
         _ => Err(ApiError::bad_request(format!(
             "unknown setting [{key}] please check that any required plugins are installed, or check the breaking changes documentation for removed settings"
         ))),
+    }
+}
+
+fn check_honoured_index_setting(key: &str) -> ApiResult<()> {
+    if typed::honoured_index_setting(key) {
+        Ok(())
+    } else {
+        Err(typed::not_supported(key))
     }
 }
 
@@ -364,6 +374,7 @@ pub fn validate_node_settings(settings: &FlatSettings) -> ApiResult<()> {
         if key.starts_with("index.") {
             check_known_index_setting(key)?;
             if !value.is_null() {
+                check_honoured_index_setting(key)?;
                 validate_value(key, value)?;
             }
             continue;

@@ -425,6 +425,50 @@ const HONOURED_NODE_GROUPS: &[&str] = &[
     "cluster.fault_detection.follower_check.",
     "cluster.fault_detection.leader_check.",
 ];
+/// Index settings Shoal acts on; the private ones are written by Shoal itself.
+const HONOURED_INDEX: &[&str] = &[
+    "index.number_of_shards",
+    "index.number_of_replicas",
+    "index.number_of_routing_shards",
+    "index.refresh_interval",
+    "index.translog.durability",
+    "index.translog.sync_interval",
+    "index.translog.flush_threshold_size",
+    "index.codec",
+    "index.codec.compression_level",
+    "index.replication.type",
+    "index.max_result_window",
+    "index.blocks.read_only",
+    "index.blocks.read",
+    "index.blocks.write",
+    "index.blocks.metadata",
+    "index.blocks.read_only_allow_delete",
+    "index.hidden",
+    "index.routing.allocation.enable",
+    "index.routing.rebalance.enable",
+    "index.routing.allocation.total_shards_per_node",
+    "index.allocation.max_retries",
+    "index.unassigned.node_left.delayed_timeout",
+    "index.write.wait_for_active_shards",
+    "index.soft_deletes.retention_lease.period",
+    "index.global_checkpoint_sync.interval",
+    "index.gc_deletes",
+    "index.uuid",
+    "index.creation_date",
+    "index.provided_name",
+    "index.version.created",
+    "index.version.upgraded",
+];
+const HONOURED_INDEX_GROUPS: &[&str] = &[
+    "index.routing.allocation.include.",
+    "index.routing.allocation.exclude.",
+    "index.routing.allocation.require.",
+];
+
+pub fn honoured_index_setting(key: &str) -> bool {
+    in_list(key, HONOURED_INDEX, HONOURED_INDEX_GROUPS)
+}
+
 /// Settings OpenSearch registers at run time (not in the built-in list) and Shoal has no use
 /// for: recognised, so refused by name rather than called unknown.
 const RECOGNISED_GROUPS: &[&str] = &["thread_pool."];
@@ -569,5 +613,10 @@ mod tests {
         assert!(recognised_node_setting("thread_pool.write.queue_size"));
         assert!(!recognised_node_setting("bogus.setting"));
         assert!(honoured_node_setting("node.attr.zone"));
+        assert!(honoured_index_setting(
+            "index.routing.allocation.require.zone"
+        ));
+        assert!(!honoured_index_setting("index.routing_partition_size"));
+        assert!(!honoured_index_setting("index.analysis.analyzer.a.type"));
     }
 }
