@@ -131,6 +131,18 @@ def test_read_only_allow_delete_answers_429_and_lets_the_index_be_deleted(http, 
     assert http.head(f"/{blocked_index}").status_code == 404
 
 
+def test_cluster_state_lists_the_blocks_in_force(http, blocked_index, cluster_block):
+    set_block(http, blocked_index, "metadata")
+    cluster_block("cluster.blocks.read_only")
+    blocks = http.get(f"/_cluster/state/blocks/{blocked_index}").json()["blocks"]
+    assert blocks == {
+        "global": {"6": {"description": "cluster read-only (api)", "retryable": False,
+                         "levels": ["write", "metadata_write"]}},
+        "indices": {blocked_index: {"9": {"description": "index metadata (api)", "retryable": False,
+                                          "levels": ["metadata_read", "metadata_write"]}}},
+    }
+
+
 def test_two_blocks_report_both_and_the_non_retryable_status(http, blocked_index):
     set_block(http, blocked_index, "write")
     set_block(http, blocked_index, "read_only_allow_delete")

@@ -12,6 +12,7 @@ use crate::error::{ApiError, ApiResult};
 
 /// What an operation does, as far as blocks are concerned (`ClusterBlockLevel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum BlockLevel {
     Read,
     Write,
@@ -274,6 +275,77 @@ impl ClusterBlocks {
     }
 }
 
+impl BlockLevel {
+    fn as_str(self) -> &'static str {
+        match self {
+            Read => "read",
+            Write => "write",
+            MetadataRead => "metadata_read",
+            MetadataWrite => "metadata_write",
+            CreateIndex => "create_index",
+        }
+    }
+}
+
+/// A closed index carries this block in OpenSearch; Shoal refuses operations on closed
+/// indices with `index_closed_exception` before blocks are asked, so it only shows in the
+/// cluster state.
+const INDEX_CLOSED: Block = Block {
+    id: 4,
+    description: "index closed",
+    status: 400,
+    levels: &[Read, Write],
+    allow_release_resources: false,
+    setting: "",
+};
+
+fn block_json(block: &Block) -> (String, serde_json::Value) {
+    let mut levels = block.levels.to_vec();
+    levels.sort_by_key(|l| *l as u8);
+    let levels: Vec<&str> = levels.into_iter().map(BlockLevel::as_str).collect();
+    (
+        block.id.to_string(),
+        serde_json::json!({"description": block.description, "retryable": false, "levels": levels}),
+    )
+}
+
+impl ClusterBlocks {
+    /// The `blocks` section of `GET /_cluster/state` for `indices`.
+    pub fn to_json<S: AsRef<str>>(&self, indices: &[S]) -> serde_json::Value {
+        let mut body = serde_json::Map::new();
+        if !self.global.is_empty() {
+            let global = self.global.iter().map(|b| block_json(b)).collect();
+            body.insert("global".into(), serde_json::Value::Object(global));
+        }
+        let mut per_index = serde_json::Map::new();
+        for index in indices {
+            let Some(meta) = self.state.metadata.indices.get(index.as_ref()) else {
+                continue;
+            };
+            let closed = (meta.state == shoal_state::IndexState::Close).then_some(&INDEX_CLOSED);
+            let blocks: serde_json::Map<String, serde_json::Value> = closed
+                .into_iter()
+                .chain(
+                    INDEX_BLOCKS
+                        .into_iter()
+                        .filter(|b| meta.setting(b.setting).as_deref() == Some("true")),
+                )
+                .map(block_json)
+                .collect();
+            if !blocks.is_empty() {
+                per_index.insert(
+                    index.as_ref().to_string(),
+                    serde_json::Value::Object(blocks),
+                );
+            }
+        }
+        if !per_index.is_empty() {
+            body.insert("indices".into(), serde_json::Value::Object(per_index));
+        }
+        serde_json::Value::Object(body)
+    }
+}
+
 impl crate::node::Node {
     /// The blocks of the cluster state this node has applied.
     pub fn blocks(&self) -> ClusterBlocks {
@@ -430,6 +502,22 @@ mod tests {
             .check_cluster_settings_update(&["cluster.blocks.read_only", "x"])
             .is_err());
         assert!(b.check_create_index("new").is_err());
+    }
+
+    #[test]
+    fn cluster_state_lists_blocks_like_opensearch() {
+        let b = blocks(
+            &[("index.blocks.read_only", "true")],
+            &[("cluster.blocks.read_only", "true")],
+        );
+        assert_eq!(
+            b.to_json(&["b"]),
+            json!({
+                "global": {"6": {"description": "cluster read-only (api)", "retryable": false, "levels": ["write", "metadata_write"]}},
+                "indices": {"b": {"5": {"description": "index read-only (api)", "retryable": false, "levels": ["write", "metadata_write"]}}}
+            })
+        );
+        assert_eq!(blocks(&[], &[]).to_json(&["b"]), json!({}));
     }
 
     #[test]

@@ -175,7 +175,8 @@ pub(crate) fn state_body(
         body["cluster_manager_node"] = json!(state.cluster_manager);
     }
     if want("blocks") {
-        body["blocks"] = json!({});
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        body["blocks"] = node.blocks().to_json(&names);
     }
     if want("nodes") {
         let nodes: Map<String, Value> = state
