@@ -80,14 +80,17 @@ def test_one_watermark_is_checked_against_the_others_in_force(http):
 def test_valid_values_are_stored(http):
     try:
         r = http.put("/_cluster/settings", {"transient": {"cluster.info.update.interval": "45s",
-                                                          "cluster.routing.allocation.node_concurrent_recoveries": "3"}})
+                                                          "cluster.routing.allocation.node_concurrent_recoveries": "3",
+                                                          "action.auto_create_index": "+logs-*,-other-*"}})
         assert r.status_code == 200, r.text
         got = stored(http)
         assert got["cluster.info.update.interval"] == "45s"
         assert got["cluster.routing.allocation.node_concurrent_recoveries"] == "3"
+        assert got["action.auto_create_index"] == "+logs-*,-other-*"
     finally:
         http.put("/_cluster/settings", {"transient": {"cluster.info.update.interval": None,
-                                                      "cluster.routing.allocation.node_concurrent_recoveries": None}})
+                                                      "cluster.routing.allocation.node_concurrent_recoveries": None,
+                                                      "action.auto_create_index": None}})
 
 
 def test_setting_shoal_does_not_honour_is_refused_by_name(http, is_shoal):

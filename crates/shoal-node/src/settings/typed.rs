@@ -68,6 +68,8 @@ fn explicit_kind(key: &str) -> Option<Kind> {
             "Illegal rebalance.enable value",
             &["all", "primaries", "replicas", "none"],
         ),
+        // `true`, `false` or a list of `+pattern`/`-pattern`.
+        "action.auto_create_index" => Kind::Any,
         "http.port" | "transport.port" => Kind::Any,
         _ => return None,
     })
