@@ -110,6 +110,9 @@ def test_metadata_block_refuses_metadata_reads_and_writes_and_lifts_alone(http, 
                           {"index.blocks.metadata": False, "index.number_of_replicas": 0}),
                  403, "cluster_block_exception", reason)
     assert http.put(f"/{blocked_index}/_doc/2", {"n": 2}).status_code == 201
+    # A new field would change the mapping: that is a metadata write too.
+    assert_error(http.put(f"/{blocked_index}/_doc/3", {"n": 3, "new_field": "x"}), 403,
+                 "cluster_block_exception", reason)
     set_block(http, blocked_index, "metadata", False)
     assert http.get(f"/{blocked_index}/_mapping").status_code == 200
 
@@ -193,6 +196,15 @@ def test_cluster_read_only_allow_delete_still_deletes_indices(http, blocked_inde
                  f"blocked by: [{CLUSTER_ALLOW_DELETE}];")
     r = http.delete(f"/{blocked_index}")
     assert r.status_code == 200, r.text
+
+
+def test_cluster_create_index_block_refuses_new_indices_only(http, blocked_index, cluster_block):
+    cluster_block("cluster.blocks.create_index")
+    reason = "blocked by: [FORBIDDEN/10/cluster create-index blocked (api)];"
+    assert_error(http.put(f"/{blocked_index}-new"), 403, "cluster_block_exception", reason)
+    # Auto-creation by a write is index creation too.
+    assert_error(http.put(f"/{blocked_index}-auto/_doc/1", {"n": 1}), 403, "cluster_block_exception", reason)
+    assert http.put(f"/{blocked_index}/_doc/2", {"n": 2}).status_code == 201
 
 
 WATERMARKS = ("cluster.routing.allocation.disk.watermark.low",
