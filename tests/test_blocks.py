@@ -101,7 +101,8 @@ def test_read_block_refuses_searches_and_gets_but_not_writes(http, blocked_index
 def test_metadata_block_refuses_metadata_reads_and_writes_and_lifts_alone(http, blocked_index):
     set_block(http, blocked_index, "metadata")
     reason = blocked(blocked_index, METADATA)
-    for path in (f"/{blocked_index}", f"/{blocked_index}/_mapping", f"/{blocked_index}/_settings"):
+    for path in (f"/{blocked_index}", f"/{blocked_index}/_mapping", f"/{blocked_index}/_settings",
+                 f"/{blocked_index}/_stats", f"/_cat/indices/{blocked_index}"):
         assert_error(http.get(path), 403, "cluster_block_exception", reason)
     assert_error(http.put(f"/{blocked_index}/_mapping", {"properties": {"tag": {"type": "keyword"}}}),
                  403, "cluster_block_exception", reason)

@@ -508,6 +508,9 @@ pub async fn index_stats(
     let shard_level = params.get("level") == Some("shards");
     let body = blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        node.blocks()
+            .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
         let mut all_primaries = json!({});
         let mut all_total = json!({});
         let mut indices = Map::new();
