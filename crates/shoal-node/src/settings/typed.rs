@@ -10,7 +10,7 @@ use crate::error::{ApiError, ApiResult};
 use super::registry::registry;
 
 /// The type of a setting's value, with its range.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Kind {
     Bool,
     Int {
@@ -28,7 +28,8 @@ pub enum Kind {
     MemorySize,
     /// A disk watermark: a percentage/ratio of used disk, or free bytes.
     Watermark,
-    Enum(&'static str, &'static [&'static str]),
+    /// Allowed values (compared in lowercase) and the refusal's text for a value.
+    Enum(fn(&str) -> String, &'static [&'static str]),
     /// Free text (patterns, lists, names): nothing to check.
     Any,
 }
@@ -61,12 +62,27 @@ fn explicit_kind(key: &str) -> Option<Kind> {
         | "cluster.routing.allocation.balance.index"
         | "cluster.routing.allocation.balance.threshold" => Kind::Float { min: 0.0 },
         "cluster.routing.allocation.enable" | "index.routing.allocation.enable" => Kind::Enum(
-            "Illegal allocation.enable value",
+            |v| format!("Illegal allocation.enable value [{v}]"),
             &["all", "primaries", "new_primaries", "none"],
         ),
         "cluster.routing.rebalance.enable" | "index.routing.rebalance.enable" => Kind::Enum(
-            "Illegal rebalance.enable value",
+            |v| format!("Illegal rebalance.enable value [{v}]"),
             &["all", "primaries", "replicas", "none"],
+        ),
+        // OpenSearch names the setting by printing it (its pretty JSON form).
+        "cluster.routing.allocation.allow_rebalance" => Kind::Enum(
+            |v| {
+                format!(
+                    "Illegal value for {{\n  \"key\" : \"cluster.routing.allocation.allow_rebalance\",\n  \"properties\" : [\n    \"Dynamic\",\n    \"NodeScope\"\n  ],\n  \"is_group_setting\" : false,\n  \"default\" : \"indices_all_active\"\n}}: {v}"
+                )
+            },
+            &[
+                "always",
+                "indices_primaries_active",
+                "indicesprimariesactive",
+                "indices_all_active",
+                "indicesallactive",
+            ],
         ),
         // `true`, `false` or a list of `+pattern`/`-pattern`.
         "action.auto_create_index" => Kind::Any,
@@ -133,11 +149,11 @@ pub fn check_value(key: &str, text: &str) -> ApiResult<()> {
         Kind::Bytes => parse_bytes(key, text).map(drop),
         Kind::MemorySize => parse_memory_size(key, text),
         Kind::Watermark => parse_watermark(key, text).map(drop),
-        Kind::Enum(message, allowed) => {
+        Kind::Enum(refusal, allowed) => {
             if allowed.contains(&text.to_ascii_lowercase().as_str()) {
                 Ok(())
             } else {
-                Err(ApiError::bad_request(format!("{message} [{text}]")))
+                Err(ApiError::bad_request(refusal(text)))
             }
         }
         Kind::Any => Ok(()),
@@ -590,18 +606,33 @@ mod tests {
             reason("cluster.routing.allocation.enable", "some"),
             "Illegal allocation.enable value [some]"
         );
+        assert!(
+            reason("cluster.routing.allocation.allow_rebalance", "often")
+                .ends_with("\"default\" : \"indices_all_active\"\n}: often")
+        );
+        assert!(check_value("cluster.routing.allocation.allow_rebalance", "always").is_ok());
     }
 
     #[test]
     fn kinds_are_read_off_registry_defaults() {
-        assert_eq!(kind_of("action.destructive_requires_name"), Kind::Bool);
-        assert_eq!(kind_of("search.default_search_timeout"), Kind::Any);
-        assert_eq!(kind_of("indices.breaker.total.limit"), Kind::MemorySize);
-        assert_eq!(
+        assert!(matches!(
+            kind_of("action.destructive_requires_name"),
+            Kind::Bool
+        ));
+        assert!(matches!(
+            kind_of("search.default_search_timeout"),
+            Kind::Any
+        ));
+        assert!(matches!(
+            kind_of("indices.breaker.total.limit"),
+            Kind::MemorySize
+        ));
+        assert!(matches!(
             kind_of("cluster.info.update.timeout"),
             Kind::Time { min: None }
-        );
-        assert_eq!(kind_of("http.max_content_length"), Kind::Bytes);
+        ));
+        assert!(matches!(kind_of("http.max_content_length"), Kind::Bytes));
+        assert!(matches!(kind_of("action.auto_create_index"), Kind::Any));
     }
 
     #[test]
