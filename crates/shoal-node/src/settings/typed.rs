@@ -471,6 +471,11 @@ const HONOURED_INDEX: &[&str] = &[
     "index.soft_deletes.retention_lease.period",
     "index.global_checkpoint_sync.interval",
     "index.gc_deletes",
+    // Limits on request parts Shoal refuses outright (`docvalue_fields`, `script_fields`,
+    // `rescore`): no request can exceed them, so they hold whatever their value.
+    "index.max_docvalue_fields_search",
+    "index.max_script_fields",
+    "index.max_rescore_window",
     "index.uuid",
     "index.creation_date",
     "index.provided_name",
