@@ -185,6 +185,8 @@ def test_cluster_read_only_blocks_writes_creation_and_settings_until_lifted(http
                  "cluster_block_exception", global_reason)
     assert_error(http.delete(f"/{blocked_index}"), 403, "cluster_block_exception",
                  blocked(blocked_index, CLUSTER_READ_ONLY))
+    # Shard-level actions ask the cluster-wide blocks first, and name no index then.
+    assert_error(http.post(f"/{blocked_index}/_forcemerge"), 403, "cluster_block_exception", global_reason)
     assert http.post(f"/{blocked_index}/_search", {}).json()["hits"]["total"]["value"] == 1
     r = http.put("/_cluster/settings", {"transient": {"cluster.blocks.read_only": False}})
     assert r.status_code == 200, r.text

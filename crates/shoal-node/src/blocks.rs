@@ -200,6 +200,17 @@ impl ClusterBlocks {
         self.check_global(level)
     }
 
+    /// Cluster-wide blocks first (their own message), then the indices' blocks: how actions
+    /// that run on shards check (`checkGlobalBlock`, then `checkRequestBlock`).
+    pub fn check_global_then_indices<S: AsRef<str>>(
+        &self,
+        level: BlockLevel,
+        indices: &[S],
+    ) -> ApiResult<()> {
+        self.check_global(level)?;
+        self.check_indices(level, indices)
+    }
+
     pub fn check_index(&self, level: BlockLevel, index: &str) -> ApiResult<()> {
         self.check_indices(level, &[index])
     }

@@ -408,7 +408,7 @@ impl Node {
     ) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
         let service = self.resolve_single_for_read(index)?;
         self.blocks()
-            .check_index(BlockLevel::Read, &service.name())?;
+            .check_global_then_indices(BlockLevel::Read, &[service.name()])?;
         self.read_document(service, id, options)
     }
 

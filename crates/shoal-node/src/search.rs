@@ -123,7 +123,7 @@ impl Node {
         let services = self.resolve(indices, scope.options)?;
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
         self.blocks()
-            .check_indices(crate::blocks::BlockLevel::Read, &names)?;
+            .check_global_then_indices(crate::blocks::BlockLevel::Read, &names)?;
         self.plan_shards(
             &services,
             scope.routing.as_deref(),

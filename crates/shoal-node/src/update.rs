@@ -79,7 +79,7 @@ pub struct UpdateOutcome {
 
 impl Node {
     /// The index an update goes to, once the write blocks let it through.
-    fn blocked_or_target(&self, index: &str) -> ApiResult<Option<Arc<IndexService>>> {
+    fn update_target(&self, index: &str) -> ApiResult<Option<Arc<IndexService>>> {
         let blocks = self.blocks();
         blocks.check_global(crate::blocks::BlockLevel::Write)?;
         let Some(service) = self.resolve_write_index(index)? else {
@@ -120,12 +120,10 @@ impl Node {
             preference: crate::copies::Preference::Primary,
             ..crate::documents::GetOptions::realtime(request.routing.as_deref())
         };
-        let current = match self
-            .blocked_or_target(index)
-            .and_then(|service| match service {
-                Some(service) => self.read_document(service, id, &read),
-                None => Err(ApiError::index_not_found(index)),
-            }) {
+        let current = match self.update_target(index).and_then(|service| match service {
+            Some(service) => self.read_document(service, id, &read),
+            None => Err(ApiError::index_not_found(index)),
+        }) {
             Ok((service, doc)) => doc.map(|d| (service, d)),
             Err(e) if e.error_type == "index_not_found_exception" => None,
             Err(e) => return Err(e),

@@ -510,7 +510,7 @@ pub async fn index_stats(
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
         node.blocks()
-            .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
+            .check_global_then_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
         let mut all_primaries = json!({});
         let mut all_total = json!({});
         let mut indices = Map::new();

@@ -342,7 +342,7 @@ pub async fn maintenance(
         let services = node.resolve(index.as_deref().unwrap_or("_all"), opts)?;
         if matches!(op, BroadcastOp::ForceMerge { .. }) {
             node.blocks()
-                .check_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
+                .check_global_then_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
         }
         Ok(node.broadcast(&services, op)?.to_json())
     })
