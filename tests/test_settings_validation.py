@@ -116,6 +116,7 @@ def test_static_thread_pool_setting_is_not_dynamically_updateable(http):
     ("index.max_result_window", "lots", "Failed to parse value [lots] for setting [index.max_result_window]"),
     ("index.allocation.max_retries", "-2", "Failed to parse value [-2] for setting [index.allocation.max_retries] must be >= 0"),
     ("index.routing.allocation.enable", "sometimes", "Illegal allocation.enable value [sometimes]"),
+    ("index.write.wait_for_active_shards", "most", "cannot parse ActiveShardCount[most]"),
     ("index.refresh_interval", "fast",
      "failed to parse setting [index.refresh_interval] with value [fast] as a time value: unit is missing or unrecognized"),
 ])

@@ -30,6 +30,8 @@ pub enum Kind {
     Watermark,
     /// Allowed values (compared in lowercase) and the refusal's text for a value.
     Enum(fn(&str) -> String, &'static [&'static str]),
+    /// `all` or a copy count (`ActiveShardCount.parseString`).
+    ActiveShards,
     /// Free text (patterns, lists, names): nothing to check.
     Any,
 }
@@ -84,6 +86,7 @@ fn explicit_kind(key: &str) -> Option<Kind> {
                 "indicesallactive",
             ],
         ),
+        "index.write.wait_for_active_shards" => Kind::ActiveShards,
         // `true`, `false` or a list of `+pattern`/`-pattern`.
         "action.auto_create_index" => Kind::Any,
         "http.port" | "transport.port" => Kind::Any,
@@ -156,7 +159,23 @@ pub fn check_value(key: &str, text: &str) -> ApiResult<()> {
                 Err(ApiError::bad_request(refusal(text)))
             }
         }
+        Kind::ActiveShards => parse_active_shards(text),
         Kind::Any => Ok(()),
+    }
+}
+
+fn parse_active_shards(text: &str) -> ApiResult<()> {
+    if text == "all" {
+        return Ok(());
+    }
+    match text.parse::<i64>() {
+        Ok(n) if n < -1 => Err(ApiError::bad_request(
+            "shardCount cannot be a negative value.",
+        )),
+        Ok(_) => Ok(()),
+        Err(_) => Err(ApiError::bad_request(format!(
+            "cannot parse ActiveShardCount[{text}]"
+        ))),
     }
 }
 
@@ -616,6 +635,12 @@ mod tests {
                 .ends_with("\"default\" : \"indices_all_active\"\n}: often")
         );
         assert!(check_value("cluster.routing.allocation.allow_rebalance", "always").is_ok());
+        assert!(check_value("index.write.wait_for_active_shards", "all").is_ok());
+        assert!(check_value("index.write.wait_for_active_shards", "2").is_ok());
+        assert_eq!(
+            reason("index.write.wait_for_active_shards", "most"),
+            "cannot parse ActiveShardCount[most]"
+        );
     }
 
     #[test]
