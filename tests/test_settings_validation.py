@@ -93,6 +93,15 @@ def test_valid_values_are_stored(http):
                                                       "action.auto_create_index": None}})
 
 
+def test_a_group_is_reset_with_a_wildcard(http):
+    r = http.put("/_cluster/settings", {"transient": {"cluster.routing.allocation.node_concurrent_recoveries": "3",
+                                                      "cluster.routing.allocation.enable": "primaries"}})
+    assert r.status_code == 200, r.text
+    r = http.put("/_cluster/settings", {"transient": {"cluster.routing.allocation.*": None}})
+    assert r.status_code == 200, r.text
+    assert not [k for k in stored(http) if k.startswith("cluster.routing.allocation.")]
+
+
 def test_setting_shoal_does_not_honour_is_refused_by_name(http, is_shoal):
     if not is_shoal:
         pytest.skip("OpenSearch honours search.max_buckets")

@@ -323,6 +323,10 @@ pub fn validate_cluster_update(
         .map(|kv| ("persistent", kv))
         .chain(transient.iter().map(|kv| ("transient", kv)));
     for (scope, (key, value)) in scoped {
+        // `"cluster.routing.*": null` resets a group; wildcards are not validated (OpenSearch).
+        if value.is_null() && key.ends_with('*') {
+            continue;
+        }
         let def = registry().get(key).filter(|d| !d.index_scope);
         if def.is_none() && !typed::recognised_node_setting(key) {
             return Err(ApiError::bad_request(format!(
