@@ -104,6 +104,7 @@ def test_metadata_block_refuses_metadata_reads_and_writes_and_lifts_alone(http, 
     for path in (f"/{blocked_index}", f"/{blocked_index}/_mapping", f"/{blocked_index}/_settings",
                  f"/{blocked_index}/_stats", f"/_cat/indices/{blocked_index}"):
         assert_error(http.get(path), 403, "cluster_block_exception", reason)
+    assert http.head(f"/{blocked_index}").status_code == 403
     assert_error(http.put(f"/{blocked_index}/_mapping", {"properties": {"tag": {"type": "keyword"}}}),
                  403, "cluster_block_exception", reason)
     # Together with another setting, lifting it is a metadata change like any other.

@@ -80,18 +80,19 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
 
 /// `HEAD /{index}`.
 pub async fn exists(node: Arc<Node>, index: String) -> RestResult {
-    let found = blocking(move || {
-        Ok(node
-            .resolve(&index, ResolveOptions::admin())
-            .map(|r| !r.is_empty())
-            .unwrap_or(false))
+    let status = blocking(move || {
+        let found = match node.resolve(&index, ResolveOptions::admin()) {
+            Ok(services) if !services.is_empty() => services,
+            _ => return Ok(StatusCode::NOT_FOUND),
+        };
+        // A get-index request underneath: a metadata block answers its status, bodiless.
+        Ok(match metadata_readable(&node, found) {
+            Ok(_) => StatusCode::OK,
+            Err(e) => StatusCode::from_u16(e.status).unwrap_or(StatusCode::FORBIDDEN),
+        })
     })
     .await?;
-    Ok(status_only(if found {
-        StatusCode::OK
-    } else {
-        StatusCode::NOT_FOUND
-    }))
+    Ok(status_only(status))
 }
 
 /// `GET /{index}`.
