@@ -16,6 +16,7 @@ use shoal_engine::{
 use shoal_mapping::{DocumentParser, Mapping};
 use shoal_translog::Durability;
 
+use crate::blocks::BlockLevel;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
@@ -160,6 +161,10 @@ impl Node {
         items: Vec<DocWrite>,
         options: &WriteOptions,
     ) -> Vec<ApiResult<WriteOutcome>> {
+        let blocks = self.blocks();
+        if let Err(blocked) = blocks.check_global(BlockLevel::Write) {
+            return items.iter().map(|_| Err(blocked.clone())).collect();
+        }
         let mut results: Vec<Option<ApiResult<WriteOutcome>>> =
             (0..items.len()).map(|_| None).collect();
         let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
@@ -172,11 +177,10 @@ impl Node {
             let service = services
                 .entry(name.clone())
                 .or_insert_with(|| {
-                    self.write_target(
-                        &name,
-                        options.require_alias,
-                        matches!(item, DocWrite::Index { .. }),
-                    )
+                    let may_create = matches!(item, DocWrite::Index { .. });
+                    let service = self.write_target(&name, options.require_alias, may_create)?;
+                    blocks.check_index(BlockLevel::Write, &service.name())?;
+                    Ok(service)
                 })
                 .clone();
             let service = match service {
@@ -403,6 +407,18 @@ impl Node {
         options: &GetOptions,
     ) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
         let service = self.resolve_single_for_read(index)?;
+        self.blocks()
+            .check_global_then_indices(BlockLevel::Read, &[service.name()])?;
+        self.read_document(service, id, options)
+    }
+
+    /// Reads a document for a write that depends on it (an update): read blocks do not apply.
+    pub(crate) fn read_document(
+        &self,
+        service: Arc<IndexService>,
+        id: &str,
+        options: &GetOptions,
+    ) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
         let shard = service.route(options.routing.as_deref().unwrap_or(id));
         let request = crate::shard_search::GetRequest {
             index: service.name(),

@@ -323,6 +323,11 @@ impl IndexService {
         if merged == *self.mapping() {
             return Ok(self.mapping());
         }
+        // A dynamic mapping update is a metadata write (OpenSearch's auto put-mapping).
+        if let Some(node) = self.node.upgrade() {
+            node.blocks()
+                .check_index(crate::blocks::BlockLevel::MetadataWrite, &self.name())?;
+        }
         self.update_meta(|meta| {
             meta.mapping = merged;
             meta.mapping_version += 1;

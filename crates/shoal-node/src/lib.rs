@@ -2,6 +2,7 @@
 //! primaries, reads to chosen copies, broadcasts to every copy), and the shard-level actions
 //! other nodes call on this one.
 
+pub mod blocks;
 pub mod broadcast;
 pub mod bulk;
 pub mod cluster_api;
@@ -21,6 +22,7 @@ mod scheduler;
 pub mod search;
 pub mod settings;
 pub mod shard_failure;
+pub mod shard_limit;
 pub mod shard_search;
 pub mod stats;
 pub mod update;

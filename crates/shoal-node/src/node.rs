@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use shoal_mapping::Mapping;
 use tracing::info;
 
+use crate::blocks::BlockLevel;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::{AliasMetadata, IndexMetadata, IndexState, NodePaths};
@@ -31,6 +32,7 @@ pub struct NodeConfig {
 
 impl NodeConfig {
     pub fn from_settings(settings: FlatSettings) -> ApiResult<NodeConfig> {
+        settings::validate_node_settings(&settings)?;
         let get = |k: &str| settings.get(k).and_then(Value::as_str).map(str::to_string);
         let port = |k: &str, default: u16| -> ApiResult<u16> {
             match get(k) {
@@ -243,20 +245,15 @@ impl Node {
         persistent: FlatSettings,
         transient: FlatSettings,
     ) -> ApiResult<ClusterSettings> {
-        for key in persistent.keys().chain(transient.keys()) {
-            let def = settings::registry().get(key);
-            let known = def.is_some_and(|d| !d.index_scope) || key.starts_with("index.");
-            if !known {
-                return Err(ApiError::bad_request(format!(
-                    "persistent setting [{key}], not recognized"
-                )));
-            }
-            if def.is_some_and(|d| !d.dynamic) {
-                return Err(ApiError::bad_request(format!(
-                    "persistent setting [{key}], not dynamically updateable"
-                )));
-            }
-        }
+        let keys: Vec<&str> = persistent
+            .keys()
+            .chain(transient.keys())
+            .map(String::as_str)
+            .collect();
+        self.blocks().check_cluster_settings_update(&keys)?;
+        settings::validate_cluster_update(&persistent, &transient, |key| {
+            self.cluster_setting(key)
+        })?;
         for (key, value) in persistent.iter().chain(transient.iter()) {
             crate::replication::throttle::validate(key, value)?;
             crate::search::validate_max_buckets(key, value)?;
@@ -417,6 +414,7 @@ impl Node {
     /// Creates an index from a create-index body (`settings`, `mappings`, `aliases`).
     pub fn create_index(&self, name: &str, body: &Value) -> ApiResult<Arc<IndexService>> {
         validate_index_name(name)?;
+        self.blocks().check_create_index(name)?;
         if let Some(other) = body.as_object().and_then(|m| {
             m.keys()
                 .find(|k| !matches!(k.as_str(), "settings" | "mappings" | "aliases"))
@@ -479,6 +477,8 @@ impl Node {
             *t = json!(t.as_str().unwrap_or("DOCUMENT").to_uppercase());
         }
         let shards = settings::IndexSettings(&flat).number_of_shards();
+        let copies = shards * (1 + settings::IndexSettings(&flat).number_of_replicas());
+        self.check_shard_limit(copies as i64)?;
         let meta = IndexMetadata {
             name: name.to_string(),
             uuid,
@@ -502,6 +502,7 @@ impl Node {
     pub fn delete_indices(&self, services: &[Arc<IndexService>]) -> ApiResult<()> {
         let _guard = self.lifecycle_lock.lock();
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        self.blocks().check_delete_indices(&names)?;
         self.propose(shoal_state::Command::DeleteIndices { names })?;
         for service in services {
             self.remove_local_index(service);
@@ -510,6 +511,8 @@ impl Node {
     }
 
     pub fn close_index(&self, service: &IndexService) -> ApiResult<()> {
+        self.blocks()
+            .check_index(BlockLevel::MetadataWrite, &service.name())?;
         let _guard = service.update_lock.lock();
         if !service.is_open() {
             return Ok(());
@@ -523,10 +526,13 @@ impl Node {
     }
 
     pub fn open_index(&self, service: &IndexService) -> ApiResult<()> {
+        self.blocks()
+            .check_index(BlockLevel::MetadataWrite, &service.name())?;
         let _guard = service.update_lock.lock();
         if service.is_open() {
             return Ok(());
         }
+        self.check_shard_limit_for_open(&service.name())?;
         service.update_meta(|m| {
             m.state = IndexState::Open;
             Ok(())
@@ -540,6 +546,16 @@ impl Node {
 
     /// Applies `POST /_aliases` actions atomically.
     pub fn update_aliases(&self, actions: &[AliasAction]) -> ApiResult<()> {
+        let indices: Vec<&str> = actions
+            .iter()
+            .map(|a| match a {
+                AliasAction::Add { index, .. }
+                | AliasAction::Remove { index, .. }
+                | AliasAction::RemoveIndex { index } => index.as_str(),
+            })
+            .collect();
+        self.blocks()
+            .check_indices(BlockLevel::MetadataWrite, &indices)?;
         let _guard = self.lifecycle_lock.lock();
         for action in actions {
             match action {

@@ -160,6 +160,9 @@ impl Node {
         scope: &SearchScope,
     ) -> ApiResult<Vec<PlannedShard>> {
         let services = forbid_closed(self.resolve(indices, scope.options)?, scope.options)?;
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        self.blocks()
+            .check_global_then_indices(crate::blocks::BlockLevel::Read, &names)?;
         self.plan_shards(
             &services,
             scope.routing.as_deref(),

@@ -7,7 +7,9 @@ use shoal_query::search::{filter_source, SourceFilter};
 
 use crate::documents::{DocWrite, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
 use crate::node::Node;
+use std::sync::Arc;
 
 /// A parsed update request body plus its parameters.
 #[derive(Debug, Clone, Default)]
@@ -76,6 +78,20 @@ pub struct UpdateOutcome {
 }
 
 impl Node {
+    /// The index an update goes to, once the write blocks let it through.
+    fn update_target(&self, index: &str) -> ApiResult<Option<Arc<IndexService>>> {
+        let blocks = self.blocks();
+        blocks.check_global(crate::blocks::BlockLevel::Write)?;
+        let Some(service) = self.resolve_write_index(index)? else {
+            return Ok(None);
+        };
+        blocks.check_index(crate::blocks::BlockLevel::Write, &service.name())?;
+        if !service.is_open() {
+            return Err(ApiError::index_closed(&service.name(), &service.uuid()));
+        }
+        Ok(Some(service))
+    }
+
     pub fn update_document(
         &self,
         index: &str,
@@ -104,7 +120,10 @@ impl Node {
             preference: crate::copies::Preference::Primary,
             ..crate::documents::GetOptions::realtime(request.routing.as_deref())
         };
-        let current = match self.get_document_with(index, id, &read) {
+        let current = match self.update_target(index).and_then(|service| match service {
+            Some(service) => self.read_document(service, id, &read),
+            None => Err(ApiError::index_not_found(index)),
+        }) {
             Ok((service, doc)) => doc.map(|d| (service, d)),
             Err(e) if e.error_type == "index_not_found_exception" => None,
             Err(e) => return Err(e),

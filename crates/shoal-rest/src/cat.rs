@@ -257,6 +257,10 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
     let options = ResolveOptions::admin().with_expand_wildcards(params.get("expand_wildcards"));
     let table = blocking(move || -> ApiResult<Table> {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), options)?;
+        // `_cat/indices` reads index settings: a metadata block refuses it, as in OpenSearch.
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        node.blocks()
+            .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
         let state = node.cluster_state();
         let health = state.health(None);
         let copies = node.copy_stats(&services);

@@ -175,7 +175,8 @@ pub(crate) fn state_body(
         body["cluster_manager_node"] = json!(state.cluster_manager);
     }
     if want("blocks") {
-        body["blocks"] = json!({});
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        body["blocks"] = node.blocks().to_json(&names);
     }
     if want("nodes") {
         let nodes: Map<String, Value> = state
@@ -507,6 +508,9 @@ pub async fn index_stats(
     let shard_level = params.get("level") == Some("shards");
     let body = blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        node.blocks()
+            .check_global_then_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
         let mut all_primaries = json!({});
         let mut all_total = json!({});
         let mut indices = Map::new();

@@ -387,6 +387,9 @@ pub async fn bulk(
     let default_require_alias = options.require_alias;
     let default_source = params.get("_source").map(|s| json!(s));
     let rendered = blocking(move || -> ApiResult<Vec<Value>> {
+        // A cluster-wide write block fails the whole request, index blocks fail their items.
+        node.blocks()
+            .check_global(shoal_node::blocks::BlockLevel::Write)?;
         Ok(execute_bulk(
             &node,
             items,

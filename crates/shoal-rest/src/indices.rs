@@ -1,5 +1,6 @@
 //! Index management APIs.
 
+use shoal_node::blocks::BlockLevel;
 use shoal_node::broadcast::BroadcastOp;
 use std::sync::Arc;
 
@@ -79,18 +80,19 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
 
 /// `HEAD /{index}`.
 pub async fn exists(node: Arc<Node>, index: String) -> RestResult {
-    let found = blocking(move || {
-        Ok(node
-            .resolve(&index, ResolveOptions::admin())
-            .map(|r| !r.is_empty())
-            .unwrap_or(false))
+    let status = blocking(move || {
+        let found = match node.resolve(&index, ResolveOptions::admin()) {
+            Ok(services) if !services.is_empty() => services,
+            _ => return Ok(StatusCode::NOT_FOUND),
+        };
+        // A get-index request underneath: a metadata block answers its status, bodiless.
+        Ok(match metadata_readable(&node, found) {
+            Ok(_) => StatusCode::OK,
+            Err(e) => StatusCode::from_u16(e.status).unwrap_or(StatusCode::FORBIDDEN),
+        })
     })
     .await?;
-    Ok(status_only(if found {
-        StatusCode::OK
-    } else {
-        StatusCode::NOT_FOUND
-    }))
+    Ok(status_only(status))
 }
 
 /// `GET /{index}`.
@@ -99,7 +101,7 @@ pub async fn get(node: Arc<Node>, index: String, params: Params) -> RestResult {
     let flat = params.flag("flat_settings");
     let body = blocking(move || {
         let mut out = Map::new();
-        for service in node.resolve(&index, opts)? {
+        for service in metadata_readable(&node, node.resolve(&index, opts)?)? {
             let meta = service.meta();
             out.insert(
                 meta.name.clone(),
@@ -138,7 +140,10 @@ pub async fn get_mapping(node: Arc<Node>, index: Option<String>, params: Params)
     let opts = options(&params, ResolveOptions::admin())?;
     let body = blocking(move || {
         let mut out = Map::new();
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
+        for service in metadata_readable(
+            &node,
+            node.resolve(index.as_deref().unwrap_or("_all"), opts)?,
+        )? {
             out.insert(
                 service.name(),
                 json!({"mappings": service.mapping().to_json()}),
@@ -165,7 +170,10 @@ pub async fn put_mapping(
     }
     blocking(move || {
         let update = shoal_mapping::Mapping::from_json(&body)?;
-        for service in node.resolve(&index, ResolveOptions::admin())? {
+        let services = node.resolve(&index, ResolveOptions::admin())?;
+        node.blocks()
+            .check_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
+        for service in services {
             service.merge_mapping(&update)?;
         }
         Ok(())
@@ -186,7 +194,10 @@ pub async fn get_settings(
     let include_defaults = params.flag("include_defaults");
     let body = blocking(move || {
         let mut out = Map::new();
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), opts)? {
+        for service in metadata_readable(
+            &node,
+            node.resolve(index.as_deref().unwrap_or("_all"), opts)?,
+        )? {
             let meta = service.meta();
             let filter = |s: &FlatSettings| -> FlatSettings {
                 s.iter()
@@ -237,9 +248,19 @@ pub async fn put_settings(
     }
     blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let keys: Vec<String> = update.keys().cloned().collect();
+        node.blocks()
+            .check_index_settings_update(&keys, &names_of(&services))?;
         for service in &services {
             let meta = service.meta();
             settings::validate_settings_update(&update, &meta.name, &meta.uuid, service.is_open())?;
+        }
+        if let Some(replicas) = update
+            .get("index.number_of_replicas")
+            .and_then(Value::as_str)
+        {
+            let replicas = replicas.parse().unwrap_or(0);
+            node.check_shard_limit_for_replicas(&names_of(&services), replicas)?;
         }
         for service in services {
             apply_settings_update(&service, &update)?;
@@ -321,6 +342,10 @@ pub async fn maintenance(
     let is_merge = action != "refresh" && action != "flush";
     let (summary, worst) = blocking(move || {
         let services = node.resolve(index.as_deref().unwrap_or("_all"), opts)?;
+        if matches!(op, BroadcastOp::ForceMerge { .. }) {
+            node.blocks()
+                .check_global_then_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
+        }
         let summary = node.broadcast(&services, op)?;
         Ok((summary.to_json(), summary.worst_failure_status()))
     })
@@ -541,4 +566,18 @@ pub async fn get_aliases(
         return Ok(json(StatusCode::NOT_FOUND, body, &params));
     }
     ok(body, &params)
+}
+
+fn names_of(services: &[Arc<IndexService>]) -> Vec<String> {
+    services.iter().map(|s| s.name()).collect()
+}
+
+/// The indices whose metadata may be read (`index.blocks.metadata` refuses it).
+fn metadata_readable(
+    node: &Node,
+    services: Vec<Arc<IndexService>>,
+) -> Result<Vec<Arc<IndexService>>, ApiError> {
+    node.blocks()
+        .check_indices(BlockLevel::MetadataRead, &names_of(&services))?;
+    Ok(services)
 }

@@ -2,6 +2,7 @@
 //! access to the ones Shoal acts on.
 
 mod registry;
+pub mod typed;
 mod values;
 
 use std::collections::BTreeMap;
@@ -155,6 +156,7 @@ pub fn validate_new_index_settings(settings: &FlatSettings) -> ApiResult<()> {
     for (key, value) in settings {
         check_known_index_setting(key)?;
         if !value.is_null() {
+            check_honoured_index_setting(key)?;
             validate_value(key, value)?;
         }
     }
@@ -186,6 +188,7 @@ pub fn validate_settings_update(
             non_dynamic.push(key.clone());
         }
         if !value.is_null() {
+            check_honoured_index_setting(key)?;
             validate_value(key, value)?;
         }
     }
@@ -204,6 +207,14 @@ fn check_known_index_setting(key: &str) -> ApiResult<&'static SettingDef> {
         _ => Err(ApiError::bad_request(format!(
             "unknown setting [{key}] please check that any required plugins are installed, or check the breaking changes documentation for removed settings"
         ))),
+    }
+}
+
+fn check_honoured_index_setting(key: &str) -> ApiResult<()> {
+    if typed::honoured_index_setting(key) {
+        Ok(())
+    } else {
+        Err(typed::not_supported(key))
     }
 }
 
@@ -301,9 +312,114 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
                 )));
             }
         }
-        _ => {}
+        _ => typed::check_value(key, &text)?,
     }
     Ok(())
+}
+
+/// Validates `PUT /_cluster/settings`: every key known, dynamic and honoured by Shoal, every
+/// value of its type and range, and the disk watermarks consistent once the update applies.
+/// `effective` gives a setting's value before the update.
+pub fn validate_cluster_update(
+    persistent: &FlatSettings,
+    transient: &FlatSettings,
+    effective: impl Fn(&str) -> Option<String>,
+) -> ApiResult<()> {
+    let scoped = persistent
+        .iter()
+        .map(|kv| ("persistent", kv))
+        .chain(transient.iter().map(|kv| ("transient", kv)));
+    for (scope, (key, value)) in scoped {
+        // `"cluster.routing.*": null` resets a group; wildcards are not validated (OpenSearch).
+        if value.is_null() && key.ends_with('*') {
+            continue;
+        }
+        let def = registry().get(key).filter(|d| !d.index_scope);
+        if def.is_none() && !typed::recognised_node_setting(key) {
+            return Err(ApiError::bad_request(format!(
+                "{scope} setting [{key}], not recognized"
+            )));
+        }
+        // Settings registered at run time (`thread_pool.*`) are all static node settings.
+        if !def.is_some_and(|d| d.dynamic) {
+            return Err(ApiError::bad_request(format!(
+                "{scope} setting [{key}], not dynamically updateable"
+            )));
+        }
+        // A reset is always fine: nothing is stored.
+        let Some(text) = setting_text(value) else {
+            continue;
+        };
+        if !typed::honoured_cluster_setting(key) {
+            return Err(typed::not_supported(key));
+        }
+        typed::check_value(key, &text)?;
+    }
+    let after = |key: &str| -> Option<String> {
+        for update in [transient, persistent] {
+            if let Some(value) = update.get(key) {
+                return setting_text(value)
+                    .or_else(|| registry().get(key).map(|d| d.default.clone()));
+            }
+        }
+        effective(key)
+    };
+    let touched = [typed::DISK_LOW, typed::DISK_HIGH, typed::DISK_FLOOD]
+        .iter()
+        .any(|k| persistent.contains_key(*k) || transient.contains_key(*k));
+    if touched {
+        let get = |k: &str| after(k).unwrap_or_default();
+        typed::check_watermarks(
+            &get(typed::DISK_LOW),
+            &get(typed::DISK_HIGH),
+            &get(typed::DISK_FLOOD),
+        )?;
+    }
+    Ok(())
+}
+
+/// Validates the settings a node is started with (`config/shoal.yml`, `-E`): unknown
+/// settings stop the start as in OpenSearch, and so do settings Shoal would ignore.
+pub fn validate_node_settings(settings: &FlatSettings) -> ApiResult<()> {
+    for (key, value) in settings {
+        if key.starts_with("index.") {
+            check_known_index_setting(key)?;
+            if !value.is_null() {
+                check_honoured_index_setting(key)?;
+                validate_value(key, value)?;
+            }
+            continue;
+        }
+        if !typed::recognised_node_setting(key) {
+            return Err(typed::unknown_setting(key));
+        }
+        if !typed::honoured_node_setting(key) {
+            return Err(typed::not_supported(key));
+        }
+        if let Some(text) = setting_text(value).filter(|_| !value.is_array()) {
+            typed::check_value(key, &text)?;
+        }
+    }
+    let value = |k: &str| {
+        settings
+            .get(k)
+            .and_then(setting_text)
+            .or_else(|| registry().get(k).map(|d| d.default.clone()))
+            .unwrap_or_default()
+    };
+    typed::check_watermarks(
+        &value(typed::DISK_LOW),
+        &value(typed::DISK_HIGH),
+        &value(typed::DISK_FLOOD),
+    )
+}
+
+fn setting_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
 }
 
 /// The `_source` codec chosen by `index.codec` and `index.codec.compression_level`.

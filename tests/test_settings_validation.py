@@ -1,0 +1,216 @@
+"""Settings checked by type and range with OpenSearch 2.18's messages (cluster settings,
+persistent and transient, index settings, node settings at start), settings Shoal would ignore
+refused by name, and `cluster.max_shards_per_node`."""
+import re
+
+import pytest
+
+from conftest import NodeStartError
+from util import assert_error
+
+HIGH = "cluster.routing.allocation.disk.watermark.high"
+LOW = "cluster.routing.allocation.disk.watermark.low"
+FLOOD = "cluster.routing.allocation.disk.watermark.flood_stage"
+
+
+def stored(http):
+    body = http.get("/_cluster/settings", params={"flat_settings": "true"}).json()
+    return {**body["persistent"], **body["transient"]}
+
+
+INVALID_CLUSTER_VALUES = [
+    (HIGH, "x", f"failed to parse setting [{HIGH}] with value [x] as a size in bytes: unit is missing or unrecognized"),
+    (LOW, "1s", f"failed to parse setting [{LOW}] with value [1s] as a size in bytes: unit is missing or unrecognized"),
+    (FLOOD, "101%", f"failed to parse setting [{FLOOD}] with value [101%] as a size in bytes: unit is missing or unrecognized"),
+    ("cluster.info.update.interval", "200%",
+     "failed to parse setting [cluster.info.update.interval] with value [200%] as a time value: unit is missing or unrecognized"),
+    ("cluster.info.update.interval", "5s",
+     "failed to parse value [5s] for setting [cluster.info.update.interval], must be >= [10s]"),
+    ("cluster.routing.allocation.node_concurrent_recoveries", "90%",
+     "Failed to parse value [90%] for setting [cluster.routing.allocation.node_concurrent_recoveries]"),
+    ("cluster.routing.allocation.node_concurrent_recoveries", "-1",
+     "Failed to parse value [-1] for setting [cluster.routing.allocation.node_concurrent_recoveries] must be >= 0"),
+    ("cluster.max_shards_per_node", "0",
+     "Failed to parse value [0] for setting [cluster.max_shards_per_node] must be >= 1"),
+    ("cluster.routing.allocation.disk.threshold_enabled", "yes",
+     "Failed to parse value [yes] as only [true] or [false] are allowed."),
+    ("action.destructive_requires_name", "1", "Failed to parse value [1] as only [true] or [false] are allowed."),
+    ("cluster.routing.allocation.enable", "some", "Illegal allocation.enable value [some]"),
+    ("cluster.routing.allocation.balance.threshold", "-1",
+     "Failed to parse value [-1] for setting [cluster.routing.allocation.balance.threshold] must be >= 0.0"),
+]
+
+
+@pytest.mark.parametrize("scope", ["persistent", "transient"])
+@pytest.mark.parametrize("key,value,reason", INVALID_CLUSTER_VALUES,
+                         ids=[f"{k}={v}" for k, v, _ in INVALID_CLUSTER_VALUES])
+def test_invalid_cluster_setting_value_is_refused_and_not_stored(http, scope, key, value, reason):
+    before = stored(http)
+    r = http.put("/_cluster/settings", {scope: {key: value}})
+    assert_error(r, 400, "illegal_argument_exception", reason)
+    assert stored(http) == before
+
+
+@pytest.mark.parametrize("low,high,flood,reason", [
+    ("95%", "90%", "97%", "low disk watermark [95%] more than high disk watermark [90%]"),
+    ("85%", "96%", "95%", "high disk watermark [96%] more than flood stage disk watermark [95%]"),
+    ("1gb", "5gb", "500mb", "low disk watermark [1gb] less than high disk watermark [5gb]"),
+    ("10gb", "5gb", "6gb", "high disk watermark [5gb] less than flood stage disk watermark [6gb]"),
+    ("85%", "5gb", "95%", f"unable to consistently parse [{LOW}=85%], [{HIGH}=5gb], and [{FLOOD}=95%] as percentage or bytes"),
+])
+def test_disk_watermarks_must_be_ordered_and_of_one_kind(http, low, high, flood, reason):
+    before = stored(http)
+    r = http.put("/_cluster/settings", {"persistent": {LOW: low, HIGH: high, FLOOD: flood}})
+    assert_error(r, 400, "illegal_argument_exception", reason)
+    assert stored(http) == before
+
+
+def test_one_watermark_is_checked_against_the_others_in_force(http):
+    # The defaults are 85%/90%/95%: a byte value alone cannot be consistent with them.
+    r = http.put("/_cluster/settings", {"transient": {HIGH: "10gb"}})
+    assert_error(r, 400, "illegal_argument_exception",
+                 f"unable to consistently parse [{LOW}=85%], [{HIGH}=10gb], and [{FLOOD}=95%] as percentage or bytes")
+    r = http.put("/_cluster/settings", {"transient": {HIGH: "0.88"}})
+    try:
+        assert r.status_code == 200, r.text
+    finally:
+        http.put("/_cluster/settings", {"transient": {HIGH: None}})
+
+
+def test_valid_values_are_stored(http):
+    try:
+        r = http.put("/_cluster/settings", {"transient": {"cluster.info.update.interval": "45s",
+                                                          "cluster.routing.allocation.node_concurrent_recoveries": "3",
+                                                          "action.auto_create_index": "+logs-*,-other-*"}})
+        assert r.status_code == 200, r.text
+        got = stored(http)
+        assert got["cluster.info.update.interval"] == "45s"
+        assert got["cluster.routing.allocation.node_concurrent_recoveries"] == "3"
+        assert got["action.auto_create_index"] == "+logs-*,-other-*"
+    finally:
+        http.put("/_cluster/settings", {"transient": {"cluster.info.update.interval": None,
+                                                      "cluster.routing.allocation.node_concurrent_recoveries": None,
+                                                      "action.auto_create_index": None}})
+
+
+def test_a_group_is_reset_with_a_wildcard(http):
+    r = http.put("/_cluster/settings", {"transient": {"cluster.routing.allocation.node_concurrent_recoveries": "3",
+                                                      "cluster.routing.allocation.enable": "primaries"}})
+    assert r.status_code == 200, r.text
+    r = http.put("/_cluster/settings", {"transient": {"cluster.routing.allocation.*": None}})
+    assert r.status_code == 200, r.text
+    assert not [k for k in stored(http) if k.startswith("cluster.routing.allocation.")]
+
+
+def test_setting_shoal_does_not_honour_is_refused_by_name(http, is_shoal):
+    if not is_shoal:
+        pytest.skip("OpenSearch honours search.max_buckets")
+    before = stored(http)
+    r = http.put("/_cluster/settings", {"persistent": {"search.max_buckets": "100"}})
+    err = assert_error(r, 400, "illegal_argument_exception")
+    assert "[search.max_buckets]" in err["reason"] and "not supported" in err["reason"], err
+    assert stored(http) == before
+
+
+def test_static_thread_pool_setting_is_not_dynamically_updateable(http):
+    r = http.put("/_cluster/settings", {"persistent": {"thread_pool.write.queue_size": "10"}})
+    assert_error(r, 400, "illegal_argument_exception",
+                 "persistent setting [thread_pool.write.queue_size], not dynamically updateable")
+    r = http.put("/_cluster/settings", {"transient": {"no.such.setting": "1"}})
+    assert_error(r, 400, "illegal_argument_exception", "transient setting [no.such.setting], not recognized")
+
+
+@pytest.mark.parametrize("key,value,reason", [
+    ("index.blocks.write", "maybe", "Failed to parse value [maybe] as only [true] or [false] are allowed."),
+    ("index.max_result_window", "lots", "Failed to parse value [lots] for setting [index.max_result_window]"),
+    ("index.allocation.max_retries", "-2", "Failed to parse value [-2] for setting [index.allocation.max_retries] must be >= 0"),
+    ("index.routing.allocation.enable", "sometimes", "Illegal allocation.enable value [sometimes]"),
+    ("index.write.wait_for_active_shards", "most", "cannot parse ActiveShardCount[most]"),
+    ("index.refresh_interval", "fast",
+     "failed to parse setting [index.refresh_interval] with value [fast] as a time value: unit is missing or unrecognized"),
+])
+def test_invalid_index_setting_value_is_refused(http, index_name, key, value, reason):
+    r = http.put(f"/{index_name}", {"settings": {key: value}})
+    assert_error(r, 400, "illegal_argument_exception", reason)
+    assert http.head(f"/{index_name}").status_code == 404
+    assert http.put(f"/{index_name}", {"settings": {"number_of_replicas": 0}}).status_code == 200
+    r = http.put(f"/{index_name}/_settings", {key: value})
+    assert_error(r, 400, "illegal_argument_exception", reason)
+
+
+@pytest.mark.parametrize("key,value", [("index.routing_partition_size", 2),
+                                       ("index.analysis.analyzer.custom.type", "standard"),
+                                       ("index.mapping.total_fields.limit", 10)])
+def test_index_setting_shoal_does_not_honour_is_refused_by_name(http, index_name, is_shoal, key, value):
+    if not is_shoal:
+        pytest.skip("OpenSearch honours these settings")
+    r = http.put(f"/{index_name}", {"settings": {key: value}})
+    err = assert_error(r, 400, "illegal_argument_exception")
+    assert f"[{key}]" in err["reason"] and "not supported" in err["reason"], err
+    assert http.head(f"/{index_name}").status_code == 404
+    assert http.put(f"/{index_name}", {}).status_code == 200
+    err = assert_error(http.put(f"/{index_name}/_settings", {key: value}), 400, "illegal_argument_exception")
+    assert f"[{key}]" in err["reason"], err
+
+
+# ---------------------------------------------------------------- cluster.max_shards_per_node
+
+LIMIT = re.compile(r"^Validation Failed: 1: this action would add \[(\d+)\] total shards, "
+                   r"but this cluster currently has \[(\d+)\]/\[(\d+)\] maximum shards open;$")
+
+
+def test_an_index_of_1024_shards_is_refused_on_one_node(http, index_name):
+    r = http.put(f"/{index_name}", {"settings": {"number_of_shards": 1024, "number_of_replicas": 0}})
+    err = assert_error(r, 400, "validation_exception")
+    added, _current, limit = map(int, LIMIT.match(err["reason"]).groups())
+    assert (added, limit) == (1024, 1000)
+    assert http.head(f"/{index_name}").status_code == 404
+
+
+@pytest.fixture
+def shard_limit(http):
+    def put(value):
+        r = http.put("/_cluster/settings", {"transient": {"cluster.max_shards_per_node": value}})
+        assert r.status_code == 200, r.text
+    yield put
+    http.put("/_cluster/settings", {"transient": {"cluster.max_shards_per_node": None}})
+
+
+def test_max_shards_per_node_limits_creation_replicas_and_opening(http, index_name, shard_limit):
+    shard_limit(1)
+    r = http.put(f"/{index_name}-probe", {"settings": {"number_of_shards": 2, "number_of_replicas": 0}})
+    err = assert_error(r, 400, "validation_exception")
+    added, current, limit = map(int, LIMIT.match(err["reason"]).groups())
+    assert (added, limit) == (2, 1)
+    shard_limit(current + 2)
+    a, b = index_name + "-a", index_name + "-b"
+    assert http.put(f"/{a}", {"settings": {"number_of_shards": 2, "number_of_replicas": 0}}).status_code == 200
+    # Two more copies (one replica per shard) would exceed the limit.
+    r = http.put(f"/{a}/_settings", {"index.number_of_replicas": 1})
+    assert_error(r, 400, "validation_exception",
+                 f"Validation Failed: 1: this action would add [2] total shards, but this cluster currently has "
+                 f"[{current + 2}]/[{current + 2}] maximum shards open;")
+    # A closed index does not count; opening it counts again.
+    assert http.post(f"/{a}/_close").status_code == 200
+    assert http.put(f"/{b}", {"settings": {"number_of_shards": 2, "number_of_replicas": 0}}).status_code == 200
+    r = http.post(f"/{a}/_open")
+    assert_error(r, 400, "validation_exception",
+                 f"Validation Failed: 1: this action would add [2] total shards, but this cluster currently has "
+                 f"[{current + 2}]/[{current + 2}] maximum shards open;")
+    shard_limit(current + 4)
+    assert http.post(f"/{a}/_open").status_code == 200
+
+
+# ---------------------------------------------------------------- node settings at start
+
+@pytest.mark.parametrize("settings,message", [
+    ({"thread_pool.write.queue_size": "10"}, "setting [thread_pool.write.queue_size] is not supported"),
+    ({"no.such.setting": "1"}, "unknown setting [no.such.setting]"),
+    ({HIGH: "x"}, f"failed to parse setting [{HIGH}] with value [x] as a size in bytes"),
+    ({"index.refresh_interval": "fast"}, "failed to parse setting [index.refresh_interval] with value [fast]"),
+], ids=["unhonoured", "unknown", "bad-watermark", "bad-index-default"])
+def test_node_refuses_to_start_with_an_unknown_unhonoured_or_invalid_setting(node_factory, settings, message):
+    n = node_factory(settings, start=False)
+    with pytest.raises(NodeStartError) as failure:
+        n.start(timeout=30)
+    assert message in str(failure.value), str(failure.value)[-2000:]
