@@ -1,7 +1,6 @@
 //! Routes, the server, and the plumbing every handler shares.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -78,6 +77,7 @@ pub fn router(node: Arc<Node>) -> Router {
     Router::new()
         .fallback_service(api)
         .layer(middleware::from_fn(render_method_not_allowed))
+        .layer(middleware::from_fn(crate::server::render_http_errors))
 }
 
 fn cluster_routes() -> Router<S> {
@@ -739,15 +739,4 @@ fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body
     .into_response()
 }
 
-/// Serves the API until the shutdown future resolves.
-pub async fn serve(
-    node: Arc<Node>,
-    addr: SocketAddr,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "http server listening");
-    axum::serve(listener, router(node))
-        .with_graceful_shutdown(shutdown)
-        .await
-}
+pub use crate::server::serve;

@@ -1,0 +1,194 @@
+//! The HTTP/1 server: hyper behind [`GuardedIo`], so OpenSearch's limits and errors apply to
+//! the request head too, and one renderer gives every error OpenSearch's JSON body.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use shoal_node::{ApiError, Node};
+use tokio::sync::watch;
+
+use crate::http_guard::{GuardedIo, Limits, Rejection, REJECTION_HEADER, REJECTION_PATH};
+use crate::response::RestError;
+
+/// `http.max_initial_line_length` and `http.max_header_size` from the node's settings.
+pub fn limits(node: &Node) -> Limits {
+    let bytes = |key: &str, default: usize| {
+        node.cluster_setting(key)
+            .and_then(|v| shoal_node::settings::parse_byte_size(&v).ok())
+            .map_or(default, |v| v.max(64) as usize)
+    };
+    Limits {
+        max_initial_line_length: bytes("http.max_initial_line_length", 4096),
+        max_header_size: bytes("http.max_header_size", 8192),
+    }
+}
+
+/// Serves the API until the shutdown future resolves, then lets open requests finish.
+pub async fn serve(
+    node: Arc<Node>,
+    addr: SocketAddr,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "http server listening");
+    let limits = limits(&node);
+    let app = crate::router(node);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .max_headers(limits.max_header_count());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (done_tx, mut done_rx) = watch::channel(());
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Too many open files and the like: wait instead of spinning.
+                    tracing::warn!(error = %e, "cannot accept http connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let io = TokioIo::new(GuardedIo::new(stream, limits));
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder.serve_connection(io, service);
+        let mut stop = stop_rx.clone();
+        let done = done_tx.clone();
+        tokio::spawn(async move {
+            tokio::pin!(connection);
+            let stopping = tokio::select! {
+                _ = connection.as_mut() => false,
+                stopped = stop.wait_for(|s| *s) => stopped.is_ok(),
+            };
+            if stopping {
+                connection.as_mut().graceful_shutdown();
+                let _ = connection.await;
+            }
+            drop(done);
+        });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(done_tx);
+    // Every connection task holds a sender: this returns once the last one ends.
+    let _ = tokio::time::timeout(Duration::from_secs(10), done_rx.changed()).await;
+    Ok(())
+}
+
+/// The one error renderer in front of the router: a head the guard rejected, and any error the
+/// HTTP plumbing (extractors, decompression, body limits) answers in text or without a body,
+/// become OpenSearch's `{"error":{...},"status":N}`.
+pub async fn render_http_errors(req: Request, next: Next) -> Response {
+    if req.uri().path() == REJECTION_PATH {
+        if let Some(rejection) = req
+            .headers()
+            .get(REJECTION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(Rejection::from_header)
+        {
+            let err = ApiError::new(rejection.status, rejection.error_type, rejection.reason);
+            return closing(RestError(err).into_response());
+        }
+    }
+    let encoding = req
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let response = next.run(req).await;
+    if !response.status().is_client_error() && !response.status().is_server_error() {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let status = response.status();
+    let text = body_text(response.into_body()).await;
+    RestError(plumbing_error(status, &text, &encoding)).into_response()
+}
+
+/// The error for a status the HTTP plumbing produced, with its text.
+fn plumbing_error(status: StatusCode, text: &str, encoding: &str) -> ApiError {
+    let code = status.as_u16();
+    match code {
+        413 => ApiError::new(
+            413,
+            "content_too_long_exception",
+            format!("request body is too large (http.max_content_length): {text}"),
+        ),
+        415 => ApiError::new(
+            415,
+            "illegal_argument_exception",
+            format!(
+                "unsupported Content-Encoding [{encoding}]: only gzip and identity are accepted"
+            ),
+        ),
+        400 if text.contains("Failed to buffer the request body") && !encoding.is_empty() => {
+            ApiError::bad_request(format!(
+                "cannot decode the request body (Content-Encoding [{encoding}]): {}",
+                text.trim_start_matches("Failed to buffer the request body: ")
+            ))
+        }
+        400 if text.starts_with("Failed to buffer the request body") => {
+            ApiError::bad_request(format!(
+                "cannot read the request body: {}",
+                text.trim_start_matches("Failed to buffer the request body: ")
+            ))
+        }
+        400 if text.starts_with("Invalid URL") => ApiError::bad_request(format!(
+            "invalid path: {}",
+            text.trim_start_matches("Invalid URL: ")
+        )),
+        _ => {
+            let reason = if text.is_empty() {
+                status.canonical_reason().unwrap_or("error").to_string()
+            } else {
+                text.to_string()
+            };
+            if code == 400 {
+                ApiError::bad_request(reason)
+            } else {
+                ApiError::new(code, "exception", reason)
+            }
+        }
+    }
+}
+
+/// The first 4 KiB of a plumbing error's body (they are short texts).
+async fn body_text(body: Body) -> String {
+    let limited = http_body_util::Limited::new(body, 4096);
+    match limited.collect().await {
+        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes())
+            .trim()
+            .to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
