@@ -41,6 +41,7 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "http server listening");
     let limits = limits(&node);
+    let reaper = tokio::spawn(expire_search_contexts(Arc::clone(&node)));
     let app = crate::router(node);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -83,11 +84,30 @@ pub async fn serve(
         });
     }
     drop(listener);
+    reaper.abort();
     let _ = stop_tx.send(true);
     drop(done_tx);
     // Every connection task holds a sender: this returns once the last one ends.
     let _ = tokio::time::timeout(Duration::from_secs(10), done_rx.changed()).await;
     Ok(())
+}
+
+/// Scroll and shard search contexts pin segments and memory until their keep-alive ends; the
+/// registries drop expired ones only when touched, so a client that never returns would keep
+/// them forever. Sweep them every second.
+async fn expire_search_contexts(node: Arc<Node>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        // A context being read holds its lock: wait for it off the async workers.
+        let node = Arc::clone(&node);
+        let _ = tokio::task::spawn_blocking(move || {
+            node.scrolls.expire();
+            node.search_contexts.expire();
+        })
+        .await;
+    }
 }
 
 /// The one error renderer in front of the router: a head the guard rejected, and any error the
