@@ -65,7 +65,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .fallback(no_handler)
         .layer(middleware::from_fn(check_content_type))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
-            check_content_length(req, next, max_content_length)
+            crate::server::read_whole_body(req, next, max_content_length)
         }))
         .layer(DefaultBodyLimit::max(max_content_length))
         .layer(tower_http::decompression::RequestDecompressionLayer::new())
@@ -677,53 +677,6 @@ fn allowed_methods(path: &str, allow_header: &str) -> String {
         .filter(|m| !m.is_empty() && (*m != "HEAD" || explicit_head))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// `http.max_content_length`: 413 before reading a body that is too large.
-async fn check_content_length(req: Request, next: Next, max: usize) -> Response {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if let Some(len) = declared.filter(|len| *len > max) {
-        // Read and drop a moderately oversized body so the client sees the 413 instead of a
-        // connection reset mid-upload; a huge one is not worth reading.
-        if len <= max.saturating_mul(4) {
-            use http_body_util::BodyExt;
-            let mut body = req.into_body();
-            while let Some(frame) = body.frame().await {
-                if frame.is_err() {
-                    break;
-                }
-            }
-        }
-        let err = ApiError::new(
-            413,
-            "content_too_long_exception",
-            format!(
-                "request body is too large: the limit is [{max}] bytes (http.max_content_length)"
-            ),
-        );
-        return RestError(err).into_response();
-    }
-    let response = next.run(req).await;
-    if response.status() == StatusCode::PAYLOAD_TOO_LARGE
-        && response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/plain"))
-    {
-        let err = ApiError::new(
-            413,
-            "content_too_long_exception",
-            format!(
-                "request body is too large: the limit is [{max}] bytes (http.max_content_length)"
-            ),
-        );
-        return RestError(err).into_response();
-    }
-    response
 }
 
 fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {

@@ -110,6 +110,62 @@ async fn expire_search_contexts(node: Arc<Node>) {
     }
 }
 
+/// `http.max_content_length`, then the whole body read before any handler runs (as Netty's
+/// aggregator does): a handler that answers without reading the body (a 405, a GET with a body)
+/// would otherwise leave hyper to close the connection after its answer, without saying so, and
+/// the client's next request on it would find it closed. Runs after decompression, so the limit
+/// applies to what a gzip body inflates to.
+pub async fn read_whole_body(req: Request, next: Next, max: usize) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if let Some(len) = declared.filter(|len| *len > max) {
+        // Read and drop a moderately oversized body so the client sees the 413 instead of a
+        // connection reset mid-upload; a huge one is not worth reading.
+        if len <= max.saturating_mul(4) {
+            let mut body = req.into_body();
+            while let Some(frame) = body.frame().await {
+                if frame.is_err() {
+                    break;
+                }
+            }
+        }
+        return closing(too_long(max));
+    }
+    let encoding = req
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let (parts, body) = req.into_parts();
+    let bytes = match http_body_util::Limited::new(body, max).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return closing(too_long(max)),
+        Err(e) => {
+            let reason = if encoding.is_empty() {
+                format!("cannot read the request body: {e}")
+            } else {
+                format!("cannot decode the request body (Content-Encoding [{encoding}]): {e}")
+            };
+            return closing(RestError(ApiError::bad_request(reason)).into_response());
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn too_long(max: usize) -> Response {
+    RestError(ApiError::new(
+        413,
+        "content_too_long_exception",
+        format!("request body is too large: the limit is [{max}] bytes (http.max_content_length)"),
+    ))
+    .into_response()
+}
+
 /// The one error renderer in front of the router: a head the guard rejected, and any error the
 /// HTTP plumbing (extractors, decompression, body limits) answers in text or without a body,
 /// become OpenSearch's `{"error":{...},"status":N}`.
