@@ -161,3 +161,144 @@ def test_node_survives_garbage(http, index):
         r = http.put(f"/{index}/_doc/x", body)
         assert 400 <= r.status_code < 500, (body[:20], r.status_code, r.text[:300])
     assert http.get("/").status_code == 200
+
+
+# --- The HTTP layer's own rejections (request line, headers, encodings), over raw sockets ---
+
+import gzip  # noqa: E402
+import socket  # noqa: E402
+from urllib.parse import urlparse  # noqa: E402
+
+
+def raw_request(base_url: str, data: bytes, timeout: float = 10.0):
+    """Sends raw bytes; returns (status, headers, body) of the first response."""
+    u = urlparse(base_url)
+    with socket.create_connection((u.hostname, u.port), timeout=timeout) as s:
+        s.sendall(data)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = s.recv(65536)
+            assert chunk, f"connection closed without a response: {buf[:200]!r}"
+            buf += chunk
+        head, _, body = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        while len(body) < length:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    return status, headers, body[:length]
+
+
+def assert_raw_error(response, status: int, etype: str, reason: str | None = None) -> dict:
+    got_status, headers, body = response
+    assert got_status == status, (got_status, body[:300])
+    assert headers.get("content-type") == "application/json; charset=UTF-8", headers
+    doc = json.loads(body)
+    assert doc["status"] == status, doc
+    err = doc["error"]
+    assert err["type"] == etype, doc
+    assert err["root_cause"][0]["type"] and err["root_cause"][0]["reason"], doc
+    if reason is not None:
+        assert err["reason"] == reason, doc
+    return err
+
+
+def get(path: bytes, extra: bytes = b"") -> bytes:
+    return b"GET " + path + b" HTTP/1.1\r\nHost: t\r\n" + extra + b"\r\n"
+
+
+@pytest.fixture
+def numbers_index(http, index):
+    r = http.put(f"/{index}/_doc/1", {"title": "the quick fox", "n": 7}, params={"refresh": "true"})
+    assert r.status_code == 201, r.text
+    return index
+
+
+def test_query_string_accepts_quotes_and_angle_brackets_unescaped(base_url, numbers_index):
+    """OpenSearch (Netty) takes `"`, `<`, `>` in a query string as they are; hyper refused them."""
+    def hits(query: bytes) -> int:
+        status, _, body = raw_request(base_url, get(f"/{numbers_index}/_search?q=".encode() + query))
+        assert status == 200, body[:300]
+        return json.loads(body)["hits"]["total"]["value"]
+
+    assert hits(b'title:"quick%20fox"') == 1
+    assert hits(b'title:"fox%20quick"') == 0
+    assert hits(b"n:>5") == 1
+    assert hits(b"n:<5") == 0
+
+
+def test_request_line_longer_than_max_initial_line_length_is_400(base_url):
+    for length in (5000, 70000):  # over 4kb, and over hyper's own 64 KiB URI limit (was an empty 414)
+        response = raw_request(base_url, get(b"/" + b"a" * length))
+        assert_raw_error(response, 400, "too_long_http_line_exception",
+                         reason="An HTTP line is larger than 4096 bytes.")
+
+
+def test_headers_larger_than_max_header_size_are_400(base_url):
+    response = raw_request(base_url, get(b"/", b"X-Big: " + b"v" * 10000 + b"\r\n"))
+    assert_raw_error(response, 400, "too_long_http_header_exception",
+                     reason="HTTP header is larger than 8192 bytes.")
+    many = b"".join(b"X-H%d: v\r\n" % i for i in range(1000))  # about 11 KB of headers
+    assert_raw_error(raw_request(base_url, get(b"/", many)), 400, "too_long_http_header_exception")
+
+
+def test_many_small_headers_within_max_header_size_are_accepted(base_url):
+    """Netty limits the headers' size only; hyper refused more than 100 headers with an empty 431."""
+    many = b"".join(b"X-H%d: v\r\n" % i for i in range(300))
+    status, _, body = raw_request(base_url, get(b"/", many))
+    assert status == 200, body[:300]
+
+
+def test_malformed_request_line_is_json_400(base_url):
+    assert_raw_error(raw_request(base_url, b"G(T / HTTP/1.1\r\nHost: t\r\n\r\n"), 400, "illegal_argument_exception")
+    assert_raw_error(raw_request(base_url, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 400, "illegal_argument_exception")
+
+
+def test_invalid_utf8_in_path_is_illegal_argument(base_url):
+    for path in (b"/%ff%fe/_doc/1", b"/\xff\xfe/_doc/1"):
+        assert_raw_error(raw_request(base_url, get(path)), 400, "illegal_argument_exception")
+
+
+def post(path: bytes, body: bytes, headers: bytes) -> bytes:
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" + headers
+            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def test_gzip_body_is_accepted(base_url, numbers_index):
+    body = gzip.compress(b'{"query":{"match":{"title":"fox"}}}')
+    status, _, out = raw_request(base_url, post(f"/{numbers_index}/_search".encode(), body,
+                                                b"Content-Encoding: gzip\r\n"))
+    assert status == 200 and json.loads(out)["hits"]["total"]["value"] == 1, out[:300]
+
+
+def test_bad_bodies_are_json_400(base_url, is_shoal):
+    if not is_shoal:
+        pytest.skip("OpenSearch closes the connection on an undecodable gzip body (Netty decoder exception)")
+    response = raw_request(base_url, post(b"/_search", b"hello", b"Content-Encoding: gzip\r\n"))
+    err = assert_raw_error(response, 400, "illegal_argument_exception")
+    assert "gzip" in err["reason"], err
+    bad_chunked = (b"POST /_search HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+    assert_raw_error(raw_request(base_url, bad_chunked), 400, "illegal_argument_exception")
+
+
+def test_unsupported_content_encoding_is_415(base_url, is_shoal):
+    if not is_shoal:
+        pytest.skip("OpenSearch passes a body with an unknown Content-Encoding through undecoded")
+    response = raw_request(base_url, post(b"/_search", b"{}", b"Content-Encoding: br\r\n"))
+    err = assert_raw_error(response, 415, "illegal_argument_exception")
+    assert "[br]" in err["reason"], err
+
+
+def test_gzip_bomb_is_413_not_unbounded_memory(base_url, http, is_shoal):
+    """The limit applies to the decompressed body: 150 MB of zeros sent as 150 KB of gzip."""
+    if not is_shoal:
+        pytest.skip("OpenSearch's limit applies to the aggregated body too; not needed against it")
+    bomb = gzip.compress(b" " * (150 * 1024 * 1024), compresslevel=9)
+    response = raw_request(base_url, post(b"/_bulk", bomb, b"Content-Encoding: gzip\r\n"), timeout=60)
+    assert_raw_error(response, 413, "content_too_long_exception")
+    assert http.get("/").status_code == 200

@@ -21,7 +21,7 @@ mod version_map;
 
 pub use checkpoint::LocalCheckpointTracker;
 pub use commit::CommitPayload;
-pub use config::EngineConfig;
+pub use config::{set_node_indexing_budget, EngineConfig};
 pub use engine::{
     DocRequest, Engine, GetResult, OpResult, OpResultKind, Origin, VersionType, WriteOp,
 };

@@ -7,11 +7,13 @@ mod cluster;
 mod cluster_admin;
 mod documents;
 mod health;
+mod http_guard;
 mod indices;
 mod recovery;
 mod request;
 mod response;
 mod router;
 mod search;
+mod server;
 
 pub use router::{router, serve};

@@ -1,7 +1,6 @@
 //! Routes, the server, and the plumbing every handler shares.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -66,7 +65,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .fallback(no_handler)
         .layer(middleware::from_fn(check_content_type))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
-            check_content_length(req, next, max_content_length)
+            crate::server::read_whole_body(req, next, max_content_length)
         }))
         .layer(DefaultBodyLimit::max(max_content_length))
         .layer(tower_http::decompression::RequestDecompressionLayer::new())
@@ -78,6 +77,7 @@ pub fn router(node: Arc<Node>) -> Router {
     Router::new()
         .fallback_service(api)
         .layer(middleware::from_fn(render_method_not_allowed))
+        .layer(middleware::from_fn(crate::server::render_http_errors))
 }
 
 fn cluster_routes() -> Router<S> {
@@ -679,53 +679,6 @@ fn allowed_methods(path: &str, allow_header: &str) -> String {
         .join(", ")
 }
 
-/// `http.max_content_length`: 413 before reading a body that is too large.
-async fn check_content_length(req: Request, next: Next, max: usize) -> Response {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if let Some(len) = declared.filter(|len| *len > max) {
-        // Read and drop a moderately oversized body so the client sees the 413 instead of a
-        // connection reset mid-upload; a huge one is not worth reading.
-        if len <= max.saturating_mul(4) {
-            use http_body_util::BodyExt;
-            let mut body = req.into_body();
-            while let Some(frame) = body.frame().await {
-                if frame.is_err() {
-                    break;
-                }
-            }
-        }
-        let err = ApiError::new(
-            413,
-            "content_too_long_exception",
-            format!(
-                "request body is too large: the limit is [{max}] bytes (http.max_content_length)"
-            ),
-        );
-        return RestError(err).into_response();
-    }
-    let response = next.run(req).await;
-    if response.status() == StatusCode::PAYLOAD_TOO_LARGE
-        && response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/plain"))
-    {
-        let err = ApiError::new(
-            413,
-            "content_too_long_exception",
-            format!(
-                "request body is too large: the limit is [{max}] bytes (http.max_content_length)"
-            ),
-        );
-        return RestError(err).into_response();
-    }
-    response
-}
-
 fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
     let detail = err
         .downcast_ref::<String>()
@@ -739,15 +692,4 @@ fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body
     .into_response()
 }
 
-/// Serves the API until the shutdown future resolves.
-pub async fn serve(
-    node: Arc<Node>,
-    addr: SocketAddr,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "http server listening");
-    axum::serve(listener, router(node))
-        .with_graceful_shutdown(shutdown)
-        .await
-}
+pub use crate::server::serve;

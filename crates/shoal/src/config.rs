@@ -78,3 +78,53 @@ pub fn init_logging(settings: &FlatSettings) -> Result<(), String> {
         .try_init()
         .map_err(|e| e.to_string())
 }
+
+/// The memory all shards' tantivy writers share: OpenSearch's `indices.memory.index_buffer_size`
+/// (default 10%). A percentage is of the machine's RAM (OpenSearch: of the JVM heap, itself
+/// usually half the RAM), kept within `indices.memory.min_index_buffer_size` (48mb) and
+/// `indices.memory.max_index_buffer_size` (unbounded in OpenSearch; 1gb here unless set, as
+/// Shoal's share of RAM would otherwise be twice OpenSearch's).
+pub fn index_buffer_size(settings: &FlatSettings) -> Result<usize, String> {
+    let text = |key: &str| {
+        settings
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let bytes = |key: &str, text: &str| {
+        shoal_node::settings::parse_byte_size(text)
+            .map_err(|e| format!("failed to parse setting [{key}] with value [{text}]: {e}"))
+    };
+    let key = "indices.memory.index_buffer_size";
+    let value = text(key).unwrap_or_else(|| "10%".to_string());
+    let Some(percent) = value.trim().strip_suffix('%') else {
+        return Ok(bytes(key, &value)? as usize);
+    };
+    let percent: f64 = percent
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p| (0.0..=100.0).contains(p))
+        .ok_or_else(|| format!("failed to parse setting [{key}] with value [{value}]"))?;
+    let min_key = "indices.memory.min_index_buffer_size";
+    let max_key = "indices.memory.max_index_buffer_size";
+    let min = bytes(min_key, &text(min_key).unwrap_or_else(|| "48mb".into()))?;
+    let max = match text(max_key) {
+        Some(max) => bytes(max_key, &max)?,
+        None => 1024 * 1024 * 1024,
+    };
+    let of_ram = (total_memory() as f64 * percent / 100.0) as u64;
+    Ok(of_ram.max(min).min(max.max(min)) as usize)
+}
+
+/// The machine's RAM (`MemTotal`), or 4 GB when /proc/meminfo cannot be read.
+fn total_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(4 * 1024 * 1024 * 1024)
+}

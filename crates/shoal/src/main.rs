@@ -39,6 +39,19 @@ fn main() -> std::process::ExitCode {
         eprintln!("shoal: cannot set up logging: {e}");
         return std::process::ExitCode::from(2);
     }
+    match config::index_buffer_size(&settings) {
+        Ok(bytes) => {
+            tracing::info!(
+                bytes,
+                "indexing buffer shared by the shards (indices.memory.index_buffer_size)"
+            );
+            shoal_engine::set_node_indexing_budget(bytes)
+        }
+        Err(e) => {
+            eprintln!("shoal: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
