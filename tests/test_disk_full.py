@@ -119,23 +119,29 @@ class Writers:
                 self.samples.setdefault(status, str(item["index"].get("error"))[:500])
                 self.rejections += 1
 
-    def run_until_rejected(self, rejections: int = 20, timeout: float = 120):
+    def start(self):
         for t in self.threads:
             t.start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.rejections < rejections:
-            time.sleep(0.1)
+
+    def finish(self):
         self.stop.set()
         for t in self.threads:
             t.join(60)
+
+    def run_until_rejected(self, rejections: int = 20, timeout: float = 120):
+        self.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.rejections < rejections:
+            time.sleep(0.1)
+        self.finish()
         assert self.rejections >= rejections, f"the full disk never rejected a write ({len(self.acked)} acked)"
 
 
-def _present_ids(http) -> set[str]:
+def _present_ids(http, preference: str | None = None) -> set[str]:
     http.post(f"/{INDEX}/_refresh")
     found: set[str] = set()
-    r = http.post(f"/{INDEX}/_search", params={"scroll": "1m"},
-                  json={"size": 5000, "_source": False, "sort": ["_doc"]})
+    params = {"scroll": "1m", **({"preference": preference} if preference else {})}
+    r = http.post(f"/{INDEX}/_search", params=params, json={"size": 5000, "_source": False, "sort": ["_doc"]})
     assert r.status_code == 200, r.text
     body = r.json()
     while body["hits"]["hits"]:
@@ -176,24 +182,29 @@ def _assert_only_retryable_rejections(writers: Writers):
     assert not unexpected, f"a full disk must answer 503 or 429, got {writers.failed_statuses}: {writers.samples}"
 
 
-def test_full_disk_rejects_writes_then_resumes_when_space_returns_and_keeps_every_ack(node_factory, small_disk):
+def _write_until_the_disk_is_full(node_factory, small_disk):
+    """A node on the small disk, filled but for 3 MB, and two writers run until it rejects them
+    (only ever with a retryable status)."""
     node, http = _start_on_disk(node_factory, small_disk)
     filler = _fill(small_disk, leave_bytes=3 * 1024 * 1024)
-
     writers = Writers(http)
     writers.run_until_rejected()
     _assert_only_retryable_rejections(writers)
     assert writers.acked, "nothing was acknowledged before the disk filled"
+    return node, http, filler, writers
+
+
+def test_full_disk_rejects_writes_then_resumes_when_space_returns_and_keeps_every_ack(node_factory, small_disk):
+    node, http, filler, writers = _write_until_the_disk_is_full(node_factory, small_disk)
 
     filler.unlink()
     waited = _wait_for_write(http)
     print(f"acked {len(writers.acked)} before the disk filled; rejections {writers.failed_statuses}; "
           f"writes resumed {waited:.1f}s after space returned")
     more = Writers(http, threads=1, prefix="after")
-    more.threads[0].start()
+    more.start()
     time.sleep(2)
-    more.stop.set()
-    more.threads[0].join(60)
+    more.finish()
     assert more.acked and not more.failed_statuses, more.failed_statuses
     acked = writers.acked | more.acked
     _assert_every_acked_present(http, acked, "after space returned (no restart)")
@@ -203,13 +214,7 @@ def test_full_disk_rejects_writes_then_resumes_when_space_returns_and_keeps_ever
 
 
 def test_kill_at_full_disk_keeps_every_acknowledged_write(node_factory, small_disk):
-    node, http = _start_on_disk(node_factory, small_disk)
-    filler = _fill(small_disk, leave_bytes=3 * 1024 * 1024)
-
-    writers = Writers(http)
-    writers.run_until_rejected()
-    _assert_only_retryable_rejections(writers)
-
+    node, http, filler, writers = _write_until_the_disk_is_full(node_factory, small_disk)
     node.kill9()
     filler.unlink()
     node.start()
@@ -248,7 +253,7 @@ def test_primary_on_a_full_disk_fails_over_to_its_replica_and_comes_back_when_sp
 
     cluster = ShoalCluster(tmp_path / "c", 2, settings={
         "cluster.routing.allocation.disk.threshold_enabled": "true",
-        "cluster.info.update.interval": "1s",
+        "cluster.info.update.interval": "10s",  # OpenSearch's minimum
     })
     cluster.nodes[0].settings["path.data"] = str(small_disk / "data")
     with cluster:
@@ -265,8 +270,7 @@ def test_primary_on_a_full_disk_fails_over_to_its_replica_and_comes_back_when_sp
 
         filler = _fill(small_disk, leave_bytes=2 * 1024 * 1024)
         writers = Writers(http, threads=2)
-        for t in writers.threads:
-            t.start()
+        writers.start()
         deadline = time.monotonic() + 60
         primary_moved = False
         while time.monotonic() < deadline and not primary_moved:
@@ -275,9 +279,7 @@ def test_primary_on_a_full_disk_fails_over_to_its_replica_and_comes_back_when_sp
                                 for s in shards)
             time.sleep(0.5)
         time.sleep(3)  # writes keep going on the promoted primary
-        writers.stop.set()
-        for t in writers.threads:
-            t.join(60)
+        writers.finish()
         assert primary_moved, f"the primary never moved off the full disk: {shards}"
         _assert_only_retryable_rejections(writers)
         assert writers.acked, "nothing was acknowledged"
@@ -285,12 +287,6 @@ def test_primary_on_a_full_disk_fails_over_to_its_replica_and_comes_back_when_sp
         filler.unlink()
         cluster.wait_for_agreement("green", timeout=120)
         for preference in ("_primary", "_replica"):
-            found = set()
-            body = http.post(f"/{INDEX}/_search", params={"scroll": "1m", "preference": preference},
-                             json={"size": 5000, "_source": False, "sort": ["_doc"]}).json()
-            while body["hits"]["hits"]:
-                found.update(h["_id"] for h in body["hits"]["hits"])
-                body = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": body["_scroll_id"]}).json()
-            missing = writers.acked - found
+            missing = writers.acked - _present_ids(http, preference)
             assert not missing, f"{len(missing)} acknowledged documents missing on the {preference} copy"
         print(f"acked {len(writers.acked)}; rejections {writers.failed_statuses}")

@@ -99,7 +99,7 @@ impl Node {
 
     /// One round: measure, compare with the state's last report, propose if it moved.
     /// Returns false while the node cannot report yet (not joined, no cluster manager).
-    async fn report_disk_usage(self: Arc<Self>) -> bool {
+    pub(crate) async fn report_disk_usage(self: Arc<Self>) -> bool {
         let state = self.cluster_state();
         if !state.nodes.contains_key(&self.node_id) || !self.cluster.has_cluster_manager() {
             return false;

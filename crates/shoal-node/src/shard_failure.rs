@@ -116,7 +116,18 @@ impl Node {
             return;
         }
         warn!(index = %copy.index, shard, allocation_id, reason, "failing shard copy");
-        self.report_failed(copy, reason);
+        if !is_disk_full(reason) {
+            self.report_failed(copy, reason);
+            return;
+        }
+        // The cluster manager learns the disk is full before it places the copy again, so
+        // the disk threshold decider keeps copies off this node until space returns.
+        let node = self.clone();
+        let (copy, reason) = (copy.clone(), reason.to_string());
+        self.runtime.spawn(async move {
+            node.clone().report_disk_usage().await;
+            node.report_failed(&copy, &reason);
+        });
     }
 
     /// Whether the applier must leave this copy alone (it was reported failed).
