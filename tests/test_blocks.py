@@ -243,3 +243,6 @@ def test_flood_stage_block_is_set_past_flood_stage_and_lifted_below_high(http, b
     finally:
         http.put("/_cluster/settings", {"transient": {
             "cluster.routing.allocation.disk.threshold_enabled": None, **{k: None for k in WATERMARKS}}})
+        # Every index of the node was blocked: a failure above must not leave them so.
+        http.put("/_all/_settings", {"index.blocks.read_only_allow_delete": None},
+                 params={"expand_wildcards": "all"})
