@@ -433,6 +433,7 @@ const HONOURED_CLUSTER: &[&str] = &[
     "indices.recovery.max_concurrent_file_chunks",
     "indices.recovery.recovery_activity_timeout",
     "http.max_content_length",
+    "search.max_buckets",
 ];
 const HONOURED_CLUSTER_GROUPS: &[&str] = &[
     "cluster.routing.allocation.awareness.force.",
@@ -456,6 +457,9 @@ const HONOURED_NODE: &[&str] = &[
     "transport.port",
     "discovery.seed_hosts",
     "discovery.type",
+    "indices.memory.index_buffer_size",
+    "indices.memory.min_index_buffer_size",
+    "indices.memory.max_index_buffer_size",
 ];
 const HONOURED_NODE_GROUPS: &[&str] = &[
     "node.attr.",
@@ -490,6 +494,7 @@ const HONOURED_INDEX: &[&str] = &[
     "index.soft_deletes.retention_lease.period",
     "index.global_checkpoint_sync.interval",
     "index.gc_deletes",
+    "index.shard.check_on_startup",
     // Limits on request parts Shoal refuses outright (`docvalue_fields`, `script_fields`,
     // `rescore`): no request can exceed them, so they hold whatever their value.
     "index.max_docvalue_fields_search",
@@ -671,7 +676,8 @@ mod tests {
         assert!(honoured_cluster_setting(
             "cluster.routing.allocation.exclude._name"
         ));
-        assert!(!honoured_cluster_setting("search.max_buckets"));
+        assert!(honoured_cluster_setting("search.max_buckets"));
+        assert!(!honoured_cluster_setting("indices.breaker.total.limit"));
         assert!(!honoured_node_setting("thread_pool.write.queue_size"));
         assert!(recognised_node_setting("thread_pool.write.queue_size"));
         assert!(!recognised_node_setting("bogus.setting"));
