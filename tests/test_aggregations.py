@@ -333,3 +333,12 @@ def test_show_term_doc_count_error_adds_a_per_bucket_bound(http, prod):
     a = aggs(http, prod, {"t": {"terms": {"field": "tags", "size": 2, "show_term_doc_count_error": True}}})["t"]
     assert [b["doc_count_error_upper_bound"] for b in a["buckets"]] == [0, 0]
     assert a["doc_count_error_upper_bound"] == 0
+
+
+def test_a_numeric_missing_value_that_is_not_a_number_is_refused(http, prod):
+    r = http.post(f"/{prod}/_search", {"size": 0, "aggs": {"a": {"avg": {"field": "qty", "missing": "abc"}}}})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["root_cause"][0]["type"] == "number_format_exception"
+    # product 8 has no price
+    a = aggs(http, prod, {"a": {"max": {"field": "price", "missing": "99999"}}})["a"]
+    assert a["value"] == 99999.0

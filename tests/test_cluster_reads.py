@@ -150,6 +150,38 @@ def test_index_statistics_count_every_copy_wherever_it_is(spread):
         assert sum(int(r["docs"]) for r in rows) == DOCS, rows
 
 
+def test_terms_over_shards_on_every_node_are_exact_when_shards_send_every_term(spread):
+    body = search(spread, 1, {"size": 0, "aggs": {"c": {"terms": {"field": "colour", "show_term_doc_count_error": True}},
+                                                  "n": {"terms": {"field": "n", "size": 5, "order": {"_key": "desc"}}}}})
+    c = body["aggregations"]["c"]
+    assert [(b["key"], b["doc_count"]) for b in c["buckets"]] == [("blue", 80), ("green", 80), ("red", 80)]
+    assert c["doc_count_error_upper_bound"] == 0 and c["sum_other_doc_count"] == 0
+    assert [b["doc_count_error_upper_bound"] for b in c["buckets"]] == [0, 0, 0]
+    n = body["aggregations"]["n"]
+    assert [b["key"] for b in n["buckets"]] == list(range(DOCS - 1, DOCS - 6, -1))
+    assert n["sum_other_doc_count"] == DOCS - 5
+
+
+def test_closing_an_index_frees_remote_scroll_contexts_so_it_reopens_at_once(spread):
+    r = spread.http(0).put("/closing", {"settings": {"number_of_shards": 3, "number_of_replicas": 0}})
+    assert r.status_code == 200, r.text
+    spread.wait_for_status("green")
+    spread.bulk(0, "closing", {n: {"n": n} for n in range(30)})
+    r = spread.http(0).post("/closing/_search", {"size": 2, "sort": ["n"]}, params={"scroll": "5m"})
+    assert r.status_code == 200, r.text
+    sid = r.json()["_scroll_id"]
+    assert spread.http(1).post("/closing/_close").status_code == 200
+    r = spread.http(1).post("/closing/_open")
+    assert r.status_code == 200, r.text
+    spread.wait_for_status("green", timeout=30)
+    for i in range(3):
+        r = spread.http(i).get("/closing/_count")
+        assert r.status_code == 200 and r.json()["count"] == 30, r.text
+    r = spread.http(0).post("/_search/scroll", {"scroll": "1m", "scroll_id": sid})
+    assert r.status_code == 404, r.text
+    assert spread.http(0).delete("/closing").status_code == 200
+
+
 def test_a_dead_node_is_reported_as_shard_failures_not_missing_hits(spread):
     """Runs last in this module: it kills node 2 (whose shards have no replica)."""
     victim = 2

@@ -416,6 +416,8 @@ def test_close_with_an_open_scroll_then_reopen_serves_at_once(http, index):
     assert r.json()["count"] == 5
     assert http.put(f"/{index}/_doc/9", {"n": 9}).status_code == 201
     # the scroll's contexts went with the close
+    search_stats = http.get(f"/{index}/_stats/search").json()["_all"]["total"]["search"]
+    assert search_stats["scroll_current"] == 0 and search_stats["open_contexts"] == 0, search_stats
     r = http.post("/_search/scroll", {"scroll": "1m", "scroll_id": sid})
     assert r.status_code == 404, r.text
     assert r.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
@@ -441,3 +443,19 @@ def test_wildcards_over_a_closed_index_refuse_it_not_503(http, index_name, expan
     for params in ({}, {"expand_wildcards": "open,hidden"}):
         r = http.post(f"/{index_name}-*/{action}", body, params=params)
         assert r.status_code == 200, r.text
+
+
+def test_scroll_current_counts_open_scrolls_until_cleared(http, index):
+    http.bulk([x for i in range(5) for x in ({"index": {"_index": index, "_id": str(i)}}, {"n": i})],
+              params={"refresh": "true"})
+
+    def current():
+        return http.get(f"/{index}/_stats/search").json()["_all"]["total"]["search"]["scroll_current"]
+
+    sids = [http.post(f"/{index}/_search", {"size": 1}, params={"scroll": "1m"}).json()["_scroll_id"]
+            for _ in range(2)]
+    assert current() == 2
+    assert http.delete("/_search/scroll", {"scroll_id": sids[0]}).status_code == 200
+    assert current() == 1
+    assert http.delete("/_search/scroll/_all").json()["num_freed"] >= 1
+    assert current() == 0

@@ -517,6 +517,7 @@ impl Node {
         if !service.is_open() {
             return Ok(());
         }
+        self.free_index_scrolls(&service.uuid());
         service.close_shards()?;
         service.update_meta(|m| {
             m.state = IndexState::Close;

@@ -37,6 +37,18 @@ pub struct ScrollContext {
     expires: Instant,
 }
 
+/// A scroll counts as current on its indices (`scroll_current`, `open_contexts`) while it
+/// lives: cleared, expired or dropped with a closed index.
+impl Drop for ScrollContext {
+    fn drop(&mut self) {
+        for shard in &self.shards {
+            let current = &shard.service.search.scroll_current;
+            let _ =
+                current.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+    }
+}
+
 /// Open scroll contexts by id.
 #[derive(Default)]
 pub struct ScrollRegistry {
@@ -64,6 +76,19 @@ impl ScrollRegistry {
 
     fn clear(&self) -> Vec<Arc<Mutex<ScrollContext>>> {
         self.contexts.lock().drain().map(|(_, c)| c).collect()
+    }
+
+    /// Removes the scrolls that read an index (it is closing: its contexts go with it).
+    pub fn remove_index(&self, uuid: &str) -> Vec<Arc<Mutex<ScrollContext>>> {
+        let mut removed = Vec::new();
+        self.contexts.lock().retain(|_, c| {
+            let reads_it = c.lock().shards.iter().any(|s| s.service.uuid() == uuid);
+            if reads_it {
+                removed.push(c.clone());
+            }
+            !reads_it
+        });
+        removed
     }
 
     /// Drops contexts whose keep-alive elapsed (their shard contexts expire alike).
@@ -356,6 +381,14 @@ impl Node {
             .insert("_scroll_id".into(), json!(scroll_id));
         move_scroll_id_first(&mut response);
         Ok(response)
+    }
+
+    /// Frees the scrolls reading an index that is closing, here and on the nodes holding their
+    /// shard contexts.
+    pub(crate) fn free_index_scrolls(&self, uuid: &str) {
+        for context in self.scrolls.remove_index(uuid) {
+            self.free_readers(&context.lock().readers);
+        }
     }
 
     /// `DELETE /_search/scroll`: returns how many contexts were freed.

@@ -497,15 +497,27 @@ pub(super) fn missing_value(
             Value::String(s) if s == "true" => 1,
             _ => 0,
         }),
-        KeyKind::Long => json!(missing
-            .as_f64()
-            .or_else(|| missing.as_str().and_then(|s| s.parse().ok()))
-            .unwrap_or(0.0) as i64),
-        KeyKind::Double => json!(missing
-            .as_f64()
-            .or_else(|| missing.as_str().and_then(|s| s.parse().ok()))
-            .unwrap_or(0.0)),
+        KeyKind::Long => json!(missing_number(missing)? as i64),
+        KeyKind::Double => json!(missing_number(missing)?),
     }))
+}
+
+/// A numeric `missing` value; one that is not a number fails as OpenSearch's parse does
+/// (it used to count as 0).
+fn missing_number(missing: &Value) -> Result<f64, QueryError> {
+    missing
+        .as_f64()
+        .or_else(|| missing.as_str().and_then(|s| s.trim().parse().ok()))
+        .ok_or_else(|| {
+            let text = match missing {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            shard_error(
+                "number_format_exception",
+                format!("For input string: \"{text}\""),
+            )
+        })
 }
 
 pub(super) fn with_subs(mut request: Value, subs: &Map<String, Value>) -> Value {

@@ -18,7 +18,9 @@ use tantivy::DocAddress;
 
 use super::collect::{first_str, LevelFruit};
 use super::metrics::{java_double, number, opt_number, render_metric, sort_buckets};
-use super::plan::{AggLevel, AggPlan, FilterNode, KeyKind, NativeKind, NativeNode, PlanNode};
+use super::plan::{
+    AggLevel, AggPlan, FilterNode, KeyKind, NativeKind, NativeNode, OrderKey, PlanNode,
+};
 use super::terms_reduce::{key_text, TermsErrors};
 use super::values::exact_percentile;
 use crate::search::datemath::{format_date, Zone};
@@ -246,11 +248,9 @@ fn render_native(
                 ),
                 _ => (&[][..], 0, 0),
             };
-            let single_shard = rc.shards <= 1;
             let error = match errors {
                 Some(errors) => errors.total(),
-                None if single_shard => 0,
-                None => tantivy_error as i64,
+                None => nested_terms_error(rc.shards, order, tantivy_error),
             };
             let bucket_error = |key: &Key| match errors {
                 Some(errors) => errors.of_bucket(&key_text(key)),
@@ -653,6 +653,19 @@ fn render_native(
         }
     }
     Ok(Value::Object(out))
+}
+
+/// The error of a `terms` under another aggregation's buckets, whose shards' pages are not
+/// tracked: tantivy's sum of the counts the shards cut off (each at most the smallest count the
+/// shard sent, so still an upper bound), read as OpenSearch reads errors: none from one shard or
+/// in key order, unbounded (-1) for other orders once something was cut.
+fn nested_terms_error(shards: u32, order: &[(OrderKey, bool)], cut_off: u64) -> i64 {
+    match order.first() {
+        _ if shards <= 1 || cut_off == 0 => 0,
+        Some((OrderKey::Key, _)) => 0,
+        Some((OrderKey::Count, true)) | None => cut_off as i64,
+        _ => -1,
+    }
 }
 
 /// The exact number of distinct values when the hidden list holds them all (none was cut on

@@ -12,8 +12,12 @@ const SEGMENTS: usize = 12;
 fn docs() -> Vec<(String, Value)> {
     let mut docs = Vec::new();
     for s in 0..SEGMENTS {
-        let mut push =
-            |term: String| docs.push((format!("{s}-{}", docs.len()), json!({ "k": term })));
+        let mut push = |term: String| {
+            docs.push((
+                format!("{s}-{}", docs.len()),
+                json!({ "k": term, "g": "all" }),
+            ))
+        };
         for _ in 0..3 {
             push(format!("a{s:02}"));
         }
@@ -43,7 +47,7 @@ fn fixture(shards: usize) -> Fixture {
     let per_shard = SEGMENTS / shards;
     let layout: Vec<&[&[&str]]> = segments.chunks(per_shard).collect();
     Fixture::new(
-        json!({"properties": {"k": {"type": "keyword"}}}),
+        json!({"properties": {"k": {"type": "keyword"}, "g": {"type": "keyword"}}}),
         &refs,
         &layout,
     )
@@ -99,4 +103,37 @@ fn terms_under_a_filter_are_exact_over_segments() {
         r["aggregations"]["all"]["t"]["buckets"],
         json!([{"key": "z", "doc_count": 12}])
     );
+}
+
+#[test]
+fn terms_under_terms_bound_their_error_as_opensearch_reads_it() {
+    let f = fixture(2);
+    let nested = |order: Value| {
+        let r = f
+            .search(
+                json!({"size": 0, "aggs": {"g": {"terms": {"field": "g"}, "aggs": {
+                "t": {"terms": {"field": "k", "size": 1, "order": order}}}}}}),
+            )
+            .unwrap();
+        r["aggregations"]["g"]["buckets"][0]["t"].clone()
+    };
+    let by_count = nested(json!({"_count": "desc"}));
+    assert_eq!(by_count["buckets"], json!([{"key": "z", "doc_count": 12}]));
+    assert_eq!(by_count["doc_count_error_upper_bound"], 2);
+    let by_key = nested(json!({"_key": "asc"}));
+    assert_eq!(by_key["buckets"], json!([{"key": "a00", "doc_count": 3}]));
+    assert_eq!(by_key["doc_count_error_upper_bound"], 0);
+    assert_eq!(
+        nested(json!({"_count": "asc"}))["doc_count_error_upper_bound"],
+        -1
+    );
+    let one_shard = fixture(1)
+        .search(
+            json!({"size": 0, "aggs": {"g": {"terms": {"field": "g"}, "aggs": {
+            "t": {"terms": {"field": "k", "size": 1}}}}}}),
+        )
+        .unwrap();
+    let t = &one_shard["aggregations"]["g"]["buckets"][0]["t"];
+    assert_eq!(t["buckets"], json!([{"key": "z", "doc_count": 12}]));
+    assert_eq!(t["doc_count_error_upper_bound"], 0);
 }
