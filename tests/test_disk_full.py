@@ -196,6 +196,10 @@ def _write_until_the_disk_is_full(node_factory, small_disk):
 
 def test_full_disk_rejects_writes_then_resumes_when_space_returns_and_keeps_every_ack(node_factory, small_disk):
     node, http, filler, writers = _write_until_the_disk_is_full(node_factory, small_disk)
+    # The cluster state still takes changes on the full disk (the raft reserve), so the node
+    # stays cluster manager and metadata changes do not fail with not_cluster_manager.
+    r = http.put("/_cluster/settings", json={"transient": {"cluster.routing.allocation.enable": "all"}})
+    assert r.status_code == 200, r.text
 
     filler.unlink()
     waited = _wait_for_write(http)

@@ -104,11 +104,11 @@ def test_a_group_is_reset_with_a_wildcard(http):
 
 def test_setting_shoal_does_not_honour_is_refused_by_name(http, is_shoal):
     if not is_shoal:
-        pytest.skip("OpenSearch honours search.max_buckets")
+        pytest.skip("OpenSearch honours indices.breaker.total.limit")
     before = stored(http)
-    r = http.put("/_cluster/settings", {"persistent": {"search.max_buckets": "100"}})
+    r = http.put("/_cluster/settings", {"persistent": {"indices.breaker.total.limit": "60%"}})
     err = assert_error(r, 400, "illegal_argument_exception")
-    assert "[search.max_buckets]" in err["reason"] and "not supported" in err["reason"], err
+    assert "[indices.breaker.total.limit]" in err["reason"] and "not supported" in err["reason"], err
     assert stored(http) == before
 
 
