@@ -36,13 +36,26 @@ def known_5xx(req, status: int, body) -> str | None:
     its owner and a minimal reproducer is in the report). The lead removes these after the merge."""
     text = body.decode("utf-8", "replace")
     if status == 500 and "mapping kept changing while parsing the document" in text:
-        # empty-object mapping (shoal-mapping helper): PUT /i/_doc/1 {"a": {}} on a new field -> 500
+        # empty-object mapping (shoal-mapping helper): PUT /i/_doc/1 {"a": {}} on a new field -> 500; the
+        # mapping update is committed but the node cannot apply it ("No type specified for field [a]")
         return "empty-object mapping"
     return None
 
 
-def error_shape_problem(status: int, method: str, headers, raw: bytes) -> str | None:
-    """None when the body is an OpenSearch answer for this status, else what is wrong with it."""
+def known_hang(error: Exception, node) -> str | None:
+    """Slow answers with a known cause in another part of issue #13 (see known_5xx)."""
+    if isinstance(error, requests.ReadTimeout) and "LockBusy" in node.log_path.read_text(errors="replace"):
+        # scroll/engine lifecycle (scroll helper or lead): an open scroll keeps a closed shard's writer, so
+        # reopening the index fails with tantivy's LockBusy and writes wait 20 s for the primary. Reproducer:
+        # PUT /i; PUT /i/_doc/1?refresh=true; GET /i/_search?scroll=10m; POST /i/_close; POST /i/_open;
+        # PUT /i/_doc/2 -> 503 unavailable_shards_exception after 20 s
+        return "scroll keeps a closed shard open"
+    return None
+
+
+def error_shape_problem(status: int, method: str, headers, raw: bytes, filtered: bool) -> str | None:
+    """None when the body is an OpenSearch answer for this status, else what is wrong with it.
+    `filtered`: the request had filter_path, which applies to answers but not to error bodies."""
     if method == "HEAD" or status < 400:
         return None
     ctype = headers.get("content-type", "")
@@ -63,6 +76,8 @@ def error_shape_problem(status: int, method: str, headers, raw: bytes) -> str | 
                               or "succeeded" in body):  # a clear-scroll that freed nothing
             return None
         if status == 408 and "timed_out" in body:
+            return None
+        if filtered and status in (404, 408):
             return None
         return "no error key"
     if isinstance(err, str):
@@ -134,7 +149,11 @@ def test_fuzz_every_api(node_factory):
         try:
             r = send(session, node.url, req)
         except requests.RequestException as e:
-            failures.append(f"#{i} {type(e).__name__}: {e} <- {req.describe()}")
+            owner = known_hang(e, node)
+            if owner:
+                excluded[owner] += 1
+            else:
+                failures.append(f"#{i} {type(e).__name__}: {e} <- {req.describe()}")
             session = requests.Session()
             if not node.alive():
                 break
@@ -154,7 +173,7 @@ def test_fuzz_every_api(node_factory):
                 excluded[owner] += 1
             elif etype not in DOCUMENTED_5XX.get(r.status_code, ()):
                 failures.append(f"#{i} {r.status_code} {r.text[:400]} <- {req.describe()}")
-        problem = error_shape_problem(r.status_code, req.method, r.headers, r.content)
+        problem = error_shape_problem(r.status_code, req.method, r.headers, r.content, "filter_path" in req.params)
         if problem:
             failures.append(f"#{i} {r.status_code} bad error body ({problem}): {r.content[:200]!r} <- {req.describe()}")
     duration = time.monotonic() - started
@@ -167,6 +186,8 @@ def test_fuzz_every_api(node_factory):
     for f in failures[:40]:
         print("  FAIL", f)
     assert alive, node.log_tail(80)
+    # a gross-regression guard: the tester's run of unbounded writer buffers reached 2.5 GB
+    assert rss < 1024, f"node peak RSS {rss:.0f} MB"
     http = node.http()  # a fresh session: the fuzzer's may hold a closed connection
     # settings the fuzzer may have changed must not decide the protected check
     http.put("/_cluster/settings", {"persistent": {"*": None}, "transient": {"*": None}})

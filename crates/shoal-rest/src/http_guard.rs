@@ -478,23 +478,66 @@ fn encode_request_line(head: &[u8]) -> Vec<u8> {
 }
 
 /// Percent-encodes the target bytes the `http` crate refuses but Netty takes as they are:
-/// `<`, `>` and `` ` `` anywhere, `"` in the query, and bytes above 0x7f (they decode back to
-/// the same text; invalid UTF-8 then fails the path's UTF-8 check with a JSON 400).
+/// `<`, `>` and `` ` `` anywhere, `"` in the query, and bytes above 0x7f.
 fn encode_target(target: &[u8]) -> Vec<u8> {
-    let mut in_query = false;
-    let mut out = Vec::with_capacity(target.len());
-    for &b in target {
-        if b == b'?' {
-            in_query = true;
-        }
-        let encode = matches!(b, b'<' | b'>' | b'`') || (in_query && b == b'"') || b >= 0x80;
-        if encode {
-            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+    let path_end = memchr::memchr(b'?', target).unwrap_or(target.len());
+    let mut out = encode_path(&target[..path_end]);
+    for &b in &target[path_end..] {
+        if matches!(b, b'<' | b'>' | b'`' | b'"') || b >= 0x80 {
+            push_escaped(&mut out, b);
         } else {
             out.push(b);
         }
     }
     out
+}
+
+/// The path with its non-ASCII bytes, raw or escaped, percent-encoded as UTF-8; a sequence that
+/// is not UTF-8 becomes U+FFFD, as OpenSearch's path decoding (Java's `new String(bytes, UTF_8)`)
+/// makes it. ASCII escapes stay as sent (`%2F` must not become a separator).
+fn encode_path(path: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len());
+    let mut run = Vec::new();
+    let mut i = 0;
+    while i < path.len() {
+        let escaped = (path[i] == b'%')
+            .then(|| path.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .filter(|b| *b >= 0x80);
+        if let Some(b) = escaped {
+            run.push(b);
+            i += 3;
+            continue;
+        }
+        if path[i] >= 0x80 {
+            run.push(path[i]);
+            i += 1;
+            continue;
+        }
+        flush_non_ascii(&mut run, &mut out);
+        if matches!(path[i], b'<' | b'>' | b'`') {
+            push_escaped(&mut out, path[i]);
+        } else {
+            out.push(path[i]);
+        }
+        i += 1;
+    }
+    flush_non_ascii(&mut run, &mut out);
+    out
+}
+
+fn flush_non_ascii(run: &mut Vec<u8>, out: &mut Vec<u8>) {
+    for &b in String::from_utf8_lossy(run).as_bytes() {
+        push_escaped(out, b);
+    }
+    run.clear();
+}
+
+fn push_escaped(out: &mut Vec<u8>, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
 }
 
 /// A client connection seen through a [`Filter`].

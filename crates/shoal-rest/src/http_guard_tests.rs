@@ -46,9 +46,16 @@ fn utf8_target_is_percent_encoded_to_the_same_text() {
 }
 
 #[test]
-fn invalid_utf8_target_bytes_are_percent_encoded() {
-    let (out, _) = run(b"GET /\xff\xfe/_doc/1 HTTP/1.1\r\n\r\n");
-    assert_eq!(out, b"GET /%FF%FE/_doc/1 HTTP/1.1\r\n\r\n");
+fn invalid_utf8_in_the_path_becomes_replacement_characters() {
+    let replaced = b"GET /%EF%BF%BD%EF%BF%BDa%2F/_doc/%C3%A9 HTTP/1.1\r\n\r\n";
+    assert_eq!(
+        run(b"GET /\xff\xfea%2F/_doc/\xc3\xa9 HTTP/1.1\r\n\r\n").0,
+        replaced
+    );
+    assert_eq!(
+        run(b"GET /%ff%FEa%2F/_doc/%c3%a9 HTTP/1.1\r\n\r\n").0,
+        replaced
+    );
 }
 
 #[test]

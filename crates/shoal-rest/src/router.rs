@@ -579,10 +579,10 @@ fn index_routes() -> Router<S> {
         )
 }
 
-/// OpenSearch answers unknown paths with 400 and a plain `error` string.
+/// OpenSearch answers unknown paths with 400 and a plain `error` string naming the decoded path.
 async fn no_handler(method: Method, uri: axum::http::Uri) -> Response {
-    let body =
-        json!({"error": format!("no handler found for uri [{}] and method [{}]", uri, method)});
+    let path = crate::server::decoded_path(uri.path());
+    let body = json!({"error": format!("no handler found for uri [{path}] and method [{method}]")});
     (
         StatusCode::BAD_REQUEST,
         [(header::CONTENT_TYPE, "application/json; charset=UTF-8")],

@@ -268,3 +268,40 @@ fn closing(mut response: Response) -> Response {
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
+
+/// A path with its percent-escapes decoded (the guard encodes bytes hyper refuses; messages show
+/// what the client sent, as OpenSearch's `URI.getPath()` does).
+pub fn decoded_path(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decoded_path;
+
+    #[test]
+    fn decoded_path_undoes_percent_escapes() {
+        assert_eq!(decoded_path("/%C3%A9/_x%3C"), "/é/_x<");
+        assert_eq!(decoded_path("/a%zz%4"), "/a%zz%4");
+        assert_eq!(decoded_path("/%FF"), "/\u{FFFD}");
+    }
+}
