@@ -183,7 +183,7 @@ def test_a_damaged_copy_is_rebuilt_from_the_healthy_copy(tmp_path, kind, check):
         assert not list(index_dir(c.nodes[1], uuid).glob("corrupted_*")), "the marked store was kept"
 
 
-def test_check_on_startup_is_validated_and_defaults_to_checksum(http):
+def test_check_on_startup_is_validated_and_defaults_to_checksum(http, is_shoal):
     r = http.put("/corrupt-settings-bad", json={"settings": {"index.shard.check_on_startup": "sometimes"}})
     assert r.status_code == 400, r.text
     assert r.json()["error"]["reason"] == ("unknown value for [index.shard.check_on_startup] must be one of "
@@ -199,6 +199,8 @@ def test_check_on_startup_is_validated_and_defaults_to_checksum(http):
         r = http.put("/corrupt-settings-default", json={})
         assert r.status_code == 200, r.text
         r = http.get("/corrupt-settings-default/_settings", params={"include_defaults": "true", "flat_settings": "true"})
-        assert r.json()["corrupt-settings-default"]["defaults"]["index.shard.check_on_startup"] == "checksum"
+        # Shoal verifies every byte by default (correctness first); OpenSearch's default is false.
+        expected = "checksum" if is_shoal else "false"
+        assert r.json()["corrupt-settings-default"]["defaults"]["index.shard.check_on_startup"] == expected
     finally:
         http.delete("/corrupt-settings-*")
