@@ -166,7 +166,8 @@ WORKLOAD_SETTINGS = {
     "noaa": {"index.number_of_shards": 1, "index.number_of_replicas": 0, "index.queries.cache.enabled": False},
     "big5": {"index.number_of_shards": 1, "index.number_of_replicas": 0, "index.queries.cache.enabled": False,
              "index.requests.cache.enable": False, "index.codec": "best_compression",
-             "index.translog.sync_interval": "30s", "index.translog.durability": "async"},
+             "index.translog.sync_interval": "30s", "index.translog.durability": "async",
+             "index.query.default_field": ["message"]},
 }
 
 
@@ -177,7 +178,8 @@ def test_benchmark_workload_index_settings_are_accepted(http, index_name, worklo
     assert r.status_code == 200, r.text
     got = http.get(f"/{index_name}/_settings", params={"flat_settings": "true"}).json()[index_name]["settings"]
     for key, value in settings.items():
-        assert got[key] == (str(value).lower() if isinstance(value, bool) else str(value)), (key, got)
+        expected = value if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
+        assert got[key] == expected, (key, got)
 
 
 # value Shoal's behaviour matches, a value it does not
@@ -241,6 +243,32 @@ def test_refresh_interval_minus_one_disables_periodic_refresh(http, index_name):
     assert http.put(f"/{index_name}/_doc/2", {"a": 2}).status_code == 201
     wait_for(lambda: http.post(f"/{index_name}/_search").json()["hits"]["total"]["value"] == 2,
          timeout=10, what="periodic refresh after resetting refresh_interval")
+
+
+def test_query_default_field_is_where_queries_naming_no_field_search(http, index_name):
+    r = http.put(f"/{index_name}", {"settings": {"number_of_replicas": 0, "index.query.default_field": ["title"]},
+                                    "mappings": {"properties": {"title": {"type": "text"}, "body": {"type": "text"}}}})
+    assert r.status_code == 200, r.text
+    http.put(f"/{index_name}/_doc/1", {"title": "quick fox", "body": "lazy dog"})
+    http.put(f"/{index_name}/_doc/2", {"title": "lazy dog", "body": "quick fox"}, params={"refresh": "true"})
+
+    def ids(query):
+        r = http.post(f"/{index_name}/_search", {"query": query})
+        assert r.status_code == 200, r.text
+        return sorted(h["_id"] for h in r.json()["hits"]["hits"])
+
+    assert ids({"query_string": {"query": "fox"}}) == ["1"]
+    assert ids({"simple_query_string": {"query": "fox"}}) == ["1"]
+    assert ids({"multi_match": {"query": "fox"}}) == ["1"]
+    # a query naming its fields is not affected
+    assert ids({"query_string": {"query": "fox", "default_field": "body"}}) == ["2"]
+    assert ids({"multi_match": {"query": "fox", "fields": ["title", "body"]}}) == ["1", "2"]
+    # dynamic: back to every field
+    assert http.put(f"/{index_name}/_settings", {"index.query.default_field": "*"}).status_code == 200
+    assert ids({"query_string": {"query": "fox"}}) == ["1", "2"]
+    assert http.put(f"/{index_name}/_settings", {"index.query.default_field": ["body^2", "title"]}).status_code == 200
+    r = http.post(f"/{index_name}/_search", {"query": {"query_string": {"query": "fox"}}}).json()["hits"]["hits"]
+    assert [h["_id"] for h in r] == ["2", "1"], r  # the boosted field ranks first
 
 
 # ---------------------------------------------------------------- cluster.max_shards_per_node

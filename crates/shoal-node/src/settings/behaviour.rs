@@ -25,6 +25,27 @@ impl IndexSettings<'_> {
     }
 }
 
+impl IndexSettings<'_> {
+    /// `index.query.default_field` (`*`, every field, unless set).
+    pub fn query_default_fields(&self) -> Vec<(String, f32)> {
+        self.0
+            .get(DEFAULT_FIELD)
+            .and_then(|value| shoal_query::context::parse_default_fields(value).ok())
+            .unwrap_or_else(shoal_query::context::all_fields)
+    }
+}
+
+pub const DEFAULT_FIELD: &str = "index.query.default_field";
+
+/// `index.query.default_field`: a field name or a list of them, each with an optional `^boost`.
+pub fn check_default_field(value: &serde_json::Value) -> ApiResult<()> {
+    shoal_query::context::parse_default_fields(value)
+        .map(drop)
+        .map_err(|e| {
+            ApiError::bad_request(format!("failed to parse setting [{DEFAULT_FIELD}]: {e}"))
+        })
+}
+
 /// A setting Shoal has no knob for: the values that say what Shoal does, and what it does.
 struct Fixed {
     key: &'static str,

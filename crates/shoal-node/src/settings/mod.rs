@@ -243,6 +243,7 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
         Ok(())
     };
     match key {
+        behaviour::DEFAULT_FIELD => behaviour::check_default_field(value)?,
         "index.number_of_shards" => {
             int_at_least(1)?;
             let n: i64 = text.parse().unwrap_or(1);

@@ -505,6 +505,8 @@ const HONOURED_INDEX: &[&str] = &[
     "index.global_checkpoint_sync.interval",
     "index.gc_deletes",
     "index.shard.check_on_startup",
+    // The fields of query_string, simple_query_string and multi_match naming none.
+    "index.query.default_field",
     // Checked on every mapping change (shoal-mapping/src/limits.rs).
     "index.mapping.total_fields.limit",
     "index.mapping.depth.limit",
