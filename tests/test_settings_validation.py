@@ -186,10 +186,6 @@ def test_benchmark_workload_index_settings_are_accepted(http, index_name, worklo
 DESCRIBING_SHOAL = [
     ("index.requests.cache.enable", "false", "true", "Shoal has no shard request cache: every search runs on the shards"),
     ("index.queries.cache.enabled", "false", "true", "Shoal has no query cache: every query runs against the segments"),
-    ("index.auto_expand_replicas", "false", "0-1",
-     "Shoal does not resize replicas to the number of nodes: set index.number_of_replicas"),
-    ("index.auto_expand_replicas", "false", "0-all",
-     "Shoal does not resize replicas to the number of nodes: set index.number_of_replicas"),
     ("index.merge.scheduler.max_thread_count", "4", "1", "Shoal merges each shard on tantivy's pool of 4 merge threads"),
     ("index.merge.scheduler.auto_throttle", "false", "true", "Shoal does not throttle merges"),
     ("index.translog.generation_threshold_size", "64mb", "128mb", "Shoal rolls translog generations at 64mb"),

@@ -1,6 +1,6 @@
 //! Index settings whose values describe what Shoal does, read where Shoal acts on them:
 //! the mapping limits, and settings for which Shoal has no knob because it always does
-//! one thing (no request cache, no query cache, no replica auto-expansion...). Those
+//! one thing (no request cache, no query cache, no slow log...). Those
 //! accept exactly the values that describe Shoal's behaviour and refuse the others
 //! naming what Shoal does, so nothing is accepted and then ignored.
 
@@ -69,13 +69,6 @@ const FIXED: &[Fixed] = &[
         describes_shoal: |v| v == "false",
         accepted: "false",
         behaviour: "Shoal has no query cache: every query runs against the segments",
-    },
-    Fixed {
-        key: "index.auto_expand_replicas",
-        describes_shoal: |v| v == "false",
-        accepted: "false",
-        behaviour:
-            "Shoal does not resize replicas to the number of nodes: set index.number_of_replicas",
     },
     Fixed {
         key: "index.merge.scheduler.max_thread_count",
@@ -159,8 +152,6 @@ mod tests {
         );
         assert!(check_fixed("index.queries.cache.enabled", "false").is_ok());
         assert!(check_fixed("index.queries.cache.enabled", "true").is_err());
-        assert!(check_fixed("index.auto_expand_replicas", "false").is_ok());
-        assert!(check_fixed("index.auto_expand_replicas", "0-1").is_err());
         assert!(check_fixed("index.translog.generation_threshold_size", "64mb").is_ok());
         assert!(check_fixed("index.translog.generation_threshold_size", "65536kb").is_ok());
         assert!(check_fixed("index.translog.generation_threshold_size", "128mb").is_err());

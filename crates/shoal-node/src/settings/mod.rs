@@ -244,6 +244,9 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
     };
     match key {
         behaviour::DEFAULT_FIELD => behaviour::check_default_field(value)?,
+        shoal_allocation::auto_expand::SETTING => {
+            shoal_allocation::auto_expand::parse(&text).map_err(ApiError::bad_request)?;
+        }
         "index.number_of_shards" => {
             int_at_least(1)?;
             let n: i64 = text.parse().unwrap_or(1);

@@ -95,7 +95,7 @@ fn explicit_kind(key: &str) -> Option<Kind> {
             min: 1,
             max: i64::MAX,
         },
-        // `false` or a range `0-1`, `0-all` (see settings/behaviour.rs).
+        // `false` or a range `0-1`, `0-all` (shoal-allocation/src/auto_expand.rs).
         "index.auto_expand_replicas" => Kind::Any,
         // `true`, `false` or a list of `+pattern`/`-pattern`.
         "action.auto_create_index" => Kind::Any,
@@ -505,6 +505,8 @@ const HONOURED_INDEX: &[&str] = &[
     "index.global_checkpoint_sync.interval",
     "index.gc_deletes",
     "index.shard.check_on_startup",
+    // Applied by every reroute (shoal-allocation/src/auto_expand.rs).
+    "index.auto_expand_replicas",
     // The fields of query_string, simple_query_string and multi_match naming none.
     "index.query.default_field",
     // Checked on every mapping change (shoal-mapping/src/limits.rs).
