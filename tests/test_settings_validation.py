@@ -2,11 +2,12 @@
 persistent and transient, index settings, node settings at start), settings Shoal would ignore
 refused by name, and `cluster.max_shards_per_node`."""
 import re
+import time
 
 import pytest
 
 from conftest import NodeStartError
-from util import assert_error
+from util import assert_error, wait_for
 
 HIGH = "cluster.routing.allocation.disk.watermark.high"
 LOW = "cluster.routing.allocation.disk.watermark.low"
@@ -140,7 +141,7 @@ def test_invalid_index_setting_value_is_refused(http, index_name, key, value, re
 
 @pytest.mark.parametrize("key,value", [("index.routing_partition_size", 2),
                                        ("index.analysis.analyzer.custom.type", "standard"),
-                                       ("index.mapping.total_fields.limit", 10)])
+                                       ("index.mapping.nested_fields.limit", 10)])
 def test_index_setting_shoal_does_not_honour_is_refused_by_name(http, index_name, is_shoal, key, value):
     if not is_shoal:
         pytest.skip("OpenSearch honours these settings")
@@ -151,6 +152,119 @@ def test_index_setting_shoal_does_not_honour_is_refused_by_name(http, index_name
     assert http.put(f"/{index_name}", {}).status_code == 200
     err = assert_error(http.put(f"/{index_name}/_settings", {key: value}), 400, "illegal_argument_exception")
     assert f"[{key}]" in err["reason"], err
+
+
+# The settings blocks of opensearch-benchmark workloads' index bodies (their defaults):
+# accepted because what they ask is what Shoal does.
+WORKLOAD_SETTINGS = {
+    "nyc_taxis": {"index.number_of_shards": 1, "index.number_of_replicas": 0,
+                  "index.requests.cache.enable": False},
+    "http_logs": {"index.number_of_shards": 5, "index.number_of_replicas": 0,
+                  "index.requests.cache.enable": False},
+    "geonames": {"index.number_of_shards": 5, "index.number_of_replicas": 0,
+                 "index.store.type": "mmapfs", "index.requests.cache.enable": False},
+    "noaa": {"index.number_of_shards": 1, "index.number_of_replicas": 0, "index.queries.cache.enabled": False},
+    "big5": {"index.number_of_shards": 1, "index.number_of_replicas": 0, "index.queries.cache.enabled": False,
+             "index.requests.cache.enable": False, "index.codec": "best_compression",
+             "index.translog.sync_interval": "30s", "index.translog.durability": "async",
+             "index.query.default_field": ["message"]},
+}
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOAD_SETTINGS))
+def test_benchmark_workload_index_settings_are_accepted(http, index_name, workload):
+    settings = WORKLOAD_SETTINGS[workload]
+    r = http.put(f"/{index_name}", {"settings": settings})
+    assert r.status_code == 200, r.text
+    got = http.get(f"/{index_name}/_settings", params={"flat_settings": "true"}).json()[index_name]["settings"]
+    for key, value in settings.items():
+        expected = value if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
+        assert got[key] == expected, (key, got)
+
+
+# value Shoal's behaviour matches, a value it does not
+DESCRIBING_SHOAL = [
+    ("index.requests.cache.enable", "false", "true", "Shoal has no shard request cache: every search runs on the shards"),
+    ("index.queries.cache.enabled", "false", "true", "Shoal has no query cache: every query runs against the segments"),
+    ("index.merge.scheduler.max_thread_count", "4", "1", "Shoal merges each shard on tantivy's pool of 4 merge threads"),
+    ("index.merge.scheduler.auto_throttle", "false", "true", "Shoal does not throttle merges"),
+    ("index.translog.generation_threshold_size", "64mb", "128mb", "Shoal rolls translog generations at 64mb"),
+    ("index.store.type", "mmapfs", "hybridfs", "Shoal reads every index file through mmap"),
+    ("index.search.slowlog.threshold.query.warn", "-1", "10s",
+     "Shoal has no slow log, so every slow log threshold is disabled (-1)"),
+    ("index.indexing.slowlog.threshold.index.info", "-1", "5s",
+     "Shoal has no slow log, so every slow log threshold is disabled (-1)"),
+]
+
+
+@pytest.mark.parametrize("key,accepted,refused,behaviour", DESCRIBING_SHOAL,
+                         ids=[f"{k}={r}" for k, _, r, _ in DESCRIBING_SHOAL])
+def test_setting_is_accepted_only_with_the_value_describing_what_shoal_does(
+        http, index_name, is_shoal, key, accepted, refused, behaviour):
+    r = http.put(f"/{index_name}", {"settings": {key: accepted, "number_of_replicas": 0}})
+    assert r.status_code == 200, r.text
+    got = http.get(f"/{index_name}/_settings", params={"flat_settings": "true"}).json()[index_name]["settings"]
+    assert got[key] == accepted
+    if not is_shoal:
+        pytest.skip("OpenSearch honours every value")
+    reason = f"setting [{key}] can only be [{accepted}] on Shoal: {behaviour}"
+    other = f"{index_name}-other"
+    assert_error(http.put(f"/{other}", {"settings": {key: refused}}), 400, "illegal_argument_exception", reason)
+    assert http.head(f"/{other}").status_code == 404
+    dynamic = key not in ("index.queries.cache.enabled", "index.store.type")
+    if dynamic:
+        r = http.put(f"/{index_name}/_settings", {key: refused})
+        assert_error(r, 400, "illegal_argument_exception", reason)
+        got = http.get(f"/{index_name}/_settings", params={"flat_settings": "true"}).json()[index_name]["settings"]
+        assert got[key] == accepted
+
+
+def test_a_malformed_value_of_such_a_setting_gets_opensearch_type_error(http, index_name):
+    r = http.put(f"/{index_name}", {"settings": {"index.requests.cache.enable": "yes"}})
+    assert_error(r, 400, "illegal_argument_exception",
+                 "Failed to parse value [yes] as only [true] or [false] are allowed.")
+
+
+def test_refresh_interval_minus_one_disables_periodic_refresh(http, index_name):
+    r = http.put(f"/{index_name}", {"settings": {"number_of_replicas": 0, "refresh_interval": "-1"}})
+    assert r.status_code == 200, r.text
+    assert http.put(f"/{index_name}/_doc/1", {"a": 1}).status_code == 201
+    time.sleep(2.5)  # more than two default refresh intervals
+    assert http.post(f"/{index_name}/_search").json()["hits"]["total"]["value"] == 0
+    assert http.get(f"/{index_name}/_doc/1").json()["found"]  # realtime get still sees it
+    assert http.post(f"/{index_name}/_refresh").status_code == 200
+    assert http.post(f"/{index_name}/_search").json()["hits"]["total"]["value"] == 1
+    # back to periodic refresh once the setting is reset
+    assert http.put(f"/{index_name}/_settings", {"index.refresh_interval": None}).status_code == 200
+    assert http.put(f"/{index_name}/_doc/2", {"a": 2}).status_code == 201
+    wait_for(lambda: http.post(f"/{index_name}/_search").json()["hits"]["total"]["value"] == 2,
+         timeout=10, what="periodic refresh after resetting refresh_interval")
+
+
+def test_query_default_field_is_where_queries_naming_no_field_search(http, index_name):
+    r = http.put(f"/{index_name}", {"settings": {"number_of_replicas": 0, "index.query.default_field": ["title"]},
+                                    "mappings": {"properties": {"title": {"type": "text"}, "body": {"type": "text"}}}})
+    assert r.status_code == 200, r.text
+    http.put(f"/{index_name}/_doc/1", {"title": "quick fox", "body": "lazy dog"})
+    http.put(f"/{index_name}/_doc/2", {"title": "lazy dog", "body": "quick fox"}, params={"refresh": "true"})
+
+    def ids(query):
+        r = http.post(f"/{index_name}/_search", {"query": query})
+        assert r.status_code == 200, r.text
+        return sorted(h["_id"] for h in r.json()["hits"]["hits"])
+
+    assert ids({"query_string": {"query": "fox"}}) == ["1"]
+    assert ids({"simple_query_string": {"query": "fox"}}) == ["1"]
+    assert ids({"multi_match": {"query": "fox"}}) == ["1"]
+    # a query naming its fields is not affected
+    assert ids({"query_string": {"query": "fox", "default_field": "body"}}) == ["2"]
+    assert ids({"multi_match": {"query": "fox", "fields": ["title", "body"]}}) == ["1", "2"]
+    # dynamic: back to every field
+    assert http.put(f"/{index_name}/_settings", {"index.query.default_field": "*"}).status_code == 200
+    assert ids({"query_string": {"query": "fox"}}) == ["1", "2"]
+    assert http.put(f"/{index_name}/_settings", {"index.query.default_field": ["body^2", "title"]}).status_code == 200
+    r = http.post(f"/{index_name}/_search", {"query": {"query_string": {"query": "fox"}}}).json()["hits"]["hits"]
+    assert [h["_id"] for h in r] == ["2", "1"], r  # the boosted field ranks first
 
 
 # ---------------------------------------------------------------- cluster.max_shards_per_node

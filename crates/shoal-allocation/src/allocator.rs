@@ -21,6 +21,7 @@ const MAX_BALANCE_STEPS: usize = 100_000;
 pub fn reroute(state: &mut ClusterState, now_millis: i64) -> bool {
     let settings = AllocationSettings::from_state(state);
     let mut changed = expire_delays(state, now_millis);
+    changed |= crate::auto_expand::adapt_replicas(state, &settings, now_millis);
     changed |= disk_monitor::update_read_only_blocks(state, &settings);
     let mut run = Run::new(state, settings, now_millis);
     if run.model.node_ids().is_empty() {

@@ -6,6 +6,7 @@
 //! so there is no wall clock, no randomness, and iteration follows `BTreeMap` order.
 
 mod allocator;
+pub mod auto_expand;
 mod balancer;
 mod commands;
 mod context;

@@ -12,6 +12,7 @@ pub mod analysis;
 pub mod date;
 mod error;
 mod field;
+mod limits;
 mod mapping;
 mod parser;
 pub mod schema;
@@ -19,6 +20,7 @@ mod standard_tokenizer;
 
 pub use error::MapperError;
 pub use field::{Analyzer, Dynamic, FieldMapping, FieldType, NumericKind};
+pub use limits::MappingLimits;
 pub use mapping::{Mapping, ObjectMapping, Property};
 pub use parser::{DocumentParser, ParsedDocument};
 pub use schema::{IndexedIn, ShardSchema};

@@ -320,6 +320,10 @@ impl IndexService {
         let _guard = self.update_lock.lock();
         let mut merged = (*self.mapping()).clone();
         merged.merge(update)?;
+        // Checked on the merged mapping even when nothing changes, as OpenSearch checks
+        // every mapping update (a lowered limit refuses the next put mapping).
+        let limits = self.meta.read().settings().mapping_limits();
+        merged.check_limits(&limits)?;
         if merged == *self.mapping() {
             return Ok(self.mapping());
         }

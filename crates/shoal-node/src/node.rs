@@ -437,6 +437,7 @@ impl Node {
                 ApiError::mapper_parsing(format!("Failed to parse mapping [_doc]: {e}"))
                     .caused_by(ApiError::from(e))
             })?;
+        mapping.check_limits(&settings::IndexSettings(&flat).mapping_limits())?;
         let mut aliases = BTreeMap::new();
         if let Some(map) = body.get("aliases").and_then(Value::as_object) {
             for (alias, spec) in map {

@@ -331,6 +331,7 @@ impl Node {
             schema: &schema,
             now_millis: now_millis(),
             index: "",
+            default_fields: shoal_query::context::all_fields(),
         };
         match dsl::build_query(query, &ctx) {
             Err(e @ QueryError::Parsing(_)) => Err(e.into()),

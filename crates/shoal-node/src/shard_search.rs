@@ -365,6 +365,7 @@ fn run_query(
         schema: engine.schema(),
         now_millis: request.now,
         index: &name,
+        default_fields: service.with_meta(|m| m.settings().query_default_fields()),
     };
     let query: Box<dyn Query> = match &search.query {
         Some(query) => dsl::build_query(query, &ctx)?,

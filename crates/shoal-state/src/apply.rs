@@ -269,6 +269,21 @@ impl ClusterState {
         Ok(())
     }
 
+    /// Sets `index.number_of_replicas` of an index and resizes its copies to match
+    /// (`index.auto_expand_replicas` following the number of data nodes).
+    pub fn set_number_of_replicas(&mut self, index: &str, replicas: u32, now: i64) {
+        let Some(meta) = self.metadata.indices.get_mut(index) else {
+            return;
+        };
+        meta.settings.insert(
+            "index.number_of_replicas".into(),
+            serde_json::Value::String(replicas.to_string()),
+        );
+        meta.version += 1;
+        meta.settings_version += 1;
+        self.resize_replicas(index, replicas as usize, now);
+    }
+
     /// Adds unassigned replicas or removes the least useful ones so every shard has
     /// `replicas` replica copies (relocation targets not counted).
     fn resize_replicas(&mut self, index: &str, replicas: usize, now: i64) {

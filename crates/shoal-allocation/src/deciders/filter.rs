@@ -11,6 +11,7 @@ use super::Decider;
 use crate::context::AllocationContext;
 use crate::decision::Decision;
 use crate::node_filters::{FilterOp, NodeFilters};
+use crate::settings::AllocationSettings;
 
 pub struct Filter;
 
@@ -47,12 +48,22 @@ impl Decider for Filter {
     }
 }
 
+/// `shouldAutoExpandToNode`: whether the cluster's and the index's filters let copies of
+/// `index` on `node`.
+pub(crate) fn passes_filters(
+    index: &IndexMetadata,
+    node: &DiscoveryNode,
+    settings: &AllocationSettings,
+) -> bool {
+    cluster_filter(node, settings).is_none() && index_filter(index, node).is_none()
+}
+
 fn should_filter(
     index: Option<&IndexMetadata>,
     node: &DiscoveryNode,
     ctx: &AllocationContext<'_>,
 ) -> Decision {
-    if let Some(no) = cluster_filter(node, ctx) {
+    if let Some(no) = cluster_filter(node, ctx.settings) {
         return no;
     }
     if let Some(no) = index.and_then(|meta| index_filter(meta, node)) {
@@ -61,8 +72,7 @@ fn should_filter(
     Decision::yes("node passes include/exclude/require filters")
 }
 
-fn cluster_filter(node: &DiscoveryNode, ctx: &AllocationContext<'_>) -> Option<Decision> {
-    let s = ctx.settings;
+fn cluster_filter(node: &DiscoveryNode, s: &AllocationSettings) -> Option<Decision> {
     if let Some(require) = s.require.as_ref().filter(|f| !f.matches(node)) {
         return Some(Decision::no(format!(
             "node does not match cluster setting [cluster.routing.allocation.require] filters [{require}]"

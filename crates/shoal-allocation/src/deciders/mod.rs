@@ -9,6 +9,7 @@ mod data_node;
 mod disk_threshold;
 mod enable;
 mod filter;
+pub(crate) use filter::passes_filters;
 mod max_retry;
 mod rebalance_only_when_active;
 mod replica_after_primary_active;

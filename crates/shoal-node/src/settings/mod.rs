@@ -1,6 +1,7 @@
 //! Settings: flattening OpenSearch settings bodies, validating index settings, and typed
 //! access to the ones Shoal acts on.
 
+pub mod behaviour;
 mod registry;
 pub mod typed;
 mod values;
@@ -156,7 +157,7 @@ pub fn validate_new_index_settings(settings: &FlatSettings) -> ApiResult<()> {
     for (key, value) in settings {
         check_known_index_setting(key)?;
         if !value.is_null() {
-            check_honoured_index_setting(key)?;
+            check_honoured_index_setting(key, value)?;
             validate_value(key, value)?;
         }
     }
@@ -188,7 +189,7 @@ pub fn validate_settings_update(
             non_dynamic.push(key.clone());
         }
         if !value.is_null() {
-            check_honoured_index_setting(key)?;
+            check_honoured_index_setting(key, value)?;
             validate_value(key, value)?;
         }
     }
@@ -210,9 +211,12 @@ fn check_known_index_setting(key: &str) -> ApiResult<&'static SettingDef> {
     }
 }
 
-fn check_honoured_index_setting(key: &str) -> ApiResult<()> {
+fn check_honoured_index_setting(key: &str, value: &Value) -> ApiResult<()> {
     if typed::honoured_index_setting(key) {
         Ok(())
+    } else if behaviour::is_fixed(key) {
+        let text = setting_text(value).unwrap_or_else(|| value.to_string());
+        behaviour::check_fixed(key, &text)
     } else {
         Err(typed::not_supported(key))
     }
@@ -239,6 +243,10 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
         Ok(())
     };
     match key {
+        behaviour::DEFAULT_FIELD => behaviour::check_default_field(value)?,
+        shoal_allocation::auto_expand::SETTING => {
+            shoal_allocation::auto_expand::parse(&text).map_err(ApiError::bad_request)?;
+        }
         "index.number_of_shards" => {
             int_at_least(1)?;
             let n: i64 = text.parse().unwrap_or(1);
@@ -385,7 +393,7 @@ pub fn validate_node_settings(settings: &FlatSettings) -> ApiResult<()> {
         if key.starts_with("index.") {
             check_known_index_setting(key)?;
             if !value.is_null() {
-                check_honoured_index_setting(key)?;
+                check_honoured_index_setting(key, value)?;
                 validate_value(key, value)?;
             }
             continue;

@@ -87,6 +87,16 @@ fn explicit_kind(key: &str) -> Option<Kind> {
             ],
         ),
         "index.write.wait_for_active_shards" => Kind::ActiveShards,
+        "index.mapping.total_fields.limit" => Kind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        "index.mapping.depth.limit" | "index.mapping.field_name_length.limit" => Kind::Int {
+            min: 1,
+            max: i64::MAX,
+        },
+        // `false` or a range `0-1`, `0-all` (shoal-allocation/src/auto_expand.rs).
+        "index.auto_expand_replicas" => Kind::Any,
         // `true`, `false` or a list of `+pattern`/`-pattern`.
         "action.auto_create_index" => Kind::Any,
         "http.port" | "transport.port" => Kind::Any,
@@ -495,6 +505,14 @@ const HONOURED_INDEX: &[&str] = &[
     "index.global_checkpoint_sync.interval",
     "index.gc_deletes",
     "index.shard.check_on_startup",
+    // Applied by every reroute (shoal-allocation/src/auto_expand.rs).
+    "index.auto_expand_replicas",
+    // The fields of query_string, simple_query_string and multi_match naming none.
+    "index.query.default_field",
+    // Checked on every mapping change (shoal-mapping/src/limits.rs).
+    "index.mapping.total_fields.limit",
+    "index.mapping.depth.limit",
+    "index.mapping.field_name_length.limit",
     // Limits on request parts Shoal refuses outright (`docvalue_fields`, `script_fields`,
     // `rescore`): no request can exceed them, so they hold whatever their value.
     "index.max_docvalue_fields_search",

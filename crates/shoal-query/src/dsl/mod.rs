@@ -34,6 +34,7 @@ use tantivy::query::{BoostQuery, Query};
 
 pub use date_math::parse_date_math;
 pub use highlight::query_terms_for_highlight;
+pub use multi_match::read_fields as read_query_fields;
 
 use crate::{QueryContext, QueryError};
 

@@ -77,7 +77,7 @@ pub(crate) fn multi_match(
         )));
     }
     if fields.is_empty() {
-        fields.push(("*".to_string(), 1.0));
+        fields = ctx.default_fields.clone();
     }
     let specs = expand_fields(ctx, &fields);
     let query = multi_field_query(ctx, &specs, text, kind, tie_breaker, &opts)?;
@@ -85,7 +85,7 @@ pub(crate) fn multi_match(
 }
 
 /// `"fields": ["title^2", "body"]` or `"fields": "title"`.
-pub(crate) fn read_fields(query: &str, value: &Value) -> Result<Vec<(String, f32)>, QueryError> {
+pub fn read_fields(query: &str, value: &Value) -> Result<Vec<(String, f32)>, QueryError> {
     match value {
         Value::String(s) => Ok(vec![parse_field_boost(s)?]),
         Value::Array(items) => items

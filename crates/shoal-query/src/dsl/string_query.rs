@@ -124,7 +124,7 @@ pub(crate) fn query_string_options(
     let specs = match (fields, default_field) {
         (Some(fields), _) => fields,
         (None, Some(field)) => vec![(field, 1.0)],
-        (None, None) => vec![("*".to_string(), 1.0)],
+        (None, None) => ctx.default_fields.clone(),
     };
     opts.fields = expand_fields(ctx, &specs);
     Ok((text, opts, boost))
@@ -151,7 +151,7 @@ pub(crate) fn simple_query_string_options(
     opts.tie_breaker = None;
     let mut text = None;
     let mut boost = 1.0;
-    let mut fields = vec![("*".to_string(), 1.0)];
+    let mut fields = ctx.default_fields.clone();
     for (key, value) in body {
         match key.as_str() {
             "query" => text = Some(read_text(Q, key, value)?),
@@ -178,7 +178,7 @@ pub(crate) fn simple_query_string_options(
     }
     let text = text.ok_or_else(|| parsing("[simple_query_string] query text missing"))?;
     if fields.is_empty() {
-        fields.push(("*".to_string(), 1.0));
+        fields = ctx.default_fields.clone();
     }
     opts.fields = expand_fields(ctx, &fields);
     Ok((text, opts, boost))

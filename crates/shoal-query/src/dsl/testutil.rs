@@ -66,6 +66,7 @@ impl Fixture {
             schema: &self.schema,
             now_millis: NOW,
             index: "test",
+            default_fields: crate::context::all_fields(),
         }
     }
 

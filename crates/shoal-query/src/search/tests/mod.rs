@@ -140,6 +140,7 @@ impl Fixture {
             schema: &self.schema,
             now_millis: NOW,
             index: "products",
+            default_fields: crate::context::all_fields(),
         }
     }
 
