@@ -258,6 +258,10 @@ def test_primary_on_a_full_disk_fails_over_to_its_replica_and_comes_back_when_sp
     cluster = ShoalCluster(tmp_path / "c", 2, settings={
         "cluster.routing.allocation.disk.threshold_enabled": "true",
         "cluster.info.update.interval": "10s",  # OpenSearch's minimum
+        # Free-space watermarks sized for the 80 MB disk, so the host's own disk never crosses them.
+        "cluster.routing.allocation.disk.watermark.low": "24mb",
+        "cluster.routing.allocation.disk.watermark.high": "16mb",
+        "cluster.routing.allocation.disk.watermark.flood_stage": "1mb",  # below what _fill leaves: the disk fills before the block
     })
     cluster.nodes[0].settings["path.data"] = str(small_disk / "data")
     with cluster:
