@@ -316,6 +316,11 @@ impl Engine {
         }
         let started = Instant::now();
         let mut state = self.state.lock();
+        // Again under the lock: a commit that failed meanwhile left tantivy's writer with no
+        // indexing thread, and documents sent to it would queue until the channel blocks.
+        if let Some(reason) = self.failure() {
+            return closed_results(ops.len(), &reason);
+        }
         let searcher = self.reader.searcher();
         let mut results = Vec::with_capacity(ops.len());
         let mut translog_ops = Vec::with_capacity(ops.len());

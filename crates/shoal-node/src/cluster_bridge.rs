@@ -521,22 +521,16 @@ impl Node {
             return;
         };
         let cluster = self.cluster.clone();
-        let node = Arc::downgrade(self);
         let command = Command::ShardFailed {
             index: copy.index.clone(),
             shard: copy.shard,
-            allocation_id: allocation_id.clone(),
+            allocation_id,
             reason: reason.to_string(),
             primary_term: None,
         };
         self.runtime.spawn(async move {
             if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {
-                // Forgotten, so the next applied state finds the copy failing again and
-                // reports it again.
-                warn!(error = %e, allocation_id, "could not report a failed shard");
-                if let Some(node) = node.upgrade() {
-                    node.failed_copies.forget(&allocation_id);
-                }
+                warn!(error = %e, "could not report a failed shard");
             }
         });
     }

@@ -4,7 +4,6 @@
 //! so a node only reports when the numbers moved by more than [`REPORT_THRESHOLD`] of the disk
 //! since the report the state holds (a node that (re)joins has none, so it reports at once).
 
-use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -35,31 +34,7 @@ pub fn should_report(previous: Option<&DiskUsage>, current: &DiskUsage) -> bool 
         || moved(previous.shards_bytes, current.shards_bytes)
 }
 
-/// Total and available bytes of the filesystem holding `path` (`statvfs`).
-#[cfg(unix)]
-pub fn filesystem_space(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs only writes into the zeroed struct we own; the path is NUL-terminated.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
-        return None;
-    }
-    let block = if stat.f_frsize > 0 {
-        stat.f_frsize
-    } else {
-        stat.f_bsize
-    } as u64;
-    Some((
-        (stat.f_blocks as u64).saturating_mul(block),
-        (stat.f_bavail as u64).saturating_mul(block),
-    ))
-}
-
-#[cfg(not(unix))]
-pub fn filesystem_space(_path: &Path) -> Option<(u64, u64)> {
-    None
-}
+pub use shoal_cluster::raft::reserve::filesystem_space;
 
 impl Node {
     /// This node's disk usage now: its data path's filesystem and the size of its shards.

@@ -221,10 +221,17 @@ impl IndexService {
             .iter_mut()
             .filter_map(Option::take)
             .collect();
+        // Every engine is closed even when one fails (a failed engine's flush is refused).
+        let mut first_error = None;
         for engine in shards {
-            engine.close()?;
+            if let Err(e) = engine.close() {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     pub fn meta(&self) -> IndexMetadata {

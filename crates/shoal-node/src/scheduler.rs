@@ -21,6 +21,7 @@ pub fn spawn(node: Weak<Node>) {
             std::thread::sleep(TICK);
             let Some(node) = node.upgrade() else { return };
             node.fail_failed_engines();
+            node.resend_failure_reports();
             run_due_work(&node);
         })
         .expect("spawning the scheduler thread");

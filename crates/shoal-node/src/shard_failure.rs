@@ -10,50 +10,90 @@
 //! initializing (so nothing calls it started) and the open is retried every second, so a
 //! lone copy comes back on its own once space returns, without burning its retries.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use shoal_state::{ClusterState, ShardRouting};
+use shoal_state::{ClusterState, Command, ShardRouting};
 use tracing::{info, warn};
 
+use crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT;
 use crate::error::ApiError;
 use crate::index_service::IndexService;
 use crate::node::Node;
 
+/// How long a failure report that did not reach the cluster manager waits before it is sent
+/// again.
+const REPORT_RETRY: Duration = Duration::from_secs(1);
+
+/// A failed copy and where its report to the cluster manager stands.
+struct FailedCopy {
+    copy: ShardRouting,
+    reason: String,
+    /// `None` once the cluster manager took the report; else when to send it (again).
+    resend_at: Option<Instant>,
+}
+
 /// What the node remembers of its failed copies.
 #[derive(Default)]
 pub struct FailedCopies {
-    /// Allocation ids reported failed: never reopened under that id.
-    allocation_ids: Mutex<HashSet<String>>,
+    /// By allocation id: never reopened under that id, reported until the report lands.
+    copies: Mutex<HashMap<String, FailedCopy>>,
     /// A copy waits for a transient open failure to pass: re-apply the state on a timer.
     retry_open: std::sync::atomic::AtomicBool,
 }
 
 impl FailedCopies {
     pub fn contains(&self, allocation_id: &str) -> bool {
-        self.allocation_ids.lock().contains(allocation_id)
+        self.copies.lock().contains_key(allocation_id)
     }
 
-    fn insert(&self, allocation_id: &str) -> bool {
-        self.allocation_ids.lock().insert(allocation_id.to_string())
+    /// Remembers a failed copy; false when it was already known.
+    fn insert(&self, allocation_id: &str, copy: &ShardRouting, reason: &str) -> bool {
+        let mut copies = self.copies.lock();
+        if copies.contains_key(allocation_id) {
+            return false;
+        }
+        let failed = FailedCopy {
+            copy: copy.clone(),
+            reason: reason.to_string(),
+            resend_at: None,
+        };
+        copies.insert(allocation_id.to_string(), failed);
+        true
     }
 
-    /// A report that did not reach the cluster manager: the copy may be reported again.
-    pub fn forget(&self, allocation_id: &str) {
-        self.allocation_ids.lock().remove(allocation_id);
+    fn report_landed(&self, allocation_id: &str, landed: bool) {
+        if let Some(failed) = self.copies.lock().get_mut(allocation_id) {
+            failed.resend_at = (!landed).then(|| Instant::now() + REPORT_RETRY);
+        }
+    }
+
+    /// The reports due to be sent again (and marks them in flight).
+    fn due_reports(&self) -> Vec<(ShardRouting, String)> {
+        let now = Instant::now();
+        let mut copies = self.copies.lock();
+        copies
+            .values_mut()
+            .filter(|f| f.resend_at.is_some_and(|at| at <= now))
+            .map(|f| {
+                f.resend_at = None;
+                (f.copy.clone(), f.reason.clone())
+            })
+            .collect()
     }
 
     /// Forgets the ids the state no longer names (they can never come back).
     fn retain_known(&self, state: &ClusterState) {
-        let known: HashSet<&str> = state
+        let known: std::collections::HashSet<&str> = state
             .all_copies()
             .filter_map(|c| c.allocation_id.as_deref())
             .collect();
-        self.allocation_ids
+        self.copies
             .lock()
-            .retain(|id| known.contains(id.as_str()));
+            .retain(|id, _| known.contains(id.as_str()));
     }
 
     /// Whether some copy waits to retry its open; clears the flag (the next apply sets it
@@ -106,28 +146,62 @@ impl Node {
         reason: &str,
     ) {
         let state = self.cluster_state();
-        let copy = local_copy(&state, &self.node_id, &index.name(), shard);
+        let copy = local_copy(&state, &self.node_id, &index.name(), shard).cloned();
+        // Remembered before the copy goes, so the applier cannot reopen it in between.
+        let known = copy.as_ref().and_then(|copy| {
+            let allocation_id = copy.allocation_id.as_deref()?;
+            Some(self.failed_copies.insert(allocation_id, copy, reason))
+        });
         index.discard_shard(shard);
-        let Some(copy) = copy else { return };
-        let Some(allocation_id) = copy.allocation_id.as_deref() else {
+        let (Some(copy), Some(true)) = (copy, known) else {
             return;
         };
-        if !self.failed_copies.insert(allocation_id) {
+        warn!(index = %copy.index, shard, allocation_id = ?copy.allocation_id, reason, "failing shard copy");
+        self.send_failure_report(copy, reason.to_string());
+    }
+
+    /// Proposes `ShardFailed`; a report that does not land is sent again by the scheduler
+    /// (the copy stays closed meanwhile). A disk-full failure first reports the node's disk
+    /// usage, so the disk threshold decider keeps copies off this node until space returns.
+    fn send_failure_report(self: &Arc<Self>, copy: ShardRouting, reason: String) {
+        let Some(allocation_id) = copy.allocation_id.clone() else {
             return;
-        }
-        warn!(index = %copy.index, shard, allocation_id, reason, "failing shard copy");
-        if !is_disk_full(reason) {
-            self.report_failed(copy, reason);
-            return;
-        }
-        // The cluster manager learns the disk is full before it places the copy again, so
-        // the disk threshold decider keeps copies off this node until space returns.
+        };
+        let disk_full = is_disk_full(&reason) || self.data_disk_is_full();
         let node = self.clone();
-        let (copy, reason) = (copy.clone(), reason.to_string());
         self.runtime.spawn(async move {
-            node.clone().report_disk_usage().await;
-            node.report_failed(&copy, &reason);
+            if disk_full {
+                node.clone().report_disk_usage().await;
+            }
+            let command = Command::ShardFailed {
+                index: copy.index.clone(),
+                shard: copy.shard,
+                allocation_id: allocation_id.clone(),
+                reason,
+                primary_term: None,
+            };
+            let landed = node.cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await;
+            if let Err(e) = &landed {
+                warn!(error = %e, allocation_id, "could not report a failed shard copy, retrying");
+            }
+            node.failed_copies
+                .report_landed(&allocation_id, landed.is_ok());
         });
+    }
+
+    /// Sends again the failure reports that did not reach the cluster manager (scheduler).
+    pub(crate) fn resend_failure_reports(self: &Arc<Self>) {
+        for (copy, reason) in self.failed_copies.due_reports() {
+            self.send_failure_report(copy, reason);
+        }
+    }
+
+    /// Whether the filesystem of `path.data` has (almost) no space left: tantivy reports a
+    /// failed indexing thread as "index writer was killed" without the cause.
+    fn data_disk_is_full(&self) -> bool {
+        const NEARLY_FULL: u64 = 1024 * 1024;
+        crate::disk_usage::filesystem_space(&self.config.data_path)
+            .is_some_and(|(_, available)| available < NEARLY_FULL)
     }
 
     /// Whether the applier must leave this copy alone (it was reported failed).
@@ -144,7 +218,7 @@ impl Node {
         error: &ApiError,
     ) {
         let reason = format!("failed to open shard: {}", error.reason);
-        if is_transient_open_failure(&error.reason) {
+        if is_transient_open_failure(&error.reason) || self.data_disk_is_full() {
             if !self.failed_copies.retry_open.swap(true, Ordering::AcqRel) {
                 info!(index = %copy.index, shard = copy.shard, reason = %error.reason, "shard copy cannot open yet, retrying");
             }

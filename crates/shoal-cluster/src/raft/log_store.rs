@@ -39,6 +39,8 @@ pub struct LogStore {
 struct Inner {
     dir: PathBuf,
     file: File,
+    /// Where the last whole record ends: a failed append is cut back to here.
+    len: u64,
     log: BTreeMap<u64, Entry>,
     last_purged: Option<LogId>,
     vote: Option<Vote>,
@@ -67,6 +69,7 @@ impl LogStore {
             log,
             last_purged,
             dead_records,
+            len: valid_len,
             reserve: Arc::new(DiskReserve::open(dir)),
         };
         Ok(LogStore {
@@ -207,15 +210,24 @@ impl Inner {
         for record in records {
             encode_record(record, &mut buf)?;
         }
-        let valid_len = self.file.metadata()?.len();
         let written = self
             .file
             .write_all(&buf)
             .and_then(|()| self.file.sync_data());
-        if written.is_err() {
-            self.file.set_len(valid_len)?;
+        match written {
+            Ok(()) => {
+                self.len += buf.len() as u64;
+                Ok(())
+            }
+            // A torn record that cannot be cut off would hide every later record from
+            // replay: that is not an error to wait out (it stops the member instead).
+            Err(e) => match self.file.set_len(self.len) {
+                Ok(()) => Err(e),
+                Err(cut) => Err(io::Error::other(format!(
+                    "raft log append failed ({e}) and its torn record could not be cut off ({cut})"
+                ))),
+            },
         }
-        written
     }
 
     /// Rewrites the file with only the live entries once enough records are dead.
@@ -235,11 +247,14 @@ impl Inner {
         let mut file = File::create(&tmp)?;
         file.write_all(&buf)?;
         file.sync_all()?;
+        // The handle follows the file through the rename: once the rename is done, appends
+        // can only go to the new log, whatever fails after it.
+        let appender = OpenOptions::new().append(true).open(&tmp)?;
         std::fs::rename(&tmp, &path)?;
-        File::open(&self.dir)?.sync_all()?;
-        self.file = OpenOptions::new().append(true).open(&path)?;
+        self.file = appender;
+        self.len = buf.len() as u64;
         self.dead_records = 0;
-        Ok(())
+        File::open(&self.dir)?.sync_all()
     }
 }
 
@@ -348,6 +363,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         inner.dead_records += inner.log.len() + 1;
         inner.log = keep;
         inner.last_purged = Some(log_id);
-        inner.maybe_compact()
+        // The purge record is durable: a rewrite that fails (a full disk) only delays it to
+        // the next purge, it must not stop the member.
+        if let Err(e) = inner.maybe_compact() {
+            let _ = std::fs::remove_file(inner.dir.join("raft.log.tmp"));
+            tracing::warn!(error = %e, "raft log compaction failed; retried at the next purge");
+        }
+        Ok(())
     }
 }

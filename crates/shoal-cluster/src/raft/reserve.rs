@@ -17,6 +17,10 @@ use tracing::{info, warn};
 
 /// Enough for thousands of cluster-state log records and a few snapshots.
 const RESERVE_BYTES: u64 = 8 * 1024 * 1024;
+/// Free space the reserve leaves to everything else when it is allocated (again): taking the
+/// last megabytes of a disk that is just coming back would fail shards' writes. A tenth of
+/// the disk, at most this.
+const REPLENISH_MARGIN: u64 = 64 * 1024 * 1024;
 /// How often a missing reserve is tried again.
 const REPLENISH_EVERY: Duration = Duration::from_secs(10);
 /// How long a write that found no space waits before trying again.
@@ -52,6 +56,11 @@ impl DiskReserve {
                 return;
             }
             *last = Some(Instant::now());
+        }
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let (total, available) = filesystem_space(dir).unwrap_or((u64::MAX, u64::MAX));
+        if available < self.bytes + REPLENISH_MARGIN.min(total / 10) {
+            return;
         }
         match allocate(&self.path, self.bytes) {
             Ok(()) => {
@@ -108,10 +117,37 @@ pub fn is_disk_full(e: &io::Error) -> bool {
         || matches!(e.raw_os_error(), Some(28) | Some(122))
 }
 
-/// Writes real blocks (a sparse file would reserve nothing).
+/// Total and available bytes of the filesystem holding `path` (`statvfs`).
+#[cfg(unix)]
+pub fn filesystem_space(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs only writes into the zeroed struct we own; the path is NUL-terminated.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    let block = if stat.f_frsize > 0 {
+        stat.f_frsize
+    } else {
+        stat.f_bsize
+    } as u64;
+    Some((
+        (stat.f_blocks as u64).saturating_mul(block),
+        (stat.f_bavail as u64).saturating_mul(block),
+    ))
+}
+
+#[cfg(not(unix))]
+pub fn filesystem_space(_path: &Path) -> Option<(u64, u64)> {
+    None
+}
+
+/// Writes real blocks: not sparse, and not zeros, which a compressing filesystem (btrfs,
+/// ZFS) would store in next to nothing.
 fn allocate(path: &Path, bytes: u64) -> io::Result<()> {
     let mut file = File::create(path)?;
-    let chunk = vec![0u8; 1024 * 1024];
+    let chunk = incompressible_chunk(1024 * 1024);
     let mut written = 0;
     while written < bytes {
         let n = chunk.len().min((bytes - written) as usize);
@@ -119,6 +155,19 @@ fn allocate(path: &Path, bytes: u64) -> io::Result<()> {
         written += n as u64;
     }
     file.sync_all()
+}
+
+/// Bytes from a xorshift generator: cheap, and no compressor finds anything to save.
+fn incompressible_chunk(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
 }
 
 #[cfg(test)]
