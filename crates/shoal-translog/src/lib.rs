@@ -19,6 +19,7 @@
 
 mod checkpoint;
 mod error;
+mod failed_dirs;
 mod generation;
 mod operation;
 mod recovery;

@@ -40,7 +40,10 @@ pub(crate) fn open(
         let closed_generation = open_closed_generation(dir, generation, &mut uuid_check)?;
         closed.insert(generation, closed_generation);
     }
-    let recovered = recover_current_generation(dir, &checkpoint, &mut uuid_check)?;
+    // A translog that failed in this process keeps only what it synced: see `failed_dirs`.
+    let keep_unsynced_tail = !crate::failed_dirs::take(dir);
+    let recovered =
+        recover_current_generation(dir, &checkpoint, &mut uuid_check, keep_unsynced_tail)?;
     let uuid = uuid_check
         .found
         .expect("the current generation header was read");
@@ -263,6 +266,7 @@ fn recover_current_generation(
     dir: &Path,
     checkpoint: &Checkpoint,
     uuid_check: &mut UuidCheck<'_>,
+    keep_unsynced_tail: bool,
 ) -> Result<RecoveredGeneration> {
     let generation = checkpoint.generation;
     let path = generation_path(dir, generation);
@@ -303,20 +307,29 @@ fn recover_current_generation(
     }
     verify_counts_match(&path, &synced_counts, checkpoint)?;
 
-    let unsynced_ops = scan.counts.num_ops - synced_counts.num_ops;
-    let truncated_bytes = file_len - scan.end;
-    let truncation_reason = scan.invalid.map(|(_, reason)| reason);
+    let (end, counts, truncation_reason) = if keep_unsynced_tail {
+        (
+            scan.end,
+            scan.counts,
+            scan.invalid.map(|(_, reason)| reason),
+        )
+    } else {
+        let reason = "the translog failed in this process: only its synced part is trusted";
+        (checkpoint.offset, synced_counts, Some(reason.to_string()))
+    };
+    let unsynced_ops = counts.num_ops - checkpoint.num_ops;
+    let truncated_bytes = file_len - end;
     if truncated_bytes > 0 {
         warn!(
             path = %path.display(),
             synced_offset = checkpoint.offset,
-            truncate_at = scan.end,
+            truncate_at = end,
             truncated_bytes,
             unsynced_ops_kept = unsynced_ops,
             reason = truncation_reason.as_deref().unwrap_or(""),
             "truncating torn translog tail"
         );
-        file.set_len(scan.end).with_path(&path)?;
+        file.set_len(end).with_path(&path)?;
         file.sync_all().with_path(&path)?;
     }
     let writer = GenerationWriter {
@@ -325,8 +338,8 @@ fn recover_current_generation(
         file,
         header_len,
         primary_term: header.primary_term,
-        written: scan.end,
-        counts: scan.counts,
+        written: end,
+        counts,
     };
     Ok(RecoveredGeneration {
         writer,

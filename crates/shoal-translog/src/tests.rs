@@ -503,3 +503,33 @@ fn invalid_operations_and_locations_are_rejected() {
         ));
     }
 }
+
+#[test]
+fn a_translog_that_failed_in_this_process_reopens_with_only_its_synced_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let translog = Translog::create(dir.path(), config()).unwrap();
+    for seq_no in 0..3 {
+        translog.add(&index_op(seq_no, 1)).unwrap();
+    }
+    translog.sync().unwrap();
+    // Written, not synced: after a failed fsync these bytes may exist only in the page cache.
+    translog.add(&index_op(3, 1)).unwrap();
+    translog.add(&index_op(4, 1)).unwrap();
+    crate::failed_dirs::mark(dir.path());
+    drop(translog);
+
+    let (reopened, info) = open(dir.path());
+    assert_eq!(info.unsynced_operations_recovered, 0);
+    assert!(info.truncated_bytes > 0);
+    let seq_nos: Vec<i64> = replay(&reopened).iter().map(|op| op.seq_no).collect();
+    assert_eq!(seq_nos, [0, 1, 2]);
+    let location = reopened.add(&index_op(3, 2)).unwrap();
+    reopened.sync().unwrap();
+    drop(reopened);
+
+    // Only the open right after the failure distrusts the tail.
+    let (again, info) = open(dir.path());
+    assert_eq!(info.truncated_bytes, 0);
+    assert_eq!(again.read(&location).unwrap(), index_op(3, 2));
+    assert_eq!(replay(&again).len(), 4);
+}

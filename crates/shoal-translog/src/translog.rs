@@ -687,6 +687,7 @@ impl Translog {
             if failure.is_none() {
                 error!(dir = %self.dir.display(), error = %err, "translog failed");
                 *failure = Some(err.to_string());
+                crate::failed_dirs::mark(&self.dir);
             }
         }
         result
