@@ -27,6 +27,9 @@ pub struct StateMachine {
     inner: Arc<tokio::sync::Mutex<Inner>>,
     published: watch::Sender<Arc<ClusterState>>,
     reserve: Arc<DiskReserve>,
+    /// Serializes snapshot files: a build writes without the state lock (a write waiting for
+    /// disk space must not stop entries being applied), an install with it.
+    snapshot_io: Arc<tokio::sync::Mutex<()>>,
 }
 
 struct Inner {
@@ -69,6 +72,7 @@ impl StateMachine {
             inner: Arc::new(tokio::sync::Mutex::new(inner)),
             published,
             reserve,
+            snapshot_io: Arc::default(),
         })
     }
 
@@ -123,18 +127,23 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     type SnapshotData = Cursor<Vec<u8>>;
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
-        let mut inner = self.inner.lock().await;
-        let meta = SnapshotMeta {
-            last_log_id: inner.last_applied.clone(),
-            last_membership: inner.membership.clone(),
+        let _io = self.snapshot_io.clone().lock_owned().await;
+        let (path, file) = {
+            let inner = self.inner.lock().await;
+            let meta = SnapshotMeta {
+                last_log_id: inner.last_applied.clone(),
+                last_membership: inner.membership.clone(),
+            };
+            let file = SnapshotFile {
+                meta,
+                state: inner.state.clone(),
+            };
+            (inner.snapshot_path.clone(), file)
         };
-        let file = SnapshotFile {
-            meta: meta.clone(),
-            state: inner.state.clone(),
-        };
-        self.save_snapshot(&inner.snapshot_path, &file).await?;
+        self.save_snapshot(&path, &file).await?;
+        let meta = file.meta.clone();
         let data = serde_json::to_vec(&file.state).map_err(io::Error::other)?;
-        inner.snapshot = Some((meta.clone(), data.clone()));
+        self.inner.lock().await.snapshot = Some((meta.clone(), data.clone()));
         Ok(Snapshot {
             meta,
             snapshot: Cursor::new(data),
@@ -199,6 +208,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> Result<(), io::Error> {
         let data = snapshot.into_inner();
         let state: ClusterState = serde_json::from_slice(&data).map_err(io::Error::other)?;
+        let _io = self.snapshot_io.clone().lock_owned().await;
         let mut inner = self.inner.lock().await;
         let file = SnapshotFile {
             meta: meta.clone(),
