@@ -48,8 +48,8 @@ class ShoalCluster:
     def __enter__(self) -> "ShoalCluster":
         """Starts every node and waits until they form one cluster; on the way out (also from
         a failed test inside the block) prints the node logs, then stops everything."""
-        self.start()
         try:
+            self.start()
             self.wait_for_nodes(len(self.nodes))
         except BaseException:
             self.__exit__(*__import__("sys").exc_info())

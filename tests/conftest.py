@@ -78,7 +78,7 @@ class ShoalNode:
             args += ["-E", f"{k}={v}"]
         return args
 
-    def start(self, timeout: float = START_TIMEOUT) -> None:
+    def start(self, timeout: float = START_TIMEOUT, port_retries: int = 3) -> None:
         binary = shoal_bin()
         if not binary.exists():
             raise NodeStartError(f"shoal binary not found at {binary} (build it with `cargo build -p shoal` or set SHOAL_BIN)")
@@ -93,6 +93,13 @@ class ShoalNode:
         last = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if port_retries > 0 and self._http_port_was_taken():
+                    # free_port() released the port and an outgoing connection took it as its
+                    # source port before the node bound it: any free HTTP port will do.
+                    self.port = free_port()
+                    self.settings["http.port"] = str(self.port)
+                    self.url = f"http://127.0.0.1:{self.port}"
+                    return self.start(timeout, port_retries - 1)
                 raise NodeStartError(f"shoal exited with code {self.proc.returncode} during start\n{self.log_tail()}")
             try:
                 r = requests.get(self.url + "/", timeout=2)
@@ -104,6 +111,10 @@ class ShoalNode:
             time.sleep(0.1)
         self.kill9()
         raise NodeStartError(f"shoal did not answer GET / within {timeout}s (last: {last})\n{self.log_tail()}")
+
+    def _http_port_was_taken(self) -> bool:
+        tail = self.log_tail(5)
+        return "cannot serve http" in tail and "Address already in use" in tail
 
     def log_tail(self, n: int = 200) -> str:
         try:
