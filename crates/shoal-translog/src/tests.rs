@@ -120,14 +120,8 @@ fn torn_tail_is_truncated_at_any_cut_point_and_translog_stays_writable() {
     let cuts = [1, 3, 6, 8, 20, torn_record.len() - 1];
     for cut in cuts {
         let dir = tempfile::tempdir().unwrap();
-        let translog = Translog::create(dir.path(), config()).unwrap();
-        for seq_no in 0..3 {
-            translog.add(&index_op(seq_no, 1)).unwrap();
-        }
-        translog.sync().unwrap();
-        // Written but never synced, yet intact: must survive.
-        translog.add(&index_op(3, 1)).unwrap();
-        translog.add(&index_op(4, 1)).unwrap();
+        // Ops 3 and 4 were written but never synced, yet are intact: they must survive.
+        let translog = synced_three_then_two_unsynced(dir.path());
         let generation = translog.current_generation();
         drop(translog); // crash: no close, no sync
         append_raw(
@@ -507,14 +501,8 @@ fn invalid_operations_and_locations_are_rejected() {
 #[test]
 fn a_translog_that_failed_in_this_process_reopens_with_only_its_synced_part() {
     let dir = tempfile::tempdir().unwrap();
-    let translog = Translog::create(dir.path(), config()).unwrap();
-    for seq_no in 0..3 {
-        translog.add(&index_op(seq_no, 1)).unwrap();
-    }
-    translog.sync().unwrap();
-    // Written, not synced: after a failed fsync these bytes may exist only in the page cache.
-    translog.add(&index_op(3, 1)).unwrap();
-    translog.add(&index_op(4, 1)).unwrap();
+    // After a failed fsync the unsynced ops 3 and 4 may exist only in the page cache.
+    let translog = synced_three_then_two_unsynced(dir.path());
     crate::failed_dirs::mark(dir.path());
     drop(translog);
 
@@ -532,4 +520,16 @@ fn a_translog_that_failed_in_this_process_reopens_with_only_its_synced_part() {
     assert_eq!(info.truncated_bytes, 0);
     assert_eq!(again.read(&location).unwrap(), index_op(3, 2));
     assert_eq!(replay(&again).len(), 4);
+}
+
+/// A translog with ops 0..3 synced and ops 3 and 4 written after the last sync.
+fn synced_three_then_two_unsynced(dir: &std::path::Path) -> Translog {
+    let translog = Translog::create(dir, config()).unwrap();
+    for seq_no in 0..3 {
+        translog.add(&index_op(seq_no, 1)).unwrap();
+    }
+    translog.sync().unwrap();
+    translog.add(&index_op(3, 1)).unwrap();
+    translog.add(&index_op(4, 1)).unwrap();
+    translog
 }
