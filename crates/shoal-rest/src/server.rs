@@ -1,7 +1,6 @@
 //! The HTTP/1 server: hyper behind [`GuardedIo`], so OpenSearch's limits and errors apply to
 //! the request head too, and one renderer gives every error OpenSearch's JSON body.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,14 +31,15 @@ pub fn limits(node: &Node) -> Limits {
     }
 }
 
-/// Serves the API until the shutdown future resolves, then lets open requests finish.
+/// Serves the API on `listener` (bound before the node started, so a node whose HTTP port
+/// is taken never joins the cluster) until the shutdown future resolves, then lets open
+/// requests finish.
 pub async fn serve(
     node: Arc<Node>,
-    addr: SocketAddr,
+    listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "http server listening");
+    tracing::info!(addr = %listener.local_addr()?, "http server listening");
     let limits = limits(&node);
     let reaper = tokio::spawn(expire_search_contexts(Arc::clone(&node)));
     let app = crate::router(node);

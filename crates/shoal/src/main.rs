@@ -70,11 +70,17 @@ async fn run(settings: shoal_node::settings::FlatSettings) -> anyhow::Result<()>
     let config = NodeConfig::from_settings(settings).map_err(|e| anyhow::anyhow!(e.reason))?;
     let addr = resolve_addr(&config.http_host, config.http_port)?;
     info!(node = %config.node_name, cluster = %config.cluster_name, data = %config.data_path.display(), "starting shoal");
+    // Bound first: a node whose HTTP port is taken must fail before it joins the cluster.
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!("cannot serve http on {addr}: {e} (is another node using this port? set -E http.port=...)")
+    })?;
     let node = tokio::task::spawn_blocking(move || Node::start(config))
         .await?
         .map_err(|e| anyhow::anyhow!("cannot start the node: {}", e.reason))?;
     let shutdown_node = Arc::clone(&node);
-    shoal_rest::serve(node, addr, shutdown_signal()).await.map_err(|e| anyhow::anyhow!("cannot serve http on {addr}: {e} (is another node using this port? set -E http.port=...)"))?;
+    shoal_rest::serve(node, listener, shutdown_signal())
+        .await
+        .map_err(|e| anyhow::anyhow!("http server failed on {addr}: {e}"))?;
     info!("shutting down: flushing shards");
     tokio::task::spawn_blocking(move || shutdown_node.shutdown()).await?;
     Ok(())
