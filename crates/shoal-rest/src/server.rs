@@ -134,12 +134,7 @@ pub async fn read_whole_body(req: Request, next: Next, max: usize) -> Response {
         }
         return closing(too_long(max));
     }
-    let encoding = req
-        .headers()
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let encoding = content_encoding(&req);
     let (parts, body) = req.into_parts();
     let bytes = match http_body_util::Limited::new(body, max).collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -155,6 +150,15 @@ pub async fn read_whole_body(req: Request, next: Next, max: usize) -> Response {
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The request's `Content-Encoding` (empty when none): named in errors about its body.
+fn content_encoding(req: &Request) -> String {
+    req.headers()
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
 }
 
 fn too_long(max: usize) -> Response {
@@ -181,12 +185,7 @@ pub async fn render_http_errors(req: Request, next: Next) -> Response {
             return closing(RestError(err).into_response());
         }
     }
-    let encoding = req
-        .headers()
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let encoding = content_encoding(&req);
     let response = next.run(req).await;
     if !response.status().is_client_error() && !response.status().is_server_error() {
         return response;

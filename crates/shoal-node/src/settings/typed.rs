@@ -282,24 +282,8 @@ pub fn parse_bytes(key: &str, text: &str) -> ApiResult<i64> {
         "0" => return Ok(0),
         _ => {}
     }
-    let units: [(&str, i64); 11] = [
-        ("kb", 1 << 10),
-        ("k", 1 << 10),
-        ("mb", 1 << 20),
-        ("m", 1 << 20),
-        ("gb", 1 << 30),
-        ("g", 1 << 30),
-        ("tb", 1 << 40),
-        ("t", 1 << 40),
-        ("pb", 1 << 50),
-        ("p", 1 << 50),
-        ("b", 1),
-    ];
-    for (suffix, multiplier) in units {
-        let Some(number) = lower.strip_suffix(suffix) else {
-            continue;
-        };
-        let number = number.trim();
+    if let Some((number, multiplier)) = super::values::split_byte_unit(&lower) {
+        let multiplier = multiplier as i64;
         let value = match number.parse::<i64>() {
             Ok(n) => n.saturating_mul(multiplier),
             Err(_) => match number.parse::<f64>() {

@@ -51,29 +51,43 @@ pub fn format_time(duration: Duration) -> String {
     format!("{millis}ms")
 }
 
+/// The units OpenSearch's `ByteSizeValue` reads, each suffix before any shorter one it ends with.
+const BYTE_UNITS: [(&str, u64); 11] = [
+    ("kb", 1 << 10),
+    ("k", 1 << 10),
+    ("mb", 1 << 20),
+    ("m", 1 << 20),
+    ("gb", 1 << 30),
+    ("g", 1 << 30),
+    ("tb", 1 << 40),
+    ("t", 1 << 40),
+    ("pb", 1 << 50),
+    ("p", 1 << 50),
+    ("b", 1),
+];
+
+/// Splits a lowercase byte size into its number (trimmed) and its unit's multiplier; `None`
+/// when it has no known unit.
+pub(crate) fn split_byte_unit(lower: &str) -> Option<(&str, u64)> {
+    BYTE_UNITS.iter().find_map(|&(suffix, multiplier)| {
+        lower
+            .strip_suffix(suffix)
+            .map(|number| (number.trim(), multiplier))
+    })
+}
+
 pub fn parse_byte_size(text: &str) -> Result<u64, String> {
     let lower = text.trim().to_ascii_lowercase();
     if lower == "-1" {
         return Ok(u64::MAX);
     }
-    let units: [(&str, u64); 6] = [
-        ("pb", 1 << 50),
-        ("tb", 1 << 40),
-        ("gb", 1 << 30),
-        ("mb", 1 << 20),
-        ("kb", 1 << 10),
-        ("b", 1),
-    ];
-    for (suffix, multiplier) in units {
-        if let Some(number) = lower.strip_suffix(suffix) {
-            let n: f64 = number
-                .trim()
-                .parse()
-                .map_err(|_| format!("failed to parse [{text}]"))?;
-            return Ok((n * multiplier as f64) as u64);
-        }
-    }
-    Err("unit is missing or unrecognized".to_string())
+    let Some((number, multiplier)) = split_byte_unit(&lower) else {
+        return Err("unit is missing or unrecognized".to_string());
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("failed to parse [{text}]"))?;
+    Ok((n * multiplier as f64) as u64)
 }
 
 /// Human-readable bytes as `_cat` prints them (`4.5kb`, `12mb`).
