@@ -170,10 +170,11 @@ def test_closing_an_index_frees_remote_scroll_contexts_so_it_reopens_at_once(spr
     r = spread.http(0).post("/closing/_search", {"size": 2, "sort": ["n"]}, params={"scroll": "5m"})
     assert r.status_code == 200, r.text
     sid = r.json()["_scroll_id"]
-    assert spread.http(1).post("/closing/_close").status_code == 200
+    r = spread.http(1).post("/closing/_close")
+    assert r.status_code == 200, r.text
     r = spread.http(1).post("/closing/_open")
     assert r.status_code == 200, r.text
-    spread.wait_for_status("green", timeout=30)
+    spread.wait_for_agreement("green", timeout=30)
     for i in range(3):
         r = spread.http(i).get("/closing/_count")
         assert r.status_code == 200 and r.json()["count"] == 30, r.text

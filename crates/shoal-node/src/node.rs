@@ -519,7 +519,9 @@ impl Node {
             return Ok(());
         }
         self.free_index_scrolls(&service.uuid());
-        service.close_shards()?;
+        // The applier closes the local copies once the closed state is agreed, as on every
+        // other node: closing them here first let the applier, still seeing the index open,
+        // reopen a second engine on the same store while the first one flushed.
         service.update_meta(|m| {
             m.state = IndexState::Close;
             Ok(())
