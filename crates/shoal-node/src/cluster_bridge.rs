@@ -402,7 +402,13 @@ impl Node {
             self.copy_failed_to_open(service, copy, &e);
             return Ok(());
         }
-        let engine = service.shard(shard)?;
+        let local = service.copy(shard)?;
+        local.advance_to(if copy.state == ShardState::Started {
+            shoal_shard::ShardState::Started
+        } else {
+            shoal_shard::ShardState::PostRecovery
+        });
+        let engine = local.engine().clone();
         let replication =
             service.replication_for(shard, &allocation_id, engine.global_checkpoint());
         replication.apply_cluster_state(state, &copy.index, shard);

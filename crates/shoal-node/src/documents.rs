@@ -218,7 +218,9 @@ impl Node {
         let mut touched: Vec<Arc<Engine>> = Vec::new();
         for ((_, shard), group) in groups {
             let service = group[0].service.clone();
-            let engine = match self
+            // The permit is held until the batch is replicated: the primary's term cannot be
+            // bumped between applying the batch and sending it to the copies.
+            let (engine, _permit) = match self
                 .wait_for_active_shards(
                     &service,
                     shard,
@@ -226,9 +228,10 @@ impl Node {
                     options.timeout,
                     group.len(),
                 )
-                .and_then(|()| service.shard(shard))
+                .and_then(|()| service.copy(shard))
+                .and_then(|copy| Ok((copy.engine().clone(), copy.acquire_primary_permit()?)))
             {
-                Ok(engine) => engine,
+                Ok(held) => held,
                 Err(e) => {
                     for p in group {
                         results[p.slot] = Some(Err(e.clone()));

@@ -12,6 +12,7 @@ use tantivy::TantivyDocument;
 use crate::error::{ApiError, ApiResult};
 use crate::metadata::{IndexMetadata, IndexState, NodePaths};
 use crate::routing;
+use crate::shard::IndexShard;
 
 /// Search-side counters of an index (`_stats.search`).
 #[derive(Debug, Default)]
@@ -37,8 +38,8 @@ pub struct Schedule {
 pub struct IndexService {
     meta: RwLock<IndexMetadata>,
     mapping: RwLock<Arc<Mapping>>,
-    /// Shard engines by shard number; `None` where no copy of the shard is on this node.
-    shards: RwLock<Vec<Option<Arc<Engine>>>>,
+    /// The local copies by shard number; `None` where no copy of the shard is on this node.
+    shards: RwLock<Vec<Option<Arc<IndexShard>>>>,
     /// The replication state of each local copy, by shard number.
     replication:
         RwLock<std::collections::BTreeMap<usize, Arc<crate::replication::ShardReplication>>>,
@@ -78,13 +79,10 @@ impl IndexService {
     }
 
     /// Opens one shard's engine (creating an empty one or replaying its translog) unless it is
-    /// open already; keeps the primary term current.
+    /// open already; keeps the primary term current (a bump waits for the writes in flight).
     pub fn ensure_shard_open(&self, shard: usize, primary_term: i64) -> ApiResult<()> {
-        if let Some(engine) = self.shards.read().get(shard).cloned().flatten() {
-            if engine.primary_term() < primary_term {
-                engine.set_primary_term(primary_term);
-            }
-            return Ok(());
+        if let Some(copy) = self.shards.read().get(shard).cloned().flatten() {
+            return copy.bump_primary_term(primary_term);
         }
         let meta = self.meta.read().clone();
         let mapping = meta.mapping.clone();
@@ -101,11 +99,16 @@ impl IndexService {
                 meta.name
             ))
         })?;
+        let copy = IndexShard::new(
+            &meta.name,
+            shoal_types::ShardId::new(meta.uuid.clone(), shard as u32),
+            Arc::new(engine),
+        );
         let mut shards = self.shards.write();
         if shards.len() <= shard {
             shards.resize(shard + 1, None);
         }
-        shards[shard] = Some(Arc::new(engine));
+        shards[shard] = Some(Arc::new(copy));
         Ok(())
     }
 
@@ -163,9 +166,10 @@ impl IndexService {
     /// Flushes and drops one shard's engine if it is open here.
     pub fn close_shard(&self, shard: usize) {
         self.replication.write().remove(&shard);
-        let engine = self.shards.write().get_mut(shard).and_then(Option::take);
-        if let Some(engine) = engine {
-            if let Err(e) = engine.close() {
+        let copy = self.shards.write().get_mut(shard).and_then(Option::take);
+        if let Some(copy) = copy {
+            copy.close();
+            if let Err(e) = copy.engine().close() {
                 tracing::warn!(index = %self.name(), shard, error = %e, "flush at close failed");
             }
         }
@@ -175,7 +179,9 @@ impl IndexService {
     /// holds beyond its last commit and translog may be persisted.
     pub fn discard_shard(&self, shard: usize) {
         self.replication.write().remove(&shard);
-        self.shards.write().get_mut(shard).and_then(Option::take);
+        if let Some(copy) = self.shards.write().get_mut(shard).and_then(Option::take) {
+            copy.close();
+        }
     }
 
     /// Closes the local copy of `shard` if open and deletes its directory: the shard is
@@ -223,8 +229,9 @@ impl IndexService {
             .collect();
         // Every engine is closed even when one fails (a failed engine's flush is refused).
         let mut first_error = None;
-        for engine in shards {
-            if let Err(e) = engine.close() {
+        for copy in shards {
+            copy.close();
+            if let Err(e) = copy.engine().close() {
                 first_error.get_or_insert(e);
             }
         }
@@ -260,7 +267,12 @@ impl IndexService {
 
     /// The engines of the shard copies open on this node.
     pub fn shards(&self) -> Vec<Arc<Engine>> {
-        self.shards.read().iter().flatten().cloned().collect()
+        self.shards
+            .read()
+            .iter()
+            .flatten()
+            .map(|copy| copy.engine().clone())
+            .collect()
     }
 
     /// The shard copies open on this node, with their shard numbers.
@@ -269,14 +281,20 @@ impl IndexService {
             .read()
             .iter()
             .enumerate()
-            .filter_map(|(n, e)| Some((n, e.clone()?)))
+            .filter_map(|(n, copy)| Some((n, copy.as_ref()?.engine().clone())))
             .collect()
     }
 
     pub fn shard(&self, shard: usize) -> ApiResult<Arc<Engine>> {
+        self.copy(shard).map(|copy| copy.engine().clone())
+    }
+
+    /// The local copy of `shard` (a handler acting on a copy a request names uses
+    /// [`Node::local_copy`](crate::node::Node::local_copy), which also checks uuid and allocation).
+    pub fn copy(&self, shard: usize) -> ApiResult<Arc<IndexShard>> {
         let shards = self.shards.read();
         match shards.get(shard).cloned().flatten() {
-            Some(engine) => Ok(engine),
+            Some(copy) => Ok(copy),
             None => {
                 let meta = self.meta.read();
                 if meta.state == IndexState::Close {

@@ -21,6 +21,7 @@ mod rpc;
 mod scheduler;
 pub mod search;
 pub mod settings;
+pub mod shard;
 pub mod shard_failure;
 pub mod shard_limit;
 pub mod shard_search;
