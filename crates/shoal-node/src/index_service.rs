@@ -312,21 +312,38 @@ impl IndexService {
     }
 
     /// Replaces the metadata and persists it first, so what is acknowledged is durable.
+    /// Publishes a change of this index's metadata through the cluster manager. `change` edits
+    /// this node's copy; if that copy was stale (a change made through another node not yet
+    /// applied here) the manager refuses it, and the change is made again on the newer copy.
     pub fn update_meta(
         &self,
-        change: impl FnOnce(&mut IndexMetadata) -> ApiResult<()>,
+        mut change: impl FnMut(&mut IndexMetadata) -> ApiResult<()>,
     ) -> ApiResult<IndexMetadata> {
-        let mut updated = self.meta.read().clone();
-        change(&mut updated)?;
-        updated.version += 1;
         let node = self
             .node
             .upgrade()
             .ok_or_else(|| ApiError::new(503, "node_closed_exception", "node is shutting down"))?;
-        // Publishing waits until this node's applier has installed the agreed metadata
-        // (with the cluster manager's primary terms), so there is nothing left to install here.
-        node.publish_index(&updated, false)?;
-        Ok(self.meta())
+        let mut attempts = 0;
+        loop {
+            let mut updated = self.meta.read().clone();
+            let based_on = updated.version;
+            change(&mut updated)?;
+            updated.version += 1;
+            // Publishing waits until this node's applier has installed the agreed metadata
+            // (with the cluster manager's primary terms), so there is nothing left to install here.
+            match node.publish_index(&updated, false) {
+                Ok(_) => return Ok(self.meta()),
+                Err(e) if e.error_type == shoal_state::STALE_INDEX_METADATA && attempts < 5 => {
+                    attempts += 1;
+                    tracing::debug!(index = %updated.name, based_on, "index metadata changed meanwhile; editing the newer copy");
+                    node.wait_until_applied(
+                        crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,
+                        |_, _| (self.meta.read().version > based_on).then_some(()),
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Installs metadata agreed by the cluster (no publication).
@@ -358,6 +375,10 @@ impl IndexService {
                 .check_index(crate::blocks::BlockLevel::MetadataWrite, &self.name())?;
         }
         self.update_meta(|meta| {
+            // Merged again on the copy being published: it may be newer than the one above.
+            let mut merged = meta.mapping.clone();
+            merged.merge(update)?;
+            merged.check_limits(&meta.settings().mapping_limits())?;
             meta.mapping = merged;
             meta.mapping_version += 1;
             Ok(())
