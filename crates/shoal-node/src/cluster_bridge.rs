@@ -357,7 +357,12 @@ impl Node {
                     service.delete_shard_data(shard);
                 }
                 None => service.close_shard(shard),
-                Some(copy) => self.apply_local_copy(state, &service, state_meta, copy)?,
+                // One copy that cannot be brought in line never holds back the others.
+                Some(copy) => {
+                    if let Err(e) = self.apply_local_copy(state, &service, state_meta, copy) {
+                        self.copy_failed_to_open(&service, copy, &e);
+                    }
+                }
             }
         }
         Ok(())
