@@ -323,7 +323,9 @@ impl IndexService {
             .node
             .upgrade()
             .ok_or_else(|| ApiError::new(503, "node_closed_exception", "node is shutting down"))?;
-        let mut attempts = 0;
+        // Every refusal means another change landed, so the retries make progress; they end
+        // at the cluster manager timeout like any other metadata change.
+        let deadline = Instant::now() + crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT;
         loop {
             let mut updated = self.meta.read().clone();
             let based_on = updated.version;
@@ -333,8 +335,10 @@ impl IndexService {
             // (with the cluster manager's primary terms), so there is nothing left to install here.
             match node.publish_index(&updated, false) {
                 Ok(_) => return Ok(self.meta()),
-                Err(e) if e.error_type == shoal_state::STALE_INDEX_METADATA && attempts < 5 => {
-                    attempts += 1;
+                Err(e)
+                    if e.error_type == shoal_state::STALE_INDEX_METADATA
+                        && Instant::now() < deadline =>
+                {
                     tracing::debug!(index = %updated.name, based_on, "index metadata changed meanwhile; editing the newer copy");
                     node.wait_until_applied(
                         crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,
