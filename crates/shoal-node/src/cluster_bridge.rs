@@ -616,7 +616,7 @@ struct ShardBulk {
     options: crate::documents::WriteOptions,
 }
 
-type Forwarded = Vec<(Vec<usize>, crate::rpc::Pending)>;
+pub(crate) type Forwarded = Vec<(Vec<usize>, crate::rpc::Pending)>;
 
 /// How long a write waits for its shard's primary to become active (OpenSearch: the
 /// request `timeout`, 1m; shorter here so a client sees the failure while it can act).

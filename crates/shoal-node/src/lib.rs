@@ -28,6 +28,7 @@ pub mod shard_search;
 pub mod stats;
 pub mod update;
 mod wire;
+pub mod write;
 
 pub use error::{ApiError, ApiResult};
 pub use node::{Node, NodeConfig, ResolveOptions};
