@@ -1,13 +1,17 @@
 //! The error every node service returns: an OpenSearch exception with its HTTP status.
 
 use serde_json::{json, Map, Value};
+use shoal_transport::RemoteError;
+pub use shoal_types::ErrorKind;
 
-/// An OpenSearch-shaped error: `{"type", "reason", "index", ...}` plus the HTTP status.
+/// An OpenSearch-shaped error: `{"type", "reason", "index", ...}` plus the HTTP status, and
+/// the [`ErrorKind`] code branches on (the type and reason are for the user only).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ApiError {
     pub status: u16,
     pub error_type: String,
     pub reason: String,
+    pub kind: ErrorKind,
     /// Extra fields shown beside type/reason (`index`, `index_uuid`, `shard`, `line`, `col`).
     pub extra: Map<String, Value>,
     pub caused_by: Option<Box<ApiError>>,
@@ -29,8 +33,41 @@ impl ApiError {
             status,
             error_type: error_type.to_string(),
             reason: reason.into(),
+            kind: ErrorKind::classify(status, error_type),
             extra: Map::new(),
             caused_by: None,
+        }
+    }
+
+    /// Sets the kind where the producer knows better than [`ErrorKind::classify`].
+    pub fn with_kind(mut self, kind: ErrorKind) -> ApiError {
+        self.kind = kind;
+        self
+    }
+
+    /// The same error in the transport's shape, whole (kind, fields, causes).
+    pub fn into_remote(self) -> RemoteError {
+        RemoteError {
+            status: self.status,
+            error_type: self.error_type,
+            reason: self.reason,
+            kind: self.kind,
+            metadata: self.extra,
+            caused_by: self.caused_by.map(|cause| Box::new(cause.into_remote())),
+        }
+    }
+
+    /// An error another node answered, whole.
+    pub fn from_remote(remote: RemoteError) -> ApiError {
+        ApiError {
+            status: remote.status,
+            error_type: remote.error_type,
+            reason: remote.reason,
+            kind: remote.kind,
+            extra: remote.metadata,
+            caused_by: remote
+                .caused_by
+                .map(|cause| Box::new(ApiError::from_remote(*cause))),
         }
     }
 

@@ -1,8 +1,10 @@
 //! Typed actions: one request and one response type per action name, a typed call, and the
 //! registry that dispatches a node's incoming requests to the handler each service registered.
 //!
-//! Bodies are JSON (serde_json): every message is small next to the work it triggers, and JSON
-//! keeps the wire readable in captures and tolerant of added optional fields.
+//! Bodies are JSON (serde_json) for every [`Action`]: messages are small next to the work they
+//! trigger, and JSON keeps the wire readable and tolerant of added optional fields. The few
+//! actions whose bodies carry document sources (raw JSON bytes that would otherwise be escaped
+//! and parsed again) implement [`WireAction`] themselves with their own framing.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,7 +22,7 @@ use crate::transport::Transport;
 use crate::version::ProtocolVersion;
 use crate::{Handler, ReplyStream, Request};
 
-/// A unary node-to-node action.
+/// A unary node-to-node action whose request and response travel as JSON.
 pub trait Action: 'static {
     /// OpenSearch-style action name, e.g. `indices:data/write/bulk[s]`.
     const NAME: &'static str;
@@ -28,6 +30,54 @@ pub trait Action: 'static {
     const MIN_VERSION: u32 = 1;
     type Request: Serialize + DeserializeOwned + Send + 'static;
     type Response: Serialize + DeserializeOwned + Send + 'static;
+}
+
+/// A unary action as the wire sees it: its name, version and how its bodies are encoded.
+/// Every [`Action`] is one (JSON); implement it directly only for a body with its own framing.
+pub trait WireAction: 'static {
+    const NAME: &'static str;
+    const MIN_VERSION: u32 = 1;
+    type Request: Send + 'static;
+    type Response: Send + 'static;
+    fn encode_request(request: &Self::Request) -> Result<Bytes, String>;
+    fn decode_request(body: Bytes) -> Result<Self::Request, String>;
+    fn encode_response(response: &Self::Response) -> Result<Bytes, String>;
+    fn decode_response(body: Bytes) -> Result<Self::Response, String>;
+}
+
+impl<A: Action> WireAction for A {
+    const NAME: &'static str = <A as Action>::NAME;
+    const MIN_VERSION: u32 = <A as Action>::MIN_VERSION;
+    type Request = <A as Action>::Request;
+    type Response = <A as Action>::Response;
+
+    fn encode_request(request: &Self::Request) -> Result<Bytes, String> {
+        to_json(request)
+    }
+
+    fn decode_request(body: Bytes) -> Result<Self::Request, String> {
+        from_json(&body)
+    }
+
+    fn encode_response(response: &Self::Response) -> Result<Bytes, String> {
+        to_json(response)
+    }
+
+    fn decode_response(body: Bytes) -> Result<Self::Response, String> {
+        from_json(&body)
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<Bytes, String> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| e.to_string())
+}
+
+/// An empty body reads as JSON `null` (a unit request from a sender that sent nothing).
+fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    let body: &[u8] = if body.is_empty() { b"null" } else { body };
+    serde_json::from_slice(body).map_err(|e| e.to_string())
 }
 
 /// A server-streaming action: one request, a stream of items (file chunks…).
@@ -78,19 +128,22 @@ impl ActionRegistry {
     /// Registers the handler of `A`. Registering a name twice is a bug and panics.
     pub fn register<A, F, Fut>(&mut self, handler: F)
     where
-        A: Action,
+        A: WireAction,
         F: Fn(ActionContext, A::Request) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<A::Response, RemoteError>> + Send + 'static,
     {
         self.claim(A::NAME);
         let unary: UnaryHandler = Box::new(move |req: Request| {
             let (context, request) =
-                match decode_request::<A::Request>(A::NAME, A::MIN_VERSION, req) {
+                match decode_request(A::NAME, A::MIN_VERSION, req, A::decode_request) {
                     Ok(decoded) => decoded,
                     Err(error) => return Box::pin(future::ready(Err(error))),
                 };
             let response = handler(context, request);
-            Box::pin(async move { encode_response(A::NAME, &response.await?) })
+            Box::pin(async move {
+                A::encode_response(&response.await?)
+                    .map_err(|e| serialization_error(A::NAME, "serialize the response", e))
+            })
         });
         self.unary.insert(A::NAME, unary);
     }
@@ -107,15 +160,19 @@ impl ActionRegistry {
         self.claim(A::NAME);
         let streaming: StreamHandler = Box::new(move |req: Request| {
             let (context, request) =
-                match decode_request::<A::Request>(A::NAME, A::MIN_VERSION, req) {
+                match decode_request(A::NAME, A::MIN_VERSION, req, |body| from_json(&body)) {
                     Ok(decoded) => decoded,
                     Err(error) => return Box::pin(future::ready(Err(error))),
                 };
             let items = handler(context, request);
             Box::pin(async move {
                 let items = items.await?;
-                let encoded =
-                    items.map(|item| item.and_then(|item| encode_response(A::NAME, &item)));
+                let encoded = items.map(|item| {
+                    item.and_then(|item| {
+                        to_json(&item)
+                            .map_err(|e| serialization_error(A::NAME, "serialize the response", e))
+                    })
+                });
                 Ok(encoded.boxed())
             })
         });
@@ -193,11 +250,12 @@ impl Handler for ActionRegistry {
 }
 
 /// Checks the sender's version against the action's and decodes the body. A malformed body
-/// is the sender's fault (400); an empty one reads as JSON `null` (a unit request).
-fn decode_request<T: DeserializeOwned>(
+/// is the sender's fault (400).
+fn decode_request<T>(
     action: &str,
     min_version: u32,
     req: Request,
+    decode: impl FnOnce(Bytes) -> Result<T, String>,
 ) -> Result<(ActionContext, T), RemoteError> {
     if req.protocol.current < min_version {
         return Err(RemoteError::new(
@@ -211,12 +269,7 @@ fn decode_request<T: DeserializeOwned>(
         )
         .with_kind(ErrorKind::Invalid));
     }
-    let body: &[u8] = if req.body.is_empty() {
-        b"null"
-    } else {
-        &req.body
-    };
-    let request = serde_json::from_slice(body).map_err(|e| {
+    let request = decode(req.body).map_err(|e| {
         RemoteError::bad_request(format!("malformed transport request [{action}]: {e}"))
     })?;
     let context = ActionContext {
@@ -226,13 +279,7 @@ fn decode_request<T: DeserializeOwned>(
     Ok((context, request))
 }
 
-fn encode_response<T: Serialize>(action: &str, value: &T) -> Result<Bytes, RemoteError> {
-    serde_json::to_vec(value)
-        .map(Bytes::from)
-        .map_err(|e| serialization_error(action, "serialize the response", e))
-}
-
-fn serialization_error(action: &str, what: &str, e: serde_json::Error) -> RemoteError {
+fn serialization_error(action: &str, what: &str, e: impl std::fmt::Display) -> RemoteError {
     RemoteError::new(
         500,
         "transport_serialization_exception",
@@ -244,17 +291,30 @@ fn serialization_error(action: &str, what: &str, e: serde_json::Error) -> Remote
 impl Transport {
     /// Sends `request` to the handler of `A` on the node at `addr` ("host:port") and waits at
     /// most `timeout` for its typed answer.
-    pub async fn send<A: Action>(
+    pub async fn send<A: WireAction>(
         &self,
         addr: &str,
         request: &A::Request,
         timeout: Duration,
     ) -> Result<A::Response, TransportError> {
-        let body = serde_json::to_vec(request)
+        let body = A::encode_request(request)
             .map_err(|e| serialization_error(A::NAME, "serialize the request", e))
             .map_err(TransportError::Remote)?;
-        let reply = self.call(addr, A::NAME, Bytes::from(body), timeout).await?;
-        decode_reply(A::NAME, &reply)
+        self.send_encoded::<A>(addr, body, timeout).await
+    }
+
+    /// [`Transport::send`] of a request already encoded with `A::encode_request` (one
+    /// request sent to several nodes is encoded once).
+    pub async fn send_encoded<A: WireAction>(
+        &self,
+        addr: &str,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<A::Response, TransportError> {
+        let reply = self.call(addr, A::NAME, body, timeout).await?;
+        A::decode_response(reply)
+            .map_err(|e| serialization_error(A::NAME, "deserialize the response", e))
+            .map_err(TransportError::Remote)
     }
 
     /// Starts the streaming action `A`; `idle_timeout` bounds the wait for each item (see
@@ -265,20 +325,18 @@ impl Transport {
         request: &A::Request,
         idle_timeout: Duration,
     ) -> Result<BoxStream<'static, Result<A::Item, TransportError>>, TransportError> {
-        let body = serde_json::to_vec(request)
+        let body = to_json(request)
             .map_err(|e| serialization_error(A::NAME, "serialize the request", e))
             .map_err(TransportError::Remote)?;
-        let items = self
-            .call_stream(addr, A::NAME, Bytes::from(body), idle_timeout)
-            .await?;
+        let items = self.call_stream(addr, A::NAME, body, idle_timeout).await?;
         Ok(items
-            .map(|item| item.and_then(|bytes| decode_reply(A::NAME, &bytes)))
+            .map(|item| {
+                item.and_then(|bytes| {
+                    from_json(&bytes)
+                        .map_err(|e| serialization_error(A::NAME, "deserialize the response", e))
+                        .map_err(TransportError::Remote)
+                })
+            })
             .boxed())
     }
-}
-
-fn decode_reply<T: DeserializeOwned>(action: &str, reply: &[u8]) -> Result<T, TransportError> {
-    serde_json::from_slice(reply)
-        .map_err(|e| serialization_error(action, "deserialize the response", e))
-        .map_err(TransportError::Remote)
 }

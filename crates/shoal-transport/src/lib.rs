@@ -41,7 +41,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
-pub use action::{Action, ActionContext, ActionRegistry, StreamAction};
+pub use action::{Action, ActionContext, ActionRegistry, StreamAction, WireAction};
 pub use client::ResponseStream;
 pub use error::{RemoteError, TransportError};
 pub use filter::{DelayFilter, DropActionFilter, Filter, FilterDecision, PartitionFilter};
