@@ -229,17 +229,13 @@ impl Handler for NodeHandler {
     fn handle_stream(&self, req: Request) -> BoxFuture<'static, Result<ReplyStream, RemoteError>> {
         match self.data_layer.get() {
             Some(data_layer) => data_layer.handle_stream(req),
-            None => Box::pin(async { Err(node_closed()) }),
+            None => Box::pin(async { Err(crate::rpc::node_closed()) }),
         }
     }
 }
 
-fn node_closed() -> RemoteError {
-    RemoteError::new(503, "node_closed_exception", "node is starting or stopping")
-}
-
 fn starting() -> BoxFuture<'static, Result<Bytes, RemoteError>> {
-    Box::pin(async { Err(node_closed()) })
+    Box::pin(async { Err(crate::rpc::node_closed()) })
 }
 
 impl NodeHandler {

@@ -309,3 +309,56 @@ pub fn bool_param(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine_failure() -> ApiError {
+        ApiError::new(503, "engine_closed_exception", "engine failed")
+            .with("shard", json!("0"))
+            .with_kind(ErrorKind::CopyFailed)
+            .caused_by(ApiError::new(
+                500,
+                "io_exception",
+                "No space left on device",
+            ))
+    }
+
+    #[test]
+    fn an_error_crosses_the_transport_shape_whole() {
+        let error = engine_failure();
+        assert_eq!(ApiError::from_remote(error.clone().into_remote()), error);
+    }
+
+    #[test]
+    fn a_remote_errors_cause_is_rendered_inside_error_as_opensearch_does() {
+        let rendered = ApiError::from_remote(engine_failure().into_remote()).to_response_json();
+        assert_eq!(
+            rendered,
+            json!({
+                "error": {
+                    "root_cause": [{"type": "engine_closed_exception", "reason": "engine failed", "shard": "0"}],
+                    "type": "engine_closed_exception",
+                    "reason": "engine failed",
+                    "shard": "0",
+                    "caused_by": {"type": "io_exception", "reason": "No space left on device"}
+                },
+                "status": 503
+            })
+        );
+    }
+
+    #[test]
+    fn a_transport_failure_is_unavailable_whatever_its_status() {
+        let unreachable = shoal_transport::TransportError::Unreachable {
+            addr: "127.0.0.1:9300".into(),
+            reason: "connection refused".into(),
+        };
+        let error = ApiError::from(unreachable);
+        assert_eq!(
+            (error.status, error.error_type.as_str(), error.kind),
+            (500, "connect_transport_exception", ErrorKind::Unavailable)
+        );
+    }
+}

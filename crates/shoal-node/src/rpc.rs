@@ -114,7 +114,7 @@ impl NodeActions {
     }
 }
 
-fn node_closed() -> RemoteError {
+pub(crate) fn node_closed() -> RemoteError {
     RemoteError::new(503, "node_closed_exception", "node is starting or stopping")
 }
 
