@@ -52,7 +52,7 @@ impl ApiError {
             error_type: self.error_type,
             reason: self.reason,
             kind: self.kind,
-            metadata: self.extra,
+            metadata: Box::new(self.extra),
             caused_by: self.caused_by.map(|cause| Box::new(cause.into_remote())),
         }
     }
@@ -64,7 +64,7 @@ impl ApiError {
             error_type: remote.error_type,
             reason: remote.reason,
             kind: remote.kind,
-            extra: remote.metadata,
+            extra: *remote.metadata,
             caused_by: remote
                 .caused_by
                 .map(|cause| Box::new(ApiError::from_remote(*cause))),

@@ -25,8 +25,9 @@ pub struct RemoteError {
     /// What the caller should do about it; control flow branches on this, never on the type.
     pub kind: ErrorKind,
     /// Extra fields OpenSearch shows beside type and reason (`index`, `shard`, `index_uuid`…).
+    /// Boxed: an ordered map is large, and errors travel inside every `Result` of the transport.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub metadata: Map<String, Value>,
+    pub metadata: Box<Map<String, Value>>,
     /// The error this one wraps (OpenSearch's `caused_by`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caused_by: Option<Box<RemoteError>>,
@@ -42,7 +43,7 @@ impl RemoteError {
             kind: ErrorKind::classify(status, &error_type),
             error_type,
             reason: reason.into(),
-            metadata: Map::new(),
+            metadata: Box::default(),
             caused_by: None,
         }
     }
@@ -81,7 +82,7 @@ impl RemoteError {
         let mut body = Map::new();
         body.insert("type".into(), Value::from(self.error_type.clone()));
         body.insert("reason".into(), Value::from(self.reason.clone()));
-        body.extend(self.metadata.clone());
+        body.extend(self.metadata.as_ref().clone());
         if let Some(cause) = &self.caused_by {
             body.insert("caused_by".into(), cause.to_cause_json());
         }

@@ -103,7 +103,7 @@ impl WireError {
             error_type: self.error_type,
             reason: self.reason,
             kind,
-            metadata,
+            metadata: Box::new(metadata),
             caused_by: self.caused_by.map(|cause| Box::new(cause.into_remote())),
         }
     }
