@@ -53,9 +53,13 @@ impl Cluster {
     pub fn actions(self: &Arc<Self>) -> ActionRegistry {
         let mut registry = ActionRegistry::new();
         let cluster = self.clone();
-        registry.register::<PeersAction, _, _>(move |_, ()| {
-            let info = cluster.peer_info();
-            async move { Ok(info) }
+        // A node of an incompatible version does not even discover this one, so it can
+        // neither bootstrap a cluster with it nor find its cluster manager.
+        registry.register::<PeersAction, _, _>(move |context, ()| {
+            let answer = cluster
+                .check_compatible(&context.from_node, &context)
+                .map(|()| cluster.peer_info());
+            async move { answer }
         });
         registry.register::<FollowerCheckAction, _, _>(|_, ()| async { Ok(Ack {}) });
         let cluster = self.clone();
@@ -73,13 +77,13 @@ impl Cluster {
     }
 }
 
-/// Refuses a joining node whose protocol range does not overlap the cluster manager's, in
+/// Refuses a joining (or discovering) node whose protocol range does not overlap this node's, in
 /// the spirit of OpenSearch's join validation ("node version [..] is not supported"), and
 /// says what to do about it.
 pub(crate) fn check_join_compatibility(
-    joining: &DiscoveryNode,
+    joining: &str,
     context: &ActionContext,
-    manager: &str,
+    local_name: &str,
     local: ProtocolVersion,
 ) -> Result<(), RemoteError> {
     let remote = context.protocol;
@@ -89,22 +93,22 @@ pub(crate) fn check_join_compatibility(
     let advice = if remote.current < local.min_compatible {
         format!(
             "upgrade node [{}] to a release that speaks protocol version [{}] or later before it joins",
-            joining.name, local.min_compatible
+            joining, local.min_compatible
         )
     } else {
         format!(
             "node [{}] needs every node of the cluster on protocol version [{}] or later: \
              upgrade the cluster's nodes first, or run [{}] with the cluster's release",
-            joining.name, remote.min_compatible, joining.name
+            joining, remote.min_compatible, joining
         )
     };
     Err(RemoteError::new(
         400,
         "illegal_state_exception",
         format!(
-            "node [{}] with transport protocol version [{}] cannot join the cluster: cluster manager [{manager}] \
+            "node [{}] with transport protocol version [{}] cannot join the cluster: node [{local_name}] \
              speaks protocol version [{}] and accepts versions [{}] and later, which is incompatible; {advice}",
-            joining.name, remote.current, local.current, local.min_compatible
+            joining, remote.current, local.current, local.min_compatible
         ),
     )
     .with_kind(ErrorKind::Invalid))
@@ -112,24 +116,7 @@ pub(crate) fn check_join_compatibility(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-
-    fn joining() -> DiscoveryNode {
-        DiscoveryNode {
-            id: "id".into(),
-            ephemeral_id: String::new(),
-            name: "old-node".into(),
-            transport_address: "127.0.0.1:9300".into(),
-            http_address: "127.0.0.1:9200".into(),
-            host: "127.0.0.1".into(),
-            ip: "127.0.0.1".into(),
-            roles: shoal_state::Role::all(),
-            attributes: BTreeMap::new(),
-            version: "2.18.0".into(),
-        }
-    }
 
     fn sent_with(current: u32, min_compatible: u32) -> ActionContext {
         ActionContext {
@@ -148,7 +135,7 @@ mod tests {
             min_compatible: 3,
         };
         let error =
-            check_join_compatibility(&joining(), &sent_with(2, 1), "m", manager).unwrap_err();
+            check_join_compatibility("old-node", &sent_with(2, 1), "m", manager).unwrap_err();
         assert_eq!((error.status, error.kind), (400, ErrorKind::Invalid));
         assert!(
             error.reason.contains("protocol version [2]"),
@@ -173,7 +160,7 @@ mod tests {
             current: 4,
             min_compatible: 3,
         };
-        assert!(check_join_compatibility(&joining(), &sent_with(3, 2), "m", manager).is_ok());
-        assert!(check_join_compatibility(&joining(), &sent_with(5, 4), "m", manager).is_ok());
+        assert!(check_join_compatibility("old-node", &sent_with(3, 2), "m", manager).is_ok());
+        assert!(check_join_compatibility("old-node", &sent_with(5, 4), "m", manager).is_ok());
     }
 }

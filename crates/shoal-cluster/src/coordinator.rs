@@ -415,6 +415,20 @@ impl Cluster {
         }
     }
 
+    /// Refuses a node (`name`) whose protocol range does not overlap this node's.
+    pub(crate) fn check_compatible(
+        &self,
+        name: &str,
+        context: &ActionContext,
+    ) -> Result<(), RemoteError> {
+        crate::actions::check_join_compatibility(
+            name,
+            context,
+            &self.config.local.name,
+            self.transport.protocol(),
+        )
+    }
+
     /// The sender must re-resolve the cluster manager and send again there.
     fn not_leader(&self) -> RemoteError {
         RemoteError::new(
@@ -433,12 +447,7 @@ impl Cluster {
         context: ActionContext,
         node: DiscoveryNode,
     ) -> Result<Ack, RemoteError> {
-        crate::actions::check_join_compatibility(
-            &node,
-            &context,
-            &self.config.local.name,
-            self.transport.protocol(),
-        )?;
+        self.check_compatible(&node.name, &context)?;
         if !self.raft.is_leader() {
             return Err(self.not_leader());
         }

@@ -55,3 +55,32 @@ async fn a_node_too_new_for_the_cluster_is_refused_naming_both_versions() {
     let state = cluster.member(0).cluster.state();
     assert!(!state.nodes.values().any(|n| n.name == "future-node"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_of_an_incompatible_version_never_joins_through_discovery() {
+    let incompatible = ProtocolVersion {
+        current: PROTOCOL_VERSION.current + 5,
+        min_compatible: PROTOCOL_VERSION.current + 3,
+    };
+    // Three compatible cluster-manager nodes and a fourth, incompatible node seeded with them.
+    let cluster = TestCluster::start_with_protocols(&[
+        PROTOCOL_VERSION,
+        PROTOCOL_VERSION,
+        PROTOCOL_VERSION,
+        incompatible,
+    ])
+    .await;
+    let leader = cluster.wait_for_leader(FORM).await;
+    let outsider = cluster.nodes[3].id.clone();
+    cluster
+        .wait_until("the three compatible members joined", FORM, |states| {
+            states[leader].as_ref().is_some_and(|s| s.nodes.len() == 3)
+        })
+        .await;
+    // Several join attempts (one a second) later, it is still outside.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let state = cluster.member(leader).cluster.state();
+    assert_eq!(state.nodes.len(), 3);
+    assert!(!state.nodes.contains_key(&outsider));
+    assert!(!cluster.member(3).cluster.has_cluster_manager());
+}

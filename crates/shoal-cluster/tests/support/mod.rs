@@ -28,8 +28,8 @@ use serde_json::Value;
 use shoal_cluster::{CheckSettings, Cluster, ClusterConfig, ClusterError, RaftStatus};
 use shoal_state::{ClusterState, Command, DiscoveryNode, Role};
 use shoal_transport::{
-    ActionRegistry, FilterDecision, Handler, PartitionFilter, RemoteError, Request, ServerHandle,
-    Transport,
+    ActionRegistry, FilterDecision, Handler, PartitionFilter, ProtocolVersion, RemoteError,
+    Request, ServerHandle, Transport, PROTOCOL_VERSION,
 };
 use tokio::task::JoinHandle;
 
@@ -117,13 +117,19 @@ impl TestCluster {
     /// Starts `n` members that discover each other through their seed hosts; the first
     /// `min(n, 3)` are the initial cluster-manager nodes, the others join the elected one.
     pub async fn start(n: usize) -> TestCluster {
+        TestCluster::start_with_protocols(&vec![PROTOCOL_VERSION; n]).await
+    }
+
+    /// [`TestCluster::start`] with one member per protocol range (version skew scenarios).
+    pub async fn start_with_protocols(protocols: &[ProtocolVersion]) -> TestCluster {
+        let n = protocols.len();
         init_logging();
         let dir = tempfile::tempdir().expect("temp dir");
         // Bind every server first: the configurations need every address as a seed host.
         let mut bound = Vec::new();
-        for _ in 0..n {
+        for protocol in protocols {
             let id = shoal_cluster::new_id();
-            let transport = Transport::new(id.clone());
+            let transport = Transport::with_protocol(id.clone(), *protocol);
             let handler = Arc::new(MemberHandler {
                 cluster: OnceLock::new(),
             });
