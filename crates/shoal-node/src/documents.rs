@@ -13,7 +13,7 @@ use shoal_engine::{DocRequest, Engine, OpResult, OpResultKind, WriteOp, UNASSIGN
 use shoal_mapping::{DocumentParser, Mapping};
 
 use crate::blocks::BlockLevel;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
 use crate::node::Node;
 
@@ -306,9 +306,7 @@ impl Node {
         match self.create_index(name, &Value::Null) {
             Ok(service) => Ok(service),
             // Another request created it meanwhile.
-            Err(e) if e.error_type == "resource_already_exists_exception" => {
-                self.require_index(name)
-            }
+            Err(e) if e.kind == ErrorKind::Conflict => self.require_index(name),
             Err(e) => Err(e),
         }
     }
