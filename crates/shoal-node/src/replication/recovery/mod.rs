@@ -400,7 +400,7 @@ impl Node {
                 });
                 continue;
             }
-            self.copy_file(source, &start.recovery_id, file, &path)?;
+            self.copy_file(copy, source, &start.recovery_id, file, &path)?;
             record(&|r| {
                 r.files_recovered += 1;
                 r.bytes_recovered += file.length;
@@ -455,6 +455,7 @@ impl Node {
     /// `max_bytes_per_sec`, and checks it against the source's checksum.
     fn copy_file(
         &self,
+        copy: &ShardRouting,
         source: &str,
         recovery_id: &str,
         wanted: &StoreFile,
@@ -467,6 +468,11 @@ impl Node {
         let mut requested = 0;
         let mut in_flight = std::collections::VecDeque::new();
         while requested < length || !in_flight.is_empty() {
+            // Checked on every chunk: a copy failed, moved or deleted meanwhile stops copying
+            // now rather than after the whole store (its partial file is left to be removed).
+            if !self.still_assigned_here(copy) {
+                return Err(cancelled());
+            }
             let limits = self.recovery_limits();
             if requested < length && in_flight.len() < limits.concurrent_chunks {
                 let request = ChunkRequest {
