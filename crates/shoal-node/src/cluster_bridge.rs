@@ -688,6 +688,8 @@ impl Node {
 
     /// Executes a forwarded batch on this node (it holds the primaries).
     pub(crate) fn handle_shard_bulk(&self, body: &[u8]) -> ApiResult<Bytes> {
+        // Primary bytes from another coordinator; over the limit every item of it gets 429.
+        let _in_flight = self.pressure.indexing.primary(body.len() as u64)?;
         let bulk: ShardBulk = crate::rpc::parse_request(body)?;
         let results = self.execute_writes(bulk.items, &bulk.options);
         Ok(crate::rpc::json_bytes(&results))

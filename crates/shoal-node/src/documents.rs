@@ -148,8 +148,6 @@ pub fn auto_id() -> String {
 
 struct Prepared {
     slot: usize,
-    service: Arc<IndexService>,
-    shard: usize,
     id: String,
     op: WriteOp,
 }
@@ -168,7 +166,8 @@ impl Node {
         let mut results: Vec<Option<ApiResult<WriteOutcome>>> =
             (0..items.len()).map(|_| None).collect();
         let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
-        let mut prepared = Vec::with_capacity(items.len());
+        // Local items, parsed later under the shard's `write` slot (parsing is most of the CPU).
+        let mut local = Vec::with_capacity(items.len());
         let mut remote: BTreeMap<String, Vec<(usize, DocWrite)>> = BTreeMap::new();
         // Where each shard's primary is, looked up once per shard of the batch.
         let mut primaries: HashMap<(String, usize), ApiResult<Option<String>>> = HashMap::new();
@@ -198,26 +197,24 @@ impl Node {
                 .or_insert_with(|| self.primary_location(&service.name(), shard))
                 .clone();
             match location {
-                Ok(None) => match prepare(service, shard, item, slot) {
-                    Ok(p) => prepared.push(p),
-                    Err(e) => results[slot] = Some(Err(e)),
-                },
+                Ok(None) => local.push((slot, service, shard, item)),
                 Ok(Some(address)) => remote.entry(address).or_default().push((slot, item)),
                 Err(e) => results[slot] = Some(Err(e)),
             }
         }
         let forwarded = self.forward_writes(remote, options);
         // Group by shard, keeping item order within a shard.
-        let mut groups: BTreeMap<(String, usize), Vec<Prepared>> = BTreeMap::new();
-        for p in prepared {
+        let mut groups: BTreeMap<(String, usize), Vec<(usize, Arc<IndexService>, DocWrite)>> =
+            BTreeMap::new();
+        for (slot, service, shard, item) in local {
             groups
-                .entry((p.service.uuid(), p.shard))
+                .entry((service.uuid(), shard))
                 .or_default()
-                .push(p);
+                .push((slot, service, item));
         }
         let mut touched: Vec<Arc<Engine>> = Vec::new();
         for ((_, shard), group) in groups {
-            let service = group[0].service.clone();
+            let service = group[0].1.clone();
             let engine = match self
                 .wait_for_active_shards(
                     &service,
@@ -230,12 +227,37 @@ impl Node {
             {
                 Ok(engine) => engine,
                 Err(e) => {
-                    for p in group {
-                        results[p.slot] = Some(Err(e.clone()));
+                    for (slot, _, _) in group {
+                        results[slot] = Some(Err(e.clone()));
                     }
                     continue;
                 }
             };
+            // The shard-level half of the write holds a `write` slot while it parses and
+            // applies; a full queue fails the shard's items with 429.
+            let write_slot = match self
+                .pressure
+                .write_permit(&format!("shard bulk [{}][{shard}]", service.name()))
+            {
+                Ok(slot) => slot,
+                Err(e) => {
+                    for (slot, _, _) in group {
+                        results[slot] = Some(Err(e.clone()));
+                    }
+                    continue;
+                }
+            };
+            let group: Vec<Prepared> = group
+                .into_iter()
+                .filter_map(|(slot, service, item)| {
+                    prepare(&service, item, slot)
+                        .map_err(|e| results[slot] = Some(Err(e)))
+                        .ok()
+                })
+                .collect();
+            if group.is_empty() {
+                continue;
+            }
             let (slots, ids_ops): (Vec<usize>, Vec<(String, WriteOp)>) =
                 group.into_iter().map(|p| (p.slot, (p.id, p.op))).unzip();
             let (ids, ops): (Vec<String>, Vec<WriteOp>) = ids_ops.into_iter().unzip();
@@ -255,6 +277,8 @@ impl Node {
                 };
                 (engine.apply(ops, Origin::Primary), targets, sent)
             };
+            // Not held while waiting for replicas and fsync (see `pressure`).
+            drop(write_slot);
             let max_location = outcomes.iter().flatten().filter_map(|r| r.location).max();
             let in_flight = replication.as_ref().map(|_| {
                 let ops = replica_ops(&ids, sent, &outcomes);
@@ -555,12 +579,7 @@ fn assign_auto_id(item: &mut DocWrite) {
 }
 
 /// Parses one write routed to `shard` (mapping updates included).
-fn prepare(
-    service: Arc<IndexService>,
-    shard: usize,
-    item: DocWrite,
-    slot: usize,
-) -> ApiResult<Prepared> {
+fn prepare(service: &IndexService, item: DocWrite, slot: usize) -> ApiResult<Prepared> {
     match item {
         DocWrite::Index {
             id,
@@ -571,7 +590,7 @@ fn prepare(
         } => {
             let id = id.expect("assign_auto_id gives every index request an id before routing");
             validate_id(&id)?;
-            let doc = parse_with_mapping_updates(&service, &id, &source)?;
+            let doc = parse_with_mapping_updates(service, &id, &source)?;
             let op = WriteOp::Index {
                 id: id.clone(),
                 routing,
@@ -582,13 +601,7 @@ fn prepare(
                 primary_term: 0,
                 version: 0,
             };
-            Ok(Prepared {
-                slot,
-                service,
-                shard,
-                id,
-                op,
-            })
+            Ok(Prepared { slot, id, op })
         }
         DocWrite::Delete {
             id,
@@ -605,13 +618,7 @@ fn prepare(
                 primary_term: 0,
                 version: 0,
             };
-            Ok(Prepared {
-                slot,
-                service,
-                shard,
-                id,
-                op,
-            })
+            Ok(Prepared { slot, id, op })
         }
     }
 }

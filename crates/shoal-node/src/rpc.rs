@@ -1,6 +1,6 @@
 //! Node-to-node calls of the data layer, in one place: sending a request to another node
 //! (and waiting for it from blocking code), decoding requests and replies, and dispatching the
-//! actions this node serves to their handlers on a blocking thread.
+//! actions this node serves to their handlers on a bounded pool (`pressure`).
 
 use std::time::Duration;
 
@@ -104,10 +104,14 @@ impl Node {
         action: String,
         body: Bytes,
     ) -> Result<Bytes, RemoteError> {
-        let served =
-            tokio::task::spawn_blocking(move || self.serve_action(&action, body).ok_or(action))
-                .await
-                .map_err(|e| RemoteError::internal(e.to_string()))?;
+        let (pool, admission) = crate::pressure::pool_for_action(&action);
+        let pool = self.pressure.pool(pool).clone();
+        let task = format!("[{action}]");
+        let served = crate::pressure::run_on(&pool, admission, &task, move || {
+            self.serve_action(&action, body).ok_or(action)
+        })
+        .await
+        .map_err(to_remote)?;
         match served {
             Ok(reply) => reply.map_err(to_remote),
             Err(action) => Err(RemoteError::new(

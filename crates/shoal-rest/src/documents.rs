@@ -111,6 +111,7 @@ pub async fn index_doc(
         source: body.to_vec(),
         request,
     };
+    let _in_flight = node.pressure.indexing.coordinating(body.len() as u64)?;
     let outcome = blocking(move || {
         node.execute_writes(vec![write], &options)
             .pop()
@@ -386,6 +387,8 @@ pub async fn bulk(
     let options = write_options(&params)?;
     let default_require_alias = options.require_alias;
     let default_source = params.get("_source").map(|s| json!(s));
+    // Held until the response: over `indexing_pressure.memory.limit` the whole request is 429.
+    let _in_flight = node.pressure.indexing.coordinating(body.len() as u64)?;
     let rendered = blocking(move || -> ApiResult<Vec<Value>> {
         // A cluster-wide write block fails the whole request, index blocks fail their items.
         node.blocks()

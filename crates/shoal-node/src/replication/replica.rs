@@ -137,6 +137,8 @@ impl Node {
 
     /// Applies a batch from the primary to the local copy it names.
     pub(crate) fn handle_replica_batch(&self, body: Bytes) -> ApiResult<Bytes> {
+        // Counted, never refused: a refused batch would fail an in-sync copy.
+        let _in_flight = self.pressure.indexing.replica(body.len() as u64);
         let (batch, sources): (ReplicaBatch, _) =
             crate::wire::unframe(body).map_err(ApiError::bad_request)?;
         let reply = self.apply_replica_batch(&batch, sources)?;
