@@ -27,10 +27,10 @@ pub async fn blocking<T: Send + 'static>(
 ) -> Result<T, RestError> {
     if let Ok(route) = crate::thread_pools::ROUTE.try_with(|r| r.clone()) {
         let admission = shoal_node::pressure::Admission::Normal;
-        return shoal_node::pressure::run_on(&route.pool, admission, &route.task, work)
-            .await
-            .and_then(|result| result)
-            .map_err(RestError);
+        return match shoal_node::pressure::run_on(&route.pool, admission, &route.task, work).await {
+            Ok(result) => result.map_err(RestError),
+            Err(rejected_or_panicked) => Err(RestError(rejected_or_panicked)),
+        };
     }
     // Outside a routed request (unit tests of handlers).
     match tokio::task::spawn_blocking(work).await {
