@@ -383,13 +383,15 @@ pub async fn bulk(
         )
         .into());
     }
-    let items = parse_bulk(&body, index.as_deref(), params.get("routing"))?;
-    let options = write_options(&params)?;
-    let default_require_alias = options.require_alias;
     let default_source = params.get("_source").map(|s| json!(s));
     // Held until the response: over `indexing_pressure.memory.limit` the whole request is 429.
     let _in_flight = node.pressure.indexing.coordinating(body.len() as u64)?;
+    let request_params = params.clone();
     let rendered = blocking(move || -> ApiResult<Vec<Value>> {
+        // Parsed on the request's pool, not on the async workers that serve every connection.
+        let items = parse_bulk(&body, index.as_deref(), request_params.get("routing"))?;
+        let options = write_options(&request_params)?;
+        let default_require_alias = options.require_alias;
         // A cluster-wide write block fails the whole request, index blocks fail their items.
         node.blocks()
             .check_global(shoal_node::blocks::BlockLevel::Write)?;
