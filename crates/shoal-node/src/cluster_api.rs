@@ -330,6 +330,7 @@ impl Node {
                           "profiles": {}},
             "http": {"bound_address": [http], "publish_address": http,
                      "max_content_length_in_bytes": 104857600},
+            "thread_pool": self.pressure.info(),
             "plugins": [], "modules": []
         })
     }

@@ -71,6 +71,31 @@ impl Pressure {
         admit(self.pool(settings::WRITE), Admission::Normal, task)
     }
 
+    /// The `thread_pool` section of `_nodes` (`ThreadPool.Info`): each pool's shape.
+    pub fn info(&self) -> Value {
+        let sections: Map<String, Value> = self
+            .pools()
+            .into_iter()
+            .map(|pool| {
+                let c = pool.config();
+                let mut info = json!({"type": c.kind.as_str()});
+                match c.kind {
+                    PoolKind::Scaling => {
+                        info["core"] = json!(c.core);
+                        info["max"] = json!(c.max);
+                    }
+                    PoolKind::Fixed => info["size"] = json!(c.max),
+                }
+                if let Some(keep_alive) = c.keep_alive {
+                    info["keep_alive"] = json!(crate::settings::format_time(keep_alive));
+                }
+                info["queue_size"] = json!(c.queue_size.map_or(-1, |q| q as i64));
+                (pool.name().to_string(), info)
+            })
+            .collect();
+        Value::Object(sections)
+    }
+
     /// The `thread_pool` section of `_nodes/stats`.
     pub fn stats(&self) -> Value {
         let sections: Map<String, Value> = self
