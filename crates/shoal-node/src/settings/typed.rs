@@ -707,8 +707,9 @@ mod tests {
         ));
         assert!(honoured_cluster_setting("search.max_buckets"));
         assert!(!honoured_cluster_setting("indices.breaker.total.limit"));
-        assert!(!honoured_node_setting("thread_pool.write.queue_size"));
-        assert!(recognised_node_setting("thread_pool.write.queue_size"));
+        assert!(honoured_node_setting("thread_pool.write.queue_size"));
+        assert!(!honoured_node_setting("thread_pool.analyze.queue_size"));
+        assert!(recognised_node_setting("thread_pool.analyze.queue_size"));
         assert!(!recognised_node_setting("bogus.setting"));
         assert!(honoured_node_setting("node.attr.zone"));
         assert!(honoured_index_setting(
