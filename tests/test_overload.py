@@ -189,3 +189,43 @@ def test_shard_indexing_pressure_is_refused_when_enabled(http):
     r = http.put("/_cluster/settings", {"transient": {"shard_indexing_pressure.enabled": False}})
     assert r.status_code == 200, r.text
     assert http.put("/_cluster/settings", {"transient": {"shard_indexing_pressure.enabled": None}}).status_code == 200
+
+
+def test_primary_bytes_over_the_limit_fail_the_items_and_replica_bytes_are_never_refused(tmp_path):
+    from cluster import ShoalCluster
+
+    cluster = ShoalCluster(tmp_path, 2)
+    # node-1 holds next to nothing in flight; node-0 coordinates with the default limit.
+    cluster.nodes[1].settings["indexing_pressure.memory.limit"] = "1kb"
+    with cluster as c:
+        http0 = c.http(0)
+        pinned = {"number_of_shards": 1, "number_of_replicas": 0}
+        assert http0.put("/on-tiny", {"settings": {**pinned, "index.routing.allocation.require._name": "node-1"}}).status_code == 200
+        assert http0.put("/replicated", {"settings": {**pinned, "index.routing.allocation.require._name": "node-0"}}).status_code == 200
+        c.wait_for_status("green")
+        assert http0.put("/replicated/_settings", {"index.routing.allocation.require._name": None,
+                                                   "index.number_of_replicas": 1}).status_code == 200
+        c.wait_for_status("green")
+
+        # The primary on node-1 refuses the forwarded shard bulk: every item 429, never a 5xx.
+        r = http0.post("/on-tiny/_bulk", data=bulk_body(0, 0), headers={"Content-Type": "application/x-ndjson"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["errors"] is True
+        statuses = {item["index"]["status"] for item in body["items"]}
+        assert statuses == {429}, statuses
+        error = body["items"][0]["index"]["error"]
+        assert error["type"] == "rejected_execution_exception"
+        assert error["reason"].startswith("rejected execution of primary operation [coordinating_and_primary_bytes=0, "), error
+        assert error["reason"].endswith(", max_coordinating_and_primary_bytes=1024]"), error
+
+        # The replica on node-1 takes the same bytes without refusing them.
+        r = http0.post("/replicated/_bulk", data=bulk_body(1, 0), headers={"Content-Type": "application/x-ndjson"},
+                       params={"refresh": "true"})
+        assert r.status_code == 200 and r.json()["errors"] is False, r.text[:500]
+        (stats,) = c.http(1).get("/_nodes/stats").json()["nodes"].values()
+        total = stats["indexing_pressure"]["memory"]["total"]
+        assert total["primary_rejections"] == 1
+        assert total["replica_rejections"] == 0
+        assert total["replica_in_bytes"] > 1024
+        assert c.http(1).get("/replicated/_count", params={"preference": "_local"}).json()["count"] == DOCS_PER_BULK
