@@ -282,7 +282,9 @@ impl ThreadPool {
         while let Some(job) = next {
             // A panicking job must not take the slot or the thread with it; its caller sees
             // the dropped reply channel.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+                tracing::error!(pool = %self.0.label, "a pool task panicked");
+            }
             let mut state = self.0.state.lock();
             state.active -= 1;
             state.completed += 1;

@@ -168,9 +168,13 @@ impl Node {
             return;
         }
         let (node, service, copy) = (self.clone(), service.clone(), copy.clone());
-        std::thread::Builder::new()
-            .name("peer-recovery".into())
-            .spawn(move || {
+        // On the bounded `replication` pool, never refused; the allocation deciders bound how
+        // many recoveries a node runs (`node_concurrent_recoveries`).
+        let pool = self
+            .pressure
+            .pool(crate::pressure::settings::REPLICATION)
+            .clone();
+        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
                 let started = Instant::now();
                 match node.recover_copy_retrying(&service, &copy) {
                     Ok(stats) => {
@@ -191,8 +195,8 @@ impl Node {
                         node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
                     }
                 }
-            })
-            .expect("spawn recovery thread");
+            });
+        debug_assert!(queued.is_ok(), "forced work is never rejected");
     }
 
     /// [`Node::recover_copy`], tried again while the failure is the source's transient state
