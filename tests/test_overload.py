@@ -229,3 +229,8 @@ def test_primary_bytes_over_the_limit_fail_the_items_and_replica_bytes_are_never
         assert total["replica_rejections"] == 0
         assert total["replica_in_bytes"] > 1024
         assert c.http(1).get("/replicated/_count", params={"preference": "_local"}).json()["count"] == DOCS_PER_BULK
+
+        # `_cat/thread_pool` lists every node's pools.
+        rows = http0.get("/_cat/thread_pool/write", params={"format": "json", "h": "node_name,name,type"}).json()
+        assert sorted((r["node_name"], r["name"], r["type"]) for r in rows) == [
+            ("node-0", "write", "fixed"), ("node-1", "write", "fixed")]

@@ -1,18 +1,22 @@
 //! Which thread pool a REST request runs on, and `GET /_cat/thread_pool`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
+use serde_json::Value;
 use shoal_node::pressure::settings::{GENERIC, GET, MANAGEMENT, SEARCH};
-use shoal_node::pressure::{PoolKind, ThreadPool};
-use shoal_node::Node;
+use shoal_node::pressure::ThreadPool;
+use shoal_node::routing::wildcard_match;
+use shoal_node::{ApiResult, Node};
 
 use crate::cat::{col, n, t, Cell, Column, Table};
 use crate::request::Params;
 use crate::response::RestResult;
+use crate::router::blocking;
 
 /// The pool of the request being handled and how a rejection names it.
 #[derive(Clone)]
@@ -94,7 +98,8 @@ pub fn pool_for(method: &Method, path: &str) -> &'static str {
     GENERIC
 }
 
-/// `GET /_cat/thread_pool[/{thread_pool_patterns}]`: this node's pools, sorted by name.
+/// `GET /_cat/thread_pool[/{thread_pool_patterns}]`: every node's pools, sorted by name, from
+/// each node's pool shapes and counters.
 pub async fn cat(node: Arc<Node>, patterns: Option<String>, params: Params) -> RestResult {
     let patterns: Vec<String> = patterns
         .or_else(|| params.get("thread_pool_patterns").map(str::to_string))
@@ -102,43 +107,44 @@ pub async fn cat(node: Arc<Node>, patterns: Option<String>, params: Params) -> R
         .split(',')
         .map(|p| p.trim().to_string())
         .collect();
-    let local = node.cluster_state().nodes.get(&node.node_id).cloned();
-    let (host, ip, port) = local
-        .as_ref()
-        .map(|d| {
-            let port = d
+    let rows = blocking(move || -> ApiResult<Vec<Vec<Cell>>> {
+        let state = node.cluster_state();
+        let ids: Vec<String> = state.nodes.keys().cloned().collect();
+        let mut rows = Vec::new();
+        for (id, sections) in node.nodes_info(&state, &ids, Duration::from_secs(10)) {
+            // A node that does not answer has no row, as in OpenSearch.
+            let (Some(discovery), Ok(sections)) = (state.nodes.get(&id), sections) else {
+                continue;
+            };
+            let port = discovery
                 .transport_address
-                .rsplit(':')
-                .next()
-                .unwrap_or("")
-                .to_string();
-            (d.host.clone(), d.ip.clone(), port)
-        })
-        .unwrap_or_default();
-    let ephemeral = local.map(|d| d.ephemeral_id).unwrap_or_default();
-    let rows = node
-        .pressure
-        .pools()
-        .into_iter()
-        .filter(|pool| {
-            patterns
-                .iter()
-                .any(|p| shoal_node::routing::wildcard_match(p, pool.name()))
-        })
-        .map(|pool| {
-            let mut row = vec![
-                t(node.config.node_name.clone()),
-                t(node.node_id.clone()),
-                t(ephemeral.clone()),
-                n(std::process::id()),
-                t(host.clone()),
-                t(ip.clone()),
-                port.parse::<i64>().map(n).unwrap_or(Cell::Null),
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse::<i64>().ok())
+                .map_or(Cell::Null, n);
+            let node_cells = vec![
+                t(discovery.name.clone()),
+                t(discovery.id.clone()),
+                t(discovery.ephemeral_id.clone()),
+                sections["process"]["id"].as_i64().map_or(Cell::Null, n),
+                t(discovery.host.clone()),
+                t(discovery.ip.clone()),
+                port,
             ];
-            row.extend(pool_cells(pool));
-            row
-        })
-        .collect();
+            let Some(stats) = sections["thread_pool_stats"].as_object() else {
+                continue;
+            };
+            for (name, counters) in stats {
+                if !patterns.iter().any(|p| wildcard_match(p, name)) {
+                    continue;
+                }
+                let mut row = node_cells.clone();
+                row.extend(pool_cells(name, &sections["thread_pool"][name], counters));
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    })
+    .await?;
     Table {
         columns: columns(),
         rows,
@@ -146,41 +152,24 @@ pub async fn cat(node: Arc<Node>, patterns: Option<String>, params: Params) -> R
     .render(&params)
 }
 
-fn pool_cells(pool: &ThreadPool) -> Vec<Cell> {
-    let config = pool.config();
-    let stats = pool.stats();
-    let scaling = config.kind == PoolKind::Scaling;
-    let count = |v: usize| n(v as i64);
+/// One pool's cells: its shape (`_nodes` `thread_pool` info) and its counters (`_nodes/stats`).
+fn pool_cells(name: &str, info: &Value, stats: &Value) -> Vec<Cell> {
+    let count = |v: &Value| v.as_i64().map_or(Cell::Null, n);
+    let text = |v: &Value| v.as_str().map_or(Cell::Null, |s| t(s.to_string()));
     vec![
-        t(pool.name().to_string()),
-        t(config.kind.as_str()),
-        count(stats.active),
-        count(stats.threads),
-        count(stats.queue),
-        n(config.queue_size.map_or(-1, |q| q as i64)),
-        n(stats.rejected as i64),
-        count(stats.largest),
-        n(stats.completed as i64),
-        if scaling {
-            count(config.core)
-        } else {
-            Cell::Null
-        },
-        if scaling {
-            count(config.max)
-        } else {
-            Cell::Null
-        },
-        if scaling {
-            Cell::Null
-        } else {
-            count(config.max)
-        },
-        config
-            .keep_alive
-            .filter(|_| scaling)
-            .map(|k| t(shoal_node::settings::format_time(k)))
-            .unwrap_or(Cell::Null),
+        t(name.to_string()),
+        text(&info["type"]),
+        count(&stats["active"]),
+        count(&stats["threads"]),
+        count(&stats["queue"]),
+        info["queue_size"].as_i64().map_or(n(-1), n),
+        count(&stats["rejected"]),
+        count(&stats["largest"]),
+        count(&stats["completed"]),
+        count(&info["core"]),
+        count(&info["max"]),
+        count(&info["size"]),
+        text(&info["keep_alive"]),
     ]
 }
 
