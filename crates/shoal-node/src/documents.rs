@@ -146,6 +146,9 @@ pub fn auto_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// A write routed to a local primary, before parsing: its slot, its index, the write.
+type LocalItem = (usize, Arc<IndexService>, DocWrite);
+
 struct Prepared {
     slot: usize,
     id: String,
@@ -204,8 +207,7 @@ impl Node {
         }
         let forwarded = self.forward_writes(remote, options);
         // Group by shard, keeping item order within a shard.
-        let mut groups: BTreeMap<(String, usize), Vec<(usize, Arc<IndexService>, DocWrite)>> =
-            BTreeMap::new();
+        let mut groups: BTreeMap<(String, usize), Vec<LocalItem>> = BTreeMap::new();
         for (slot, service, shard, item) in local {
             groups
                 .entry((service.uuid(), shard))

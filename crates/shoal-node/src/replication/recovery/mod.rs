@@ -175,27 +175,27 @@ impl Node {
             .pool(crate::pressure::settings::REPLICATION)
             .clone();
         let queued = pool.spawn(crate::pressure::Admission::Force, move || {
-                let started = Instant::now();
-                match node.recover_copy_retrying(&service, &copy) {
-                    Ok(stats) => {
-                        info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
-                        node.report_started(&copy);
-                    }
-                    Err(e) if e.error_type == CANCELLED => {
-                        info!(index = %copy.index, shard = copy.shard, allocation_id, "peer recovery cancelled: the copy is no longer assigned here");
-                        node.recoveries.incoming.lock().remove(&allocation_id);
-                    }
-                    Err(e) => {
-                        warn!(index = %copy.index, shard = copy.shard, allocation_id, error = %e, "peer recovery failed");
-                        node.recoveries.incoming.lock().remove(&allocation_id);
-                        // Only this recovery's files: a newer copy of the shard may be open.
-                        if service.replication(copy.shard as usize).is_none_or(|r| r.allocation_id == allocation_id) {
-                            service.close_shard(copy.shard as usize);
-                        }
-                        node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
-                    }
+            let started = Instant::now();
+            match node.recover_copy_retrying(&service, &copy) {
+                Ok(stats) => {
+                    info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
+                    node.report_started(&copy);
                 }
-            });
+                Err(e) if e.error_type == CANCELLED => {
+                    info!(index = %copy.index, shard = copy.shard, allocation_id, "peer recovery cancelled: the copy is no longer assigned here");
+                    node.recoveries.incoming.lock().remove(&allocation_id);
+                }
+                Err(e) => {
+                    warn!(index = %copy.index, shard = copy.shard, allocation_id, error = %e, "peer recovery failed");
+                    node.recoveries.incoming.lock().remove(&allocation_id);
+                    // Only this recovery's files: a newer copy of the shard may be open.
+                    if service.replication(copy.shard as usize).is_none_or(|r| r.allocation_id == allocation_id) {
+                        service.close_shard(copy.shard as usize);
+                    }
+                    node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
+                }
+            }
+        });
         debug_assert!(queued.is_ok(), "forced work is never rejected");
     }
 
