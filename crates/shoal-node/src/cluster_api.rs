@@ -336,6 +336,9 @@ impl Node {
                           "profiles": {}},
             "http": {"bound_address": [http], "publish_address": http,
                      "max_content_length_in_bytes": 104857600},
+            "thread_pool": self.pressure.info(),
+            // Not a `_nodes` section (the REST layer lists those): read by `_cat/thread_pool`.
+            "thread_pool_stats": self.pressure.stats(),
             "plugins": [], "modules": []
         })
     }

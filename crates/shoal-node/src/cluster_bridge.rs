@@ -632,6 +632,19 @@ pub struct ShardBulk {
     options: crate::documents::WriteOptions,
 }
 
+impl ShardBulk {
+    /// The document bytes it carries (what indexing pressure counts).
+    fn source_bytes(&self) -> u64 {
+        self.items
+            .iter()
+            .map(|item| match item {
+                crate::documents::DocWrite::Index { source, .. } => source.len() as u64,
+                crate::documents::DocWrite::Delete { id, .. } => id.len() as u64,
+            })
+            .sum()
+    }
+}
+
 pub(crate) type Forwarded = Vec<(
     Vec<usize>,
     crate::rpc::Pending<Vec<ApiResult<crate::documents::WriteOutcome>>>,
@@ -719,6 +732,8 @@ impl Node {
         &self,
         bulk: ShardBulk,
     ) -> ApiResult<Vec<ApiResult<crate::documents::WriteOutcome>>> {
+        // Primary bytes from another coordinator; over the limit every item of it gets 429.
+        let _in_flight = self.pressure.indexing.primary(bulk.source_bytes())?;
         Ok(self.execute_writes(bulk.items, &bulk.options))
     }
 }

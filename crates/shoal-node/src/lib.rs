@@ -14,6 +14,7 @@ pub mod error;
 pub mod index_service;
 pub mod metadata;
 pub mod node;
+pub mod pressure;
 pub mod read_coordinator;
 pub mod replication;
 pub mod routing;

@@ -1,6 +1,6 @@
 //! Node-to-node calls of the data layer, in one place: sending a typed request to another node
 //! (and waiting for it from blocking code), and registering the actions this node serves, each
-//! run on a blocking thread.
+//! run on a bounded pool (`pressure`).
 //!
 //! Every module that owns an action declares it (a [`shoal_transport::Action`]: name, request
 //! and response types, or a [`WireAction`] for a body with its own framing) and registers its handler through [`NodeActions`]; there is no central
@@ -76,16 +76,20 @@ impl Node {
         self.wait(self.send::<A>(address, request, timeout))
     }
 
-    /// Runs a data-layer handler on a blocking thread, its error in the transport's shape.
-    /// Every data-layer action goes through here (see [`NodeActions::register`]).
+    /// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error
+    /// in the transport's shape. Every data-layer action goes through here (see
+    /// [`NodeActions::register`]).
     pub(crate) async fn serve_action_blocking<T: Send + 'static>(
         self: Arc<Self>,
         action: &'static str,
         handler: impl FnOnce(&Node) -> ApiResult<T> + Send + 'static,
     ) -> Result<T, RemoteError> {
-        tokio::task::spawn_blocking(move || handler(&self))
+        let (pool, admission) = crate::pressure::pool_for_action(action);
+        let pool = self.pressure.pool(pool).clone();
+        let task = format!("[{action}]");
+        crate::pressure::run_on(&pool, admission, &task, move || handler(&self))
             .await
-            .map_err(|e| RemoteError::internal(format!("handler of [{action}] failed: {e}")))?
+            .and_then(|served| served)
             .map_err(ApiError::into_remote)
     }
 }

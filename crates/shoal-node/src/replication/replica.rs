@@ -179,6 +179,9 @@ impl Node {
 
     /// Applies a batch from the primary to the local copy it names.
     fn handle_replica_batch(&self, frame: ReplicaFrame) -> ApiResult<ReplicaReply> {
+        // Counted, never refused: a refused batch would fail an in-sync copy.
+        let bytes = frame.sources.iter().flatten().map(|b| b.len() as u64).sum();
+        let _in_flight = self.pressure.indexing.replica(bytes);
         self.apply_replica_batch(&frame.batch, frame.sources)
     }
 

@@ -56,6 +56,9 @@ impl Action for StartAction {
     type Response = StartReply;
 }
 
+/// What every recovery action's name starts with (they run on the `replication` pool).
+pub const ACTION_PREFIX: &str = "internal:index/shard/recovery/";
+
 /// One chunk of a file of the pinned commit; the answer is the chunk's raw bytes.
 struct FileChunkAction;
 impl WireAction for FileChunkAction {
@@ -222,31 +225,35 @@ impl Node {
             return;
         }
         let (node, service, copy) = (self.clone(), service.clone(), copy.clone());
-        std::thread::Builder::new()
-            .name("peer-recovery".into())
-            .spawn(move || {
-                let started = Instant::now();
-                match node.recover_copy_retrying(&service, &copy) {
-                    Ok(stats) => {
-                        info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
-                        node.report_started(&copy);
-                    }
-                    Err(e) if e.kind == ErrorKind::Moved && !node.still_assigned_here(&copy) => {
-                        info!(index = %copy.index, shard = copy.shard, allocation_id, "peer recovery cancelled: the copy is no longer assigned here");
-                        node.recoveries.incoming.lock().remove(&allocation_id);
-                    }
-                    Err(e) => {
-                        warn!(index = %copy.index, shard = copy.shard, allocation_id, error = %e, "peer recovery failed");
-                        node.recoveries.incoming.lock().remove(&allocation_id);
-                        // Only this recovery's files: a newer copy of the shard may be open.
-                        if service.replication(copy.shard as usize).is_none_or(|r| r.allocation_id == allocation_id) {
-                            service.close_shard(copy.shard as usize);
-                        }
-                        node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
-                    }
+        // On the bounded `replication` pool, never refused; the allocation deciders bound how
+        // many recoveries a node runs (`node_concurrent_recoveries`).
+        let pool = self
+            .pressure
+            .pool(crate::pressure::settings::REPLICATION)
+            .clone();
+        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+            let started = Instant::now();
+            match node.recover_copy_retrying(&service, &copy) {
+                Ok(stats) => {
+                    info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
+                    node.report_started(&copy);
                 }
-            })
-            .expect("spawn recovery thread");
+                Err(e) if e.kind == ErrorKind::Moved && !node.still_assigned_here(&copy) => {
+                    info!(index = %copy.index, shard = copy.shard, allocation_id, "peer recovery cancelled: the copy is no longer assigned here");
+                    node.recoveries.incoming.lock().remove(&allocation_id);
+                }
+                Err(e) => {
+                    warn!(index = %copy.index, shard = copy.shard, allocation_id, error = %e, "peer recovery failed");
+                    node.recoveries.incoming.lock().remove(&allocation_id);
+                    // Only this recovery's files: a newer copy of the shard may be open.
+                    if service.replication(copy.shard as usize).is_none_or(|r| r.allocation_id == allocation_id) {
+                        service.close_shard(copy.shard as usize);
+                    }
+                    node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
+                }
+            }
+        });
+        debug_assert!(queued.is_ok(), "forced work is never rejected");
     }
 
     /// [`Node::recover_copy`], tried again while the failure is the source's transient state
@@ -559,4 +566,24 @@ fn remove_unwanted_files(dir: &std::path::Path, wanted: &HashMap<&str, u64>) -> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::*;
+    use crate::pressure::{pool_for_action, settings::REPLICATION, Admission};
+
+    #[test]
+    fn every_recovery_action_runs_on_the_replication_pool_and_is_never_rejected() {
+        for name in [
+            <StartAction as Action>::NAME,
+            <FileChunkAction as WireAction>::NAME,
+            <FinalizeAction as Action>::NAME,
+        ] {
+            assert!(name.starts_with(ACTION_PREFIX), "{name}");
+            let (pool, admission) = pool_for_action(name);
+            assert_eq!(pool, REPLICATION, "{name}");
+            assert!(matches!(admission, Admission::Force), "{name}");
+        }
+    }
 }
