@@ -25,6 +25,10 @@ pub(crate) const SEQ_NO: &str = shoal_mapping::schema::SEQ_NO_FIELD;
 pub(crate) const PRIMARY_TERM: &str = shoal_mapping::schema::PRIMARY_TERM_FIELD;
 pub(crate) const VERSION: &str = shoal_mapping::schema::VERSION_FIELD;
 
+/// Told about each commit that made operations searchable; it may read the engine (its
+/// checkpoints, `commit_files`) but must not write to it.
+pub type RefreshListener = Arc<dyn Fn(&Engine) + Send + Sync>;
+
 mod apply;
 mod open;
 mod ops;
@@ -73,6 +77,8 @@ pub struct Engine {
     /// Keeps the warmer alive (the reader only holds a weak reference).
     _warmer: Arc<dyn tantivy::Warmer>,
     counters: Counters,
+    /// Told after every commit (see [`RefreshListener`]).
+    refresh_listeners: Mutex<Vec<RefreshListener>>,
     failure: Mutex<Option<String>>,
     /// Corruption found by reads and merges; see [`crate::store`].
     pub(crate) integrity: Integrity,
@@ -201,12 +207,27 @@ impl Engine {
         let started = Instant::now();
         self.commit_locked(&mut state)?;
         drop(state);
+        self.notify_refresh_listeners();
         Counters::add(&self.counters.refresh_total, 1);
         Counters::add(
             &self.counters.refresh_time_nanos,
             started.elapsed().as_nanos() as u64,
         );
         Ok(true)
+    }
+
+    /// Calls `listener` after every later commit (a refresh that found new writes, or a
+    /// flush), outside the engine's locks. Segment replication publishes its
+    /// checkpoint from here and the remote store uploads the new files.
+    pub fn add_refresh_listener(&self, listener: RefreshListener) {
+        self.refresh_listeners.lock().push(listener);
+    }
+
+    fn notify_refresh_listeners(&self) {
+        let listeners = self.refresh_listeners.lock().clone();
+        for listener in listeners {
+            listener(self);
+        }
     }
 
     fn maybe_refresh_for_memory(&self) {
@@ -272,6 +293,7 @@ impl Engine {
         self.commit_locked(&mut state)?;
         let keep_from = self.translog.min_generation_for_seq_no(first_retained);
         drop(state);
+        self.notify_refresh_listeners();
         let rolled = self.translog.roll_generation();
         self.fail_on_error("translog roll failed", rolled)?;
         let keep_from = keep_from.min(self.translog.current_generation());

@@ -23,7 +23,8 @@ pub use checkpoint::LocalCheckpointTracker;
 pub use commit::CommitPayload;
 pub use config::{set_node_indexing_budget, EngineConfig};
 pub use engine::{
-    DocRequest, Engine, GetResult, OpResult, OpResultKind, Origin, VersionType, WriteOp,
+    DocRequest, Engine, GetResult, OpResult, OpResultKind, Origin, RefreshListener, VersionType,
+    WriteOp,
 };
 pub use error::EngineError;
 pub use shoal_translog::{Durability, Location, OpKind, Operation};

@@ -652,3 +652,30 @@ fn a_replica_appends_without_lookup_only_once_every_advertised_update_is_process
     engine.refresh().unwrap();
     assert_eq!(engine.searcher().num_docs(), 3);
 }
+
+#[test]
+fn refresh_listeners_hear_each_commit_with_the_new_checkpoint_and_not_an_idle_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    let heard = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let sink = heard.clone();
+    engine.add_refresh_listener(std::sync::Arc::new(move |engine: &Engine| {
+        sink.lock()
+            .push((engine.local_checkpoint(), engine.searcher().num_docs()));
+    }));
+    apply_one(
+        &engine,
+        index_op(&engine, &m, "a", json!({"n": 1}), DocRequest::default()),
+    )
+    .unwrap();
+    assert!(engine.refresh().unwrap());
+    assert!(!engine.refresh().unwrap(), "nothing new to refresh");
+    apply_one(
+        &engine,
+        index_op(&engine, &m, "b", json!({"n": 2}), DocRequest::default()),
+    )
+    .unwrap();
+    engine.flush(false).unwrap();
+    assert_eq!(*heard.lock(), vec![(0, 1), (1, 2)]);
+}

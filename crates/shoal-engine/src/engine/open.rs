@@ -65,6 +65,7 @@ impl Engine {
             source_cache,
             _warmer: warmer,
             counters: Counters::default(),
+            refresh_listeners: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             integrity,
         };

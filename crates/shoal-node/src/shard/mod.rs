@@ -118,6 +118,12 @@ impl IndexShard {
             .map_err(|e| self.permit_error(e))
     }
 
+    /// Hears every commit of this copy's engine (segment replication's checkpoint publisher and
+    /// the remote store's uploader attach here).
+    pub fn add_refresh_listener(&self, listener: shoal_engine::RefreshListener) {
+        self.engine.add_refresh_listener(listener);
+    }
+
     /// Refuses every future permit; writes in flight finish.
     pub fn close(&self) {
         self.permits.close();
