@@ -63,12 +63,9 @@ impl OperationPermits {
                     shared: self.shared.clone(),
                 });
             }
-            if self
+            if !self
                 .shared
-                .changed
-                .wait_until(&mut state, deadline)
-                .timed_out()
-                && state.blocked
+                .wait(&mut state, deadline, |s| !s.blocked || s.closed)
             {
                 return Err(PermitError::BlockedTimeout(timeout));
             }
@@ -104,36 +101,37 @@ impl OperationPermits {
     fn take_block(&self, timeout: Duration) -> Result<(), PermitError> {
         let deadline = Instant::now() + timeout;
         let mut state = self.shared.state.lock();
-        while state.blocked {
-            if self
-                .shared
-                .changed
-                .wait_until(&mut state, deadline)
-                .timed_out()
-                && state.blocked
-            {
-                return Err(PermitError::BlockedTimeout(timeout));
-            }
+        if !self.shared.wait(&mut state, deadline, |s| !s.blocked) {
+            return Err(PermitError::BlockedTimeout(timeout));
         }
         if state.closed {
             return Err(PermitError::Closed);
         }
         state.blocked = true;
-        while state.in_flight > 0 {
-            if self
-                .shared
-                .changed
-                .wait_until(&mut state, deadline)
-                .timed_out()
-                && state.in_flight > 0
-            {
-                let in_flight = state.in_flight;
-                state.blocked = false;
-                self.shared.changed.notify_all();
-                return Err(PermitError::DrainTimeout { in_flight, timeout });
-            }
+        if !self.shared.wait(&mut state, deadline, |s| s.in_flight == 0) {
+            let in_flight = state.in_flight;
+            state.blocked = false;
+            self.shared.changed.notify_all();
+            return Err(PermitError::DrainTimeout { in_flight, timeout });
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Waits until `ready` holds; false if `deadline` passed first.
+    fn wait(
+        &self,
+        state: &mut parking_lot::MutexGuard<'_, State>,
+        deadline: Instant,
+        ready: impl Fn(&State) -> bool,
+    ) -> bool {
+        while !ready(state) {
+            if self.changed.wait_until(state, deadline).timed_out() {
+                return ready(state);
+            }
+        }
+        true
     }
 }
 

@@ -113,18 +113,6 @@ pub fn index_buffer_size(settings: &FlatSettings) -> Result<usize, String> {
         Some(max) => bytes(max_key, &max)?,
         None => 1024 * 1024 * 1024,
     };
-    let of_ram = (total_memory() as f64 * percent / 100.0) as u64;
+    let of_ram = (shoal_node::pressure::indexing::memory_budget() as f64 * percent / 100.0) as u64;
     Ok(of_ram.max(min).min(max.max(min)) as usize)
-}
-
-/// The machine's RAM (`MemTotal`), or 4 GB when /proc/meminfo cannot be read.
-fn total_memory() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kb * 1024)
-        })
-        .unwrap_or(4 * 1024 * 1024 * 1024)
 }

@@ -174,17 +174,8 @@ impl Engine {
                 } else {
                     OpResultKind::Updated
                 };
-                Ok((
-                    OpResult {
-                        kind,
-                        seq_no,
-                        primary_term,
-                        version,
-                        location: None,
-                    },
-                    Some(translog_op),
-                    Some(id),
-                ))
+                let result = not_yet_located(kind, seq_no, primary_term, version);
+                Ok((result, Some(translog_op), Some(id)))
             }
             WriteOp::Delete {
                 id,
@@ -241,17 +232,8 @@ impl Engine {
                 } else {
                     OpResultKind::NotFound
                 };
-                Ok((
-                    OpResult {
-                        kind,
-                        seq_no,
-                        primary_term,
-                        version,
-                        location: None,
-                    },
-                    Some(translog_op),
-                    Some(id),
-                ))
+                let result = not_yet_located(kind, seq_no, primary_term, version);
+                Ok((result, Some(translog_op), Some(id)))
             }
             WriteOp::NoOp {
                 seq_no,
@@ -336,13 +318,7 @@ fn closed_results(len: usize, reason: &str) -> Vec<Result<OpResult, EngineError>
 }
 
 fn noop_result(seq_no: i64, primary_term: i64, version: i64) -> OpResult {
-    OpResult {
-        kind: OpResultKind::Noop,
-        seq_no,
-        primary_term,
-        version,
-        location: None,
-    }
+    not_yet_located(OpResultKind::Noop, seq_no, primary_term, version)
 }
 
 /// Whether a replica/recovery op is older than the copy's current state of the doc.
@@ -411,5 +387,16 @@ fn resolve_version(
             }
             Ok(given)
         }
+    }
+}
+
+/// An operation's result before the translog gives it a location.
+fn not_yet_located(kind: OpResultKind, seq_no: i64, primary_term: i64, version: i64) -> OpResult {
+    OpResult {
+        kind,
+        seq_no,
+        primary_term,
+        version,
+        location: None,
     }
 }

@@ -177,9 +177,9 @@ impl IndexingPressure {
     }
 }
 
-/// The machine's RAM (`MemTotal`), or 4 GB when /proc/meminfo cannot be read: the same base as
-/// the indexing buffer's percentage (Shoal has no heap).
-fn memory_budget() -> u64 {
+/// The machine's RAM (`MemTotal`), or 4 GB when /proc/meminfo cannot be read: the base of every
+/// memory percentage (indexing buffer, indexing pressure), as Shoal has no heap.
+pub fn memory_budget() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {
