@@ -82,6 +82,7 @@ impl IndexService {
     pub fn ensure_shard_open(&self, shard: usize, primary_term: i64) -> ApiResult<()> {
         if let Some(engine) = self.shards.read().get(shard).cloned().flatten() {
             if engine.primary_term() < primary_term {
+                crate::failpoints::failpoint!(self.node, "before_term_bump");
                 engine.set_primary_term(primary_term);
             }
             return Ok(());

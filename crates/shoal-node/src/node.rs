@@ -94,7 +94,7 @@ pub struct Node {
     pub transport: Arc<shoal_transport::Transport>,
     pub(crate) runtime: tokio::runtime::Handle,
     /// Keeps a runtime alive when the node was started outside of one (tests).
-    _own_runtime: Option<tokio::runtime::Runtime>,
+    own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
     pub(crate) applied_version: Mutex<u64>,
     pub(crate) applied_cond: parking_lot::Condvar,
     pub(crate) reported_started: Mutex<std::collections::HashSet<String>>,
@@ -147,7 +147,7 @@ impl Node {
             cluster,
             transport,
             runtime,
-            _own_runtime: own_runtime,
+            own_runtime: Mutex::new(own_runtime),
             applied_version: Mutex::new(0),
             applied_cond: parking_lot::Condvar::new(),
             reported_started: Mutex::new(Default::default()),
@@ -190,6 +190,33 @@ impl Node {
             Ok(()) => info!(index = %name, "index deleted"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(index = %name, error = %e, "could not delete index files"),
+        }
+    }
+
+    /// The runtime the node's tasks run on.
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    /// Stops the node like a crash, for in-process tests (call it outside a runtime): the
+    /// transport and the Raft member stop at once, every local engine fails without a flush
+    /// (nothing more reaches its files) and is dropped, and a runtime of the node's own stops
+    /// with all its tasks. A new node can open the same data directory once the threads
+    /// still holding the node or an engine let go.
+    pub fn kill_for_test(&self) {
+        if let Some(server) = self.transport_server.lock().take() {
+            self.runtime.block_on(server.kill());
+        }
+        self.runtime.block_on(self.cluster.shutdown());
+        let indices = std::mem::take(&mut *self.indices.write());
+        for index in indices.values() {
+            for (shard, engine) in index.local_shards() {
+                engine.fail_engine("node killed".into());
+                index.discard_shard(shard);
+            }
+        }
+        if let Some(runtime) = self.own_runtime.lock().take() {
+            runtime.shutdown_background();
         }
     }
 

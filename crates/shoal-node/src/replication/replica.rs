@@ -191,10 +191,12 @@ impl Node {
                 ),
             ));
         }
+        crate::failpoints::failpoint!(self, "replica_apply_after_term_check");
         if batch.resync {
             super::resync::check_not_diverged(&engine, batch)?;
         }
         if batch.primary_term > current_term {
+            crate::failpoints::failpoint!(self, "before_term_bump");
             engine.set_primary_term(batch.primary_term);
         }
         let ops: Vec<WriteOp> = batch

@@ -178,6 +178,7 @@ impl Node {
             let pending: Vec<_> = following
                 .drain(..)
                 .map(|(target, _)| {
+                    crate::failpoints::failpoint!(self, "primary_resync_before_batch");
                     let reply = complete.then(|| {
                         self.send_resync_batch(
                             service,

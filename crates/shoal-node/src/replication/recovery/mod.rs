@@ -275,6 +275,7 @@ impl Node {
         let replication =
             service.replication_for(shard, &allocation_id, engine.global_checkpoint());
         replication.apply_cluster_state(&self.cluster_state(), &service.name(), shard);
+        crate::failpoints::failpoint!(self, "recovery_before_finalize");
         let reply: FinalizeReply = self.call_json(
             &source,
             ACTION_FINALIZE,
@@ -430,6 +431,7 @@ impl Node {
                     length: limits.chunk_bytes.min(length - requested),
                 };
                 self.throttle_recovery(request.length);
+                crate::failpoints::failpoint!(self, "recovery_before_file_chunk");
                 requested += request.length;
                 let pending = self.send(
                     source,
@@ -452,6 +454,7 @@ impl Node {
                 )));
             }
             file.write_all(&chunk)?;
+            crate::failpoints::failpoint!(self, "recovery_after_file_chunk");
             crc = crc32c::crc32c_append(crc, &chunk);
         }
         if crc != wanted.crc32c {

@@ -1,0 +1,43 @@
+//! Named failpoints for in-process fault tests (`--features failpoints`; compiled out of
+//! other builds). A point is evaluated under its bare name (any node) and as
+//! `name@<node.name>`, so a test running several nodes in one process can stop one node.
+//!
+//! Points: `replica_apply_after_term_check`, `before_term_bump`,
+//! `primary_resync_before_batch`, `recovery_before_file_chunk`,
+//! `recovery_after_file_chunk`, `recovery_before_finalize`.
+
+/// Evaluates the failpoint `$name` on the node `$scope` (a [`Scope`]).
+macro_rules! failpoint {
+    ($scope:expr, $name:literal) => {
+        #[cfg(feature = "failpoints")]
+        {
+            use $crate::failpoints::Scope as _;
+            fail::fail_point!($name);
+            let scoped = format!(concat!($name, "@{}"), $scope.node_name());
+            fail::fail_point!(scoped.as_str());
+        }
+    };
+}
+pub(crate) use failpoint;
+
+/// What names the node a failpoint is evaluated on.
+#[cfg(feature = "failpoints")]
+pub(crate) trait Scope {
+    fn node_name(&self) -> String;
+}
+
+#[cfg(feature = "failpoints")]
+impl Scope for crate::node::Node {
+    fn node_name(&self) -> String {
+        self.config.node_name.clone()
+    }
+}
+
+#[cfg(feature = "failpoints")]
+impl Scope for std::sync::Weak<crate::node::Node> {
+    fn node_name(&self) -> String {
+        self.upgrade()
+            .map(|node| node.config.node_name.clone())
+            .unwrap_or_default()
+    }
+}
