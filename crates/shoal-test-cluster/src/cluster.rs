@@ -296,6 +296,16 @@ impl TestCluster {
             .collect()
     }
 
+    /// The slot of the elected cluster manager (waits for one, up to a minute).
+    pub fn cluster_manager(&self) -> usize {
+        self.wait_for(Duration::from_secs(60), "an elected cluster manager", |c| {
+            c.running()
+                .into_iter()
+                .find(|&i| c.node(i).cluster().is_cluster_manager())
+                .ok_or_else(|| "no running node leads".to_string())
+        })
+    }
+
     /// The slot of the started primary of `index`'s `shard`.
     pub fn primary_of(&self, index: &str, shard: usize) -> Option<usize> {
         self.started_copies(index)
@@ -522,6 +532,7 @@ fn free_port() -> u16 {
 fn init_logging() {
     static INIT: std::sync::Once = std::sync::Once::new();
     INIT.call_once(|| {
+        quiet_killed_runtime_panics();
         if let Ok(level) = std::env::var("SHOAL_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::new(level))
@@ -529,4 +540,25 @@ fn init_logging() {
                 .try_init();
         }
     });
+}
+
+/// A killed node's leftover threads (its applier, blocking tasks) die when they next touch
+/// its stopped runtime, as a crashed process's would: their panics are expected, not
+/// failures, and are not printed.
+fn quiet_killed_runtime_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        if message.contains("context was found, but it is being shutdown")
+            || message.contains("runtime is shutting down")
+        {
+            return;
+        }
+        default(info);
+    }));
 }

@@ -55,3 +55,247 @@ fn killing_a_primary_under_load_loses_no_acknowledged_write_and_promotes_the_rep
     assert!(summary.acknowledged > 0, "{summary:?}");
     eprintln!("kill-to-first-full-bulk {recovered:?}; {summary:?}; values {values:?}");
 }
+
+#[test]
+fn a_killed_replica_catches_up_and_a_returning_one_replays_what_it_missed() {
+    let mut cluster = TestCluster::start(3);
+    // The copies wait a minute for a departed node: a replica comes back to its own store.
+    create_index(&cluster, 1, "1m");
+    let history = Arc::new(History::default());
+    // Under load the primary fails the unreachable replica at once; it is rebuilt anywhere.
+    let load = Load::start(&cluster, INDEX, &history, 2);
+    std::thread::sleep(Duration::from_millis(500));
+    let victim = cluster.replicas_of(INDEX, 0)[0];
+    cluster.kill(victim);
+    let acked_before = history.acknowledged();
+    std::thread::sleep(Duration::from_millis(1500));
+    let values = load.stop();
+    assert!(
+        history.acknowledged() > acked_before,
+        "writes were acknowledged while the replica was down"
+    );
+    cluster.restart(victim);
+    cluster.wait_for_nodes(3, GREEN);
+    cluster.wait_green(GREEN);
+    let summary = history.verify(&cluster, INDEX);
+    eprintln!("under load: {summary:?}; values {values:?}");
+
+    // Gone while nothing is written to it, the replica is waited for; what it missed is
+    // replayed from the primary's history instead of copying files.
+    let victim = cluster.replicas_of(INDEX, 0)[0];
+    let primary = cluster.primary_of(INDEX, 0).expect("a primary");
+    cluster.kill(victim);
+    cluster.wait_for_nodes(2, GREEN);
+    let missed: Vec<(String, serde_json::Value)> = (0..100)
+        .map(|n| (format!("missed-{n}"), json!({"value": n})))
+        .collect();
+    let sent: Vec<(String, i64)> = (0..100).map(|n| (format!("missed-{n}"), n)).collect();
+    let answer = cluster
+        .client(primary)
+        .bulk(INDEX, &missed)
+        .expect("bulk")
+        .ok();
+    history.record_bulk(&sent, &answer);
+    cluster.restart(victim);
+    cluster.wait_for_nodes(3, GREEN);
+    cluster.wait_green(GREEN);
+    let record = latest_peer_recovery_onto(&cluster, primary, &cluster.slot(victim).name);
+    assert_eq!(record["stage"], "DONE", "{record}");
+    assert_eq!(
+        record["index"]["files"]["recovered"], 0,
+        "replayed, not copied: {record}"
+    );
+    assert_eq!(
+        record["translog"]["recovered"], 100,
+        "the missed writes replayed: {record}"
+    );
+    let summary = history.verify(&cluster, INDEX);
+    eprintln!("returning: {summary:?}");
+}
+
+/// The latest `_recovery` record of a peer recovery onto `node_name`.
+fn latest_peer_recovery_onto(
+    cluster: &TestCluster,
+    observer: usize,
+    node_name: &str,
+) -> serde_json::Value {
+    let body = cluster
+        .client(observer)
+        .get(&format!("/{INDEX}/_recovery"))
+        .expect("_recovery")
+        .ok();
+    let shards = body[INDEX]["shards"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    shards
+        .into_iter()
+        .filter(|s| s["type"] == "PEER" && s["target"]["name"] == node_name)
+        .max_by_key(|s| s["start_time_in_millis"].as_u64())
+        .unwrap_or_else(|| panic!("no peer recovery onto {node_name}: {body}"))
+}
+
+#[test]
+fn a_node_added_under_load_recovers_identical_copies() {
+    // The first two nodes form the cluster on their own; the third joins under load.
+    let mut cluster = TestCluster::start_with(Options {
+        cluster_managers: Some(2),
+        start: Some(2),
+        ..Options::nodes(3)
+    });
+    create_index(&cluster, 3, "0");
+    let history = Arc::new(History::default());
+    let load = Load::start(&cluster, INDEX, &history, 2);
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.start_node(2);
+    cluster.wait_for_nodes(3, GREEN);
+    cluster.wait_for(GREEN, "copies rebalanced onto the new node", |c| {
+        let on_new: Vec<_> = c
+            .started_copies(INDEX)
+            .into_iter()
+            .filter(|(_, slot, _)| *slot == 2)
+            .collect();
+        let health = c.client(0).health()?;
+        let settled = health["relocating_shards"] == 0 && health["initializing_shards"] == 0;
+        if !on_new.is_empty() && settled {
+            Ok(())
+        } else {
+            Err(format!("copies on the new node {on_new:?}; {health}"))
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    load.stop();
+    cluster.wait_green(GREEN);
+    let summary = history.verify(&cluster, INDEX);
+    assert!(cluster
+        .started_copies(INDEX)
+        .iter()
+        .any(|(_, slot, _)| *slot == 2));
+    eprintln!("{summary:?}");
+}
+
+#[test]
+fn a_replica_partitioned_from_its_primary_is_failed_and_recovers() {
+    let mut cluster = TestCluster::start(3);
+    // Both copies away from the cluster manager, so the partition leaves the cluster whole.
+    let manager = cluster.cluster_manager();
+    cluster.client(0).create_index(
+        INDEX,
+        &json!({"settings": {
+            "number_of_shards": 1, "number_of_replicas": 1,
+            "index.translog.durability": "request",
+            "index.routing.allocation.exclude._name": cluster.slot(manager).name}}),
+    );
+    cluster.wait_green(GREEN);
+    let primary = cluster.primary_of(INDEX, 0).expect("a primary");
+    let replica = cluster.replicas_of(INDEX, 0)[0];
+    let failed_copy = allocation_id(&cluster, replica);
+    let history = Arc::new(History::default());
+    let load = Load::start(&cluster, INDEX, &history, 2);
+    cluster.partition(primary, replica);
+    cluster.wait_for(
+        GREEN,
+        "the unreachable replica failed",
+        |c| match allocation_id_opt(c, replica) {
+            Some(id) if id == failed_copy => Err("the replica still holds its copy".into()),
+            _ => Ok(()),
+        },
+    );
+    let acked_at_failure = history.acknowledged();
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.heal();
+    std::thread::sleep(Duration::from_millis(500));
+    let values = load.stop();
+    assert!(
+        history.acknowledged() > acked_at_failure,
+        "writes went on once the replica was failed"
+    );
+    cluster.wait_green(GREEN);
+    assert_ne!(
+        allocation_id_opt(&cluster, replica),
+        Some(failed_copy),
+        "the replica was rebuilt under a new allocation id"
+    );
+    let summary = history.verify(&cluster, INDEX);
+    assert_eq!(summary.copies_checked, 2, "{summary:?}");
+    eprintln!("{summary:?}; values {values:?}");
+}
+
+fn allocation_id_opt(cluster: &TestCluster, slot: usize) -> Option<String> {
+    let node_id = cluster.node(slot).node_id.clone();
+    let state = cluster.state(cluster.cluster_manager());
+    state
+        .copies(INDEX, 0)
+        .iter()
+        .find(|c| c.node.as_deref() == Some(node_id.as_str()))
+        .and_then(|c| c.allocation_id.clone())
+}
+
+fn allocation_id(cluster: &TestCluster, slot: usize) -> String {
+    allocation_id_opt(cluster, slot).expect("a copy on the node")
+}
+
+#[test]
+fn a_copy_that_cannot_open_is_reported_failed_while_the_other_shards_open() {
+    let mut cluster = TestCluster::start(1);
+    cluster.client(0).create_index(
+        INDEX,
+        &json!({"settings": {"number_of_shards": 3, "number_of_replicas": 0}}),
+    );
+    cluster.wait_green(GREEN);
+    let history = History::default();
+    for n in 0..60 {
+        let id = n.to_string();
+        let r = cluster
+            .client(0)
+            .index_doc(INDEX, &id, &json!({"value": n}))
+            .expect("index");
+        history.record_doc(&id, n, r.status, &r.body);
+    }
+    cluster
+        .client(0)
+        .post(&format!("/{INDEX}/_flush"), &json!(null))
+        .expect("flush")
+        .ok();
+    let uuid = cluster.node(0).index(INDEX).expect("index").uuid();
+    let shard_dir = cluster.node(0).paths.shard_dir(&uuid, 1);
+    cluster.kill(0);
+    // The store of shard 1 becomes a plain file: the engine cannot open it.
+    assert!(
+        shard_dir.is_dir(),
+        "no shard directory at {}",
+        shard_dir.display()
+    );
+    std::fs::remove_dir_all(&shard_dir).expect("remove shard 1");
+    std::fs::write(&shard_dir, b"not a shard").expect("block shard 1");
+    cluster.restart(0);
+    let state_of_shard_1 = cluster.wait_for(GREEN, "shard 1 reported failed", |c| {
+        let state = c.state(0);
+        let copies = state.copies(INDEX, 1).to_vec();
+        match copies.first() {
+            Some(copy) if copy.state == shoal_state::ShardState::Unassigned => Ok(copy.clone()),
+            other => Err(format!("shard 1: {other:?}")),
+        }
+    });
+    let reason = format!("{:?}", state_of_shard_1.unassigned);
+    assert!(reason.contains("failed to open shard"), "{reason}");
+    for shard in [0, 2] {
+        let engine = cluster.engine(0, INDEX, shard);
+        assert!(
+            engine.is_some(),
+            "shard {shard} opened although shard 1 could not"
+        );
+    }
+    let started: Vec<usize> = cluster.started_copies(INDEX).iter().map(|c| c.0).collect();
+    assert_eq!(
+        started.iter().filter(|s| **s != 1).count(),
+        2,
+        "{started:?}"
+    );
+    // Shards 0 and 2 answer with what they held.
+    let count = cluster
+        .client(0)
+        .get(&format!("/{INDEX}/_count?ignore_unavailable=true"))
+        .expect("count");
+    assert!(count.body["count"].as_u64() > Some(0), "{:?}", count.body);
+}
