@@ -321,3 +321,98 @@ pub fn read_copy(engine: &Engine) -> CopyContents {
         duplicates,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn doc(seq_no: i64, version: i64, value: i64) -> DocState {
+        DocState {
+            seq_no,
+            primary_term: 1,
+            version,
+            value,
+        }
+    }
+
+    fn copy(docs: &[(&str, DocState)], max_seq_no: i64) -> CopyContents {
+        CopyContents {
+            docs: docs.iter().map(|(id, d)| (id.to_string(), *d)).collect(),
+            max_seq_no,
+            duplicates: Vec::new(),
+        }
+    }
+
+    /// One acknowledged write of `a` = 5 (seq_no 3, version 2), one unanswered `b` = 7.
+    fn history() -> History {
+        let history = History::default();
+        let answer = json!({"items": [
+            {"index": {"status": 200, "_version": 2, "_seq_no": 3, "_primary_term": 1}},
+            {"index": {"status": 503}}]});
+        history.record_bulk(&[("a".into(), 5), ("b".into(), 7)], &answer);
+        history
+    }
+
+    fn problems(history: &History, copies: Vec<CopyContents>) -> Vec<String> {
+        let copies = copies
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (format!("copy-{i}"), c))
+            .collect();
+        history.problems(&BTreeMap::from([(0, copies)]))
+    }
+
+    #[test]
+    fn identical_copies_holding_every_acknowledged_write_pass() {
+        let good = copy(&[("a", doc(3, 2, 5)), ("b", doc(4, 1, 7))], 4);
+        assert_eq!(
+            problems(&history(), vec![good.clone(), good]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_lost_acknowledged_write_is_reported() {
+        let found = problems(&history(), vec![copy(&[("b", doc(4, 1, 7))], 4)]);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("1 acknowledged documents lost")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_older_value_or_one_nobody_wrote_is_reported() {
+        let older = problems(&history(), vec![copy(&[("a", doc(2, 1, 4))], 2)]);
+        assert!(
+            older.iter().any(|p| p.contains("acknowledged 5 later")),
+            "{older:?}"
+        );
+        let invented = problems(
+            &history(),
+            vec![copy(&[("a", doc(3, 2, 5)), ("c", doc(4, 1, 1))], 4)],
+        );
+        assert!(
+            invented.iter().any(|p| p.contains("which nobody wrote")),
+            "{invented:?}"
+        );
+    }
+
+    #[test]
+    fn copies_that_disagree_on_a_version_or_max_seq_no_are_reported() {
+        let primary = copy(&[("a", doc(3, 2, 5))], 4);
+        let replica = copy(&[("a", doc(3, 3, 5))], 3);
+        let found = problems(&history(), vec![primary, replica]);
+        assert!(
+            found.iter().any(|p| p.contains("max_seq_no 3 on copy-1")),
+            "{found:?}"
+        );
+        assert!(
+            found.iter().any(|p| p.contains("differs from copy-0")),
+            "{found:?}"
+        );
+    }
+}
