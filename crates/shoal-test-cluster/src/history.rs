@@ -56,6 +56,8 @@ pub struct Summary {
 struct Inner {
     acks: HashMap<String, Ack>,
     indeterminate: HashMap<String, HashSet<i64>>,
+    /// Every acknowledged write, also the ones a later write to the same id superseded.
+    acknowledged_writes: usize,
     attempted: usize,
     failed: usize,
 }
@@ -102,8 +104,14 @@ impl History {
         }
     }
 
+    /// Ids with an acknowledged write.
     pub fn acknowledged(&self) -> usize {
         self.inner.lock().acks.len()
+    }
+
+    /// Acknowledged writes so far (grows with every one, unlike [`History::acknowledged`]).
+    pub fn acknowledged_writes(&self) -> usize {
+        self.inner.lock().acknowledged_writes
     }
 
     /// Checks every started copy of `index` (read from its node's engine, after a refresh)
@@ -205,6 +213,7 @@ impl History {
 
 impl Inner {
     fn acknowledge(&mut self, id: &str, value: i64, result: &Value) {
+        self.acknowledged_writes += 1;
         let field = |name: &str| result[name].as_i64().unwrap_or(-1);
         let ack = Ack {
             version: field("_version"),

@@ -21,7 +21,7 @@ const DOCS_PER_BULK: usize = 20;
 pub struct Load {
     stop: Arc<AtomicBool>,
     writers: Vec<std::thread::JoinHandle<i64>>,
-    /// Instants of bulks whose every item succeeded.
+    /// When the bulks whose every item succeeded were sent.
     successes: Arc<Mutex<Vec<Instant>>>,
     values: Vec<i64>,
 }
@@ -83,12 +83,13 @@ impl Load {
         self.values.clone()
     }
 
-    /// Instants of fully successful bulks after `t`.
+    /// Fully successful bulks sent after `t`.
     pub fn successes_after(&self, t: Instant) -> usize {
         self.successes.lock().iter().filter(|s| **s > t).count()
     }
 
-    /// Waits until some bulk after `t` succeeded on every item (all shards writable).
+    /// Waits until a bulk sent after `t` succeeded on every item (every shard writable);
+    /// returns how long after `t` that bulk was sent.
     pub fn wait_success_after(&self, t: Instant, timeout: Duration) -> Option<Duration> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
@@ -143,6 +144,7 @@ impl Writer {
                 continue;
             }
             let client = &live[self.rng.random_range(0..live.len())];
+            let sent_at = Instant::now();
             let docs: Vec<_> = sent
                 .iter()
                 .map(|(id, value)| (id.clone(), json!({"value": value, "writer": self.k})))
@@ -155,7 +157,7 @@ impl Writer {
                         .iter()
                         .all(|i| matches!(i["index"]["status"].as_u64(), Some(200 | 201)))
                     {
-                        self.successes.lock().push(Instant::now());
+                        self.successes.lock().push(sent_at);
                     }
                 }
                 _ => self.history.record_failure(&sent),

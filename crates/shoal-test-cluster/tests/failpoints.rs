@@ -3,7 +3,7 @@
 //! file chunks. Run with `cargo test -p shoal-test-cluster --features failpoints`.
 #![cfg(feature = "failpoints")]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use shoal_state::Command;
@@ -66,10 +66,10 @@ fn a_replica_batch_of_the_old_term_never_applies_after_the_term_bump() {
         .engine(replica, "race", 0)
         .expect("the promoted copy");
     // With operation permits the bump waits for the paused batch; without, it goes through.
-    let _ = cluster.wait_for(Duration::from_secs(3), "", |_| {
-        Ok::<_, String>(engine.primary_term())
-    });
-    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while engine.primary_term() == 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let term_at_release = engine.primary_term();
     paused.release();
     let _ = writer.join().expect("writer thread");
