@@ -97,6 +97,8 @@ pub struct Node {
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
     pub(crate) applied_version: Mutex<u64>,
     pub(crate) applied_cond: parking_lot::Condvar,
+    /// Set by [`Node::kill_for_test`]: waits on the cluster state give up at once.
+    pub(crate) killed: std::sync::atomic::AtomicBool,
     pub(crate) reported_started: Mutex<std::collections::HashSet<String>>,
     /// Copies reported failed and copies waiting to retry their open.
     pub(crate) failed_copies: crate::shard_failure::FailedCopies,
@@ -150,6 +152,7 @@ impl Node {
             own_runtime: Mutex::new(own_runtime),
             applied_version: Mutex::new(0),
             applied_cond: parking_lot::Condvar::new(),
+            killed: Default::default(),
             reported_started: Mutex::new(Default::default()),
             failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
@@ -218,6 +221,12 @@ impl Node {
         if let Some(runtime) = self.own_runtime.lock().take() {
             runtime.shutdown_background();
         }
+        // Threads waiting on the cluster state (a write waiting for its primary) let go of
+        // the node now rather than at their timeout.
+        let _applied = self.applied_version.lock();
+        self.killed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.applied_cond.notify_all();
     }
 
     /// Flushes every shard (graceful shutdown).

@@ -34,6 +34,8 @@ pub struct Options {
     pub start: Option<usize>,
     /// Extra node settings, `-E key=value` style, for every node.
     pub settings: Vec<(String, String)>,
+    /// Extra settings of one node: (node, key, value), e.g. `node.roles`.
+    pub node_settings: Vec<(usize, String, String)>,
 }
 
 impl Options {
@@ -43,6 +45,7 @@ impl Options {
             cluster_managers: None,
             start: None,
             settings: Vec::new(),
+            node_settings: Vec::new(),
         }
     }
 }
@@ -104,6 +107,9 @@ impl TestCluster {
                     json!(names[..managers].join(",")),
                 );
                 for (key, value) in &options.settings {
+                    settings.insert(key.clone(), json!(value));
+                }
+                for (_, key, value) in options.node_settings.iter().filter(|(n, ..)| *n == i) {
                     settings.insert(key.clone(), json!(value));
                 }
                 NodeSlot {

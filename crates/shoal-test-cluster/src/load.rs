@@ -160,7 +160,11 @@ impl Writer {
                         self.successes.lock().push(sent_at);
                     }
                 }
-                _ => self.history.record_failure(&sent),
+                _ => {
+                    self.history.record_failure(&sent);
+                    // A shard without a primary answers at once: do not spin on it.
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
         }
         self.value

@@ -1,13 +1,14 @@
 //! Faults placed at exact points inside a node with failpoints, which a test driving real
 //! processes cannot hit: a replica batch racing a term bump, a recovery cancelled between two
-//! file chunks. Run with `cargo test -p shoal-test-cluster --features failpoints`.
+//! file chunks, a new primary dying in the middle of its resync. Run with `cargo test -p shoal-test-cluster --features failpoints`.
 #![cfg(feature = "failpoints")]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use shoal_state::Command;
-use shoal_test_cluster::{History, TestCluster};
+use shoal_test_cluster::{History, Load, Options, TestCluster};
 
 const GREEN: Duration = Duration::from_secs(60);
 const HIT: Duration = Duration::from_secs(15);
@@ -320,4 +321,128 @@ fn a_recovery_whose_target_is_failed_between_file_chunks_gives_way_to_a_new_one(
     let summary = history.verify(&cluster, "moving");
     assert_eq!(summary.copies_checked, 2, "{summary:?}");
     assert_eq!(summary.acknowledged, 300, "{summary:?}");
+}
+
+#[test]
+fn a_new_primary_killed_in_the_middle_of_its_resync_hands_over_without_losing_a_write() {
+    // A dedicated cluster manager, so that two data nodes can be down at once.
+    let mut cluster = TestCluster::start_with(Options {
+        cluster_managers: Some(1),
+        node_settings: vec![(0, "node.roles".into(), "cluster_manager".into())]
+            .into_iter()
+            .chain((1..4).map(|i| (i, "node.roles".into(), "data".into())))
+            .collect(),
+        ..Options::nodes(4)
+    });
+    cluster.client(0).create_index(
+        "handover",
+        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 2,
+            "index.translog.durability": "request"}}),
+    );
+    cluster.wait_green(GREEN);
+    let history = Arc::new(History::default());
+    let load = Load::start(&cluster, "handover", &history, 2);
+    std::thread::sleep(Duration::from_millis(500));
+    let resyncs: Vec<_> = (1..4)
+        .map(|i| (i, cluster.pause_at(i, "primary_resync_before_batch")))
+        .collect();
+    let first = cluster.primary_of("handover", 0).expect("a primary");
+    cluster.kill(first);
+    // The promoted replica stops before it sends its first resync batch, and dies there.
+    let promoted = cluster.wait_for(HIT, "the promoted replica resyncing", |_| {
+        resyncs
+            .iter()
+            .find(|(i, p)| *i != first && p.hits() > 0)
+            .map(|(i, _)| *i)
+            .ok_or_else(|| "no resync started".to_string())
+    });
+    cluster.kill(promoted);
+    resyncs
+        .iter()
+        .find(|(i, _)| *i == promoted)
+        .unwrap()
+        .1
+        .release();
+    // The last copy is promoted; with no other copy left to resync it takes over at once.
+    let last = (1..4).find(|i| *i != first && *i != promoted).unwrap();
+    cluster.wait_for(GREEN, "the last copy promoted", |c| {
+        match c.primary_of("handover", 0) {
+            Some(p) if p == last => Ok(()),
+            other => Err(format!("primary {other:?}")),
+        }
+    });
+    let handed_over_at = Instant::now();
+    // Writes that reached the last copy while it was resyncing go on once it takes over, not
+    // at their 20 s primary timeout (the next cluster state may be long in coming).
+    let recovered = load.wait_success_after(handed_over_at, Duration::from_secs(10));
+    assert!(
+        recovered.is_some(),
+        "no write succeeded on the last copy within 10 s"
+    );
+    let stopping = Instant::now();
+    load.stop();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "a write stayed blocked {:?} after the last copy took over",
+        stopping.elapsed()
+    );
+    cluster.start_nodes(&[first, promoted]);
+    cluster.wait_for_nodes(4, GREEN);
+    cluster.wait_green(GREEN);
+    let summary = history.verify(&cluster, "handover");
+    assert_eq!(summary.copies_checked, 3, "{summary:?}");
+    eprintln!("{summary:?}");
+}
+
+#[test]
+fn a_write_waiting_for_a_resyncing_primary_goes_on_as_soon_as_the_resync_ends() {
+    let mut cluster = TestCluster::start(3);
+    cluster.client(0).create_index(
+        "resync",
+        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 2}}),
+    );
+    cluster.wait_green(GREEN);
+    let first = cluster.primary_of("resync", 0).expect("a primary");
+    cluster
+        .client(first)
+        .index_doc("resync", "before", &json!({"value": 1}))
+        .expect("index")
+        .ok();
+    let resyncs: Vec<_> = (0..3)
+        .filter(|&i| i != first)
+        .map(|i| (i, cluster.pause_at(i, "primary_resync_before_batch")))
+        .collect();
+    cluster.kill(first);
+    let promoted = cluster.wait_for(HIT, "the promoted replica resyncing", |_| {
+        resyncs
+            .iter()
+            .find(|(_, p)| p.hits() > 0)
+            .map(|(i, _)| *i)
+            .ok_or_else(|| "no resync started".to_string())
+    });
+    // A write reaches the new primary while its resync is held: it waits for the primary role.
+    let writer = {
+        let client = cluster.client(promoted);
+        std::thread::spawn(move || {
+            let answer = client.index_doc("resync", "during", &json!({"value": 2}));
+            (answer, Instant::now())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !writer.is_finished(),
+        "the write did not wait for the resync"
+    );
+    let released_at = Instant::now();
+    for (_, pause) in &resyncs {
+        pause.release();
+    }
+    let (answer, answered_at) = writer.join().expect("writer");
+    let answer = answer.expect("the write answered");
+    assert!(matches!(answer.status, 200 | 201), "{answer:?}");
+    assert!(
+        answered_at - released_at < Duration::from_secs(5),
+        "the write went on {:?} after the resync ended",
+        answered_at - released_at
+    );
 }

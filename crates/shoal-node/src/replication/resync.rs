@@ -85,6 +85,12 @@ impl Node {
             }
         };
         replication.activate_primary(engine, &self.node_id);
+        // Writes waiting for this copy to act as primary wait on the applied state, which
+        // no new state may change for a while: wake them now.
+        {
+            let _applied = self.applied_version.lock();
+            self.applied_cond.notify_all();
+        }
         self.lease_history_to_copies(service, shard, engine, replication);
         let mut tracker = replication.tracker.lock();
         for (target, local_checkpoint) in &resynced.copies {
