@@ -227,7 +227,7 @@ fn a_node_added_under_load_recovers_identical_copies() {
 
 #[test]
 fn a_replica_partitioned_from_its_primary_is_failed_and_recovers() {
-    let mut cluster = TestCluster::start(3);
+    let cluster = TestCluster::start(3);
     // Both copies away from the cluster manager, so the partition leaves the cluster whole.
     let manager = cluster.cluster_manager();
     cluster.client(0).create_index(
