@@ -360,7 +360,12 @@ impl Node {
                     service.delete_shard_data(shard);
                 }
                 None => service.close_shard(shard),
-                Some(copy) => self.apply_local_copy(state, &service, state_meta, copy)?,
+                // One copy that cannot be brought in line never holds back the others.
+                Some(copy) => {
+                    if let Err(e) = self.apply_local_copy(state, &service, state_meta, copy) {
+                        self.copy_failed_to_open(&service, copy, &e);
+                    }
+                }
             }
         }
         Ok(())
@@ -405,7 +410,13 @@ impl Node {
             self.copy_failed_to_open(service, copy, &e);
             return Ok(());
         }
-        let engine = service.shard(shard)?;
+        let local = service.copy(shard)?;
+        local.advance_to(if copy.state == ShardState::Started {
+            shoal_shard::ShardState::Started
+        } else {
+            shoal_shard::ShardState::PostRecovery
+        });
+        let engine = local.engine().clone();
         let replication =
             service.replication_for(shard, &allocation_id, engine.global_checkpoint());
         replication.apply_cluster_state(state, &copy.index, shard);
@@ -608,7 +619,7 @@ struct ShardBulk {
     options: crate::documents::WriteOptions,
 }
 
-type Forwarded = Vec<(Vec<usize>, crate::rpc::Pending)>;
+pub(crate) type Forwarded = Vec<(Vec<usize>, crate::rpc::Pending)>;
 
 /// How long a write waits for its shard's primary to become active (OpenSearch: the
 /// request `timeout`, 1m; shorter here so a client sees the failure while it can act).

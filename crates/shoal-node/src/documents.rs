@@ -3,18 +3,14 @@
 //! engine in batches, wait for translog durability, refresh if asked.
 //! Tomorrow the same coordinator forwards each shard batch to the node holding the primary.
 
-use crate::replication::primary::ReplicationSummary;
 use crate::replication::{ReplicaOp, ReplicaOpHeader};
 use shoal_engine::OpKind;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use shoal_engine::{
-    DocRequest, Engine, OpResult, OpResultKind, Origin, WriteOp, UNASSIGNED_SEQ_NO,
-};
+use shoal_engine::{DocRequest, Engine, OpResult, OpResultKind, WriteOp, UNASSIGNED_SEQ_NO};
 use shoal_mapping::{DocumentParser, Mapping};
-use shoal_translog::Durability;
 
 use crate::blocks::BlockLevel;
 use crate::error::{ApiError, ApiResult};
@@ -146,33 +142,85 @@ pub fn auto_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-struct Prepared {
-    slot: usize,
-    service: Arc<IndexService>,
-    shard: usize,
-    id: String,
-    op: WriteOp,
+pub(crate) struct Prepared {
+    pub(crate) slot: usize,
+    pub(crate) service: Arc<IndexService>,
+    pub(crate) shard: usize,
+    pub(crate) id: String,
+    pub(crate) op: WriteOp,
+}
+
+/// Groups routed items by shard, keeping item order within a shard.
+fn group_by_shard(prepared: Vec<Prepared>) -> BTreeMap<(String, usize), Vec<Prepared>> {
+    let mut groups: BTreeMap<(String, usize), Vec<Prepared>> = BTreeMap::new();
+    for p in prepared {
+        groups
+            .entry((p.service.uuid(), p.shard))
+            .or_default()
+            .push(p);
+    }
+    groups
+}
+
+/// One result slot per item of a batch, filled as the items are routed, applied or forwarded.
+pub(crate) type Slots = Vec<Option<ApiResult<WriteOutcome>>>;
+
+/// A batch after routing: the items whose primary is here, and those per primary node.
+struct Routed {
+    local: Vec<Prepared>,
+    remote: BTreeMap<String, Vec<(usize, DocWrite)>>,
 }
 
 impl Node {
-    /// Executes writes; one result per item, in order.
+    /// Executes writes; one result per item, in order. This is the coordinator role: route
+    /// each item, apply the shard batches whose primary is here ([`Node::write_on_primary`]),
+    /// forward the others to their primaries' nodes, and merge the answers.
     pub fn execute_writes(
         &self,
         items: Vec<DocWrite>,
         options: &WriteOptions,
     ) -> Vec<ApiResult<WriteOutcome>> {
-        let blocks = self.blocks();
-        if let Err(blocked) = blocks.check_global(BlockLevel::Write) {
+        if let Err(blocked) = self.blocks().check_global(BlockLevel::Write) {
             return items.iter().map(|_| Err(blocked.clone())).collect();
         }
-        let mut results: Vec<Option<ApiResult<WriteOutcome>>> =
-            (0..items.len()).map(|_| None).collect();
+        let mut results: Slots = (0..items.len()).map(|_| None).collect();
+        let routed = self.route_writes(items, options, &mut results);
+        let forwarded = self.forward_writes(routed.remote, options);
+        let mut touched: Vec<Arc<Engine>> = Vec::new();
+        for ((_, shard), group) in group_by_shard(routed.local) {
+            touched.extend(self.write_on_primary(shard, group, options, &mut results));
+        }
+        if options.refresh != Refresh::False {
+            for engine in touched {
+                if let Err(e) = engine.refresh() {
+                    tracing::warn!(error = %e, "refresh after write failed");
+                }
+            }
+        }
+        self.merge_forwarded(forwarded, &mut results);
+        results
+            .into_iter()
+            .map(|r| r.expect("every item has a result"))
+            .collect()
+    }
+
+    /// Resolves each item's index and shard; items whose primary is here are parsed (with
+    /// their mapping updates), the others grouped by the node holding their primary.
+    fn route_writes(
+        &self,
+        items: Vec<DocWrite>,
+        options: &WriteOptions,
+        results: &mut Slots,
+    ) -> Routed {
+        let blocks = self.blocks();
         let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
-        let mut prepared = Vec::with_capacity(items.len());
-        let mut remote: BTreeMap<String, Vec<(usize, DocWrite)>> = BTreeMap::new();
         // Where each shard's primary is, looked up once per shard of the batch.
         let mut primaries: HashMap<(String, usize), ApiResult<Option<String>>> = HashMap::new();
-        for (slot, item) in items.into_iter().enumerate() {
+        let mut routed = Routed {
+            local: Vec::with_capacity(items.len()),
+            remote: BTreeMap::new(),
+        };
+        for (slot, mut item) in items.into_iter().enumerate() {
             let name = item.index_name().to_string();
             let service = services
                 .entry(name.clone())
@@ -190,7 +238,6 @@ impl Node {
                     continue;
                 }
             };
-            let mut item = item;
             assign_auto_id(&mut item);
             let shard = service.route(item.routing_or_id());
             let location = primaries
@@ -199,136 +246,18 @@ impl Node {
                 .clone();
             match location {
                 Ok(None) => match prepare(service, shard, item, slot) {
-                    Ok(p) => prepared.push(p),
+                    Ok(p) => routed.local.push(p),
                     Err(e) => results[slot] = Some(Err(e)),
                 },
-                Ok(Some(address)) => remote.entry(address).or_default().push((slot, item)),
+                Ok(Some(address)) => routed.remote.entry(address).or_default().push((slot, item)),
                 Err(e) => results[slot] = Some(Err(e)),
             }
         }
-        let forwarded = self.forward_writes(remote, options);
-        // Group by shard, keeping item order within a shard.
-        let mut groups: BTreeMap<(String, usize), Vec<Prepared>> = BTreeMap::new();
-        for p in prepared {
-            groups
-                .entry((p.service.uuid(), p.shard))
-                .or_default()
-                .push(p);
-        }
-        let mut touched: Vec<Arc<Engine>> = Vec::new();
-        for ((_, shard), group) in groups {
-            let service = group[0].service.clone();
-            let engine = match self
-                .wait_for_active_shards(
-                    &service,
-                    shard,
-                    options.wait_for_active_shards,
-                    options.timeout,
-                    group.len(),
-                )
-                .and_then(|()| service.shard(shard))
-            {
-                Ok(engine) => engine,
-                Err(e) => {
-                    for p in group {
-                        results[p.slot] = Some(Err(e.clone()));
-                    }
-                    continue;
-                }
-            };
-            let (slots, ids_ops): (Vec<usize>, Vec<(String, WriteOp)>) =
-                group.into_iter().map(|p| (p.slot, (p.id, p.op))).unzip();
-            let (ids, ops): (Vec<String>, Vec<WriteOp>) = ids_ops.into_iter().unzip();
-            let replication = service.replication(shard);
-            let (outcomes, targets, sent) = {
-                // Held until the targets are known: a recovery starting to track a copy
-                // waits, so this batch is either replicated to it or in its replayed history.
-                let _in_flight = replication.as_ref().map(|r| r.ops_lock.read());
-                let targets = replication
-                    .as_ref()
-                    .map(|r| r.tracker.lock().replication_targets())
-                    .unwrap_or_default();
-                let sent: Vec<(OpKind, Option<String>, Vec<u8>)> = if targets.is_empty() {
-                    Vec::new()
-                } else {
-                    ops.iter().map(replicated_part).collect()
-                };
-                (engine.apply(ops, Origin::Primary), targets, sent)
-            };
-            let max_location = outcomes.iter().flatten().filter_map(|r| r.location).max();
-            let in_flight = replication.as_ref().map(|_| {
-                let ops = replica_ops(&ids, sent, &outcomes);
-                let refresh = options.refresh != Refresh::False;
-                self.start_replication(&service, shard, &engine, targets, &ops, refresh)
-            });
-            // The primary's fsync overlaps the copies' work; nothing is acknowledged before
-            // both are done.
-            let durable = match (
-                service.with_meta(|m| m.settings().durability()),
-                max_location,
-            ) {
-                (Durability::Request, Some(location)) => {
-                    engine.sync_to(&location).map_err(ApiError::from)
-                }
-                _ => Ok(()),
-            };
-            let replicated = match (&durable, &replication, in_flight) {
-                (Ok(()), Some(replication), Some(in_flight)) => {
-                    self.finish_replication(&service, shard, &engine, replication, in_flight)
-                }
-                (Ok(()), _, _) => {
-                    engine.update_global_checkpoint(engine.local_checkpoint());
-                    Ok(ReplicationSummary::default())
-                }
-                (Err(e), _, _) => Err(e.clone()),
-            };
-            let durable = replicated.clone().map(|_| ());
-            let summary = replicated.unwrap_or_default();
-            let (name, uuid, replicas) = service.with_meta(|m| {
-                (
-                    m.name.clone(),
-                    m.uuid.clone(),
-                    m.settings().number_of_replicas(),
-                )
-            });
-            for ((slot, id), outcome) in slots.into_iter().zip(ids).zip(outcomes) {
-                let result = match (&durable, outcome) {
-                    (Err(e), _) => Err(e.clone()),
-                    (Ok(()), Ok(result)) => Ok(WriteOutcome {
-                        index: name.clone(),
-                        id,
-                        shard,
-                        result,
-                        shards_total: 1 + replicas,
-                        shards_successful: 1 + summary.successful,
-                        shards_failed: summary.failed,
-                        forced_refresh: options.refresh == Refresh::True,
-                    }),
-                    (
-                        Ok(()),
-                        Err(shoal_engine::EngineError::VersionConflict {
-                            id: conflict_id,
-                            detail,
-                        }),
-                    ) => Err(ApiError::version_conflict(
-                        &name,
-                        &uuid,
-                        shard,
-                        format!("[{conflict_id}]: version conflict, {detail}"),
-                    )),
-                    (Ok(()), Err(e)) => Err(ApiError::from(e)),
-                };
-                results[slot] = Some(result);
-            }
-            touched.push(engine);
-        }
-        if options.refresh != Refresh::False {
-            for engine in touched {
-                if let Err(e) = engine.refresh() {
-                    tracing::warn!(error = %e, "refresh after write failed");
-                }
-            }
-        }
+        routed
+    }
+
+    /// Puts the answers of the forwarded shard batches in their items' slots.
+    fn merge_forwarded(&self, forwarded: crate::cluster_bridge::Forwarded, results: &mut Slots) {
         for (slots, outcome) in self.collect_forwarded(forwarded) {
             match outcome {
                 Ok(outcomes) if outcomes.len() == slots.len() => {
@@ -350,10 +279,6 @@ impl Node {
                 }
             }
         }
-        results
-            .into_iter()
-            .map(|r| r.expect("every item has a result"))
-            .collect()
     }
 
     /// The index a write goes to, auto-creating it when allowed.
@@ -494,7 +419,7 @@ impl GetOptions {
 }
 
 /// What a replica needs of a primary operation besides its result: kind, routing, source.
-fn replicated_part(op: &WriteOp) -> (OpKind, Option<String>, Vec<u8>) {
+pub(crate) fn replicated_part(op: &WriteOp) -> (OpKind, Option<String>, Vec<u8>) {
     match op {
         WriteOp::Index {
             routing, source, ..
@@ -505,7 +430,7 @@ fn replicated_part(op: &WriteOp) -> (OpKind, Option<String>, Vec<u8>) {
 }
 
 /// The operations of a batch that took a seq_no on the primary, as replicas receive them.
-fn replica_ops(
+pub(crate) fn replica_ops(
     ids: &[String],
     sent: Vec<(OpKind, Option<String>, Vec<u8>)>,
     outcomes: &[Result<shoal_engine::OpResult, shoal_engine::EngineError>],

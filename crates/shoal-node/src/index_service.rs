@@ -12,6 +12,7 @@ use tantivy::TantivyDocument;
 use crate::error::{ApiError, ApiResult};
 use crate::metadata::{IndexMetadata, IndexState, NodePaths};
 use crate::routing;
+use crate::shard::IndexShard;
 
 /// Search-side counters of an index (`_stats.search`).
 #[derive(Debug, Default)]
@@ -37,8 +38,8 @@ pub struct Schedule {
 pub struct IndexService {
     meta: RwLock<IndexMetadata>,
     mapping: RwLock<Arc<Mapping>>,
-    /// Shard engines by shard number; `None` where no copy of the shard is on this node.
-    shards: RwLock<Vec<Option<Arc<Engine>>>>,
+    /// The local copies by shard number; `None` where no copy of the shard is on this node.
+    shards: RwLock<Vec<Option<Arc<IndexShard>>>>,
     /// The replication state of each local copy, by shard number.
     replication:
         RwLock<std::collections::BTreeMap<usize, Arc<crate::replication::ShardReplication>>>,
@@ -78,14 +79,13 @@ impl IndexService {
     }
 
     /// Opens one shard's engine (creating an empty one or replaying its translog) unless it is
-    /// open already; keeps the primary term current.
+    /// open already; keeps the primary term current (a bump waits for the writes in flight).
     pub fn ensure_shard_open(&self, shard: usize, primary_term: i64) -> ApiResult<()> {
-        if let Some(engine) = self.shards.read().get(shard).cloned().flatten() {
-            if engine.primary_term() < primary_term {
+        if let Some(copy) = self.shards.read().get(shard).cloned().flatten() {
+            if copy.engine().primary_term() < primary_term {
                 crate::failpoints::failpoint!(self.node, "before_term_bump");
-                engine.set_primary_term(primary_term);
             }
-            return Ok(());
+            return copy.bump_primary_term(primary_term);
         }
         let meta = self.meta.read().clone();
         let mapping = meta.mapping.clone();
@@ -102,11 +102,16 @@ impl IndexService {
                 meta.name
             ))
         })?;
+        let copy = IndexShard::new(
+            &meta.name,
+            shoal_types::ShardId::new(meta.uuid.clone(), shard as u32),
+            Arc::new(engine),
+        );
         let mut shards = self.shards.write();
         if shards.len() <= shard {
             shards.resize(shard + 1, None);
         }
-        shards[shard] = Some(Arc::new(engine));
+        shards[shard] = Some(Arc::new(copy));
         Ok(())
     }
 
@@ -164,9 +169,10 @@ impl IndexService {
     /// Flushes and drops one shard's engine if it is open here.
     pub fn close_shard(&self, shard: usize) {
         self.replication.write().remove(&shard);
-        let engine = self.shards.write().get_mut(shard).and_then(Option::take);
-        if let Some(engine) = engine {
-            if let Err(e) = engine.close() {
+        let copy = self.shards.write().get_mut(shard).and_then(Option::take);
+        if let Some(copy) = copy {
+            copy.close();
+            if let Err(e) = copy.engine().close() {
                 tracing::warn!(index = %self.name(), shard, error = %e, "flush at close failed");
             }
         }
@@ -176,7 +182,9 @@ impl IndexService {
     /// holds beyond its last commit and translog may be persisted.
     pub fn discard_shard(&self, shard: usize) {
         self.replication.write().remove(&shard);
-        self.shards.write().get_mut(shard).and_then(Option::take);
+        if let Some(copy) = self.shards.write().get_mut(shard).and_then(Option::take) {
+            copy.close();
+        }
     }
 
     /// Closes the local copy of `shard` if open and deletes its directory: the shard is
@@ -224,8 +232,9 @@ impl IndexService {
             .collect();
         // Every engine is closed even when one fails (a failed engine's flush is refused).
         let mut first_error = None;
-        for engine in shards {
-            if let Err(e) = engine.close() {
+        for copy in shards {
+            copy.close();
+            if let Err(e) = copy.engine().close() {
                 first_error.get_or_insert(e);
             }
         }
@@ -261,7 +270,12 @@ impl IndexService {
 
     /// The engines of the shard copies open on this node.
     pub fn shards(&self) -> Vec<Arc<Engine>> {
-        self.shards.read().iter().flatten().cloned().collect()
+        self.shards
+            .read()
+            .iter()
+            .flatten()
+            .map(|copy| copy.engine().clone())
+            .collect()
     }
 
     /// The shard copies open on this node, with their shard numbers.
@@ -270,14 +284,20 @@ impl IndexService {
             .read()
             .iter()
             .enumerate()
-            .filter_map(|(n, e)| Some((n, e.clone()?)))
+            .filter_map(|(n, copy)| Some((n, copy.as_ref()?.engine().clone())))
             .collect()
     }
 
     pub fn shard(&self, shard: usize) -> ApiResult<Arc<Engine>> {
+        self.copy(shard).map(|copy| copy.engine().clone())
+    }
+
+    /// The local copy of `shard` (a handler acting on a copy a request names uses
+    /// [`Node::local_copy`](crate::node::Node::local_copy), which also checks uuid and allocation).
+    pub fn copy(&self, shard: usize) -> ApiResult<Arc<IndexShard>> {
         let shards = self.shards.read();
         match shards.get(shard).cloned().flatten() {
-            Some(engine) => Ok(engine),
+            Some(copy) => Ok(copy),
             None => {
                 let meta = self.meta.read();
                 if meta.state == IndexState::Close {
@@ -295,21 +315,42 @@ impl IndexService {
     }
 
     /// Replaces the metadata and persists it first, so what is acknowledged is durable.
+    /// Publishes a change of this index's metadata through the cluster manager. `change` edits
+    /// this node's copy; if that copy was stale (a change made through another node not yet
+    /// applied here) the manager refuses it, and the change is made again on the newer copy.
     pub fn update_meta(
         &self,
-        change: impl FnOnce(&mut IndexMetadata) -> ApiResult<()>,
+        mut change: impl FnMut(&mut IndexMetadata) -> ApiResult<()>,
     ) -> ApiResult<IndexMetadata> {
-        let mut updated = self.meta.read().clone();
-        change(&mut updated)?;
-        updated.version += 1;
         let node = self
             .node
             .upgrade()
             .ok_or_else(|| ApiError::new(503, "node_closed_exception", "node is shutting down"))?;
-        // Publishing waits until this node's applier has installed the agreed metadata
-        // (with the cluster manager's primary terms), so there is nothing left to install here.
-        node.publish_index(&updated, false)?;
-        Ok(self.meta())
+        // Every refusal means another change landed, so the retries make progress; they end
+        // at the cluster manager timeout like any other metadata change.
+        let deadline = Instant::now() + crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT;
+        loop {
+            let mut updated = self.meta.read().clone();
+            let based_on = updated.version;
+            change(&mut updated)?;
+            updated.version += 1;
+            // Publishing waits until this node's applier has installed the agreed metadata
+            // (with the cluster manager's primary terms), so there is nothing left to install here.
+            match node.publish_index(&updated, false) {
+                Ok(_) => return Ok(self.meta()),
+                Err(e)
+                    if e.error_type == shoal_state::STALE_INDEX_METADATA
+                        && Instant::now() < deadline =>
+                {
+                    tracing::debug!(index = %updated.name, based_on, "index metadata changed meanwhile; editing the newer copy");
+                    node.wait_until_applied(
+                        crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,
+                        |_, _| (self.meta.read().version > based_on).then_some(()),
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Installs metadata agreed by the cluster (no publication).
@@ -341,6 +382,10 @@ impl IndexService {
                 .check_index(crate::blocks::BlockLevel::MetadataWrite, &self.name())?;
         }
         self.update_meta(|meta| {
+            // Merged again on the copy being published: it may be newer than the one above.
+            let mut merged = meta.mapping.clone();
+            merged.merge(update)?;
+            merged.check_limits(&meta.settings().mapping_limits())?;
             meta.mapping = merged;
             meta.mapping_version += 1;
             Ok(())

@@ -22,12 +22,14 @@ mod rpc;
 mod scheduler;
 pub mod search;
 pub mod settings;
+pub mod shard;
 pub mod shard_failure;
 pub mod shard_limit;
 pub mod shard_search;
 pub mod stats;
 pub mod update;
 mod wire;
+pub mod write;
 
 pub use error::{ApiError, ApiResult};
 pub use node::{Node, NodeConfig, ResolveOptions};

@@ -530,6 +530,9 @@ impl Node {
             aliases_version: 1,
         };
         self.publish_index(&meta, true)?;
+        // The wait for primaries can last the whole timeout (primaries that cannot be
+        // allocated): other index creations and deletions on this node must not queue behind it.
+        drop(_guard);
         info!(index = %name, shards, "index created");
         self.wait_for_primaries(name, crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT);
         self.require_index(name)
@@ -577,6 +580,7 @@ impl Node {
             m.state = IndexState::Open;
             Ok(())
         })?;
+        drop(_guard);
         self.wait_for_primaries(
             &service.name(),
             crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,

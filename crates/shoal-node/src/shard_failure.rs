@@ -105,7 +105,9 @@ impl FailedCopies {
 
 /// An open that may succeed by itself a moment later.
 pub fn is_transient_open_failure(reason: &str) -> bool {
-    is_disk_full(reason) || reason.contains("LockBusy")
+    is_disk_full(reason)
+        || reason.contains("LockBusy")
+        || reason.contains(crate::shard::PERMIT_BUSY)
 }
 
 /// ENOSPC or EDQUOT, as `std::io::Error` renders them (Display or Debug) inside any wrapping

@@ -193,20 +193,15 @@ pub fn shard_not_found(index: &str, shard: usize) -> ApiError {
 
 impl Node {
     /// The open local copy of a shard of the index the coordinator meant (same uuid).
-    fn local_copy(
+    fn read_copy(
         &self,
         index: &str,
         index_uuid: &str,
         shard: usize,
     ) -> ApiResult<(Arc<IndexService>, Arc<Engine>)> {
-        let service = self
-            .index(index)
-            .filter(|s| s.uuid() == index_uuid)
-            .ok_or_else(|| shard_not_found(index, shard))?;
-        let engine = service
-            .shard(shard)
-            .map_err(|_| shard_not_found(index, shard))?;
-        Ok((service, engine))
+        let shard_id = shoal_types::ShardId::new(index_uuid, shard as u32);
+        let copy = self.local_copy(index, &shard_id, None)?;
+        Ok((copy.service, copy.shard.engine().clone()))
     }
 
     /// Runs the query phase on a local shard copy.
@@ -219,7 +214,7 @@ impl Node {
             }
             None => {
                 let (service, engine) =
-                    self.local_copy(&request.index, &request.index_uuid, request.shard)?;
+                    self.read_copy(&request.index, &request.index_uuid, request.shard)?;
                 let searcher = engine.searcher();
                 let keep_alive = Duration::from_millis(request.keep_alive_ms);
                 let context = Arc::new(SearchContext {
@@ -278,7 +273,7 @@ impl Node {
 
     /// A get by id on a local shard copy.
     pub fn shard_get(&self, request: &GetRequest) -> ApiResult<Option<shoal_engine::GetResult>> {
-        let (_, engine) = self.local_copy(&request.index, &request.index_uuid, request.shard)?;
+        let (_, engine) = self.read_copy(&request.index, &request.index_uuid, request.shard)?;
         if request.refresh {
             engine.refresh()?;
         }

@@ -272,16 +272,16 @@ pub async fn put_settings(
 }
 
 fn apply_settings_update(service: &IndexService, update: &FlatSettings) -> ApiResult<()> {
-    let mut candidate = service.meta().settings.clone();
-    for (key, value) in update {
-        if value.is_null() {
-            candidate.remove(key);
-        } else {
-            candidate.insert(key.clone(), value.clone());
-        }
-    }
-    settings::codec_of(&candidate)?;
     service.update_meta(|meta| {
+        let mut candidate = meta.settings.clone();
+        for (key, value) in update {
+            if value.is_null() {
+                candidate.remove(key);
+            } else {
+                candidate.insert(key.clone(), value.clone());
+            }
+        }
+        settings::codec_of(&candidate)?;
         meta.settings = candidate;
         meta.settings_version += 1;
         Ok(())

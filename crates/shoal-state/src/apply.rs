@@ -19,6 +19,9 @@ pub struct StateError {
     pub reason: String,
 }
 
+/// The error type of an index metadata update made on a stale copy of the metadata.
+pub const STALE_INDEX_METADATA: &str = "stale_index_metadata_exception";
+
 impl StateError {
     pub fn new(status: u16, error_type: &str, reason: impl Into<String>) -> StateError {
         StateError {
@@ -256,6 +259,19 @@ impl ClusterState {
                 409,
                 "index_not_found_exception",
                 format!("no such index [{}] with uuid [{}]", meta.name, meta.uuid),
+            ));
+        }
+        // The caller edited its own copy of the metadata: if that copy was older than the
+        // cluster's, its edit would silently undo the changes it had not seen (a mapping
+        // update applied through another node). It retries on the current metadata.
+        if meta.version <= current.version {
+            return Err(StateError::new(
+                409,
+                STALE_INDEX_METADATA,
+                format!(
+                    "index [{}] metadata version [{}] is not newer than the cluster's [{}]; retry on the current metadata",
+                    meta.name, meta.version, current.version
+                ),
             ));
         }
         // Terms and in-sync sets belong to the cluster manager, never to a caller's copy.

@@ -14,7 +14,7 @@ mod node;
 mod routing;
 mod settings;
 
-pub use apply::StateError;
+pub use apply::{StateError, STALE_INDEX_METADATA};
 pub use command::{Command, PromotionChoice, Proposal, RerouteCommand, VotingExclusion};
 pub use health::{ClusterHealth, HealthStatus, IndexHealth, ShardHealth};
 pub use metadata::{IndexMetadata, IndexState, Metadata};

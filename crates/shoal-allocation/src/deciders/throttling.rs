@@ -174,6 +174,7 @@ mod tests {
         let mut meta = state.metadata.indices["idx"].clone();
         meta.settings
             .insert("index.number_of_replicas".into(), json!("1"));
+        meta.version += 1;
         apply(
             &mut state,
             0,

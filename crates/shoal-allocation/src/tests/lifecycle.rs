@@ -355,3 +355,40 @@ fn a_node_that_restarted_before_it_was_removed_gets_its_copies_recovered_again()
         .contains(replica.allocation_id.as_deref().unwrap()));
     assert!(state.nodes.contains_key(&node_id), "the node is back");
 }
+
+#[test]
+fn an_index_metadata_update_made_on_a_stale_copy_is_refused_not_applied() {
+    let mut state = cluster(vec![data_node("n1", "a")]);
+    create_index(&mut state, 0, "idx", 1, 0, &[]);
+    let stale = state.metadata.indices["idx"].clone();
+    let mut seen_elsewhere = stale.clone();
+    seen_elsewhere
+        .settings
+        .insert("index.refresh_interval".into(), serde_json::json!("5s"));
+    seen_elsewhere.version += 1;
+    apply(
+        &mut state,
+        0,
+        shoal_state::Command::PutIndex {
+            meta: seen_elsewhere,
+            create: false,
+        },
+    );
+    // A node that had not applied that update edits its old copy.
+    let mut edited = stale;
+    edited.version += 1;
+    let refused = state
+        .apply(&shoal_state::Proposal {
+            now_millis: 0,
+            command: shoal_state::Command::PutIndex {
+                meta: edited,
+                create: false,
+            },
+        })
+        .unwrap_err();
+    assert_eq!(refused.error_type, shoal_state::STALE_INDEX_METADATA);
+    assert_eq!(
+        state.metadata.indices["idx"].settings["index.refresh_interval"],
+        serde_json::json!("5s")
+    );
+}

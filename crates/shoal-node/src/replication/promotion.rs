@@ -24,6 +24,7 @@ const ASK_TIMEOUT: Duration = Duration::from_millis(300);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct CheckpointRequest {
     index: String,
+    index_uuid: String,
     shard: usize,
     allocation_id: String,
 }
@@ -134,6 +135,7 @@ impl Node {
             .clone();
         let request = CheckpointRequest {
             index: copy.index.clone(),
+            index_uuid: state.metadata.indices.get(&copy.index)?.uuid.clone(),
             shard: copy.shard as usize,
             allocation_id: copy.allocation_id.clone()?,
         };
@@ -154,19 +156,10 @@ impl Node {
     /// Serves [`ACTION_LOCAL_CHECKPOINT`] for a local copy.
     pub(crate) fn handle_local_checkpoint(&self, body: &[u8]) -> ApiResult<Bytes> {
         let request: CheckpointRequest = parse_request(body)?;
-        let service = self
-            .index(&request.index)
-            .ok_or_else(|| crate::shard_search::shard_not_found(&request.index, request.shard))?;
-        let same_copy = service
-            .replication(request.shard)
-            .is_some_and(|r| r.allocation_id == request.allocation_id);
-        if !same_copy {
-            return Err(crate::shard_search::shard_not_found(
-                &request.index,
-                request.shard,
-            ));
-        }
-        let engine = service.shard(request.shard)?;
+        let shard_id = shoal_types::ShardId::new(request.index_uuid, request.shard as u32);
+        let allocation = shoal_types::AllocationId::from(request.allocation_id);
+        let copy = self.local_copy(&request.index, &shard_id, Some(&allocation))?;
+        let engine = copy.engine();
         Ok(json_bytes(&CheckpointReply {
             local_checkpoint: engine.local_checkpoint(),
         }))

@@ -148,23 +148,11 @@ impl Node {
         batch: &ReplicaBatch,
         sources: Vec<Option<Bytes>>,
     ) -> ApiResult<ReplicaReply> {
-        let service = self
-            .index(&batch.index)
-            .filter(|s| s.uuid() == batch.index_uuid)
-            .ok_or_else(|| crate::shard_search::shard_not_found(&batch.index, batch.shard))?;
-        let engine = service
-            .shard(batch.shard)
-            .map_err(|_| crate::shard_search::shard_not_found(&batch.index, batch.shard))?;
-        let replication = service.replication(batch.shard);
-        if replication
-            .as_ref()
-            .is_none_or(|r| r.allocation_id != batch.target_allocation_id)
-        {
-            return Err(crate::shard_search::shard_not_found(
-                &batch.index,
-                batch.shard,
-            ));
-        }
+        let shard_id = shoal_types::ShardId::new(batch.index_uuid.clone(), batch.shard as u32);
+        let target = shoal_types::AllocationId::from(batch.target_allocation_id.as_str());
+        let copy = self.local_copy(&batch.index, &shard_id, Some(&target))?;
+        let (service, engine) = (copy.service.clone(), copy.engine().clone());
+        let replication = copy.replication.clone();
         if replication
             .as_ref()
             .is_some_and(|r| r.tracker.lock().is_primary_mode())
@@ -180,24 +168,15 @@ impl Node {
                 ),
             ));
         }
-        let current_term = engine.primary_term();
-        if batch.primary_term < current_term {
-            return Err(ApiError::new(
-                409,
-                "illegal_state_exception",
-                format!(
-                    "[{}][{}] operation primary term [{}] is too old (current [{current_term}])",
-                    batch.index, batch.shard, batch.primary_term
-                ),
-            ));
+        if batch.primary_term > engine.primary_term() {
+            crate::failpoints::failpoint!(self, "before_term_bump");
         }
+        // Held until the batch is applied: the copy's term cannot move under it, so a batch
+        // of a deposed primary either applies before the bump or is refused after it.
+        let _permit = copy.shard.acquire_replica_permit(batch.primary_term)?;
         crate::failpoints::failpoint!(self, "replica_apply_after_term_check");
         if batch.resync {
             super::resync::check_not_diverged(&engine, batch)?;
-        }
-        if batch.primary_term > current_term {
-            crate::failpoints::failpoint!(self, "before_term_bump");
-            engine.set_primary_term(batch.primary_term);
         }
         let ops: Vec<WriteOp> = batch
             .ops

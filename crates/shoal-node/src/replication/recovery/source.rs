@@ -82,11 +82,9 @@ impl Outgoing {
 
 impl Node {
     pub(super) fn serve_start(&self, request: StartRequest) -> ApiResult<StartReply> {
-        let service = self
-            .index(&request.index)
-            .filter(|s| s.uuid() == request.index_uuid)
-            .ok_or_else(|| crate::shard_search::shard_not_found(&request.index, request.shard))?;
-        let engine = service.shard(request.shard)?;
+        let shard_id = shoal_types::ShardId::new(request.index_uuid.clone(), request.shard as u32);
+        let copy = self.local_copy(&request.index, &shard_id, None)?;
+        let (service, engine) = (copy.service.clone(), copy.engine().clone());
         // This copy must act as the primary and know the target (its applier may lag the
         // state the target acted on) before it can start tracking it.
         let ready = self

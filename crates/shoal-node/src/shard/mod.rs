@@ -1,0 +1,143 @@
+//! One local shard copy ([`IndexShard`]) and the one way handlers find it ([`lookup`]).
+//!
+//! A copy owns its engine, its operation permits and its lifecycle. Every write on it holds a
+//! permit while it applies and replicates; a primary term bump blocks new permits and waits
+//! for those in flight, so a batch is applied wholly under one term.
+
+pub mod lookup;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use shoal_engine::Engine;
+use shoal_shard::{Lifecycle, OperationPermit, OperationPermits, PermitError, ShardState};
+use shoal_types::ShardId;
+
+use crate::error::{ApiError, ApiResult};
+
+/// How long a write waits for a term bump to finish, and a term bump for the writes in
+/// flight to drain. Both are short in practice: replica batches apply in milliseconds, and
+/// a primary's batch holds its permit at most for one replication round.
+const PERMIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The marker in a permit error's reason that says "try again": the applier keeps a copy
+/// INITIALIZING and retries instead of failing it.
+pub const PERMIT_BUSY: &str = "operation permits busy";
+
+/// One shard copy open on this node.
+pub struct IndexShard {
+    shard_id: ShardId,
+    index: String,
+    engine: Arc<Engine>,
+    permits: OperationPermits,
+    lifecycle: Mutex<Lifecycle>,
+}
+
+impl IndexShard {
+    /// A copy whose engine has just been opened (from its store or for a peer recovery).
+    pub fn new(index: &str, shard_id: ShardId, engine: Arc<Engine>) -> IndexShard {
+        let mut lifecycle = Lifecycle::default();
+        lifecycle
+            .move_to(ShardState::Recovering)
+            .expect("a new copy starts recovering");
+        IndexShard {
+            shard_id,
+            index: index.to_string(),
+            engine,
+            permits: OperationPermits::new(),
+            lifecycle: Mutex::new(lifecycle),
+        }
+    }
+
+    pub fn shard_id(&self) -> &ShardId {
+        &self.shard_id
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn state(&self) -> ShardState {
+        self.lifecycle.lock().state()
+    }
+
+    /// Records progress through recovery (never backwards; a closed copy stays closed).
+    pub fn advance_to(&self, state: ShardState) {
+        if let Err(e) = self.lifecycle.lock().advance_to(state) {
+            tracing::debug!(index = %self.index, shard = self.shard_id.shard, error = %e, "lifecycle move skipped");
+        }
+    }
+
+    /// A permit for a write the primary applies and replicates under its current term.
+    pub fn acquire_primary_permit(&self) -> ApiResult<OperationPermit> {
+        self.permits
+            .acquire(PERMIT_TIMEOUT)
+            .map_err(|e| self.permit_error(e))
+    }
+
+    /// A permit for a batch the primary of `op_term` sent: a newer term is adopted first
+    /// (waiting for the batches of the old term in flight), an older one is refused. While
+    /// the permit is held the copy's term cannot change.
+    pub fn acquire_replica_permit(&self, op_term: i64) -> ApiResult<OperationPermit> {
+        loop {
+            if op_term > self.engine.primary_term() {
+                self.bump_primary_term(op_term)?;
+            }
+            let permit = self.acquire_primary_permit()?;
+            let current = self.engine.primary_term();
+            if op_term < current {
+                return Err(ApiError::new(
+                    409,
+                    "illegal_state_exception",
+                    format!(
+                        "[{}][{}] operation primary term [{op_term}] is too old (current [{current}])",
+                        self.index, self.shard_id.shard
+                    ),
+                ));
+            }
+            if op_term == current {
+                return Ok(permit);
+            }
+            // Another bump landed between ours and the permit, to a term still below
+            // `op_term`: adopt `op_term` again.
+        }
+    }
+
+    /// Raises the primary term once no write is in flight; a lower or equal term is ignored.
+    pub fn bump_primary_term(&self, term: i64) -> ApiResult<()> {
+        if term <= self.engine.primary_term() {
+            return Ok(());
+        }
+        self.permits
+            .block_operations(PERMIT_TIMEOUT, || {
+                if self.engine.primary_term() < term {
+                    self.engine.set_primary_term(term);
+                }
+            })
+            .map_err(|e| self.permit_error(e))
+    }
+
+    /// Refuses every future permit; writes in flight finish.
+    pub fn close(&self) {
+        self.permits.close();
+        self.advance_to(ShardState::Closed);
+    }
+
+    fn permit_error(&self, error: PermitError) -> ApiError {
+        let (status, error_type) = match error {
+            PermitError::Closed => (503, "index_shard_closed_exception"),
+            PermitError::BlockedTimeout(_) | PermitError::DrainTimeout { .. } => {
+                (503, "unavailable_shards_exception")
+            }
+        };
+        ApiError::new(
+            status,
+            error_type,
+            format!(
+                "[{}][{}] {PERMIT_BUSY}: {error}",
+                self.index, self.shard_id.shard
+            ),
+        )
+    }
+}
