@@ -2,9 +2,14 @@
 //! other builds). A point is evaluated under its bare name (any node) and as
 //! `name@<node.name>`, so a test running several nodes in one process can stop one node.
 //!
-//! Points: `replica_apply_after_term_check`, `before_term_bump`,
-//! `primary_resync_before_batch`, `recovery_before_file_chunk`,
-//! `recovery_after_file_chunk`, `recovery_before_finalize`.
+//! Points:
+//! - `replica_apply_after_term_check`: a replica batch holds its permit (term checked), not
+//!   yet applied;
+//! - `before_term_bump`: a copy is about to adopt a newer primary term (the applier's bump,
+//!   or a replica batch of a newer term), before the bump waits for the permits in flight;
+//! - `primary_resync_before_batch`: a promoted primary is about to send a resync batch;
+//! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target requests a
+//!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize.
 
 /// Evaluates the failpoint `$name` on the node `$scope` (a [`Scope`]).
 macro_rules! failpoint {
