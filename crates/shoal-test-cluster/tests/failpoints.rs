@@ -1,6 +1,6 @@
 //! Faults placed at exact points inside a node with failpoints, which a test driving real
 //! processes cannot hit: a replica batch racing a term bump, a recovery cancelled between two
-//! file chunks, a new primary dying in the middle of its resync. Run with `cargo test -p shoal-test-cluster --features failpoints`.
+//! file chunks or before finalize, a new primary dying in the middle of its resync. Run with `cargo test -p shoal-test-cluster --features failpoints`.
 #![cfg(feature = "failpoints")]
 
 use std::sync::Arc;
@@ -446,4 +446,69 @@ fn a_write_waiting_for_a_resyncing_primary_goes_on_as_soon_as_the_resync_ends() 
         "the write went on {:?} after the resync ended",
         answered_at - released_at
     );
+}
+
+#[test]
+fn a_recovery_whose_source_dies_before_finalize_starts_again_from_the_promoted_primary() {
+    let mut cluster = TestCluster::start(3);
+    let history = History::default();
+    index_with_files(&cluster, "moving", &history);
+    let client = cluster.client(0);
+    client
+        .put(
+            "/moving/_settings",
+            &json!({"index": {"number_of_replicas": 1}}),
+        )
+        .expect("add a replica")
+        .ok();
+    cluster.wait_green(GREEN);
+    let source = cluster.primary_of("moving", 0).expect("a primary");
+    let replica = cluster.replicas_of("moving", 0)[0];
+    let target = (0..3).find(|i| *i != source && *i != replica).unwrap();
+    // A second replica copies every file, then stops before it asks the primary to finalize.
+    let finalize = cluster.pause_at(target, "recovery_before_finalize");
+    client
+        .put(
+            "/moving/_settings",
+            &json!({"index": {"number_of_replicas": 2}}),
+        )
+        .expect("add a second replica")
+        .ok();
+    assert!(
+        finalize.wait_hits(1, HIT),
+        "the recovery never reached finalize"
+    );
+    cluster.kill(source);
+    finalize.release();
+    // The replica is promoted; the interrupted copy is recovered again, from it.
+    cluster.wait_for(GREEN, "the replica promoted", |c| {
+        match c.primary_of("moving", 0) {
+            Some(p) if p == replica => Ok(()),
+            other => Err(format!("primary {other:?}")),
+        }
+    });
+    cluster.restart(source);
+    cluster.wait_for_nodes(3, GREEN);
+    cluster.wait_green(GREEN);
+    let recoveries = cluster
+        .client(replica)
+        .get("/moving/_recovery")
+        .expect("_recovery")
+        .ok();
+    let onto_target = recoveries["moving"]["shards"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["type"] == "PEER" && r["target"]["name"] == cluster.slot(target).name)
+        .max_by_key(|r| r["start_time_in_millis"].as_u64())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        onto_target["source"]["name"],
+        cluster.slot(replica).name,
+        "the copy recovered again from the promoted primary: {onto_target}"
+    );
+    let summary = history.verify(&cluster, "moving");
+    assert_eq!(summary.copies_checked, 3, "{summary:?}");
+    assert_eq!(summary.acknowledged, 300, "{summary:?}");
 }
