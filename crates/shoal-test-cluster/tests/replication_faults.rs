@@ -351,3 +351,40 @@ fn a_copy_that_cannot_open_is_reported_failed_while_the_other_shards_open() {
         .expect("count");
     assert!(count.body["count"].as_u64() > Some(0), "{:?}", count.body);
 }
+
+#[test]
+fn a_slow_replica_link_only_slows_writes_and_a_lossy_one_gets_the_replica_rebuilt() {
+    let mut cluster = TestCluster::start(3);
+    create_index(&cluster, 1, "0");
+    let primary = cluster.primary_of(INDEX, 0).expect("a primary");
+    let replica = cluster.replicas_of(INDEX, 0)[0];
+    let copy = allocation_id(&cluster, replica);
+    let history = Arc::new(History::default());
+    let load = Load::start(&cluster, INDEX, &history, 2);
+    // Replica batches take 100 ms longer: writes slow down, the replica stays.
+    cluster.delay(primary, Duration::from_millis(100), Some(REPLICA_ACTION));
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        allocation_id_opt(&cluster, replica).as_deref(),
+        Some(copy.as_str())
+    );
+    // Replica batches are lost: the primary fails the replica, which is rebuilt once healed.
+    cluster.heal();
+    cluster.drop_action(primary, REPLICA_ACTION);
+    cluster.wait_for(GREEN, "the replica failed", |c| {
+        match allocation_id_opt(c, replica) {
+            Some(id) if id == copy => Err("the replica still holds its copy".into()),
+            _ => Ok(()),
+        }
+    });
+    cluster.heal();
+    std::thread::sleep(Duration::from_millis(300));
+    load.stop();
+    cluster.wait_green(GREEN);
+    let summary = history.verify(&cluster, INDEX);
+    assert_eq!(summary.copies_checked, 2, "{summary:?}");
+    eprintln!("{summary:?}");
+}
+
+/// The action a primary sends its replicas' batches with.
+const REPLICA_ACTION: &str = "indices:data/write/bulk[s][r]";
