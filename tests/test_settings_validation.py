@@ -318,7 +318,7 @@ def test_max_shards_per_node_limits_creation_replicas_and_opening(http, index_na
 # ---------------------------------------------------------------- node settings at start
 
 @pytest.mark.parametrize("settings,message", [
-    ({"thread_pool.write.queue_size": "10"}, "setting [thread_pool.write.queue_size] is not supported"),
+    ({"thread_pool.analyze.queue_size": "10"}, "setting [thread_pool.analyze.queue_size] is not supported"),
     ({"no.such.setting": "1"}, "unknown setting [no.such.setting]"),
     ({HIGH: "x"}, f"failed to parse setting [{HIGH}] with value [x] as a size in bytes"),
     ({"index.refresh_interval": "fast"}, "failed to parse setting [index.refresh_interval] with value [fast]"),

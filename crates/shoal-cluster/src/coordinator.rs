@@ -6,16 +6,16 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::BasicNode;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use shoal_state::{ClusterState, Command, DiscoveryNode, Proposal};
-use shoal_transport::{RemoteError, Transport};
+use shoal_transport::{Action, ActionContext, ErrorKind, RemoteError, Transport};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::actions::{Ack, FollowerCheckAction, JoinAction, PeersAction, ProposeAction};
 use crate::config::ClusterConfig;
 use crate::error::ClusterError;
 use crate::raft::log_store::LogStore;
@@ -23,10 +23,10 @@ use crate::raft::network::Network;
 use crate::raft::state_machine::StateMachine;
 use crate::raft::types::{ApplyResult, Raft, RaftId};
 
-pub const ACTION_PEERS: &str = "internal:discovery/peers";
-pub const ACTION_JOIN: &str = "internal:cluster/coordination/join";
-pub const ACTION_PROPOSE: &str = "internal:cluster/coordination/propose";
-pub const ACTION_FOLLOWER_CHECK: &str = "internal:coordination/fault_detection/follower_check";
+pub const ACTION_PEERS: &str = PeersAction::NAME;
+pub const ACTION_JOIN: &str = JoinAction::NAME;
+pub const ACTION_PROPOSE: &str = ProposeAction::NAME;
+pub const ACTION_FOLLOWER_CHECK: &str = FollowerCheckAction::NAME;
 
 /// How long a metadata change waits for a cluster manager to appear before answering 503.
 const NO_LEADER_GRACE: Duration = Duration::from_secs(3);
@@ -351,21 +351,18 @@ impl Cluster {
         let Some(addr) = self.leader_address() else {
             return Err(ClusterError::NoClusterManager);
         };
-        let body =
-            serde_json::to_vec(command).map_err(|e| ClusterError::Internal(e.to_string()))?;
         let remaining = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(100));
         match self
             .transport
-            .call(&addr, ACTION_PROPOSE, Bytes::from(body), remaining)
+            .send::<ProposeAction>(&addr, command, remaining)
             .await
         {
-            Ok(reply) => {
-                serde_json::from_slice(&reply).map_err(|e| ClusterError::Internal(e.to_string()))
-            }
+            Ok(result) => Ok(result),
+            // The manager changed under us: retried (as an internal error) until the deadline.
             Err(shoal_transport::TransportError::Remote(remote))
-                if remote.error_type != "not_cluster_manager" =>
+                if remote.kind != ErrorKind::Moved =>
             {
                 Err(ClusterError::from_remote(remote))
             }
@@ -409,31 +406,30 @@ impl Cluster {
         }
     }
 
-    /// Serves cluster-layer transport actions; `None` when the action is not one of them.
-    pub async fn handle(&self, action: &str, body: &[u8]) -> Option<Result<Bytes, RemoteError>> {
-        if let Some(reply) = crate::raft::network::handle(&self.raft, action, body).await {
-            return Some(reply.map(Bytes::from).map_err(RemoteError::bad_request));
-        }
-        let reply = match action {
-            ACTION_PEERS => self.peer_info(),
-            ACTION_FOLLOWER_CHECK => Ok(Bytes::from_static(b"{}")),
-            ACTION_JOIN => self.handle_join(body).await,
-            ACTION_PROPOSE => self.handle_propose(body).await,
-            _ => return None,
-        };
-        Some(reply)
-    }
-
-    fn peer_info(&self) -> Result<Bytes, RemoteError> {
-        let info = PeerInfo {
+    pub(crate) fn peer_info(&self) -> PeerInfo {
+        PeerInfo {
             node: self.config.local.clone(),
             cluster_uuid: self.state().cluster_uuid.clone(),
             leader_address: self.leader_address(),
             initialized: *self.initialized_log.lock(),
-        };
-        Ok(Bytes::from(serde_json::to_vec(&info).expect("json")))
+        }
     }
 
+    /// Refuses a node (`name`) whose protocol range does not overlap this node's.
+    pub(crate) fn check_compatible(
+        &self,
+        name: &str,
+        context: &ActionContext,
+    ) -> Result<(), RemoteError> {
+        crate::actions::check_join_compatibility(
+            name,
+            context,
+            &self.config.local.name,
+            self.transport.protocol(),
+        )
+    }
+
+    /// The sender must re-resolve the cluster manager and send again there.
     fn not_leader(&self) -> RemoteError {
         RemoteError::new(
             503,
@@ -443,37 +439,41 @@ impl Cluster {
                 self.config.local.name
             ),
         )
+        .with_kind(ErrorKind::Moved)
     }
 
-    async fn handle_join(&self, body: &[u8]) -> Result<Bytes, RemoteError> {
+    pub(crate) async fn handle_join(
+        &self,
+        context: ActionContext,
+        node: DiscoveryNode,
+    ) -> Result<Ack, RemoteError> {
+        self.check_compatible(&node.name, &context)?;
         if !self.raft.is_leader() {
             return Err(self.not_leader());
         }
-        let node: DiscoveryNode = serde_json::from_slice(body)
-            .map_err(|e| RemoteError::bad_request(format!("malformed join request: {e}")))?;
         info!(node = %node.name, address = %node.transport_address, "node joining");
         self.ensure_raft_member(&node).await;
         self.update_raft_address(&node).await;
         self.propose_as_leader(Command::NodeJoin(node))
             .await
             .map_err(|e| e.to_remote())?;
-        Ok(Bytes::from_static(b"{}"))
+        Ok(Ack {})
     }
 
-    async fn handle_propose(&self, body: &[u8]) -> Result<Bytes, RemoteError> {
+    pub(crate) async fn handle_propose(
+        &self,
+        command: Command,
+    ) -> Result<ApplyResult, RemoteError> {
         if !self.raft.is_leader() {
             return Err(self.not_leader());
         }
-        let command: Command = serde_json::from_slice(body)
-            .map_err(|e| RemoteError::bad_request(format!("malformed proposal: {e}")))?;
-        let result = match self.propose_as_leader(command).await {
-            Ok(result) => result,
+        match self.propose_as_leader(command).await {
+            Ok(result) => Ok(result),
             // Leadership moved while the entry was written (a hand-over): the sender retries
             // with the new cluster manager instead of giving up.
-            Err(_) if !self.raft.is_leader() => return Err(self.not_leader()),
-            Err(e) => return Err(e.to_remote()),
-        };
-        Ok(Bytes::from(serde_json::to_vec(&result).expect("json")))
+            Err(_) if !self.raft.is_leader() => Err(self.not_leader()),
+            Err(e) => Err(e.to_remote()),
+        }
     }
 
     /// Adds a node to the Raft group as a learner (it receives the log; voters are chosen by

@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
 use openraft::BasicNode;
 use tracing::{debug, info, warn};
 
-use crate::coordinator::{Cluster, PeerInfo, ACTION_JOIN, ACTION_PEERS};
+use shoal_transport::ErrorKind;
+
+use crate::actions::{JoinAction, PeersAction};
+use crate::coordinator::{Cluster, PeerInfo};
 
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
 
@@ -48,18 +50,17 @@ fn needs_join(cluster: &Cluster) -> bool {
 }
 
 async fn send_join(cluster: &Cluster, leader: &str) {
-    let body = serde_json::to_vec(cluster.local()).expect("json");
     match cluster
         .transport()
-        .call(
-            leader,
-            ACTION_JOIN,
-            Bytes::from(body),
-            Duration::from_secs(5),
-        )
+        .send::<JoinAction>(leader, cluster.local(), Duration::from_secs(5))
         .await
     {
         Ok(_) => info!(cluster_manager = %leader, "joined the cluster"),
+        // Refused for good (an incompatible protocol version…): retrying cannot help, so the
+        // operator must see why.
+        Err(e) if e.kind() == ErrorKind::Invalid => {
+            warn!(cluster_manager = %leader, error = %e, "join refused; will retry")
+        }
         Err(e) => debug!(cluster_manager = %leader, error = %e, "join failed; will retry"),
     }
 }
@@ -72,12 +73,11 @@ async fn probe_seeds(cluster: &Cluster) -> Vec<PeerInfo> {
         .iter()
         .filter(|addr| *addr != own)
         .map(|addr| async move {
-            let reply = cluster
+            cluster
                 .transport()
-                .call(addr, ACTION_PEERS, Bytes::new(), PROBE_TIMEOUT)
+                .send::<PeersAction>(addr, &(), PROBE_TIMEOUT)
                 .await
-                .ok()?;
-            serde_json::from_slice::<PeerInfo>(&reply).ok()
+                .ok()
         });
     futures::future::join_all(probes)
         .await

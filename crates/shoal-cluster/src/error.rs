@@ -35,14 +35,14 @@ impl ClusterError {
         }
     }
 
+    /// The cluster manager's refusal of a forwarded proposal, rendered as it answered it.
+    /// (A manager never answers "no cluster manager": a node that is not the manager answers
+    /// `not_cluster_manager` of kind `Moved`, which the sender retries elsewhere.)
     pub fn from_remote(remote: RemoteError) -> ClusterError {
-        match remote.error_type.as_str() {
-            "cluster_block_exception" => ClusterError::NoClusterManager,
-            _ => ClusterError::Refused(StateError::new(
-                remote.status,
-                &remote.error_type,
-                remote.reason,
-            )),
-        }
+        ClusterError::Refused(StateError::new(
+            remote.status,
+            &remote.error_type,
+            remote.reason,
+        ))
     }
 }

@@ -5,12 +5,12 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use openraft::async_runtime::watch::WatchReceiver;
 use shoal_state::{ClusterState, Command};
 use tracing::{info, warn};
 
-use crate::coordinator::{now_millis, Cluster, ACTION_FOLLOWER_CHECK};
+use crate::actions::FollowerCheckAction;
+use crate::coordinator::{now_millis, Cluster};
 
 pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
     let state = cluster.state();
@@ -195,12 +195,7 @@ async fn check_follower(cluster: &Cluster, node: &shoal_state::DiscoveryNode) {
     let reason = loop {
         let result = cluster
             .transport()
-            .call(
-                &node.transport_address,
-                ACTION_FOLLOWER_CHECK,
-                Bytes::new(),
-                settings.timeout,
-            )
+            .send::<FollowerCheckAction>(&node.transport_address, &(), settings.timeout)
             .await;
         match result {
             Ok(_) => {

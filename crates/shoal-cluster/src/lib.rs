@@ -1,6 +1,7 @@
 //! The cluster layer: the Raft group that agrees on the cluster state, discovery and joining,
 //! fault detection, and the cluster manager's duties (voting configuration, node removal).
 
+pub mod actions;
 pub mod config;
 pub mod coordinator;
 mod discovery;

@@ -6,17 +6,34 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
 use crate::node::Node;
-use crate::rpc::{json_bytes, parse_reply, parse_request, Pending};
+use crate::rpc::{json_bytes, NodeActions, Pending};
 
-pub const ACTION_BROADCAST: &str = "indices:admin/broadcast[n]";
-pub const ACTION_SHARD_STATS: &str = "indices:monitor/stats[n]";
+/// Runs a refresh, flush or force merge on the node's copies of some indices.
+pub struct BroadcastAction;
+impl shoal_transport::Action for BroadcastAction {
+    const NAME: &'static str = "indices:admin/broadcast[n]";
+    type Request = NodeRequest;
+    type Response = NodeReply;
+}
+
+/// The statistics of the node's copies of some indices.
+pub struct ShardStatsAction;
+impl shoal_transport::Action for ShardStatsAction {
+    const NAME: &'static str = "indices:monitor/stats[n]";
+    type Request = IndexIds;
+    type Response = Vec<((String, usize, String), shoal_engine::EngineStats)>;
+}
+
+pub(crate) fn register_actions(actions: &mut NodeActions) {
+    actions.register::<BroadcastAction>(Node::handle_broadcast);
+    actions.register::<ShardStatsAction>(Node::handle_copy_stats);
+}
 
 /// The statistics of every copy of some indices, by `(index, shard, node id)`.
 pub type CopyStats = BTreeMap<(String, usize, String), shoal_engine::EngineStats>;
@@ -32,13 +49,13 @@ pub enum BroadcastOp {
 }
 
 #[derive(Serialize, Deserialize)]
-struct NodeRequest {
+pub struct NodeRequest {
     indices: IndexIds,
     op: BroadcastOp,
 }
 
 #[derive(Serialize, Deserialize, Default)]
-struct NodeReply {
+pub struct NodeReply {
     successful: usize,
     failures: Vec<Value>,
 }
@@ -97,8 +114,7 @@ impl Node {
             indices: index_ids(services),
             op,
         };
-        let pending =
-            self.send_to_holders(&request.indices, ACTION_BROADCAST, json_bytes(&request));
+        let pending = self.send_to_holders::<BroadcastAction>(&request.indices, &request);
         let local = self.broadcast_locally(&request);
         let mut summary = BroadcastSummary {
             total,
@@ -107,8 +123,7 @@ impl Node {
         };
         for reply in pending {
             match self.wait(reply) {
-                Ok(bytes) => {
-                    let reply: NodeReply = parse_reply(ACTION_BROADCAST, &bytes)?;
+                Ok(reply) => {
                     summary.successful += reply.successful;
                     summary.failures.extend(reply.failures);
                 }
@@ -119,8 +134,13 @@ impl Node {
         Ok(summary)
     }
 
-    /// Sends `body` to every other node holding an active copy of these indices.
-    fn send_to_holders(&self, indices: &IndexIds, action: &str, body: Bytes) -> Vec<Pending> {
+    /// Sends `request` to every other node holding an active copy of these indices.
+    fn send_to_holders<A: shoal_transport::Action>(
+        &self,
+        indices: &IndexIds,
+        request: &A::Request,
+    ) -> Vec<Pending<A::Response>> {
+        let body = json_bytes(request);
         let state = self.cluster_state();
         let holders: BTreeSet<&str> = indices
             .iter()
@@ -134,9 +154,8 @@ impl Node {
             .into_iter()
             .filter_map(|node| state.nodes.get(node))
             .map(|node| {
-                self.send(
+                self.send_encoded::<A>(
                     &node.transport_address,
-                    action,
                     body.clone(),
                     Duration::from_secs(600),
                 )
@@ -163,16 +182,10 @@ impl Node {
     /// (a node that does not answer leaves its copies out).
     pub fn copy_stats(&self, services: &[Arc<IndexService>]) -> CopyStats {
         let indices = index_ids(services);
-        let pending = self.send_to_holders(&indices, ACTION_SHARD_STATS, json_bytes(&indices));
+        let pending = self.send_to_holders::<ShardStatsAction>(&indices, &indices);
         let mut stats = self.local_copy_stats(&indices);
         for reply in pending {
-            let remote = self.wait(reply).and_then(|bytes| {
-                parse_reply::<Vec<((String, usize, String), shoal_engine::EngineStats)>>(
-                    ACTION_SHARD_STATS,
-                    &bytes,
-                )
-            });
-            match remote {
+            match self.wait(reply) {
                 Ok(remote) => stats.extend(remote),
                 Err(e) => tracing::debug!(error = %e, "a node's copy statistics are missing"),
             }
@@ -188,10 +201,11 @@ impl Node {
     }
 
     /// Serves a copy-statistics request from another coordinator.
-    pub(crate) fn handle_copy_stats(&self, body: &[u8]) -> ApiResult<Bytes> {
-        let indices: IndexIds = parse_request(body)?;
-        let stats: Vec<_> = self.local_copy_stats(&indices).into_iter().collect();
-        Ok(json_bytes(&stats))
+    fn handle_copy_stats(
+        &self,
+        indices: IndexIds,
+    ) -> ApiResult<Vec<((String, usize, String), shoal_engine::EngineStats)>> {
+        Ok(self.local_copy_stats(&indices).into_iter().collect())
     }
 
     /// `_refresh` of these indices everywhere (delete/update by query read a fresh view).
@@ -214,9 +228,8 @@ impl Node {
     }
 
     /// Serves a broadcast from another coordinator.
-    pub(crate) fn handle_broadcast(&self, body: &[u8]) -> ApiResult<Bytes> {
-        let request: NodeRequest = parse_request(body)?;
-        Ok(json_bytes(&self.broadcast_locally(&request)))
+    fn handle_broadcast(&self, request: NodeRequest) -> ApiResult<NodeReply> {
+        Ok(self.broadcast_locally(&request))
     }
 }
 

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use shoal_allocation::ExplainRequest;
 use shoal_state::{
@@ -17,7 +16,18 @@ use crate::error::{ApiError, ApiResult};
 use crate::node::{now_millis, Node};
 
 /// Transport action answering a node's own `_nodes` sections.
-pub const ACTION_NODES_INFO: &str = "cluster:monitor/nodes/info[n]";
+pub struct NodesInfoAction;
+impl shoal_transport::Action for NodesInfoAction {
+    const NAME: &'static str = "cluster:monitor/nodes/info[n]";
+    type Request = ();
+    type Response = Value;
+}
+
+pub const ACTION_NODES_INFO: &str = <NodesInfoAction as shoal_transport::Action>::NAME;
+
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+    actions.register::<NodesInfoAction>(|node, ()| Ok(node.local_node_sections()));
+}
 
 /// OpenSearch's marker for the unknown half of a voting exclusion (`VotingConfigExclusion`).
 pub const ABSENT: &str = "_absent_";
@@ -286,13 +296,9 @@ impl Node {
                     );
                 };
                 let reply = transport
-                    .call(&address, ACTION_NODES_INFO, Bytes::new(), timeout)
+                    .send::<NodesInfoAction>(&address, &(), timeout)
                     .await
-                    .map_err(ApiError::from)
-                    .and_then(|bytes| {
-                        serde_json::from_slice(&bytes)
-                            .map_err(|e| ApiError::internal(format!("malformed node info: {e}")))
-                    });
+                    .map_err(ApiError::from);
                 (id, reply)
             }
         });
@@ -330,13 +336,11 @@ impl Node {
                           "profiles": {}},
             "http": {"bound_address": [http], "publish_address": http,
                      "max_content_length_in_bytes": 104857600},
+            "thread_pool": self.pressure.info(),
+            // Not a `_nodes` section (the REST layer lists those): read by `_cat/thread_pool`.
+            "thread_pool_stats": self.pressure.stats(),
             "plugins": [], "modules": []
         })
-    }
-
-    /// Serves [`ACTION_NODES_INFO`] for another node's `_nodes` request.
-    pub(crate) fn handle_nodes_info(&self) -> ApiResult<Bytes> {
-        Ok(crate::rpc::json_bytes(&self.local_node_sections()))
     }
 }
 

@@ -4,14 +4,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::ToSocketAddrs;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use shoal_cluster::{CheckSettings, Cluster, ClusterConfig, ClusterError};
 use shoal_state::{ClusterState, Command, DiscoveryNode, Role, ShardState};
-use shoal_transport::{Handler, RemoteError, Request, Transport};
+use shoal_transport::{ActionRegistry, Handler, RemoteError, ReplyStream, Request, Transport};
 use tracing::{info, warn};
 
 use crate::error::{ApiError, ApiResult};
@@ -22,12 +22,24 @@ use crate::node::{Node, NodeConfig};
 /// `cluster_manager_timeout` default).
 pub const CLUSTER_MANAGER_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub const ACTION_SHARD_BULK: &str = "indices:data/write/bulk[s]";
+pub const ACTION_SHARD_BULK: &str = <ShardBulkAction as shoal_transport::Action>::NAME;
+
+/// A coordinator forwards the writes of a `_bulk` (or a single write) to the node holding
+/// their primaries; the answer has one result per item, in order.
+pub struct ShardBulkAction;
+impl shoal_transport::Action for ShardBulkAction {
+    const NAME: &'static str = "indices:data/write/bulk[s]";
+    type Request = ShardBulk;
+    type Response = Vec<ApiResult<crate::documents::WriteOutcome>>;
+}
+
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+    actions.register::<ShardBulkAction>(Node::handle_shard_bulk);
+}
 
 impl From<ClusterError> for ApiError {
     fn from(e: ClusterError) -> ApiError {
-        let remote = e.to_remote();
-        ApiError::new(remote.status, &remote.error_type, remote.reason)
+        ApiError::from_remote(e.to_remote())
     }
 }
 
@@ -178,7 +190,7 @@ pub fn start_cluster(
             ApiError::bad_request(format!("cannot resolve transport host [{}]", local.host))
         })?;
     let handler = Arc::new(NodeHandler {
-        node: std::sync::OnceLock::new(),
+        data_layer: std::sync::OnceLock::new(),
         cluster: std::sync::OnceLock::new(),
     });
     runtime.block_on(async {
@@ -188,43 +200,47 @@ pub fn start_cluster(
             ))
         })?;
         let cluster = Cluster::start(cluster_config, transport.clone()).await?;
-        let _ = handler.cluster.set(cluster.clone());
+        let _ = handler.cluster.set(cluster.actions());
         info!(transport = %bind, node_id, "cluster member started");
         Ok::<_, ApiError>((transport.clone(), cluster, handler.clone(), server))
     })
 }
 
-/// Serves transport actions: cluster coordination first, then data-path actions.
+/// Serves transport actions: the cluster layer's registry (set when the cluster member
+/// starts), then the data layer's (set when the node is attached).
 pub struct NodeHandler {
-    node: std::sync::OnceLock<Weak<Node>>,
-    cluster: std::sync::OnceLock<Arc<Cluster>>,
+    data_layer: std::sync::OnceLock<ActionRegistry>,
+    cluster: std::sync::OnceLock<ActionRegistry>,
 }
 
 impl Handler for NodeHandler {
     fn handle(&self, req: Request) -> BoxFuture<'static, Result<Bytes, RemoteError>> {
-        let cluster = self.cluster.get().cloned();
-        let node = self.node.get().cloned().unwrap_or_default();
-        Box::pin(async move {
-            if let Some(cluster) = &cluster {
-                if let Some(reply) = cluster.handle(&req.action, &req.body).await {
-                    return reply;
-                }
-            }
-            let Some(node) = node.upgrade() else {
-                return Err(RemoteError::new(
-                    503,
-                    "node_closed_exception",
-                    "node is starting or stopping",
-                ));
-            };
-            node.serve_action_blocking(req.action, req.body).await
-        })
+        let req = match self.cluster.get().map(|cluster| cluster.dispatch(req)) {
+            Some(Ok(reply)) => return reply,
+            Some(Err(req)) => req,
+            None => return starting(),
+        };
+        match self.data_layer.get() {
+            Some(data_layer) => data_layer.handle(req),
+            None => starting(),
+        }
     }
+
+    fn handle_stream(&self, req: Request) -> BoxFuture<'static, Result<ReplyStream, RemoteError>> {
+        match self.data_layer.get() {
+            Some(data_layer) => data_layer.handle_stream(req),
+            None => Box::pin(async { Err(crate::rpc::node_closed()) }),
+        }
+    }
+}
+
+fn starting() -> BoxFuture<'static, Result<Bytes, RemoteError>> {
+    Box::pin(async { Err(crate::rpc::node_closed()) })
 }
 
 impl NodeHandler {
     pub fn attach(&self, node: &Arc<Node>) {
-        let _ = self.node.set(Arc::downgrade(node));
+        let _ = self.data_layer.set(crate::rpc::data_layer_actions(node));
     }
 }
 
@@ -614,12 +630,28 @@ const OPEN_RETRY: Duration = Duration::from_secs(1);
 
 /// A batch of writes forwarded to the node holding the primaries they route to.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct ShardBulk {
+pub struct ShardBulk {
     items: Vec<crate::documents::DocWrite>,
     options: crate::documents::WriteOptions,
 }
 
-pub(crate) type Forwarded = Vec<(Vec<usize>, crate::rpc::Pending)>;
+impl ShardBulk {
+    /// The document bytes it carries (what indexing pressure counts).
+    fn source_bytes(&self) -> u64 {
+        self.items
+            .iter()
+            .map(|item| match item {
+                crate::documents::DocWrite::Index { source, .. } => source.len() as u64,
+                crate::documents::DocWrite::Delete { id, .. } => id.len() as u64,
+            })
+            .sum()
+    }
+}
+
+pub(crate) type Forwarded = Vec<(
+    Vec<usize>,
+    crate::rpc::Pending<Vec<ApiResult<crate::documents::WriteOutcome>>>,
+)>;
 
 /// How long a write waits for its shard's primary to become active (OpenSearch: the
 /// request `timeout`, 1m; shorter here so a client sees the failure while it can act).
@@ -671,12 +703,12 @@ impl Node {
             .into_iter()
             .map(|(address, batch)| {
                 let (slots, items): (Vec<usize>, Vec<_>) = batch.into_iter().unzip();
-                let body = crate::rpc::json_bytes(&ShardBulk {
+                let bulk = ShardBulk {
                     items,
                     options: options.clone(),
-                });
+                };
                 let pending =
-                    self.send(&address, ACTION_SHARD_BULK, body, Duration::from_secs(120));
+                    self.send::<ShardBulkAction>(&address, &bulk, Duration::from_secs(120));
                 (slots, pending)
             })
             .collect()
@@ -692,19 +724,20 @@ impl Node {
         forwarded
             .into_iter()
             .map(|(slots, pending)| {
-                let outcome = self
-                    .wait(pending)
-                    .and_then(|reply| crate::rpc::parse_reply(ACTION_SHARD_BULK, &reply));
+                let outcome = self.wait(pending);
                 (slots, outcome)
             })
             .collect()
     }
 
     /// Executes a forwarded batch on this node (it holds the primaries).
-    pub(crate) fn handle_shard_bulk(&self, body: &[u8]) -> ApiResult<Bytes> {
-        let bulk: ShardBulk = crate::rpc::parse_request(body)?;
-        let results = self.execute_writes(bulk.items, &bulk.options);
-        Ok(crate::rpc::json_bytes(&results))
+    fn handle_shard_bulk(
+        &self,
+        bulk: ShardBulk,
+    ) -> ApiResult<Vec<ApiResult<crate::documents::WriteOutcome>>> {
+        // Primary bytes from another coordinator; over the limit every item of it gets 429.
+        let _in_flight = self.pressure.indexing.primary(bulk.source_bytes())?;
+        Ok(self.execute_writes(bulk.items, &bulk.options))
     }
 }
 

@@ -13,7 +13,7 @@ use shoal_engine::{DocRequest, Engine, OpResult, OpResultKind, WriteOp, UNASSIGN
 use shoal_mapping::{DocumentParser, Mapping};
 
 use crate::blocks::BlockLevel;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
 use crate::node::Node;
 
@@ -142,22 +142,26 @@ pub fn auto_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// A write routed to a local primary, before parsing: its slot, its index, the write.
+pub(crate) type LocalItem = (usize, Arc<IndexService>, DocWrite);
+
+/// A write parsed against its index's mapping, ready for the engine.
 pub(crate) struct Prepared {
     pub(crate) slot: usize,
-    pub(crate) service: Arc<IndexService>,
-    pub(crate) shard: usize,
     pub(crate) id: String,
     pub(crate) op: WriteOp,
 }
 
 /// Groups routed items by shard, keeping item order within a shard.
-fn group_by_shard(prepared: Vec<Prepared>) -> BTreeMap<(String, usize), Vec<Prepared>> {
-    let mut groups: BTreeMap<(String, usize), Vec<Prepared>> = BTreeMap::new();
-    for p in prepared {
+fn group_by_shard(
+    local: Vec<(usize, Arc<IndexService>, usize, DocWrite)>,
+) -> BTreeMap<(String, usize), Vec<LocalItem>> {
+    let mut groups: BTreeMap<(String, usize), Vec<LocalItem>> = BTreeMap::new();
+    for (slot, service, shard, item) in local {
         groups
-            .entry((p.service.uuid(), p.shard))
+            .entry((service.uuid(), shard))
             .or_default()
-            .push(p);
+            .push((slot, service, item));
     }
     groups
 }
@@ -167,7 +171,8 @@ pub(crate) type Slots = Vec<Option<ApiResult<WriteOutcome>>>;
 
 /// A batch after routing: the items whose primary is here, and those per primary node.
 struct Routed {
-    local: Vec<Prepared>,
+    /// Parsed later, under the shard's `write` slot (parsing is most of the CPU).
+    local: Vec<(usize, Arc<IndexService>, usize, DocWrite)>,
     remote: BTreeMap<String, Vec<(usize, DocWrite)>>,
 }
 
@@ -245,10 +250,7 @@ impl Node {
                 .or_insert_with(|| self.primary_location(&service.name(), shard))
                 .clone();
             match location {
-                Ok(None) => match prepare(service, shard, item, slot) {
-                    Ok(p) => routed.local.push(p),
-                    Err(e) => results[slot] = Some(Err(e)),
-                },
+                Ok(None) => routed.local.push((slot, service, shard, item)),
                 Ok(Some(address)) => routed.remote.entry(address).or_default().push((slot, item)),
                 Err(e) => results[slot] = Some(Err(e)),
             }
@@ -306,9 +308,7 @@ impl Node {
         match self.create_index(name, &Value::Null) {
             Ok(service) => Ok(service),
             // Another request created it meanwhile.
-            Err(e) if e.error_type == "resource_already_exists_exception" => {
-                self.require_index(name)
-            }
+            Err(e) if e.kind == ErrorKind::Conflict => self.require_index(name),
             Err(e) => Err(e),
         }
     }
@@ -480,12 +480,7 @@ fn assign_auto_id(item: &mut DocWrite) {
 }
 
 /// Parses one write routed to `shard` (mapping updates included).
-fn prepare(
-    service: Arc<IndexService>,
-    shard: usize,
-    item: DocWrite,
-    slot: usize,
-) -> ApiResult<Prepared> {
+pub(crate) fn prepare(service: &IndexService, item: DocWrite, slot: usize) -> ApiResult<Prepared> {
     match item {
         DocWrite::Index {
             id,
@@ -496,7 +491,7 @@ fn prepare(
         } => {
             let id = id.expect("assign_auto_id gives every index request an id before routing");
             validate_id(&id)?;
-            let doc = parse_with_mapping_updates(&service, &id, &source)?;
+            let doc = parse_with_mapping_updates(service, &id, &source)?;
             let op = WriteOp::Index {
                 id: id.clone(),
                 routing,
@@ -507,13 +502,7 @@ fn prepare(
                 primary_term: 0,
                 version: 0,
             };
-            Ok(Prepared {
-                slot,
-                service,
-                shard,
-                id,
-                op,
-            })
+            Ok(Prepared { slot, id, op })
         }
         DocWrite::Delete {
             id,
@@ -530,13 +519,7 @@ fn prepare(
                 primary_term: 0,
                 version: 0,
             };
-            Ok(Prepared {
-                slot,
-                service,
-                shard,
-                id,
-                op,
-            })
+            Ok(Prepared { slot, id, op })
         }
     }
 }

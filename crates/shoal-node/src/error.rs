@@ -1,13 +1,17 @@
 //! The error every node service returns: an OpenSearch exception with its HTTP status.
 
 use serde_json::{json, Map, Value};
+use shoal_transport::RemoteError;
+pub use shoal_types::ErrorKind;
 
-/// An OpenSearch-shaped error: `{"type", "reason", "index", ...}` plus the HTTP status.
+/// An OpenSearch-shaped error: `{"type", "reason", "index", ...}` plus the HTTP status, and
+/// the [`ErrorKind`] code branches on (the type and reason are for the user only).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ApiError {
     pub status: u16,
     pub error_type: String,
     pub reason: String,
+    pub kind: ErrorKind,
     /// Extra fields shown beside type/reason (`index`, `index_uuid`, `shard`, `line`, `col`).
     pub extra: Map<String, Value>,
     pub caused_by: Option<Box<ApiError>>,
@@ -29,8 +33,41 @@ impl ApiError {
             status,
             error_type: error_type.to_string(),
             reason: reason.into(),
+            kind: ErrorKind::classify(status, error_type),
             extra: Map::new(),
             caused_by: None,
+        }
+    }
+
+    /// Sets the kind where the producer knows better than [`ErrorKind::classify`].
+    pub fn with_kind(mut self, kind: ErrorKind) -> ApiError {
+        self.kind = kind;
+        self
+    }
+
+    /// The same error in the transport's shape, whole (kind, fields, causes).
+    pub fn into_remote(self) -> RemoteError {
+        RemoteError {
+            status: self.status,
+            error_type: self.error_type,
+            reason: self.reason,
+            kind: self.kind,
+            metadata: Box::new(self.extra),
+            caused_by: self.caused_by.map(|cause| Box::new(cause.into_remote())),
+        }
+    }
+
+    /// An error another node answered, whole.
+    pub fn from_remote(remote: RemoteError) -> ApiError {
+        ApiError {
+            status: remote.status,
+            error_type: remote.error_type,
+            reason: remote.reason,
+            kind: remote.kind,
+            extra: *remote.metadata,
+            caused_by: remote
+                .caused_by
+                .map(|cause| Box::new(ApiError::from_remote(*cause))),
         }
     }
 
@@ -270,5 +307,58 @@ pub fn bool_param(
         Some(other) => Err(ApiError::bad_request(format!(
             "Failed to parse value [{other}] as only [true] or [false] are allowed."
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine_failure() -> ApiError {
+        ApiError::new(503, "engine_closed_exception", "engine failed")
+            .with("shard", json!("0"))
+            .with_kind(ErrorKind::CopyFailed)
+            .caused_by(ApiError::new(
+                500,
+                "io_exception",
+                "No space left on device",
+            ))
+    }
+
+    #[test]
+    fn an_error_crosses_the_transport_shape_whole() {
+        let error = engine_failure();
+        assert_eq!(ApiError::from_remote(error.clone().into_remote()), error);
+    }
+
+    #[test]
+    fn a_remote_errors_cause_is_rendered_inside_error_as_opensearch_does() {
+        let rendered = ApiError::from_remote(engine_failure().into_remote()).to_response_json();
+        assert_eq!(
+            rendered,
+            json!({
+                "error": {
+                    "root_cause": [{"type": "engine_closed_exception", "reason": "engine failed", "shard": "0"}],
+                    "type": "engine_closed_exception",
+                    "reason": "engine failed",
+                    "shard": "0",
+                    "caused_by": {"type": "io_exception", "reason": "No space left on device"}
+                },
+                "status": 503
+            })
+        );
+    }
+
+    #[test]
+    fn a_transport_failure_is_unavailable_whatever_its_status() {
+        let unreachable = shoal_transport::TransportError::Unreachable {
+            addr: "127.0.0.1:9300".into(),
+            reason: "connection refused".into(),
+        };
+        let error = ApiError::from(unreachable);
+        assert_eq!(
+            (error.status, error.error_type.as_str(), error.kind),
+            (500, "connect_transport_exception", ErrorKind::Unavailable)
+        );
     }
 }

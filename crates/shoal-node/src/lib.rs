@@ -15,6 +15,7 @@ mod failpoints;
 pub mod index_service;
 pub mod metadata;
 pub mod node;
+pub mod pressure;
 pub mod read_coordinator;
 pub mod replication;
 pub mod routing;

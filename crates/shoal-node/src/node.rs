@@ -104,12 +104,18 @@ pub struct Node {
     pub(crate) failed_copies: crate::shard_failure::FailedCopies,
     /// The transport server; dropping the handle would stop it.
     transport_server: Mutex<Option<shoal_transport::ServerHandle>>,
+    /// Thread pools and indexing pressure.
+    pub pressure: Arc<crate::pressure::Pressure>,
 }
 
 impl Node {
     /// Starts the node: loads its identity, starts the transport and the cluster member, and
     /// follows the cluster state (which opens the shards assigned here).
     pub fn start(config: NodeConfig) -> ApiResult<Arc<Node>> {
+        let pressure = Arc::new(crate::pressure::Pressure::from_settings(
+            &config.node_name,
+            &config.settings,
+        )?);
         let paths = NodePaths {
             data: config.data_path.clone(),
         };
@@ -156,6 +162,7 @@ impl Node {
             reported_started: Mutex::new(Default::default()),
             failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
+            pressure,
         });
         handler.attach(&node);
         node.cluster.set_promotion_advisor(Arc::new(

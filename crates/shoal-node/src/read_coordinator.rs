@@ -18,10 +18,10 @@ use crate::copies::{ordered_copies, CopyRef, Preference};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
-use crate::rpc::{json_bytes, parse_reply, Pending};
+use crate::rpc::Pending;
 use crate::shard_search::{
-    decode_fetch_reply, decode_get_reply, FetchRequest, FreeContexts, GetRequest, QueryMode,
-    QueryReply, QueryRequest, ACTION_FETCH, ACTION_FREE_CONTEXT, ACTION_GET, ACTION_QUERY,
+    FetchAction, FetchRequest, FreeContextAction, FreeContexts, GetAction, GetRequest, QueryAction,
+    QueryMode, QueryReply, QueryRequest,
 };
 
 /// How long a shard-level read may take before the copy counts as failed.
@@ -78,14 +78,7 @@ impl ShardFailure {
 
 /// Errors that mean "this copy could not answer", worth trying on another copy.
 fn is_copy_error(error: &ApiError) -> bool {
-    error.status >= 500
-        || matches!(
-            error.error_type.as_str(),
-            "shard_not_found_exception"
-                | "node_closed_exception"
-                | "node_not_connected_exception"
-                | "no_shard_available_action_exception"
-        )
+    error.kind.is_copy_problem()
 }
 
 /// One query phase round: the same request on every planned shard.
@@ -156,7 +149,8 @@ impl Node {
         let mut attempts = vec![0usize; shards.len()];
         let mut last_error: Vec<Option<(Option<String>, ApiError)>> = vec![None; shards.len()];
         while answers.iter().any(Option::is_none) {
-            let mut remote: Vec<(usize, CopyRef, Pending)> = Vec::new();
+            let mut remote: Vec<(usize, CopyRef, Pending<Result<QueryReply, ApiError>>)> =
+                Vec::new();
             for (i, shard) in shards.iter().enumerate() {
                 if answers[i].is_some() {
                     continue;
@@ -181,9 +175,7 @@ impl Node {
                 }
             }
             for (i, copy, pending) in remote {
-                let outcome = self.wait(pending).and_then(|reply| {
-                    parse_reply::<Result<QueryReply, ApiError>>(ACTION_QUERY, &reply)?
-                });
+                let outcome = self.wait(pending).and_then(|reply| reply);
                 settle(i, copy, outcome, &mut answers, &mut last_error);
             }
         }
@@ -212,13 +204,12 @@ impl Node {
         outcome
     }
 
-    fn send_query(&self, address: &str, request: &QueryRequest) -> Pending {
-        self.send(
-            address,
-            ACTION_QUERY,
-            json_bytes(request),
-            SHARD_READ_TIMEOUT,
-        )
+    fn send_query(
+        &self,
+        address: &str,
+        request: &QueryRequest,
+    ) -> Pending<Result<QueryReply, ApiError>> {
+        self.send::<QueryAction>(address, request, SHARD_READ_TIMEOUT)
     }
 
     fn query_request(
@@ -284,17 +275,13 @@ impl Node {
                     }
                 }
                 Some(address) => {
-                    let body = json_bytes(&request);
-                    let pending = self.send(&address, ACTION_FETCH, body, SHARD_READ_TIMEOUT);
+                    let pending = self.send::<FetchAction>(&address, &request, SHARD_READ_TIMEOUT);
                     remote.push((shard, addresses, pending));
                 }
             }
         }
         for (shard, addresses, pending) in remote {
-            let sources = self
-                .wait(pending)
-                .and_then(decode_fetch_reply)
-                .map_err(fetch_failed)?;
+            let sources = self.wait(pending).map_err(fetch_failed)?;
             for (address, source) in addresses.into_iter().zip(sources) {
                 fetched.insert((shard, address), source);
             }
@@ -328,8 +315,9 @@ impl Node {
                 None => self.free_search_contexts(&contexts),
                 Some(address) => {
                     // Not waited for: the contexts expire anyway if the call is lost.
-                    let body = json_bytes(&FreeContexts { contexts });
-                    drop(self.send(&address, ACTION_FREE_CONTEXT, body, Duration::from_secs(10)));
+                    let request = FreeContexts { contexts };
+                    let timeout = Duration::from_secs(10);
+                    drop(self.send::<FreeContextAction>(&address, &request, timeout));
                 }
             }
         }
@@ -354,14 +342,7 @@ impl Node {
         for copy in copies {
             let outcome = match &copy.address {
                 None => self.shard_get(&request),
-                Some(address) => self
-                    .call(
-                        address,
-                        ACTION_GET,
-                        json_bytes(&request),
-                        SHARD_READ_TIMEOUT,
-                    )
-                    .and_then(decode_get_reply),
+                Some(address) => self.call::<GetAction>(address, &request, SHARD_READ_TIMEOUT),
             };
             match outcome {
                 Err(error) if is_copy_error(&error) => last_error = Some(error),

@@ -1,41 +1,28 @@
-//! Node-to-node calls of the data layer, in one place: sending a request to another node
-//! (and waiting for it from blocking code), decoding requests and replies, and dispatching the
-//! actions this node serves to their handlers on a blocking thread.
+//! Node-to-node calls of the data layer, in one place: sending a typed request to another node
+//! (and waiting for it from blocking code), and registering the actions this node serves, each
+//! run on a bounded pool (`pressure`).
+//!
+//! Every module that owns an action declares it (a [`shoal_transport::Action`]: name, request
+//! and response types, or a [`WireAction`] for a body with its own framing) and registers its handler through [`NodeActions`]; there is no central
+//! dispatch.
 
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
-use shoal_transport::{RemoteError, TransportError};
+use shoal_transport::{ActionRegistry, RemoteError, TransportError, WireAction};
 
 use crate::error::{ApiError, ApiResult};
 use crate::node::Node;
 
-/// A request in flight to another node.
-pub(crate) type Pending = tokio::task::JoinHandle<ApiResult<Bytes>>;
+/// A request in flight to another node; resolves to its (typed) reply.
+pub(crate) type Pending<T = Bytes> = tokio::task::JoinHandle<ApiResult<T>>;
 
 impl From<TransportError> for ApiError {
     fn from(e: TransportError) -> ApiError {
-        let remote = e.to_remote_error();
-        ApiError::new(remote.status, &remote.error_type, remote.reason)
+        ApiError::from_remote(e.to_remote_error())
     }
-}
-
-fn to_remote(e: ApiError) -> RemoteError {
-    RemoteError::new(e.status, &e.error_type, e.reason)
-}
-
-/// Decodes a request this node received (a malformed one is the sender's fault: 400).
-pub(crate) fn parse_request<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed transport request: {e}")))
-}
-
-/// Decodes another node's reply to `action`.
-pub(crate) fn parse_reply<T: DeserializeOwned>(action: &str, reply: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(reply)
-        .map_err(|e| ApiError::internal(format!("malformed [{action}] reply: {e}")))
 }
 
 pub(crate) fn json_bytes(value: &impl Serialize) -> Bytes {
@@ -43,78 +30,110 @@ pub(crate) fn json_bytes(value: &impl Serialize) -> Bytes {
 }
 
 impl Node {
-    /// Sends `body` to `action` on the node at `address`; the handle resolves to the reply.
-    pub(crate) fn send(
+    /// Sends `request` to the handler of `A` on the node at `address`; the handle resolves to
+    /// the typed reply. The request is encoded here, once.
+    pub(crate) fn send<A: WireAction>(
         &self,
         address: &str,
-        action: &str,
+        request: &A::Request,
+        timeout: Duration,
+    ) -> Pending<A::Response> {
+        match A::encode_request(request) {
+            Ok(body) => self.send_encoded::<A>(address, body, timeout),
+            Err(e) => {
+                let error = ApiError::internal(format!("cannot encode [{}]: {e}", A::NAME));
+                self.runtime.spawn(async move { Err(error) })
+            }
+        }
+    }
+
+    /// [`Node::send`] of a request already encoded (one request sent to several nodes).
+    pub(crate) fn send_encoded<A: WireAction>(
+        &self,
+        address: &str,
         body: Bytes,
         timeout: Duration,
-    ) -> Pending {
-        let (transport, address, action) = (
-            self.transport.clone(),
-            address.to_string(),
-            action.to_string(),
-        );
+    ) -> Pending<A::Response> {
+        let (transport, address) = (self.transport.clone(), address.to_string());
         self.runtime
-            .spawn(async move { Ok(transport.call(&address, &action, body, timeout).await?) })
+            .spawn(async move { Ok(transport.send_encoded::<A>(&address, body, timeout).await?) })
     }
 
     /// Waits for a request sent with [`Node::send`] (from blocking code).
-    pub(crate) fn wait(&self, pending: Pending) -> ApiResult<Bytes> {
+    pub(crate) fn wait<T>(&self, pending: Pending<T>) -> ApiResult<T> {
         self.runtime
             .block_on(pending)
             .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
     }
 
     /// Sends and waits.
-    pub(crate) fn call(
+    pub(crate) fn call<A: WireAction>(
         &self,
         address: &str,
-        action: &str,
-        body: Bytes,
+        request: &A::Request,
         timeout: Duration,
-    ) -> ApiResult<Bytes> {
-        self.wait(self.send(address, action, body, timeout))
+    ) -> ApiResult<A::Response> {
+        self.wait(self.send::<A>(address, request, timeout))
     }
 
-    /// Serves a data-layer action (`None`: not one of them). Runs on a blocking thread.
-    fn serve_action(&self, action: &str, body: Bytes) -> Option<ApiResult<Bytes>> {
-        use crate::{broadcast, cluster_api, cluster_bridge, replication, shard_search};
-        Some(match action {
-            cluster_bridge::ACTION_SHARD_BULK => self.handle_shard_bulk(&body),
-            broadcast::ACTION_BROADCAST => self.handle_broadcast(&body),
-            broadcast::ACTION_SHARD_STATS => self.handle_copy_stats(&body),
-            replication::replica::ACTION_REPLICA_OPS => self.handle_replica_batch(body),
-            replication::promotion::ACTION_LOCAL_CHECKPOINT => self.handle_local_checkpoint(&body),
-            cluster_api::ACTION_NODES_INFO => self.handle_nodes_info(),
-            action if action.starts_with(replication::recovery::ACTION_PREFIX) => {
-                self.handle_recovery_action(action, &body)
-            }
-            action if action.starts_with(shard_search::ACTION_PREFIX) => {
-                self.serve_read(action, &body)
-            }
-            _ => return None,
-        })
+    /// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error
+    /// in the transport's shape. Every data-layer action goes through here (see
+    /// [`NodeActions::register`]).
+    pub(crate) async fn serve_action_blocking<T: Send + 'static>(
+        self: Arc<Self>,
+        action: &'static str,
+        handler: impl FnOnce(&Node) -> ApiResult<T> + Send + 'static,
+    ) -> Result<T, RemoteError> {
+        let (pool, admission) = crate::pressure::pool_for_action(action);
+        let pool = self.pressure.pool(pool).clone();
+        let task = format!("[{action}]");
+        crate::pressure::run_on(&pool, admission, &task, move || handler(&self))
+            .await
+            .and_then(|served| served)
+            .map_err(ApiError::into_remote)
     }
+}
 
-    /// [`Node::serve_action`] on a blocking thread, its error in the transport's shape.
-    pub(crate) async fn serve_action_blocking(
-        self: std::sync::Arc<Self>,
-        action: String,
-        body: Bytes,
-    ) -> Result<Bytes, RemoteError> {
-        let served =
-            tokio::task::spawn_blocking(move || self.serve_action(&action, body).ok_or(action))
-                .await
-                .map_err(|e| RemoteError::internal(e.to_string()))?;
-        match served {
-            Ok(reply) => reply.map_err(to_remote),
-            Err(action) => Err(RemoteError::new(
-                400,
-                "action_not_found_transport_exception",
-                format!("No handler for action [{action}]"),
-            )),
-        }
+/// The data-layer actions of a node, as each owning module registers them.
+pub(crate) struct NodeActions {
+    registry: ActionRegistry,
+    node: Weak<Node>,
+}
+
+impl NodeActions {
+    /// Registers the handler of `A`: a blocking function of the node and the typed request.
+    pub(crate) fn register<A: WireAction>(
+        &mut self,
+        handler: fn(&Node, A::Request) -> ApiResult<A::Response>,
+    ) {
+        let node = self.node.clone();
+        self.registry.register::<A, _, _>(move |_, request| {
+            let node = node.upgrade();
+            async move {
+                let node = node.ok_or_else(node_closed)?;
+                node.serve_action_blocking(A::NAME, move |node| handler(node, request))
+                    .await
+            }
+        });
     }
+}
+
+pub(crate) fn node_closed() -> RemoteError {
+    RemoteError::new(503, "node_closed_exception", "node is starting or stopping")
+}
+
+/// The registry of every data-layer action of `node`, filled by the modules that own them.
+pub(crate) fn data_layer_actions(node: &Arc<Node>) -> ActionRegistry {
+    let mut actions = NodeActions {
+        registry: ActionRegistry::new(),
+        node: Arc::downgrade(node),
+    };
+    crate::cluster_bridge::register_actions(&mut actions);
+    crate::broadcast::register_actions(&mut actions);
+    crate::replication::replica::register_actions(&mut actions);
+    crate::replication::promotion::register_actions(&mut actions);
+    crate::replication::recovery::register_actions(&mut actions);
+    crate::cluster_api::register_actions(&mut actions);
+    crate::shard_search::register_actions(&mut actions);
+    actions.registry
 }

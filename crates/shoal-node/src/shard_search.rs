@@ -25,14 +25,115 @@ use tantivy::{DocAddress, Searcher};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
-use crate::rpc::{json_bytes, parse_request};
+use crate::rpc::NodeActions;
+use shoal_transport::{Action, WireAction};
 
-/// What every action of this module starts with (the dispatcher routes on it).
-pub const ACTION_PREFIX: &str = "indices:data/read/";
-pub const ACTION_QUERY: &str = "indices:data/read/search[phase/query]";
-pub const ACTION_FETCH: &str = "indices:data/read/search[phase/fetch]";
-pub const ACTION_FREE_CONTEXT: &str = "indices:data/read/search[free_context]";
-pub const ACTION_GET: &str = "indices:data/read/get[s]";
+/// The query phase on one shard copy. The answer carries the phase's full error inside the
+/// body (a search error keeps its nested cause and extra fields that way).
+pub struct QueryAction;
+impl Action for QueryAction {
+    const NAME: &'static str = "indices:data/read/search[phase/query]";
+    type Request = QueryRequest;
+    type Response = Result<QueryReply, ApiError>;
+}
+
+/// The fetch phase: the sources of some hits of a pinned searcher, sent raw (framed).
+pub struct FetchAction;
+impl WireAction for FetchAction {
+    const NAME: &'static str = "indices:data/read/search[phase/fetch]";
+    type Request = FetchRequest;
+    type Response = Vec<Option<Bytes>>;
+
+    fn encode_request(request: &FetchRequest) -> Result<Bytes, String> {
+        Ok(crate::rpc::json_bytes(request))
+    }
+
+    fn decode_request(body: Bytes) -> Result<FetchRequest, String> {
+        serde_json::from_slice(&body).map_err(|e| e.to_string())
+    }
+
+    fn encode_response(sources: &Vec<Option<Bytes>>) -> Result<Bytes, String> {
+        let blobs: Vec<Option<&[u8]>> = sources.iter().map(Option::as_deref).collect();
+        Ok(crate::wire::frame(&(), &blobs))
+    }
+
+    fn decode_response(body: Bytes) -> Result<Vec<Option<Bytes>>, String> {
+        let ((), blobs) = crate::wire::unframe(body)?;
+        Ok(blobs)
+    }
+}
+
+/// Releases search contexts the coordinator will not fetch from.
+pub struct FreeContextAction;
+impl Action for FreeContextAction {
+    const NAME: &'static str = "indices:data/read/search[free_context]";
+    type Request = FreeContexts;
+    type Response = ();
+}
+
+/// A realtime get on one shard copy; the source travels raw (framed).
+pub struct GetAction;
+impl WireAction for GetAction {
+    const NAME: &'static str = "indices:data/read/get[s]";
+    type Request = GetRequest;
+    type Response = Option<shoal_engine::GetResult>;
+
+    fn encode_request(request: &GetRequest) -> Result<Bytes, String> {
+        Ok(crate::rpc::json_bytes(request))
+    }
+
+    fn decode_request(body: Bytes) -> Result<GetRequest, String> {
+        serde_json::from_slice(&body).map_err(|e| e.to_string())
+    }
+
+    fn encode_response(doc: &Option<shoal_engine::GetResult>) -> Result<Bytes, String> {
+        Ok(match doc {
+            Some(doc) => crate::wire::frame(
+                &Some(GetHeader {
+                    seq_no: doc.seq_no,
+                    primary_term: doc.primary_term,
+                    version: doc.version,
+                    routing: doc.routing.clone(),
+                }),
+                &[Some(&doc.source)],
+            ),
+            None => crate::wire::frame(&None::<GetHeader>, &[]),
+        })
+    }
+
+    fn decode_response(body: Bytes) -> Result<Option<shoal_engine::GetResult>, String> {
+        let (header, mut blobs): (Option<GetHeader>, _) = crate::wire::unframe(body)?;
+        Ok(header.map(|h| shoal_engine::GetResult {
+            seq_no: h.seq_no,
+            primary_term: h.primary_term,
+            version: h.version,
+            source: blobs
+                .pop()
+                .flatten()
+                .map(|b| b.to_vec())
+                .unwrap_or_default(),
+            routing: h.routing,
+        }))
+    }
+}
+
+pub const ACTION_QUERY: &str = <QueryAction as Action>::NAME;
+pub const ACTION_FETCH: &str = <FetchAction as WireAction>::NAME;
+pub const ACTION_FREE_CONTEXT: &str = <FreeContextAction as Action>::NAME;
+pub const ACTION_GET: &str = <GetAction as WireAction>::NAME;
+
+pub(crate) fn register_actions(actions: &mut NodeActions) {
+    actions.register::<QueryAction>(|node, request| Ok(node.shard_query(&request)));
+    actions.register::<FetchAction>(|node, request| {
+        let sources = node.shard_fetch(&request)?;
+        Ok(sources.into_iter().map(|s| s.map(Bytes::from)).collect())
+    });
+    actions.register::<FreeContextAction>(|node, request| {
+        node.free_search_contexts(&request.contexts);
+        Ok(())
+    });
+    actions.register::<GetAction>(|node, request| node.shard_get(&request));
+}
 
 /// What the query phase computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,66 +385,6 @@ impl Node {
         };
         Ok(doc)
     }
-
-    /// Serves the transport actions of this module. A query phase answers with its result
-    /// or its full error (a search error keeps its nested cause, which a transport error
-    /// would flatten).
-    pub(crate) fn serve_read(&self, action: &str, body: &[u8]) -> ApiResult<Bytes> {
-        match action {
-            ACTION_QUERY => {
-                let reply = parse_request::<QueryRequest>(body).and_then(|r| self.shard_query(&r));
-                Ok(json_bytes(&reply))
-            }
-            ACTION_FETCH => {
-                let sources = self.shard_fetch(&parse_request(body)?)?;
-                let blobs: Vec<Option<&[u8]>> = sources.iter().map(Option::as_deref).collect();
-                Ok(crate::wire::frame(&(), &blobs))
-            }
-            ACTION_FREE_CONTEXT => {
-                let request: FreeContexts = parse_request(body)?;
-                self.free_search_contexts(&request.contexts);
-                Ok(Bytes::new())
-            }
-            ACTION_GET => Ok(match self.shard_get(&parse_request(body)?)? {
-                Some(doc) => crate::wire::frame(
-                    &Some(GetHeader {
-                        seq_no: doc.seq_no,
-                        primary_term: doc.primary_term,
-                        version: doc.version,
-                        routing: doc.routing,
-                    }),
-                    &[Some(&doc.source)],
-                ),
-                None => crate::wire::frame(&None::<GetHeader>, &[]),
-            }),
-            other => Err(ApiError::bad_request(format!(
-                "No handler for action [{other}]"
-            ))),
-        }
-    }
-}
-
-/// Decodes a get reply.
-pub fn decode_get_reply(reply: Bytes) -> ApiResult<Option<shoal_engine::GetResult>> {
-    let (header, mut blobs): (Option<GetHeader>, _) =
-        crate::wire::unframe(reply).map_err(ApiError::internal)?;
-    Ok(header.map(|h| shoal_engine::GetResult {
-        seq_no: h.seq_no,
-        primary_term: h.primary_term,
-        version: h.version,
-        source: blobs
-            .pop()
-            .flatten()
-            .map(|b| b.to_vec())
-            .unwrap_or_default(),
-        routing: h.routing,
-    }))
-}
-
-/// Decodes a fetch reply.
-pub fn decode_fetch_reply(reply: Bytes) -> ApiResult<Vec<Option<Bytes>>> {
-    let ((), blobs) = crate::wire::unframe(reply).map_err(ApiError::internal)?;
-    Ok(blobs)
 }
 
 fn run_query(

@@ -6,7 +6,7 @@ use shoal_engine::{DocRequest, OpResult, OpResultKind};
 use shoal_query::search::{filter_source, SourceFilter};
 
 use crate::documents::{DocWrite, WriteOptions, WriteOutcome};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
 use crate::node::Node;
 use std::sync::Arc;
@@ -125,7 +125,7 @@ impl Node {
             None => Err(ApiError::index_not_found(index)),
         }) {
             Ok((service, doc)) => doc.map(|d| (service, d)),
-            Err(e) if e.error_type == "index_not_found_exception" => None,
+            Err(e) if e.kind == ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
         let doc = request.doc.clone().unwrap_or_else(|| json!({}));

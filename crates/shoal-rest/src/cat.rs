@@ -830,6 +830,8 @@ pub async fn help() -> RestResult {
         "/_cat/segments/{index}",
         "/_cat/shards",
         "/_cat/shards/{index}",
+        "/_cat/thread_pool",
+        "/_cat/thread_pool/{thread_pools}",
     ];
     Ok(text(
         StatusCode::OK,

@@ -387,7 +387,9 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
                                               "old": {"collection_count": 0, "collection_time_in_millis": 0}}}},
                 "process": process,
                 "fs": fs,
-                "thread_pool": {}, "breakers": {}, "http": {"current_open": 0, "total_opened": 0}
+                "thread_pool": node.pressure.stats(),
+                "indexing_pressure": node.pressure.indexing.stats(),
+                "breakers": {}, "http": {"current_open": 0, "total_opened": 0}
             }}
         }))
     })

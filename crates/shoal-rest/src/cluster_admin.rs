@@ -561,6 +561,7 @@ fn node_info_json(
         "process",
         "transport",
         "http",
+        "thread_pool",
         "plugins",
         "modules",
     ] {

@@ -111,6 +111,7 @@ pub async fn index_doc(
         source: body.to_vec(),
         request,
     };
+    let _in_flight = node.pressure.indexing.coordinating(body.len() as u64)?;
     let outcome = blocking(move || {
         node.execute_writes(vec![write], &options)
             .pop()
@@ -241,8 +242,10 @@ pub async fn update_doc(
     params: Params,
     body: axum::body::Bytes,
 ) -> RestResult {
+    let bytes = body.len() as u64;
     let body = object_body(&body)?;
     let mut request = UpdateRequest::parse(&body)?;
+    let _in_flight = node.pressure.indexing.coordinating(bytes)?;
     request.retry_on_conflict = params.i64("retry_on_conflict")?.unwrap_or(0).max(0) as u32;
     request.routing = params.get("routing").map(str::to_string);
     request.if_seq_no = params.i64("if_seq_no")?;
@@ -382,11 +385,15 @@ pub async fn bulk(
         )
         .into());
     }
-    let items = parse_bulk(&body, index.as_deref(), params.get("routing"))?;
-    let options = write_options(&params)?;
-    let default_require_alias = options.require_alias;
     let default_source = params.get("_source").map(|s| json!(s));
+    let request_params = params.clone();
     let rendered = blocking(move || -> ApiResult<Vec<Value>> {
+        // Parsed on the request's pool, not on the async workers that serve every connection.
+        let items = parse_bulk(&body, index.as_deref(), request_params.get("routing"))?;
+        let options = write_options(&request_params)?;
+        let default_require_alias = options.require_alias;
+        // Over `indexing_pressure.memory.limit` the whole request is 429.
+        let _in_flight = node.pressure.indexing.coordinating(body.len() as u64)?;
         // A cluster-wide write block fails the whole request, index blocks fail their items.
         node.blocks()
             .check_global(shoal_node::blocks::BlockLevel::Write)?;

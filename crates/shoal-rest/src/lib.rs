@@ -15,5 +15,6 @@ mod response;
 mod router;
 mod search;
 mod server;
+mod thread_pools;
 
 pub use router::{router, serve};

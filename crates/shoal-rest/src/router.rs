@@ -20,10 +20,19 @@ use crate::{cat, cluster, documents, indices, search};
 type S = Arc<Node>;
 type Q = Query<HashMap<String, String>>;
 
-/// Runs blocking node work off the async runtime; a panic there becomes a logged 500.
+/// Runs blocking node work on the thread pool the request was routed to (429 when its queue is
+/// full; `thread_pools.rs`); a panic there becomes a logged 500.
 pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> Result<T, RestError> {
+    if let Ok(route) = crate::thread_pools::ROUTE.try_with(|r| r.clone()) {
+        let admission = shoal_node::pressure::Admission::Normal;
+        return match shoal_node::pressure::run_on(&route.pool, admission, &route.task, work).await {
+            Ok(result) => result.map_err(RestError),
+            Err(rejected_or_panicked) => Err(RestError(rejected_or_panicked)),
+        };
+    }
+    // Outside a routed request (unit tests of handlers).
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result.map_err(RestError),
         Err(join_error) => {
@@ -63,6 +72,10 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(document_routes())
         .merge(index_routes())
         .fallback(no_handler)
+        .layer(middleware::from_fn_with_state(
+            node.clone(),
+            crate::thread_pools::route_to_pool,
+        ))
         .layer(middleware::from_fn(check_content_type))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
             crate::server::read_whole_body(req, next, max_content_length)
@@ -204,6 +217,16 @@ fn cat_routes() -> Router<S> {
             "/_cat/segments/{index}",
             get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
                 cat::segments(n, Some(i), p(q))
+            }),
+        )
+        .route(
+            "/_cat/thread_pool",
+            get(|State(n): State<S>, Query(q): Q| crate::thread_pools::cat(n, None, p(q))),
+        )
+        .route(
+            "/_cat/thread_pool/{patterns}",
+            get(|State(n): State<S>, Path(t): Path<String>, Query(q): Q| {
+                crate::thread_pools::cat(n, Some(t), p(q))
             }),
         )
         .route(

@@ -12,6 +12,7 @@ use shoal_test_cluster::{History, Load, Options, TestCluster};
 
 const GREEN: Duration = Duration::from_secs(60);
 const HIT: Duration = Duration::from_secs(15);
+const REPLICATION_POOL: &str = shoal_node::pressure::settings::REPLICATION;
 
 /// Without operation permits (before IndexShard) this failed: the batch passed its term check,
 /// the copy was promoted to term 2, then the batch of term 1 applied.
@@ -83,17 +84,16 @@ fn a_replica_batch_of_the_old_term_never_applies_after_the_term_bump() {
     );
 }
 
-/// Threads of this process whose name starts with `prefix`.
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|tasks| {
-            tasks
-                .flatten()
-                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-                .filter(|name| name.trim_end().starts_with(prefix))
-                .count()
+/// Recovery and resync tasks running on the nodes' bounded `replication` pools.
+fn replication_tasks_running(cluster: &TestCluster) -> usize {
+    cluster
+        .running()
+        .into_iter()
+        .map(|i| {
+            let pool = cluster.node(i).pressure.pool(REPLICATION_POOL);
+            pool.stats().active
         })
-        .unwrap_or(0)
+        .sum()
 }
 
 /// Files this process holds open under `dir`.
@@ -142,7 +142,6 @@ fn a_recovery_cancelled_between_file_chunks_leaves_nothing_behind_and_the_next_o
         .iter()
         .map(|&i| (i, cluster.pause_at(i, "recovery_after_file_chunk")))
         .collect();
-    let recovery_threads_before = threads_named("peer-recovery");
     cluster
         .client(0)
         .put(
@@ -180,22 +179,18 @@ fn a_recovery_cancelled_between_file_chunks_leaves_nothing_behind_and_the_next_o
     for (_, pause) in &pauses {
         pause.release();
     }
-    cluster.wait_for(
-        HIT,
-        "the cancelled recovery's thread and files gone",
-        |_| {
-            let threads = threads_named("peer-recovery");
-            let open = open_files_under(&index_dir);
-            if threads <= recovery_threads_before && open.is_empty() && !index_dir.exists() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "recovery threads {threads}, open files {open:?}, directory left: {}",
-                    index_dir.exists()
-                ))
-            }
-        },
-    );
+    cluster.wait_for(HIT, "the cancelled recovery's task and files gone", |c| {
+        let tasks = replication_tasks_running(c);
+        let open = open_files_under(&index_dir);
+        if tasks == 0 && open.is_empty() && !index_dir.exists() {
+            Ok(())
+        } else {
+            Err(format!(
+                "recovery tasks {tasks}, open files {open:?}, directory left: {}",
+                index_dir.exists()
+            ))
+        }
+    });
 
     // A new recovery of the same name onto the same nodes completes.
     let history = History::default();
@@ -245,7 +240,6 @@ fn a_recovery_whose_target_is_failed_between_file_chunks_gives_way_to_a_new_one(
         .filter(|&i| i != primary)
         .map(|i| (i, cluster.pause_at(i, "recovery_after_file_chunk")))
         .collect();
-    let recovery_threads_before = threads_named("peer-recovery");
     cluster
         .client(0)
         .put(
@@ -306,16 +300,14 @@ fn a_recovery_whose_target_is_failed_between_file_chunks_gives_way_to_a_new_one(
     );
     cluster.wait_for(
         HIT,
-        "the failed recovery's thread and partial files gone",
-        |_| {
-            let threads = threads_named("peer-recovery");
+        "the failed recovery's task and partial files gone",
+        |c| {
+            let tasks = replication_tasks_running(c);
             let partial = partial_files(&index_dir);
-            if threads <= recovery_threads_before && partial.is_empty() {
+            if tasks == 0 && partial.is_empty() {
                 Ok(())
             } else {
-                Err(format!(
-                    "recovery threads {threads}, partial files {partial:?}"
-                ))
+                Err(format!("recovery tasks {tasks}, partial files {partial:?}"))
             }
         },
     );

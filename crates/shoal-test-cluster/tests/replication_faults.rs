@@ -354,7 +354,7 @@ fn a_copy_that_cannot_open_is_reported_failed_while_the_other_shards_open() {
 
 #[test]
 fn a_slow_replica_link_only_slows_writes_and_a_lossy_one_gets_the_replica_rebuilt() {
-    let mut cluster = TestCluster::start(3);
+    let cluster = TestCluster::start(3);
     create_index(&cluster, 1, "0");
     let primary = cluster.primary_of(INDEX, 0).expect("a primary");
     let replica = cluster.replicas_of(INDEX, 0)[0];

@@ -72,7 +72,7 @@ impl Transport {
         let call = Call::new(addr, action, timeout);
         self.pass_filters(&call).await?;
         let (response, _pooled) = self
-            .send(&call, |mut client| {
+            .send_attempts(&call, |mut client| {
                 let request = self.wire_request(action, body.clone());
                 async move { client.invoke(request).await }
             })
@@ -96,7 +96,7 @@ impl Transport {
         let call = Call::new(addr, action, idle_timeout);
         self.pass_filters(&call).await?;
         let (response, pooled) = self
-            .send(&call, |mut client| {
+            .send_attempts(&call, |mut client| {
                 let request = self.wire_request(action, body.clone());
                 async move { client.invoke_stream(request).await }
             })
@@ -127,7 +127,7 @@ impl Transport {
     /// A cached connection can be dead without the channel knowing yet (the peer restarted and
     /// the close is still in flight); the request then fails without having reached the peer,
     /// so it is sent once more on a fresh channel instead of failing the caller.
-    async fn send<T, F, Fut>(
+    async fn send_attempts<T, F, Fut>(
         &self,
         call: &Call<'_>,
         mut attempt: F,
@@ -188,6 +188,8 @@ impl Transport {
             from_node: self.local_node_id().to_string(),
             cluster_uuid: self.cluster_uuid(),
             body,
+            protocol_version: self.protocol().current,
+            min_compatible_version: self.protocol().min_compatible,
         }
     }
 

@@ -1,13 +1,16 @@
 //! Errors of the transport layer.
 //!
 //! [`RemoteError`] is what a remote handler answers when it fails: it keeps OpenSearch's error
-//! shape (HTTP status, `type`, `reason`) so the REST layer of the coordinating node can render it
-//! as if it had happened locally. [`TransportError`] is what a caller of the transport sees: either
-//! the remote error or a failure to get an answer at all.
+//! shape (HTTP status, `type`, `reason`, extra fields and the `caused_by` chain) so the REST
+//! layer of the coordinating node can render it as if it had happened locally, plus the
+//! [`ErrorKind`] callers branch on. [`TransportError`] is what a caller of the transport sees:
+//! either the remote error or a failure to get an answer at all.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use shoal_types::ErrorKind;
 
 /// An error returned by a remote handler, in OpenSearch's error shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -19,15 +22,40 @@ pub struct RemoteError {
     pub error_type: String,
     /// Human readable reason.
     pub reason: String,
+    /// What the caller should do about it; control flow branches on this, never on the type.
+    pub kind: ErrorKind,
+    /// Extra fields OpenSearch shows beside type and reason (`index`, `shard`, `index_uuid`…).
+    /// Boxed: an ordered map is large, and errors travel inside every `Result` of the transport.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub metadata: Box<Map<String, Value>>,
+    /// The error this one wraps (OpenSearch's `caused_by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caused_by: Option<Box<RemoteError>>,
 }
 
 impl RemoteError {
+    /// An error whose kind follows from its status and type ([`ErrorKind::classify`]); use
+    /// [`RemoteError::with_kind`] where the producer knows better.
     pub fn new(status: u16, error_type: impl Into<String>, reason: impl Into<String>) -> Self {
+        let error_type = error_type.into();
         RemoteError {
             status,
-            error_type: error_type.into(),
+            kind: ErrorKind::classify(status, &error_type),
+            error_type,
             reason: reason.into(),
+            metadata: Box::default(),
+            caused_by: None,
         }
+    }
+
+    pub fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    pub fn with_cause(mut self, cause: RemoteError) -> Self {
+        self.caused_by = Some(Box::new(cause));
+        self
     }
 
     /// 500 with OpenSearch's generic `exception` type.
@@ -45,8 +73,20 @@ impl RemoteError {
         RemoteError::new(
             400,
             "action_not_found_transport_exception",
-            format!("no handler for action [{action}]"),
+            format!("No handler for action [{action}]"),
         )
+    }
+
+    /// OpenSearch's `caused_by` object: `{"type", "reason", ...metadata, "caused_by"}`.
+    pub fn to_cause_json(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("type".into(), Value::from(self.error_type.clone()));
+        body.insert("reason".into(), Value::from(self.reason.clone()));
+        body.extend(self.metadata.as_ref().clone());
+        if let Some(cause) = &self.caused_by {
+            body.insert("caused_by".into(), cause.to_cause_json());
+        }
+        Value::Object(body)
     }
 }
 
@@ -84,10 +124,22 @@ impl TransportError {
         )
     }
 
+    /// What the caller should do about the failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            TransportError::Remote(remote) => remote.kind,
+            TransportError::Unreachable { .. }
+            | TransportError::Timeout { .. }
+            | TransportError::Dropped => ErrorKind::Unavailable,
+            // The peer will never serve this cluster: sending again cannot help.
+            TransportError::ClusterMismatch { .. } => ErrorKind::Invalid,
+        }
+    }
+
     /// Renders the error in OpenSearch's shape, the way OpenSearch reports transport failures.
     pub fn to_remote_error(&self) -> RemoteError {
-        match self {
-            TransportError::Remote(remote) => remote.clone(),
+        let remote = match self {
+            TransportError::Remote(remote) => return remote.clone(),
             TransportError::Unreachable { addr, reason } => RemoteError::new(
                 500,
                 "connect_transport_exception",
@@ -115,6 +167,7 @@ impl TransportError {
                 "illegal_state_exception",
                 format!("remote node belongs to cluster [{remote}], local cluster is [{local}]"),
             ),
-        }
+        };
+        remote.with_kind(self.kind())
     }
 }

@@ -1,16 +1,21 @@
 //! Node-to-node RPC on the transport port (9300 by default), over gRPC with tonic.
 //!
-//! The API is deliberately generic: a message is an *action name* (as in OpenSearch,
-//! `internal:cluster/coordination/join`, `indices:data/write/bulk[s]`, ...) plus an opaque body.
-//! Callers encode bodies themselves (serde_json, raw bytes); one [`Handler`] per node dispatches
-//! on the action. Everything the cluster layer sends (Raft messages, joins, pings, shard bulk
+//! A message is an *action name* (as in OpenSearch, `internal:cluster/coordination/join`,
+//! `indices:data/write/bulk[s]`, ...) plus a body. Services declare each action as an [`Action`]
+//! (name, minimum protocol version, request and response types), register its handler in an
+//! [`ActionRegistry`], and call it with [`Transport::send`]; the registry is the node's
+//! [`Handler`]. The untyped [`Transport::call`] stays for raw bodies. Everything the cluster layer sends (Raft messages, joins, pings, shard bulk
 //! forwarding, search phases, recovery file chunks) goes through the two gRPC methods of
 //! `shoal.transport.Rpc`: `Invoke` (unary) and `InvokeStream` (server streaming).
 //!
+//! - Every request carries the sender's node id, cluster uuid and protocol version range
+//!   ([`ProtocolVersion`]); the cluster manager refuses a joining node whose range does not
+//!   overlap its own.
 //! - Every request carries the sender's node id and cluster uuid. A server refuses a request
 //!   whose cluster uuid differs from its own when both are known, so nodes of two clusters
 //!   sharing hosts can never mix their state.
-//! - Handler failures travel in-band as [`RemoteError`] (OpenSearch's error shape); gRPC statuses
+//! - Handler failures travel in-band as [`RemoteError`] (OpenSearch's error shape with its
+//!   `caused_by` chain, plus the [`shoal_types::ErrorKind`] callers branch on); gRPC statuses
 //!   only describe transport problems and are mapped to [`TransportError`].
 //! - Channels are opened lazily, cached per `host:port`, and evicted when the connection fails,
 //!   so a peer restarting on the same port is reached again on the next call. A request that
@@ -21,6 +26,7 @@
 //! No protoc is needed: messages are hand-written prost structs (`wire.rs`) and `build.rs`
 //! generates the tonic stubs with `tonic_build::manual`.
 
+mod action;
 mod client;
 mod conn;
 mod error;
@@ -28,17 +34,21 @@ mod filter;
 mod pool;
 mod server;
 mod transport;
+mod version;
 mod wire;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+pub use action::{Action, ActionContext, ActionRegistry, StreamAction, WireAction};
 pub use client::ResponseStream;
 pub use error::{RemoteError, TransportError};
 pub use filter::{DelayFilter, DropActionFilter, Filter, FilterDecision, PartitionFilter};
 pub use server::ServerHandle;
+pub use shoal_types::ErrorKind;
 pub use transport::{Transport, DEFAULT_TRANSPORT_PORT, MAX_MESSAGE_SIZE};
+pub use version::{ProtocolVersion, PROTOCOL_VERSION};
 
 /// An incoming request, as seen by a [`Handler`].
 #[derive(Debug, Clone)]
@@ -46,6 +56,8 @@ pub struct Request {
     pub action: String,
     /// Node id of the sender.
     pub from_node: String,
+    /// The sender's protocol range.
+    pub protocol: ProtocolVersion,
     pub body: Bytes,
 }
 

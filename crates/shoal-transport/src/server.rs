@@ -219,6 +219,7 @@ impl RpcService {
             return Err(cluster_mismatch(&local_uuid, &wire.cluster_uuid));
         }
         Ok(Request {
+            protocol: wire.protocol(),
             action: wire.action,
             from_node: wire.from_node,
             body: wire.body,

@@ -8,6 +8,7 @@ use parking_lot::RwLock;
 
 use crate::filter::{self, Filter, FilterDecision};
 use crate::pool::ChannelPool;
+use crate::version::{ProtocolVersion, PROTOCOL_VERSION};
 
 /// OpenSearch's default transport port.
 pub const DEFAULT_TRANSPORT_PORT: u16 = 9300;
@@ -19,6 +20,8 @@ pub const MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
 /// Node-to-node transport of one node, shared behind an `Arc` by everything that sends.
 pub struct Transport {
     local_node_id: String,
+    /// Sent with every request; what the cluster manager checks a joining node against.
+    protocol: ProtocolVersion,
     /// Empty until the node joins or bootstraps a cluster.
     cluster_uuid: RwLock<String>,
     pub(crate) pool: Arc<ChannelPool>,
@@ -36,8 +39,15 @@ impl std::fmt::Debug for Transport {
 
 impl Transport {
     pub fn new(local_node_id: String) -> Arc<Transport> {
+        Transport::with_protocol(local_node_id, PROTOCOL_VERSION)
+    }
+
+    /// A transport that claims another protocol range than this build's (tests of version
+    /// skew).
+    pub fn with_protocol(local_node_id: String, protocol: ProtocolVersion) -> Arc<Transport> {
         Arc::new(Transport {
             local_node_id,
+            protocol,
             cluster_uuid: RwLock::new(String::new()),
             pool: Arc::new(ChannelPool::default()),
             filters: RwLock::new(Vec::new()),
@@ -46,6 +56,10 @@ impl Transport {
 
     pub fn local_node_id(&self) -> &str {
         &self.local_node_id
+    }
+
+    pub fn protocol(&self) -> ProtocolVersion {
+        self.protocol
     }
 
     pub fn cluster_uuid(&self) -> String {

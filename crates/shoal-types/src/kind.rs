@@ -59,15 +59,19 @@ impl ErrorKind {
             | "unavailable_shards_exception"
             | "index_closed_exception"
             | "illegal_state_exception"
-            | "not_cluster_manager"
             | "cluster_manager_not_discovered_exception"
             | "process_cluster_event_timeout_exception" => ErrorKind::Unavailable,
-            "shard_not_in_primary_mode_exception" | "replication_stale_term_exception" => {
-                ErrorKind::Moved
-            }
+            // The node asked is no longer the primary, or no longer the cluster manager.
+            "shard_not_in_primary_mode_exception"
+            | "replication_stale_term_exception"
+            | "not_cluster_manager" => ErrorKind::Moved,
             "engine_closed_exception" | "corrupt_index_exception" => ErrorKind::CopyFailed,
             "index_not_found_exception" | "resource_not_found_exception" => ErrorKind::NotFound,
-            "version_conflict_engine_exception" => ErrorKind::Conflict,
+            // Someone else created it first: a conflict with the current state, although
+            // OpenSearch answers it with a 400.
+            "version_conflict_engine_exception" | "resource_already_exists_exception" => {
+                ErrorKind::Conflict
+            }
             "rejected_execution_exception" | "es_rejected_execution_exception" => {
                 ErrorKind::Rejected
             }
@@ -101,6 +105,21 @@ mod tests {
     fn backpressure_is_retryable_but_not_the_copys_fault() {
         let kind = ErrorKind::classify(429, "rejected_execution_exception");
         assert!(kind.is_retryable() && !kind.is_copy_problem());
+    }
+
+    #[test]
+    fn a_node_that_lost_its_role_sends_the_caller_elsewhere() {
+        assert_eq!(
+            ErrorKind::classify(503, "not_cluster_manager"),
+            ErrorKind::Moved
+        );
+        assert!(ErrorKind::Moved.is_retryable());
+    }
+
+    #[test]
+    fn an_index_created_meanwhile_is_a_conflict_not_a_bad_request() {
+        let kind = ErrorKind::classify(400, "resource_already_exists_exception");
+        assert_eq!(kind, ErrorKind::Conflict);
     }
 
     #[test]

@@ -6,7 +6,6 @@ use std::io::Cursor;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{
     NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
@@ -19,16 +18,44 @@ use openraft::raft::{
 };
 use openraft::type_config::alias::WatchReceiverOf;
 use openraft::{BasicNode, OptionalSend, RaftMetrics};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use shoal_transport::{Transport, TransportError};
+use shoal_transport::{Action, ActionRegistry, Transport, TransportError};
 
 use super::types::{RaftId, Snapshot, TypeConfig, Vote};
 
-pub const ACTION_APPEND: &str = "internal:raft/append";
-pub const ACTION_VOTE: &str = "internal:raft/vote";
-pub const ACTION_SNAPSHOT: &str = "internal:raft/snapshot";
-pub const ACTION_TRANSFER_LEADER: &str = "internal:raft/transfer_leader";
+/// A Raft RPC as a transport action: openraft's request, and `Result<response, RaftError>`.
+pub struct AppendAction;
+impl Action for AppendAction {
+    const NAME: &'static str = "internal:raft/append";
+    type Request = AppendEntriesRequest<TypeConfig>;
+    type Response = Result<AppendEntriesResponse<TypeConfig>, RaftError<TypeConfig>>;
+}
+
+pub struct VoteAction;
+impl Action for VoteAction {
+    const NAME: &'static str = "internal:raft/vote";
+    type Request = VoteRequest<TypeConfig>;
+    type Response = Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>;
+}
+
+/// A whole snapshot in one message: the leader's vote, the snapshot's metadata and bytes.
+pub struct SnapshotAction;
+impl Action for SnapshotAction {
+    const NAME: &'static str = "internal:raft/snapshot";
+    type Request = (Vote, super::types::SnapshotMeta, Vec<u8>);
+    type Response = Result<SnapshotResponse<TypeConfig>, RaftError<TypeConfig>>;
+}
+
+pub struct TransferLeaderAction;
+impl Action for TransferLeaderAction {
+    const NAME: &'static str = "internal:raft/transfer_leader";
+    type Request = TransferLeaderRequest<TypeConfig>;
+    type Response = Result<TransferLeaderResponse<TypeConfig>, RaftError<TypeConfig>>;
+}
+
+pub const ACTION_APPEND: &str = AppendAction::NAME;
+pub const ACTION_VOTE: &str = VoteAction::NAME;
+pub const ACTION_SNAPSHOT: &str = SnapshotAction::NAME;
+pub const ACTION_TRANSFER_LEADER: &str = TransferLeaderAction::NAME;
 
 type Metrics = WatchReceiverOf<TypeConfig, RaftMetrics<TypeConfig>>;
 
@@ -78,26 +105,23 @@ pub struct Peer {
 }
 
 impl Peer {
-    async fn request<Req, Resp>(
+    async fn request<A, Resp>(
         &self,
-        action: &str,
-        req: &Req,
+        req: &A::Request,
         ttl: Duration,
     ) -> Result<Resp, RPCError<TypeConfig>>
     where
-        Req: Serialize,
-        Resp: DeserializeOwned,
+        A: Action<Response = Result<Resp, RaftError<TypeConfig>>>,
     {
-        let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let current = self.metrics.get().and_then(|metrics| {
             let metrics = metrics.borrow_watched();
             let node = metrics.membership_config.get_node(&self.target)?;
             Some(node.addr.clone())
         });
         let addr = current.as_deref().unwrap_or(&self.addr);
-        let reply = self
+        let result = self
             .transport
-            .call(addr, action, Bytes::from(body), ttl)
+            .send::<A>(addr, req, ttl)
             .await
             .map_err(|e| match e {
                 TransportError::Unreachable { .. } | TransportError::Dropped => {
@@ -105,8 +129,6 @@ impl Peer {
                 }
                 other => RPCError::Network(NetworkError::new(&other)),
             })?;
-        let result: Result<Resp, RaftError<TypeConfig>> =
-            serde_json::from_slice(&reply).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| RPCError::Network(NetworkError::new(&e)))
     }
 }
@@ -119,7 +141,8 @@ impl RaftNetworkV2<TypeConfig> for Peer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.request(ACTION_APPEND, &rpc, option.soft_ttl()).await
+        self.request::<AppendAction, _>(&rpc, option.soft_ttl())
+            .await
     }
 
     async fn vote(
@@ -127,7 +150,7 @@ impl RaftNetworkV2<TypeConfig> for Peer {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.request(ACTION_VOTE, &rpc, option.soft_ttl()).await
+        self.request::<VoteAction, _>(&rpc, option.soft_ttl()).await
     }
 
     async fn full_snapshot(
@@ -141,7 +164,7 @@ impl RaftNetworkV2<TypeConfig> for Peer {
         tokio::pin!(cancel);
         tokio::select! {
             closed = &mut cancel => Err(StreamingError::Closed(closed)),
-            res = self.request(ACTION_SNAPSHOT, &req, option.hard_ttl()) => Ok(res?),
+            res = self.request::<SnapshotAction, _>(&req, option.hard_ttl()) => Ok(res?),
         }
     }
 
@@ -150,56 +173,45 @@ impl RaftNetworkV2<TypeConfig> for Peer {
         req: TransferLeaderRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.request(ACTION_TRANSFER_LEADER, &req, option.soft_ttl())
+        self.request::<TransferLeaderAction, _>(&req, option.soft_ttl())
             .await
     }
 }
 
-/// Serves the Raft actions of this node's transport.
-pub async fn handle(
-    raft: &super::types::Raft,
-    action: &str,
-    body: &[u8],
-) -> Option<Result<Vec<u8>, String>> {
-    let bad = |e: serde_json::Error| format!("malformed raft message: {e}");
-    let reply = match action {
-        ACTION_APPEND => match serde_json::from_slice(body) {
-            Ok(req) => serde_json::to_vec(&raft.append_entries(req).await),
-            Err(e) => return Some(Err(bad(e))),
-        },
-        ACTION_VOTE => match serde_json::from_slice(body) {
-            Ok(req) => serde_json::to_vec(&raft.vote(req).await),
-            Err(e) => return Some(Err(bad(e))),
-        },
-        ACTION_SNAPSHOT => {
-            let parsed: Result<(Vote, super::types::SnapshotMeta, Vec<u8>), _> =
-                serde_json::from_slice(body);
-            match parsed {
-                Ok((vote, meta, data)) => {
-                    let snapshot = Snapshot {
-                        meta,
-                        snapshot: Cursor::new(data),
-                    };
-                    let res: Result<SnapshotResponse<TypeConfig>, RaftError<TypeConfig>> = raft
-                        .install_full_snapshot(vote, snapshot)
-                        .await
-                        .map_err(RaftError::Fatal);
-                    serde_json::to_vec(&res)
-                }
-                Err(e) => return Some(Err(bad(e))),
-            }
+/// Registers the handlers of the Raft actions of this node's transport.
+pub fn register(registry: &mut ActionRegistry, raft: &super::types::Raft) {
+    let r = raft.clone();
+    registry.register::<AppendAction, _, _>(move |_, req| {
+        let raft = r.clone();
+        async move { Ok(raft.append_entries(req).await) }
+    });
+    let r = raft.clone();
+    registry.register::<VoteAction, _, _>(move |_, req| {
+        let raft = r.clone();
+        async move { Ok(raft.vote(req).await) }
+    });
+    let r = raft.clone();
+    registry.register::<SnapshotAction, _, _>(move |_, (vote, meta, data)| {
+        let raft = r.clone();
+        async move {
+            let snapshot = Snapshot {
+                meta,
+                snapshot: Cursor::new(data),
+            };
+            Ok(raft
+                .install_full_snapshot(vote, snapshot)
+                .await
+                .map_err(RaftError::Fatal))
         }
-        ACTION_TRANSFER_LEADER => match serde_json::from_slice(body) {
-            Ok(req) => {
-                let res: Result<TransferLeaderResponse<TypeConfig>, RaftError<TypeConfig>> = raft
-                    .handle_transfer_leader(req)
-                    .await
-                    .map_err(RaftError::Fatal);
-                serde_json::to_vec(&res)
-            }
-            Err(e) => return Some(Err(bad(e))),
-        },
-        _ => return None,
-    };
-    Some(reply.map_err(|e| e.to_string()))
+    });
+    let r = raft.clone();
+    registry.register::<TransferLeaderAction, _, _>(move |_, req| {
+        let raft = r.clone();
+        async move {
+            Ok(raft
+                .handle_transfer_leader(req)
+                .await
+                .map_err(RaftError::Fatal))
+        }
+    });
 }

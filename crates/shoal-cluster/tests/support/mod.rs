@@ -28,7 +28,8 @@ use serde_json::Value;
 use shoal_cluster::{CheckSettings, Cluster, ClusterConfig, ClusterError, RaftStatus};
 use shoal_state::{ClusterState, Command, DiscoveryNode, Role};
 use shoal_transport::{
-    FilterDecision, Handler, PartitionFilter, RemoteError, Request, ServerHandle, Transport,
+    ActionRegistry, FilterDecision, Handler, PartitionFilter, ProtocolVersion, RemoteError,
+    Request, ServerHandle, Transport, PROTOCOL_VERSION,
 };
 use tokio::task::JoinHandle;
 
@@ -55,25 +56,21 @@ pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves one member's transport: every action goes to its [`Cluster`].
 struct MemberHandler {
-    cluster: OnceLock<Arc<Cluster>>,
+    cluster: OnceLock<ActionRegistry>,
 }
 
 impl Handler for MemberHandler {
     fn handle(&self, req: Request) -> BoxFuture<'static, Result<Bytes, RemoteError>> {
-        let cluster = self.cluster.get().cloned();
-        Box::pin(async move {
-            let Some(cluster) = cluster else {
-                return Err(RemoteError::new(
+        match self.cluster.get() {
+            Some(actions) => actions.handle(req),
+            None => Box::pin(async {
+                Err(RemoteError::new(
                     503,
                     "node_closed_exception",
                     "node is starting",
-                ));
-            };
-            match cluster.handle(&req.action, &req.body).await {
-                Some(reply) => reply,
-                None => Err(RemoteError::action_not_found(&req.action)),
-            }
-        })
+                ))
+            }),
+        }
     }
 }
 
@@ -120,13 +117,19 @@ impl TestCluster {
     /// Starts `n` members that discover each other through their seed hosts; the first
     /// `min(n, 3)` are the initial cluster-manager nodes, the others join the elected one.
     pub async fn start(n: usize) -> TestCluster {
+        TestCluster::start_with_protocols(&vec![PROTOCOL_VERSION; n]).await
+    }
+
+    /// [`TestCluster::start`] with one member per protocol range (version skew scenarios).
+    pub async fn start_with_protocols(protocols: &[ProtocolVersion]) -> TestCluster {
+        let n = protocols.len();
         init_logging();
         let dir = tempfile::tempdir().expect("temp dir");
         // Bind every server first: the configurations need every address as a seed host.
         let mut bound = Vec::new();
-        for _ in 0..n {
+        for protocol in protocols {
             let id = shoal_cluster::new_id();
-            let transport = Transport::new(id.clone());
+            let transport = Transport::with_protocol(id.clone(), *protocol);
             let handler = Arc::new(MemberHandler {
                 cluster: OnceLock::new(),
             });
@@ -195,7 +198,7 @@ impl TestCluster {
         let cluster = Cluster::start(self.config(i), transport.clone())
             .await
             .unwrap_or_else(|e| panic!("node-{i} failed to start: {e}"));
-        let _ = handler.cluster.set(cluster.clone());
+        let _ = handler.cluster.set(cluster.actions());
         let recorder = tokio::spawn(record_applied(
             self.nodes[i].name.clone(),
             cluster.subscribe(),
@@ -644,7 +647,7 @@ pub fn put_setting(key: &str, value: impl Into<Value>) -> Command {
     }
 }
 
-fn discovery_node(id: &str, name: &str, addr: SocketAddr) -> DiscoveryNode {
+pub fn discovery_node(id: &str, name: &str, addr: SocketAddr) -> DiscoveryNode {
     DiscoveryNode {
         id: id.to_string(),
         ephemeral_id: String::new(),

@@ -6,7 +6,7 @@ use shoal_engine::Engine;
 use shoal_state::Command;
 
 use super::{ReplicaOp, ShardReplication};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
 use crate::node::Node;
 
@@ -76,7 +76,8 @@ impl Node {
                     tracker.update_copy_global_checkpoint(&target, reply.global_checkpoint);
                     summary.successful += 1;
                 }
-                Err(error) if error.error_type == super::replica::NOT_A_REPLICA => {
+                // The copy is the primary now: this node was deposed, not the copy broken.
+                Err(error) if error.kind == ErrorKind::Moved => {
                     return Err(ApiError::new(
                         503,
                         "shard_not_in_primary_mode_exception",

@@ -4,13 +4,20 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiResult;
 use crate::node::{now_millis, Node};
 
-pub const ACTION_LIST: &str = "internal:index/shard/recovery/list";
+/// The recovery records a node holds for some indices (`_recovery`, `_cat/recovery`).
+pub struct RecoveryListAction;
+impl shoal_transport::Action for RecoveryListAction {
+    const NAME: &'static str = "internal:index/shard/recovery/list";
+    type Request = Vec<String>;
+    type Response = Vec<RecoveryRecord>;
+}
+
+pub const ACTION_LIST: &str = <RecoveryListAction as shoal_transport::Action>::NAME;
 
 /// OpenSearch's recovery types (`_cat/recovery` `type` column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,25 +187,18 @@ impl Node {
     pub fn recoveries(&self, indices: &[String]) -> Vec<RecoveryRecord> {
         let state = self.cluster_state();
         let body = crate::rpc::json_bytes(&indices);
+        let timeout = Duration::from_secs(10);
         let pending: Vec<_> = state
             .nodes
             .values()
             .filter(|n| n.id != self.node_id)
             .map(|n| {
-                self.send(
-                    &n.transport_address,
-                    ACTION_LIST,
-                    body.clone(),
-                    Duration::from_secs(10),
-                )
+                self.send_encoded::<RecoveryListAction>(&n.transport_address, body.clone(), timeout)
             })
             .collect();
         let mut records = self.local_recoveries(indices);
         for reply in pending {
-            let remote = self.wait(reply).and_then(|bytes| {
-                crate::rpc::parse_reply::<Vec<RecoveryRecord>>(ACTION_LIST, &bytes)
-            });
-            match remote {
+            match self.wait(reply) {
                 Ok(remote) => records.extend(remote),
                 Err(e) => tracing::debug!(error = %e, "a node's recovery records are missing"),
             }
@@ -208,8 +208,10 @@ impl Node {
         records
     }
 
-    pub(crate) fn handle_recovery_list(&self, body: &[u8]) -> ApiResult<Bytes> {
-        let indices: Vec<String> = crate::rpc::parse_request(body)?;
-        Ok(crate::rpc::json_bytes(&self.local_recoveries(&indices)))
+    pub(crate) fn handle_recovery_list(
+        &self,
+        indices: Vec<String>,
+    ) -> ApiResult<Vec<RecoveryRecord>> {
+        Ok(self.local_recoveries(&indices))
     }
 }

@@ -9,20 +9,30 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::future::{join_all, BoxFuture};
 use serde::{Deserialize, Serialize};
 use shoal_state::{ClusterState, PromotionChoice, ShardRouting};
 
 use crate::error::ApiResult;
 use crate::node::Node;
-use crate::rpc::{json_bytes, parse_reply, parse_request};
 
-pub const ACTION_LOCAL_CHECKPOINT: &str = "internal:index/shard/local_checkpoint";
+/// The cluster manager asks a copy for its local checkpoint before choosing whom to promote.
+pub struct LocalCheckpointAction;
+impl shoal_transport::Action for LocalCheckpointAction {
+    const NAME: &'static str = "internal:index/shard/local_checkpoint";
+    type Request = CheckpointRequest;
+    type Response = CheckpointReply;
+}
+
+pub const ACTION_LOCAL_CHECKPOINT: &str = <LocalCheckpointAction as shoal_transport::Action>::NAME;
 const ASK_TIMEOUT: Duration = Duration::from_millis(300);
 
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+    actions.register::<LocalCheckpointAction>(Node::handle_local_checkpoint);
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct CheckpointRequest {
+pub struct CheckpointRequest {
     index: String,
     index_uuid: String,
     shard: usize,
@@ -30,7 +40,7 @@ struct CheckpointRequest {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct CheckpointReply {
+pub struct CheckpointReply {
     local_checkpoint: i64,
 }
 
@@ -141,28 +151,21 @@ impl Node {
         };
         let reply = self
             .transport
-            .call(
-                &address,
-                ACTION_LOCAL_CHECKPOINT,
-                json_bytes(&request),
-                ASK_TIMEOUT,
-            )
+            .send::<LocalCheckpointAction>(&address, &request, ASK_TIMEOUT)
             .await
             .ok()?;
-        let reply: CheckpointReply = parse_reply(ACTION_LOCAL_CHECKPOINT, &reply).ok()?;
         Some(reply.local_checkpoint)
     }
 
     /// Serves [`ACTION_LOCAL_CHECKPOINT`] for a local copy.
-    pub(crate) fn handle_local_checkpoint(&self, body: &[u8]) -> ApiResult<Bytes> {
-        let request: CheckpointRequest = parse_request(body)?;
+    fn handle_local_checkpoint(&self, request: CheckpointRequest) -> ApiResult<CheckpointReply> {
         let shard_id = shoal_types::ShardId::new(request.index_uuid, request.shard as u32);
         let allocation = shoal_types::AllocationId::from(request.allocation_id);
         let copy = self.local_copy(&request.index, &shard_id, Some(&allocation))?;
         let engine = copy.engine();
-        Ok(json_bytes(&CheckpointReply {
+        Ok(CheckpointReply {
             local_checkpoint: engine.local_checkpoint(),
-        }))
+        })
     }
 }
 

@@ -3,15 +3,56 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shoal_engine::{DocRequest, OpKind, Origin, WriteOp};
+use shoal_transport::WireAction;
 
 use super::{ReplicaOp, ReplicaOpHeader};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::node::Node;
 
-pub const ACTION_REPLICA_OPS: &str = "indices:data/write/bulk[s][r]";
+pub const ACTION_REPLICA_OPS: &str = <ReplicaOpsAction as WireAction>::NAME;
 
-/// The error a copy answers when it is the primary itself: the sender was deposed.
-pub const NOT_A_REPLICA: &str = "shard_not_in_replica_mode_exception";
+/// A primary sends a batch of operations to one of its copies. The request is framed (see
+/// `crate::wire`): the batch as JSON, then the documents' sources as they are.
+pub struct ReplicaOpsAction;
+impl WireAction for ReplicaOpsAction {
+    const NAME: &'static str = "indices:data/write/bulk[s][r]";
+    type Request = ReplicaFrame;
+    type Response = ReplicaReply;
+
+    fn encode_request(request: &ReplicaFrame) -> Result<Bytes, String> {
+        let blobs: Vec<Option<&[u8]>> = request.sources.iter().map(Option::as_deref).collect();
+        Ok(crate::wire::frame(&request.batch, &blobs))
+    }
+
+    fn decode_request(body: Bytes) -> Result<ReplicaFrame, String> {
+        let (batch, sources) = crate::wire::unframe(body)?;
+        Ok(ReplicaFrame { batch, sources })
+    }
+
+    fn encode_response(response: &ReplicaReply) -> Result<Bytes, String> {
+        serde_json::to_vec(response)
+            .map(Bytes::from)
+            .map_err(|e| e.to_string())
+    }
+
+    fn decode_response(body: Bytes) -> Result<ReplicaReply, String> {
+        serde_json::from_slice(&body).map_err(|e| e.to_string())
+    }
+}
+
+/// A batch and the sources of its operations (`None`: an operation without one).
+pub struct ReplicaFrame {
+    pub batch: ReplicaBatch,
+    pub sources: Vec<Option<Bytes>>,
+}
+
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+    actions.register::<ReplicaOpsAction>(Node::handle_replica_batch);
+}
+
+/// The error type a copy answers when it is the primary itself: the sender was deposed (its
+/// kind is `Moved`).
+const NOT_A_REPLICA: &str = "shard_not_in_replica_mode_exception";
 
 /// Where a batch of replica operations goes and under which primary.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -112,7 +153,9 @@ impl Node {
         let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
         let body = crate::wire::frame(&batch, &blobs);
         let address = super::copy_address(&self.cluster_state(), &batch.index, shard, target);
-        let pending = address.map(|a| self.send(&a, ACTION_REPLICA_OPS, body, REPLICA_TIMEOUT));
+        // Framed here from the borrowed sources (no copy into a `ReplicaFrame`).
+        let pending =
+            address.map(|a| self.send_encoded::<ReplicaOpsAction>(&a, body, REPLICA_TIMEOUT));
         self.runtime.spawn(async move {
             let Some(pending) = pending else {
                 return Err(ApiError::new(
@@ -121,10 +164,9 @@ impl Node {
                     "the copy is not in the routing table",
                 ));
             };
-            let reply = pending
+            pending
                 .await
-                .map_err(|e| ApiError::internal(e.to_string()))??;
-            crate::rpc::parse_reply(ACTION_REPLICA_OPS, &reply)
+                .map_err(|e| ApiError::internal(e.to_string()))?
         })
     }
 
@@ -136,11 +178,11 @@ impl Node {
     }
 
     /// Applies a batch from the primary to the local copy it names.
-    pub(crate) fn handle_replica_batch(&self, body: Bytes) -> ApiResult<Bytes> {
-        let (batch, sources): (ReplicaBatch, _) =
-            crate::wire::unframe(body).map_err(ApiError::bad_request)?;
-        let reply = self.apply_replica_batch(&batch, sources)?;
-        Ok(crate::rpc::json_bytes(&reply))
+    fn handle_replica_batch(&self, frame: ReplicaFrame) -> ApiResult<ReplicaReply> {
+        // Counted, never refused: a refused batch would fail an in-sync copy.
+        let bytes = frame.sources.iter().flatten().map(|b| b.len() as u64).sum();
+        let _in_flight = self.pressure.indexing.replica(bytes);
+        self.apply_replica_batch(&frame.batch, frame.sources)
     }
 
     fn apply_replica_batch(
@@ -166,7 +208,8 @@ impl Node {
                     "[{}][{}] this copy is the primary now",
                     batch.index, batch.shard
                 ),
-            ));
+            )
+            .with_kind(ErrorKind::Moved));
         }
         if batch.primary_term > engine.primary_term() {
             crate::failpoints::failpoint!(self, "before_term_bump");

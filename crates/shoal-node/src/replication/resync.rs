@@ -32,7 +32,7 @@ pub const DIVERGED: &str = "resync_diverged_exception";
 
 impl Node {
     /// Starts the resync of a copy that became the primary, once (a later cluster state
-    /// while it runs changes nothing). Runs on its own thread: it waits on other nodes.
+    /// while it runs changes nothing). It waits on other nodes.
     pub(crate) fn start_primary_resync(
         self: &Arc<Self>,
         service: &Arc<IndexService>,
@@ -45,15 +45,16 @@ impl Node {
         }
         let node = Arc::clone(self);
         let service = Arc::clone(service);
-        let spawned = std::thread::Builder::new()
-            .name("primary-resync".into())
-            .spawn(move || {
-                node.resync_and_activate(&service, shard, &engine, &replication);
-                replication.resyncing.store(false, Ordering::Release);
-            });
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "could not start the primary resync thread");
-        }
+        // On the `replication` pool, never refused: writes to this copy wait for it.
+        let pool = self
+            .pressure
+            .pool(crate::pressure::settings::REPLICATION)
+            .clone();
+        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+            node.resync_and_activate(&service, shard, &engine, &replication);
+            replication.resyncing.store(false, Ordering::Release);
+        });
+        debug_assert!(queued.is_ok(), "forced work is never rejected");
     }
 
     /// Resyncs the other copies, then takes the primary role. A resync that fails (a copy

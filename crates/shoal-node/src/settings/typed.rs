@@ -39,6 +39,7 @@ pub enum Kind {
 pub const DISK_LOW: &str = "cluster.routing.allocation.disk.watermark.low";
 pub const DISK_HIGH: &str = "cluster.routing.allocation.disk.watermark.high";
 pub const DISK_FLOOD: &str = "cluster.routing.allocation.disk.watermark.flood_stage";
+pub const SHARD_INDEXING_PRESSURE: &str = "shard_indexing_pressure.enabled";
 
 const INT_MAX: i64 = i32::MAX as i64;
 
@@ -85,6 +86,16 @@ fn explicit_kind(key: &str) -> Option<Kind> {
                 "indices_all_active",
                 "indicesallactive",
             ],
+        ),
+        SHARD_INDEXING_PRESSURE => Kind::Enum(
+            |v| {
+                if v.eq_ignore_ascii_case("true") {
+                    format!("setting [{SHARD_INDEXING_PRESSURE}] is not supported by Shoal with value [true]: Shoal has node-level indexing pressure only (indexing_pressure.memory.limit); only [false] is accepted")
+                } else {
+                    format!("Failed to parse value [{v}] as only [true] or [false] are allowed.")
+                }
+            },
+            &["false"],
         ),
         "index.write.wait_for_active_shards" => Kind::ActiveShards,
         "index.mapping.total_fields.limit" => Kind::Int {
@@ -428,6 +439,8 @@ const HONOURED_CLUSTER: &[&str] = &[
     "indices.recovery.recovery_activity_timeout",
     "http.max_content_length",
     "search.max_buckets",
+    // Only `false` (its default): Shoal has no shard-level indexing pressure.
+    SHARD_INDEXING_PRESSURE,
 ];
 const HONOURED_CLUSTER_GROUPS: &[&str] = &[
     "cluster.routing.allocation.awareness.force.",
@@ -454,6 +467,20 @@ const HONOURED_NODE: &[&str] = &[
     "indices.memory.index_buffer_size",
     "indices.memory.min_index_buffer_size",
     "indices.memory.max_index_buffer_size",
+    // crates/shoal-node/src/pressure/.
+    "indexing_pressure.memory.limit",
+    "thread_pool.write.size",
+    "thread_pool.write.queue_size",
+    "thread_pool.search.size",
+    "thread_pool.search.queue_size",
+    "thread_pool.get.size",
+    "thread_pool.get.queue_size",
+    "thread_pool.management.core",
+    "thread_pool.management.max",
+    "thread_pool.management.keep_alive",
+    "thread_pool.generic.core",
+    "thread_pool.generic.max",
+    "thread_pool.generic.keep_alive",
 ];
 const HONOURED_NODE_GROUPS: &[&str] = &[
     "node.attr.",
@@ -680,8 +707,9 @@ mod tests {
         ));
         assert!(honoured_cluster_setting("search.max_buckets"));
         assert!(!honoured_cluster_setting("indices.breaker.total.limit"));
-        assert!(!honoured_node_setting("thread_pool.write.queue_size"));
-        assert!(recognised_node_setting("thread_pool.write.queue_size"));
+        assert!(honoured_node_setting("thread_pool.write.queue_size"));
+        assert!(!honoured_node_setting("thread_pool.analyze.queue_size"));
+        assert!(recognised_node_setting("thread_pool.analyze.queue_size"));
         assert!(!recognised_node_setting("bogus.setting"));
         assert!(honoured_node_setting("node.attr.zone"));
         assert!(honoured_index_setting(

@@ -7,11 +7,19 @@ use std::sync::Arc;
 use shoal_engine::{Engine, OpKind, Origin, WriteOp};
 use shoal_translog::Durability;
 
-use crate::documents::{Prepared, Refresh, Slots, WriteOptions, WriteOutcome};
+use crate::documents::{LocalItem, Prepared, Refresh, Slots, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
 use crate::replication::primary::ReplicationSummary;
+
+/// The shard batch being written, as the steps after parsing see it.
+struct Batch<'a> {
+    service: &'a Arc<IndexService>,
+    shard: usize,
+    engine: &'a Arc<Engine>,
+    ids: &'a [String],
+}
 
 /// What the primary applied, before its items are answered.
 struct Applied {
@@ -26,49 +34,90 @@ impl Node {
     pub(crate) fn write_on_primary(
         &self,
         shard: usize,
-        group: Vec<Prepared>,
+        group: Vec<LocalItem>,
         options: &WriteOptions,
         results: &mut Slots,
     ) -> Option<Arc<Engine>> {
-        let service = group[0].service.clone();
+        let service = group[0].1.clone();
+        let fail_all = |group: Vec<LocalItem>, e: ApiError, results: &mut Slots| {
+            for (slot, _, _) in group {
+                results[slot] = Some(Err(e.clone()));
+            }
+        };
+        if let Err(e) = self.wait_for_active_shards(
+            &service,
+            shard,
+            options.wait_for_active_shards,
+            options.timeout,
+            group.len(),
+        ) {
+            fail_all(group, e, results);
+            return None;
+        }
+        // The shard-level half of the write holds a `write` slot while it parses and applies;
+        // a full queue fails the shard's items with 429.
+        let task = format!("shard bulk [{}][{shard}]", service.name());
+        let write_slot = match self.pressure.write_permit(&task) {
+            Ok(slot) => slot,
+            Err(e) => {
+                fail_all(group, e, results);
+                return None;
+            }
+        };
+        // Parsed before the permit is taken: a new field's mapping update waits for this
+        // node's applier, which may itself wait for the permits to drain (a term bump).
+        let prepared: Vec<Prepared> = group
+            .into_iter()
+            .filter_map(|(slot, service, item)| {
+                crate::documents::prepare(&service, item, slot)
+                    .map_err(|e| results[slot] = Some(Err(e)))
+                    .ok()
+            })
+            .collect();
+        if prepared.is_empty() {
+            return None;
+        }
         // The permit is held until the batch is replicated: the primary's term cannot be
         // bumped between applying the batch and sending it to the copies.
-        let (engine, _permit) = match self
-            .wait_for_active_shards(
-                &service,
-                shard,
-                options.wait_for_active_shards,
-                options.timeout,
-                group.len(),
-            )
-            .and_then(|()| service.copy(shard))
+        let (engine, _permit) = match service
+            .copy(shard)
             .and_then(|copy| Ok((copy.engine().clone(), copy.acquire_primary_permit()?)))
         {
             Ok(held) => held,
             Err(e) => {
-                for p in group {
+                for p in prepared {
                     results[p.slot] = Some(Err(e.clone()));
                 }
                 return None;
             }
         };
         let (slots, ids_ops): (Vec<usize>, Vec<(String, WriteOp)>) =
-            group.into_iter().map(|p| (p.slot, (p.id, p.op))).unzip();
+            prepared.into_iter().map(|p| (p.slot, (p.id, p.op))).unzip();
         let (ids, ops): (Vec<String>, Vec<WriteOp>) = ids_ops.into_iter().unzip();
-        let applied = self.apply_and_replicate(&service, shard, &engine, &ids, ops, options);
+        let batch = Batch {
+            service: &service,
+            shard,
+            engine: &engine,
+            ids: &ids,
+        };
+        let applied = self.apply_and_replicate(batch, ops, write_slot, options);
         answer_items(&service, shard, slots, ids, applied, options, results);
         Some(engine)
     }
 
     fn apply_and_replicate(
         &self,
-        service: &Arc<IndexService>,
-        shard: usize,
-        engine: &Arc<Engine>,
-        ids: &[String],
+        batch: Batch<'_>,
         ops: Vec<WriteOp>,
+        write_slot: crate::pressure::Permit,
         options: &WriteOptions,
     ) -> Applied {
+        let Batch {
+            service,
+            shard,
+            engine,
+            ids,
+        } = batch;
         let replication = service.replication(shard);
         let (outcomes, targets, sent) = {
             // Held until the targets are known: a recovery starting to track a copy
@@ -85,6 +134,8 @@ impl Node {
             };
             (engine.apply(ops, Origin::Primary), targets, sent)
         };
+        // Not held while waiting for replicas and fsync (see `pressure`).
+        drop(write_slot);
         let max_location = outcomes.iter().flatten().filter_map(|r| r.location).max();
         let in_flight = replication.as_ref().map(|_| {
             let ops = crate::documents::replica_ops(ids, sent, &outcomes);

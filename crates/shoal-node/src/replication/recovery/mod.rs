@@ -34,19 +34,69 @@ use tracing::{debug, info, warn};
 
 use super::ops_recovery::{history_offer, HistoryOffer};
 use super::progress::{RecoveryRecord, RecoveryType, Stage};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
 use crate::node::Node;
-use crate::rpc::{json_bytes, parse_reply, parse_request};
+use crate::rpc::NodeActions;
+use shoal_transport::{Action, WireAction};
 
 mod source;
 use source::Outgoing;
 
-/// What every action of this module starts with (the dispatcher routes on it).
+pub const ACTION_START: &str = <StartAction as Action>::NAME;
+pub const ACTION_FILE_CHUNK: &str = <FileChunkAction as WireAction>::NAME;
+pub const ACTION_FINALIZE: &str = <FinalizeAction as Action>::NAME;
+
+/// The target asks the source to start a recovery: the source pins a commit and answers its
+/// files (or accepts the target's history for an operation-based recovery).
+struct StartAction;
+impl Action for StartAction {
+    const NAME: &'static str = "internal:index/shard/recovery/start_recovery";
+    type Request = StartRequest;
+    type Response = StartReply;
+}
+
+/// What every recovery action's name starts with (they run on the `replication` pool).
 pub const ACTION_PREFIX: &str = "internal:index/shard/recovery/";
-pub const ACTION_START: &str = "internal:index/shard/recovery/start_recovery";
-pub const ACTION_FILE_CHUNK: &str = "internal:index/shard/recovery/file_chunk";
-pub const ACTION_FINALIZE: &str = "internal:index/shard/recovery/finalize";
+
+/// One chunk of a file of the pinned commit; the answer is the chunk's raw bytes.
+struct FileChunkAction;
+impl WireAction for FileChunkAction {
+    const NAME: &'static str = "internal:index/shard/recovery/file_chunk";
+    type Request = ChunkRequest;
+    type Response = Bytes;
+
+    fn encode_request(request: &ChunkRequest) -> Result<Bytes, String> {
+        Ok(crate::rpc::json_bytes(request))
+    }
+
+    fn decode_request(body: Bytes) -> Result<ChunkRequest, String> {
+        serde_json::from_slice(&body).map_err(|e| e.to_string())
+    }
+
+    fn encode_response(chunk: &Bytes) -> Result<Bytes, String> {
+        Ok(chunk.clone())
+    }
+
+    fn decode_response(chunk: Bytes) -> Result<Bytes, String> {
+        Ok(chunk)
+    }
+}
+
+/// The source replays the operations above the copied commit and releases the recovery.
+struct FinalizeAction;
+impl Action for FinalizeAction {
+    const NAME: &'static str = "internal:index/shard/recovery/finalize";
+    type Request = FinalizeRequest;
+    type Response = FinalizeReply;
+}
+
+pub(crate) fn register_actions(actions: &mut NodeActions) {
+    actions.register::<StartAction>(Node::serve_start);
+    actions.register::<FileChunkAction>(Node::serve_chunk);
+    actions.register::<FinalizeAction>(Node::serve_finalize);
+    actions.register::<super::progress::RecoveryListAction>(Node::handle_recovery_list);
+}
 
 /// tantivy's commit point: the list of segments and the commit's payload.
 const COMMIT_FILE: &str = "meta.json";
@@ -117,8 +167,15 @@ pub struct Recoveries {
         Mutex<std::collections::BTreeMap<(String, usize, String), super::progress::RecoveryRecord>>,
 }
 
-/// The error type of a recovery stopped because its copy is gone (not a failure to report).
-const CANCELLED: &str = "recovery_cancelled_exception";
+/// A recovery stopped because its copy is no longer assigned here (not a failure to report).
+fn cancelled() -> ApiError {
+    ApiError::new(
+        409,
+        "recovery_cancelled_exception",
+        "the copy is no longer assigned here",
+    )
+    .with_kind(ErrorKind::Moved)
+}
 
 impl Recoveries {
     pub(crate) fn shard_lock(&self, index: &str, shard: usize) -> Arc<Mutex<()>> {
@@ -168,31 +225,35 @@ impl Node {
             return;
         }
         let (node, service, copy) = (self.clone(), service.clone(), copy.clone());
-        std::thread::Builder::new()
-            .name("peer-recovery".into())
-            .spawn(move || {
-                let started = Instant::now();
-                match node.recover_copy_retrying(&service, &copy) {
-                    Ok(stats) => {
-                        info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
-                        node.report_started(&copy);
-                    }
-                    Err(e) if e.error_type == CANCELLED => {
-                        info!(index = %copy.index, shard = copy.shard, allocation_id, "peer recovery cancelled: the copy is no longer assigned here");
-                        node.recoveries.incoming.lock().remove(&allocation_id);
-                    }
-                    Err(e) => {
-                        warn!(index = %copy.index, shard = copy.shard, allocation_id, error = %e, "peer recovery failed");
-                        node.recoveries.incoming.lock().remove(&allocation_id);
-                        // Only this recovery's files: a newer copy of the shard may be open.
-                        if service.replication(copy.shard as usize).is_none_or(|r| r.allocation_id == allocation_id) {
-                            service.close_shard(copy.shard as usize);
-                        }
-                        node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
-                    }
+        // On the bounded `replication` pool, never refused; the allocation deciders bound how
+        // many recoveries a node runs (`node_concurrent_recoveries`).
+        let pool = self
+            .pressure
+            .pool(crate::pressure::settings::REPLICATION)
+            .clone();
+        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+            let started = Instant::now();
+            match node.recover_copy_retrying(&service, &copy) {
+                Ok(stats) => {
+                    info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
+                    node.report_started(&copy);
                 }
-            })
-            .expect("spawn recovery thread");
+                Err(e) if e.kind == ErrorKind::Moved && !node.still_assigned_here(&copy) => {
+                    info!(index = %copy.index, shard = copy.shard, allocation_id, "peer recovery cancelled: the copy is no longer assigned here");
+                    node.recoveries.incoming.lock().remove(&allocation_id);
+                }
+                Err(e) => {
+                    warn!(index = %copy.index, shard = copy.shard, allocation_id, error = %e, "peer recovery failed");
+                    node.recoveries.incoming.lock().remove(&allocation_id);
+                    // Only this recovery's files: a newer copy of the shard may be open.
+                    if service.replication(copy.shard as usize).is_none_or(|r| r.allocation_id == allocation_id) {
+                        service.close_shard(copy.shard as usize);
+                    }
+                    node.report_failed(&copy, &format!("failed recovery: {}", e.reason));
+                }
+            }
+        });
+        debug_assert!(queued.is_ok(), "forced work is never rejected");
     }
 
     /// [`Node::recover_copy`], tried again while the failure is the source's transient state
@@ -233,11 +294,7 @@ impl Node {
         let shard_lock = self.recoveries.shard_lock(&copy.index, shard);
         let _writing = shard_lock.lock();
         if !self.still_assigned_here(copy) {
-            return Err(ApiError::new(
-                409,
-                CANCELLED,
-                "the copy is no longer assigned here",
-            ));
+            return Err(cancelled());
         }
         let (source_node, source) = self.recovery_source_address(copy)?;
         let (index, record) = (service.name(), |f: &dyn Fn(&mut RecoveryRecord)| {
@@ -254,9 +311,8 @@ impl Node {
         fresh.source_node = Some(source_node);
         self.record_recovery(fresh);
         let term = service.with_meta(|m| m.primary_terms.get(shard).copied().unwrap_or(1)) as i64;
-        let start: StartReply = self.call_json(
+        let start = self.call::<StartAction>(
             &source,
-            ACTION_START,
             &StartRequest {
                 index: service.name(),
                 index_uuid: service.uuid(),
@@ -264,6 +320,7 @@ impl Node {
                 target_allocation_id: allocation_id.clone(),
                 history: history_offer(service, shard, term),
             },
+            CALL_TIMEOUT,
         )?;
         let (files, bytes) = match start.replay_from {
             Some(_) => (0, 0),
@@ -276,12 +333,12 @@ impl Node {
             service.replication_for(shard, &allocation_id, engine.global_checkpoint());
         replication.apply_cluster_state(&self.cluster_state(), &service.name(), shard);
         crate::failpoints::failpoint!(self, "recovery_before_finalize");
-        let reply: FinalizeReply = self.call_json(
+        let reply = self.call::<FinalizeAction>(
             &source,
-            ACTION_FINALIZE,
             &FinalizeRequest {
                 recovery_id: start.recovery_id,
             },
+            CALL_TIMEOUT,
         )?;
         // Searchable before the copy is reported started.
         engine.refresh()?;
@@ -310,11 +367,7 @@ impl Node {
         };
         service.close_shard(shard);
         if !self.still_assigned_here(copy) {
-            return Err(ApiError::new(
-                409,
-                CANCELLED,
-                "the copy is no longer assigned here",
-            ));
+            return Err(cancelled());
         }
         let config = service.shard_engine_config(shard);
         let index_dir = config.index_dir();
@@ -355,7 +408,7 @@ impl Node {
                 });
                 continue;
             }
-            self.copy_file(source, &start.recovery_id, file, &path)?;
+            self.copy_file(copy, source, &start.recovery_id, file, &path)?;
             record(&|r| {
                 r.files_recovered += 1;
                 r.bytes_recovered += file.length;
@@ -410,6 +463,7 @@ impl Node {
     /// `max_bytes_per_sec`, and checks it against the source's checksum.
     fn copy_file(
         &self,
+        copy: &ShardRouting,
         source: &str,
         recovery_id: &str,
         wanted: &StoreFile,
@@ -422,6 +476,11 @@ impl Node {
         let mut requested = 0;
         let mut in_flight = std::collections::VecDeque::new();
         while requested < length || !in_flight.is_empty() {
+            // Checked on every chunk: a copy failed, moved or deleted meanwhile stops copying
+            // now rather than after the whole store (its partial file is left to be removed).
+            if !self.still_assigned_here(copy) {
+                return Err(cancelled());
+            }
             let limits = self.recovery_limits();
             if requested < length && in_flight.len() < limits.concurrent_chunks {
                 let request = ChunkRequest {
@@ -433,12 +492,7 @@ impl Node {
                 self.throttle_recovery(request.length);
                 crate::failpoints::failpoint!(self, "recovery_before_file_chunk");
                 requested += request.length;
-                let pending = self.send(
-                    source,
-                    ACTION_FILE_CHUNK,
-                    json_bytes(&request),
-                    CALL_TIMEOUT,
-                );
+                let pending = self.send::<FileChunkAction>(source, &request, CALL_TIMEOUT);
                 in_flight.push_back((request, pending));
                 continue;
             }
@@ -467,48 +521,16 @@ impl Node {
         std::fs::rename(&partial, path)?;
         Ok(())
     }
-
-    fn call_json<T: for<'de> Deserialize<'de>>(
-        &self,
-        address: &str,
-        action: &str,
-        request: &impl Serialize,
-    ) -> ApiResult<T> {
-        let reply = self.call(address, action, json_bytes(request), CALL_TIMEOUT)?;
-        parse_reply(action, &reply)
-    }
-
-    /// Serves the source side of the recovery actions.
-    pub(crate) fn handle_recovery_action(&self, action: &str, body: &[u8]) -> ApiResult<Bytes> {
-        match action {
-            ACTION_START => Ok(json_bytes(&self.serve_start(parse_request(body)?)?)),
-            ACTION_FILE_CHUNK => self.serve_chunk(parse_request(body)?),
-            ACTION_FINALIZE => Ok(json_bytes(&self.serve_finalize(parse_request(body)?)?)),
-            super::progress::ACTION_LIST => self.handle_recovery_list(body),
-            other => Err(ApiError::bad_request(format!(
-                "No handler for action [{other}]"
-            ))),
-        }
-    }
 }
 
 /// Attempts of one peer recovery before the copy is reported failed, and the pause between.
 const RECOVERY_ATTEMPTS: u32 = 10;
 const RECOVERY_RETRY_DELAY: Duration = Duration::from_secs(1);
 
-/// Failures that come from the source's state of the moment, not from the copy.
+/// Failures that come from the source's state of the moment, not from the copy: it is
+/// unreachable or not ready, busy, no longer the primary, or does not know the index yet.
 fn is_transient(error: &ApiError) -> bool {
-    matches!(
-        error.error_type.as_str(),
-        "connect_transport_exception"
-            | "node_not_connected_exception"
-            | "receive_timeout_transport_exception"
-            | "index_closed_exception"
-            | "illegal_state_exception"
-            | "shard_not_found_exception"
-            | "no_shard_available_action_exception"
-            | "index_not_found_exception"
-    )
+    error.kind.is_retryable() || error.kind == ErrorKind::NotFound
 }
 
 /// Polls `ready` until it holds or `timeout` passes.
@@ -547,4 +569,24 @@ fn remove_unwanted_files(dir: &std::path::Path, wanted: &HashMap<&str, u64>) -> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::*;
+    use crate::pressure::{pool_for_action, settings::REPLICATION, Admission};
+
+    #[test]
+    fn every_recovery_action_runs_on_the_replication_pool_and_is_never_rejected() {
+        for name in [
+            <StartAction as Action>::NAME,
+            <FileChunkAction as WireAction>::NAME,
+            <FinalizeAction as Action>::NAME,
+        ] {
+            assert!(name.starts_with(ACTION_PREFIX), "{name}");
+            let (pool, admission) = pool_for_action(name);
+            assert_eq!(pool, REPLICATION, "{name}");
+            assert!(matches!(admission, Admission::Force), "{name}");
+        }
+    }
 }

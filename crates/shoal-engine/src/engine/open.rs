@@ -1,0 +1,201 @@
+//! Opening a store: the last commit, the translog, and the replay of what the commit lacks.
+
+use super::*;
+
+impl Engine {
+    /// [`Engine::open`] once the store is checked (see [`crate::store`]).
+    pub(crate) fn open_store(
+        config: EngineConfig,
+        primary_term: i64,
+        parse: &dyn Fn(&str, &[u8]) -> Result<TantivyDocument, MapperError>,
+        integrity: Integrity,
+    ) -> Result<Engine, EngineError> {
+        std::fs::create_dir_all(config.index_dir())?;
+        std::fs::create_dir_all(config.translog_dir())?;
+        let (index, schema) = open_or_create_index(&config.index_dir(), config.codec)?;
+        let payload = index
+            .load_metas()?
+            .payload
+            .as_deref()
+            .and_then(CommitPayload::from_json);
+        let translog_config = TranslogConfig {
+            durability: config.durability,
+            primary_term,
+            ..TranslogConfig::default()
+        };
+        let translog = open_translog(&config.translog_dir(), translog_config, payload.as_ref())?;
+        let history_uuid = payload
+            .as_ref()
+            .map(|p| p.history_uuid.clone())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        let local_checkpoint = payload
+            .as_ref()
+            .map_or(NO_OPS_PERFORMED, |p| p.local_checkpoint);
+        let global_checkpoint = payload
+            .as_ref()
+            .map_or(NO_OPS_PERFORMED, |p| p.global_checkpoint);
+        let history_complete_from = payload.as_ref().map_or(0, |p| p.history_complete_from);
+        let writer = new_writer(&index, &config, &integrity)?;
+        let source_cache = Arc::new(SourceReaderCache::new());
+        let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .warmers(vec![Arc::downgrade(&warmer)])
+            .try_into()?;
+        let engine = Engine {
+            state: Mutex::new(WriteState {
+                writer,
+                tracker: LocalCheckpointTracker::new(local_checkpoint, local_checkpoint),
+                version_map: VersionMap::default(),
+                dirty: payload.is_none(),
+            }),
+            config,
+            index,
+            schema,
+            reader,
+            translog,
+            primary_term: AtomicI64::new(primary_term),
+            global_checkpoint: AtomicI64::new(global_checkpoint),
+            history_uuid: Mutex::new(history_uuid),
+            history_complete_from: AtomicI64::new(history_complete_from),
+            retention_floor: AtomicI64::new(i64::MAX),
+            // Unknown for what is already stored: every one of those ops may be an update.
+            max_seq_no_of_updates: AtomicI64::new(i64::MAX),
+            source_cache,
+            _warmer: warmer,
+            counters: Counters::default(),
+            failure: Mutex::new(None),
+            integrity,
+        };
+        let replayed = engine.replay_translog(local_checkpoint, parse)?;
+        engine
+            .max_seq_no_of_updates
+            .store(engine.max_seq_no(), Ordering::Release);
+        // Only when the open changed something: a store opened as it was left needs no
+        // disk space, so a node on a full disk still opens its copies and serves reads.
+        if replayed > 0 || payload.is_none() {
+            engine.flush(true)?;
+        }
+        info!(
+            path = %engine.config.path.display(),
+            replayed,
+            local_checkpoint = engine.local_checkpoint(),
+            "shard engine opened"
+        );
+        Ok(engine)
+    }
+
+    fn replay_translog(
+        &self,
+        local_checkpoint: i64,
+        parse: &dyn Fn(&str, &[u8]) -> Result<TantivyDocument, MapperError>,
+    ) -> Result<usize, EngineError> {
+        let snapshot = self.translog.snapshot(local_checkpoint + 1, i64::MAX)?;
+        let mut replayed = 0;
+        for op in snapshot {
+            let op = op?;
+            let write = match op.kind {
+                OpKind::Index => {
+                    let doc = parse(&op.id, &op.source).unwrap_or_else(|e| {
+                        // The op was acknowledged, so keep it: retrievable by id even if its
+                        // fields cannot be indexed against the current mapping.
+                        warn!(id = %op.id, error = %e, "translog replay could not parse a document; keeping its source only");
+                        TantivyDocument::default()
+                    });
+                    WriteOp::Index {
+                        id: op.id,
+                        routing: op.routing,
+                        source: op.source,
+                        doc,
+                        request: DocRequest::default(),
+                        seq_no: op.seq_no,
+                        primary_term: op.primary_term,
+                        version: op.version,
+                    }
+                }
+                OpKind::Delete => WriteOp::Delete {
+                    id: op.id,
+                    routing: op.routing,
+                    request: DocRequest::default(),
+                    seq_no: op.seq_no,
+                    primary_term: op.primary_term,
+                    version: op.version,
+                },
+                OpKind::NoOp => WriteOp::NoOp {
+                    seq_no: op.seq_no,
+                    primary_term: op.primary_term,
+                    reason: op.reason,
+                },
+            };
+            for result in self.apply(vec![write], Origin::LocalRecovery) {
+                result?;
+            }
+            replayed += 1;
+        }
+        Ok(replayed)
+    }
+}
+
+fn open_translog(
+    dir: &Path,
+    config: TranslogConfig,
+    payload: Option<&CommitPayload>,
+) -> Result<Translog, EngineError> {
+    let exists = dir.join("translog.ckp").exists();
+    match (payload, exists) {
+        (Some(payload), true) => {
+            let (translog, info) = Translog::open(dir, config, Some(&payload.translog_uuid))?;
+            if info.truncated_bytes > 0 {
+                warn!(
+                    truncated_bytes = info.truncated_bytes,
+                    reason = info.truncation_reason.as_deref().unwrap_or(""),
+                    "translog tail was torn; cut it off"
+                );
+            }
+            Ok(translog)
+        }
+        (Some(payload), false) if payload.max_seq_no != NO_OPS_PERFORMED => {
+            Err(EngineError::Corrupted(format!(
+                "the index commit references translog [{}] but {} has none",
+                payload.translog_uuid,
+                dir.display()
+            )))
+        }
+        // Created but crashed before the first commit: the translog is ours.
+        (None, true) => Ok(Translog::open(dir, config, None)?.0),
+        _ => Ok(Translog::create(dir, config)?),
+    }
+}
+
+fn new_writer(
+    index: &Index,
+    config: &EngineConfig,
+    integrity: &Integrity,
+) -> Result<IndexWriter, EngineError> {
+    let threads = config.indexing_threads.max(1);
+    let writer: IndexWriter =
+        index.writer_with_num_threads(threads, config.indexing_buffer_per_thread * threads)?;
+    let mut policy = LogMergePolicy::default();
+    // Reclaim space from updated/deleted documents instead of ignoring deletes when merging.
+    policy.set_del_docs_ratio_before_merge(0.3);
+    writer.set_merge_policy(Box::new(VerifyingMergePolicy::new(
+        Box::new(policy),
+        index.clone(),
+        integrity.clone(),
+    )));
+    Ok(writer)
+}
+
+pub(super) fn dir_size(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
