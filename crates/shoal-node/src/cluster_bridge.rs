@@ -289,6 +289,9 @@ impl Node {
         // check and the wait.
         let mut applied = self.applied_version.lock();
         loop {
+            if self.killed.load(std::sync::atomic::Ordering::Acquire) {
+                return None;
+            }
             if let Some(answer) = check(&self.cluster.state(), *applied) {
                 return Some(answer);
             }

@@ -82,6 +82,9 @@ impl IndexService {
     /// open already; keeps the primary term current (a bump waits for the writes in flight).
     pub fn ensure_shard_open(&self, shard: usize, primary_term: i64) -> ApiResult<()> {
         if let Some(copy) = self.shards.read().get(shard).cloned().flatten() {
+            if copy.engine().primary_term() < primary_term {
+                crate::failpoints::failpoint!(self.node, "before_term_bump");
+            }
             return copy.bump_primary_term(primary_term);
         }
         let meta = self.meta.read().clone();

@@ -11,6 +11,7 @@ pub mod copies;
 pub mod disk_usage;
 pub mod documents;
 pub mod error;
+mod failpoints;
 pub mod index_service;
 pub mod metadata;
 pub mod node;

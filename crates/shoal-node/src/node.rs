@@ -94,9 +94,11 @@ pub struct Node {
     pub transport: Arc<shoal_transport::Transport>,
     pub(crate) runtime: tokio::runtime::Handle,
     /// Keeps a runtime alive when the node was started outside of one (tests).
-    _own_runtime: Option<tokio::runtime::Runtime>,
+    own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
     pub(crate) applied_version: Mutex<u64>,
     pub(crate) applied_cond: parking_lot::Condvar,
+    /// Set by [`Node::kill_for_test`]: waits on the cluster state give up at once.
+    pub(crate) killed: std::sync::atomic::AtomicBool,
     pub(crate) reported_started: Mutex<std::collections::HashSet<String>>,
     /// Copies reported failed and copies waiting to retry their open.
     pub(crate) failed_copies: crate::shard_failure::FailedCopies,
@@ -153,9 +155,10 @@ impl Node {
             cluster,
             transport,
             runtime,
-            _own_runtime: own_runtime,
+            own_runtime: Mutex::new(own_runtime),
             applied_version: Mutex::new(0),
             applied_cond: parking_lot::Condvar::new(),
+            killed: Default::default(),
             reported_started: Mutex::new(Default::default()),
             failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
@@ -198,6 +201,39 @@ impl Node {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(index = %name, error = %e, "could not delete index files"),
         }
+    }
+
+    /// The runtime the node's tasks run on.
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    /// Stops the node like a crash, for in-process tests (call it outside a runtime): the
+    /// transport and the Raft member stop at once, every local engine fails without a flush
+    /// (nothing more reaches its files) and is dropped, and a runtime of the node's own stops
+    /// with all its tasks. A new node can open the same data directory once the threads
+    /// still holding the node or an engine let go.
+    pub fn kill_for_test(&self) {
+        if let Some(server) = self.transport_server.lock().take() {
+            self.runtime.block_on(server.kill());
+        }
+        self.runtime.block_on(self.cluster.shutdown());
+        let indices = std::mem::take(&mut *self.indices.write());
+        for index in indices.values() {
+            for (shard, engine) in index.local_shards() {
+                engine.fail_engine("node killed".into());
+                index.discard_shard(shard);
+            }
+        }
+        if let Some(runtime) = self.own_runtime.lock().take() {
+            runtime.shutdown_background();
+        }
+        // Threads waiting on the cluster state (a write waiting for its primary) let go of
+        // the node now rather than at their timeout.
+        let _applied = self.applied_version.lock();
+        self.killed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.applied_cond.notify_all();
     }
 
     /// Flushes every shard (graceful shutdown).

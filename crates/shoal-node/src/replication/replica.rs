@@ -211,9 +211,13 @@ impl Node {
             )
             .with_kind(ErrorKind::Moved));
         }
+        if batch.primary_term > engine.primary_term() {
+            crate::failpoints::failpoint!(self, "before_term_bump");
+        }
         // Held until the batch is applied: the copy's term cannot move under it, so a batch
         // of a deposed primary either applies before the bump or is refused after it.
         let _permit = copy.shard.acquire_replica_permit(batch.primary_term)?;
+        crate::failpoints::failpoint!(self, "replica_apply_after_term_check");
         if batch.resync {
             super::resync::check_not_diverged(&engine, batch)?;
         }

@@ -86,6 +86,12 @@ impl Node {
             }
         };
         replication.activate_primary(engine, &self.node_id);
+        // Writes waiting for this copy to act as primary wait on the applied state, which
+        // no new state may change for a while: wake them now.
+        {
+            let _applied = self.applied_version.lock();
+            self.applied_cond.notify_all();
+        }
         self.lease_history_to_copies(service, shard, engine, replication);
         let mut tracker = replication.tracker.lock();
         for (target, local_checkpoint) in &resynced.copies {
@@ -179,6 +185,7 @@ impl Node {
             let pending: Vec<_> = following
                 .drain(..)
                 .map(|(target, _)| {
+                    crate::failpoints::failpoint!(self, "primary_resync_before_batch");
                     let reply = complete.then(|| {
                         self.send_resync_batch(
                             service,

@@ -332,6 +332,7 @@ impl Node {
         let replication =
             service.replication_for(shard, &allocation_id, engine.global_checkpoint());
         replication.apply_cluster_state(&self.cluster_state(), &service.name(), shard);
+        crate::failpoints::failpoint!(self, "recovery_before_finalize");
         let reply = self.call::<FinalizeAction>(
             &source,
             &FinalizeRequest {
@@ -489,6 +490,7 @@ impl Node {
                     length: limits.chunk_bytes.min(length - requested),
                 };
                 self.throttle_recovery(request.length);
+                crate::failpoints::failpoint!(self, "recovery_before_file_chunk");
                 requested += request.length;
                 let pending = self.send::<FileChunkAction>(source, &request, CALL_TIMEOUT);
                 in_flight.push_back((request, pending));
@@ -506,6 +508,7 @@ impl Node {
                 )));
             }
             file.write_all(&chunk)?;
+            crate::failpoints::failpoint!(self, "recovery_after_file_chunk");
             crc = crc32c::crc32c_append(crc, &chunk);
         }
         if crc != wanted.crc32c {

@@ -1,0 +1,48 @@
+//! Named failpoints for in-process fault tests (`--features failpoints`; compiled out of
+//! other builds). A point is evaluated under its bare name (any node) and as
+//! `name@<node.name>`, so a test running several nodes in one process can stop one node.
+//!
+//! Points:
+//! - `replica_apply_after_term_check`: a replica batch holds its permit (term checked), not
+//!   yet applied;
+//! - `before_term_bump`: a copy is about to adopt a newer primary term (the applier's bump,
+//!   or a replica batch of a newer term), before the bump waits for the permits in flight;
+//! - `primary_resync_before_batch`: a promoted primary is about to send a resync batch;
+//! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target requests a
+//!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize.
+
+/// Evaluates the failpoint `$name` on the node `$scope` (a [`Scope`]).
+macro_rules! failpoint {
+    ($scope:expr, $name:literal) => {
+        #[cfg(feature = "failpoints")]
+        {
+            use $crate::failpoints::Scope as _;
+            fail::fail_point!($name);
+            let scoped = format!(concat!($name, "@{}"), $scope.node_name());
+            fail::fail_point!(scoped.as_str());
+        }
+    };
+}
+pub(crate) use failpoint;
+
+/// What names the node a failpoint is evaluated on.
+#[cfg(feature = "failpoints")]
+pub(crate) trait Scope {
+    fn node_name(&self) -> String;
+}
+
+#[cfg(feature = "failpoints")]
+impl Scope for crate::node::Node {
+    fn node_name(&self) -> String {
+        self.config.node_name.clone()
+    }
+}
+
+#[cfg(feature = "failpoints")]
+impl Scope for std::sync::Weak<crate::node::Node> {
+    fn node_name(&self) -> String {
+        self.upgrade()
+            .map(|node| node.config.node_name.clone())
+            .unwrap_or_default()
+    }
+}
