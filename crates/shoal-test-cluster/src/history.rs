@@ -118,6 +118,28 @@ impl History {
     /// against the history and against the other copies of its shard. Call it once the
     /// cluster agrees on a green state and no writer runs. Panics listing the problems.
     pub fn verify(&self, cluster: &TestCluster, index: &str) -> Summary {
+        // Copies may still be applying a write nobody was answered for (a client that timed
+        // out while its batch replicated): what is checked must hold once they settle, within
+        // a few seconds. An acknowledged write that is gone never comes back.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (copies, problems) = self.check_copies(cluster, index);
+            if problems.is_empty() || std::time::Instant::now() > deadline {
+                assert!(problems.is_empty(), "{}", problems.join("\n"));
+                let inner = self.inner.lock();
+                return Summary {
+                    acknowledged: inner.acks.len(),
+                    attempted: inner.attempted,
+                    failed: inner.failed,
+                    copies_checked: copies,
+                };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+    }
+
+    /// Reads every started copy of `index` and lists what is wrong: (copies read, problems).
+    fn check_copies(&self, cluster: &TestCluster, index: &str) -> (usize, Vec<String>) {
         let mut per_shard: BTreeMap<usize, Vec<(String, CopyContents)>> = BTreeMap::new();
         let copies = cluster.started_copies(index);
         for &(shard, slot, primary) in &copies {
@@ -134,15 +156,7 @@ impl History {
                 .or_default()
                 .push((label, read_copy(&engine)));
         }
-        let problems = self.problems(&per_shard);
-        assert!(problems.is_empty(), "{}", problems.join("\n"));
-        let inner = self.inner.lock();
-        Summary {
-            acknowledged: inner.acks.len(),
-            attempted: inner.attempted,
-            failed: inner.failed,
-            copies_checked: copies.len(),
-        }
+        (copies.len(), self.problems(&per_shard))
     }
 
     fn problems(&self, per_shard: &BTreeMap<usize, Vec<(String, CopyContents)>>) -> Vec<String> {
