@@ -131,16 +131,15 @@ fn index_with_files(cluster: &TestCluster, index: &str, history: &History) {
     }
 }
 
-#[test]
-fn a_recovery_cancelled_between_file_chunks_leaves_nothing_behind_and_the_next_one_succeeds() {
-    let cluster = TestCluster::start(3);
-    let history = History::default();
-    index_with_files(&cluster, "moving", &history);
-    let primary = cluster.primary_of("moving", 0).expect("a primary");
-    let targets: Vec<usize> = (0..3).filter(|&i| i != primary).collect();
-    let pauses: Vec<_> = targets
-        .iter()
-        .map(|&i| (i, cluster.pause_at(i, "recovery_after_file_chunk")))
+/// Adds a replica to `moving` and holds its peer recovery after the first file chunk it
+/// writes: (the node recovering, the pause of every node that may be chosen).
+fn add_a_replica_paused_after_a_file_chunk(
+    cluster: &TestCluster,
+    primary: usize,
+) -> (usize, Vec<(usize, shoal_test_cluster::Pause)>) {
+    let pauses: Vec<_> = (0..3)
+        .filter(|&i| i != primary)
+        .map(|i| (i, cluster.pause_at(i, "recovery_after_file_chunk")))
         .collect();
     cluster
         .client(0)
@@ -157,6 +156,16 @@ fn a_recovery_cancelled_between_file_chunks_leaves_nothing_behind_and_the_next_o
             .map(|(i, _)| *i)
             .ok_or_else(|| "no chunk written yet".to_string())
     });
+    (target, pauses)
+}
+
+#[test]
+fn a_recovery_cancelled_between_file_chunks_leaves_nothing_behind_and_the_next_one_succeeds() {
+    let cluster = TestCluster::start(3);
+    let history = History::default();
+    index_with_files(&cluster, "moving", &history);
+    let primary = cluster.primary_of("moving", 0).expect("a primary");
+    let (target, pauses) = add_a_replica_paused_after_a_file_chunk(&cluster, primary);
     let index_dir = {
         let uuid = cluster
             .node(target)
@@ -236,25 +245,7 @@ fn a_recovery_whose_target_is_failed_between_file_chunks_gives_way_to_a_new_one(
     let history = History::default();
     index_with_files(&cluster, "moving", &history);
     let primary = cluster.primary_of("moving", 0).expect("a primary");
-    let pauses: Vec<_> = (0..3)
-        .filter(|&i| i != primary)
-        .map(|i| (i, cluster.pause_at(i, "recovery_after_file_chunk")))
-        .collect();
-    cluster
-        .client(0)
-        .put(
-            "/moving/_settings",
-            &json!({"index": {"number_of_replicas": 1}}),
-        )
-        .expect("add a replica")
-        .ok();
-    let target = cluster.wait_for(HIT, "the recovery stopped after a chunk", |_| {
-        pauses
-            .iter()
-            .find(|(_, p)| p.hits() > 0)
-            .map(|(i, _)| *i)
-            .ok_or_else(|| "no chunk written yet".to_string())
-    });
+    let (target, pauses) = add_a_replica_paused_after_a_file_chunk(&cluster, primary);
     let state = cluster.state(target);
     let recovering = state
         .copies("moving", 0)
