@@ -434,7 +434,7 @@ impl Node {
         });
         let engine = local.engine().clone();
         let replication =
-            service.replication_for(shard, &allocation_id, engine.global_checkpoint());
+            service.replication_for(shard, &allocation_id, engine.global_checkpoint())?;
         replication.apply_cluster_state(state, &copy.index, shard);
         if !current {
             return Ok(());

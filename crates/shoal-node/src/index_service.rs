@@ -40,9 +40,6 @@ pub struct IndexService {
     mapping: RwLock<Arc<Mapping>>,
     /// The local copies by shard number; `None` where no copy of the shard is on this node.
     shards: RwLock<Vec<Option<Arc<IndexShard>>>>,
-    /// The replication state of each local copy, by shard number.
-    replication:
-        RwLock<std::collections::BTreeMap<usize, Arc<crate::replication::ShardReplication>>>,
     /// Serializes metadata changes of this index (mapping updates, settings).
     pub update_lock: Mutex<()>,
     pub search: SearchCounters,
@@ -65,7 +62,6 @@ impl IndexService {
             mapping: RwLock::new(Arc::new(meta.mapping.clone())),
             meta: RwLock::new(meta),
             shards: RwLock::new(vec![None; shards]),
-            replication: RwLock::new(std::collections::BTreeMap::new()),
             update_lock: Mutex::new(()),
             search: SearchCounters::default(),
             schedule: Mutex::new(Schedule {
@@ -117,7 +113,7 @@ impl IndexService {
 
     /// The replication state of the local copy of `shard`, if one is open.
     pub fn replication(&self, shard: usize) -> Option<Arc<crate::replication::ShardReplication>> {
-        self.replication.read().get(&shard).cloned()
+        self.copy(shard).ok()?.replication()
     }
 
     /// The replication state of the local copy `allocation_id` of `shard`, created for it
@@ -127,19 +123,10 @@ impl IndexService {
         shard: usize,
         allocation_id: &str,
         global_checkpoint: i64,
-    ) -> Arc<crate::replication::ShardReplication> {
-        if let Some(current) = self
-            .replication(shard)
-            .filter(|r| r.allocation_id == allocation_id)
-        {
-            return current;
-        }
-        let created = Arc::new(crate::replication::ShardReplication::new(
-            allocation_id,
-            global_checkpoint,
-        ));
-        self.replication.write().insert(shard, created.clone());
-        created
+    ) -> ApiResult<Arc<crate::replication::ShardReplication>> {
+        Ok(self
+            .copy(shard)?
+            .replication_for(allocation_id, global_checkpoint))
     }
 
     /// Parses a replicated or recovered document against the current mapping. The primary
@@ -168,7 +155,6 @@ impl IndexService {
 
     /// Flushes and drops one shard's engine if it is open here.
     pub fn close_shard(&self, shard: usize) {
-        self.replication.write().remove(&shard);
         let copy = self.shards.write().get_mut(shard).and_then(Option::take);
         if let Some(copy) = copy {
             copy.close();
@@ -181,7 +167,6 @@ impl IndexService {
     /// Drops the local copy of `shard` without flushing it: its engine failed, and nothing it
     /// holds beyond its last commit and translog may be persisted.
     pub fn discard_shard(&self, shard: usize) {
-        self.replication.write().remove(&shard);
         if let Some(copy) = self.shards.write().get_mut(shard).and_then(Option::take) {
             copy.close();
         }

@@ -1,8 +1,9 @@
 //! One local shard copy ([`IndexShard`]) and the one way handlers find it ([`lookup`]).
 //!
-//! A copy owns its engine, its operation permits and its lifecycle. Every write on it holds a
-//! permit while it applies and replicates; a primary term bump blocks new permits and waits
-//! for those in flight, so a batch is applied wholly under one term.
+//! A copy owns its engine, its replication state, its operation permits and its lifecycle.
+//! Every write on it holds a permit while it applies and replicates; a primary term bump
+//! blocks new permits and waits for those in flight, so a batch is applied wholly under one
+//! term.
 
 pub mod lookup;
 
@@ -15,6 +16,7 @@ use shoal_shard::{Lifecycle, OperationPermit, OperationPermits, PermitError, Sha
 use shoal_types::ShardId;
 
 use crate::error::{ApiError, ApiResult};
+use crate::replication::ShardReplication;
 
 /// How long a write waits for a term bump to finish, and a term bump for the writes in
 /// flight to drain. Both are short in practice: replica batches apply in milliseconds, and
@@ -32,6 +34,9 @@ pub struct IndexShard {
     engine: Arc<Engine>,
     permits: OperationPermits,
     lifecycle: Mutex<Lifecycle>,
+    /// The copy's replication state (tracker, leases, the recovery ordering lock), for the
+    /// allocation id the cluster state gives it; set by the applier once the engine is open.
+    replication: Mutex<Option<Arc<ShardReplication>>>,
 }
 
 impl IndexShard {
@@ -47,6 +52,7 @@ impl IndexShard {
             engine,
             permits: OperationPermits::new(),
             lifecycle: Mutex::new(lifecycle),
+            replication: Mutex::new(None),
         }
     }
 
@@ -56,6 +62,29 @@ impl IndexShard {
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// The copy's replication state, once the applier has set it up.
+    pub fn replication(&self) -> Option<Arc<ShardReplication>> {
+        self.replication.lock().clone()
+    }
+
+    /// The replication state of this copy under `allocation_id`, created for it (a copy that
+    /// came back under a new allocation id starts a new one).
+    pub fn replication_for(
+        &self,
+        allocation_id: &str,
+        global_checkpoint: i64,
+    ) -> Arc<ShardReplication> {
+        let mut current = self.replication.lock();
+        match current.as_ref() {
+            Some(existing) if existing.allocation_id == allocation_id => existing.clone(),
+            _ => {
+                let created = Arc::new(ShardReplication::new(allocation_id, global_checkpoint));
+                *current = Some(created.clone());
+                created
+            }
+        }
     }
 
     pub fn state(&self) -> ShardState {

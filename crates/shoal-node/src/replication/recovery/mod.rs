@@ -330,7 +330,7 @@ impl Node {
         service.ensure_shard_open(shard, term)?;
         let engine = service.shard(shard)?;
         let replication =
-            service.replication_for(shard, &allocation_id, engine.global_checkpoint());
+            service.replication_for(shard, &allocation_id, engine.global_checkpoint())?;
         replication.apply_cluster_state(&self.cluster_state(), &service.name(), shard);
         crate::failpoints::failpoint!(self, "recovery_before_finalize");
         let reply = self.call::<FinalizeAction>(
