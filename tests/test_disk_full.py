@@ -150,6 +150,11 @@ def _present_ids(http, preference: str | None = None) -> set[str]:
     return found
 
 
+def _wait_for_active_primary(http, timeout: str = "60s"):
+    r = http.get(f"/_cluster/health/{INDEX}", params={"wait_for_status": "yellow", "timeout": timeout})
+    assert r.status_code == 200 and r.json()["status"] in ("yellow", "green"), r.text
+
+
 def _wait_for_write(http, timeout: float = 60) -> float:
     """Seconds until a single-document write is acknowledged again."""
     started = time.monotonic()
@@ -222,6 +227,9 @@ def test_kill_at_full_disk_keeps_every_acknowledged_write(node_factory, small_di
     node.kill9()
     filler.unlink()
     node.start()
+    # The copy may have been failed before the kill: after the restart it is reassigned and
+    # opened again, and reads wait for it like a client would wait for yellow.
+    _wait_for_active_primary(http)
     _assert_every_acked_present(http, writers.acked, "after kill -9 at full disk")
     _wait_for_write(http)
 
