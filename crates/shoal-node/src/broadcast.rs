@@ -187,7 +187,8 @@ impl Node {
         for reply in pending {
             match self.wait(reply) {
                 Ok(remote) => stats.extend(remote),
-                Err(e) => tracing::debug!(error = %e, "a node's copy statistics are missing"),
+                // Warned, not hidden: `_cat/shards` then shows those copies without doc counts.
+                Err(e) => tracing::warn!(error = %e, "a node's copy statistics are missing"),
             }
         }
         stats
