@@ -105,9 +105,7 @@ impl FailedCopies {
 
 /// An open that may succeed by itself a moment later.
 pub fn is_transient_open_failure(reason: &str) -> bool {
-    is_disk_full(reason)
-        || reason.contains("LockBusy")
-        || reason.contains(crate::shard::PERMIT_BUSY)
+    is_disk_full(reason) || reason.contains("LockBusy")
 }
 
 /// ENOSPC or EDQUOT, as `std::io::Error` renders them (Display or Debug) inside any wrapping
@@ -220,7 +218,12 @@ impl Node {
         error: &ApiError,
     ) {
         let reason = format!("failed to open shard: {}", error.reason);
-        if is_transient_open_failure(&error.reason) || self.data_disk_is_full() {
+        // Unavailable: the copy could not be brought in line *yet* (operation permits busy
+        // during a term bump, its slot not open yet); the next attempt may succeed.
+        if error.kind == shoal_types::ErrorKind::Unavailable
+            || is_transient_open_failure(&error.reason)
+            || self.data_disk_is_full()
+        {
             if !self.failed_copies.retry_open.swap(true, Ordering::AcqRel) {
                 info!(index = %copy.index, shard = copy.shard, reason = %error.reason, "shard copy cannot open yet, retrying");
             }

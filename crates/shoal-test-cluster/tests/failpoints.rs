@@ -141,14 +141,7 @@ fn add_a_replica_paused_after_a_file_chunk(
         .filter(|&i| i != primary)
         .map(|i| (i, cluster.pause_at(i, "recovery_after_file_chunk")))
         .collect();
-    cluster
-        .client(0)
-        .put(
-            "/moving/_settings",
-            &json!({"index": {"number_of_replicas": 1}}),
-        )
-        .expect("add a replica")
-        .ok();
+    add_a_replica(&cluster, "moving");
     let target = cluster.wait_for(HIT, "the recovery stopped after a chunk", |_| {
         pauses
             .iter()
@@ -204,14 +197,7 @@ fn a_recovery_cancelled_between_file_chunks_leaves_nothing_behind_and_the_next_o
     // A new recovery of the same name onto the same nodes completes.
     let history = History::default();
     index_with_files(&cluster, "moving", &history);
-    cluster
-        .client(0)
-        .put(
-            "/moving/_settings",
-            &json!({"index": {"number_of_replicas": 1}}),
-        )
-        .expect("add a replica")
-        .ok();
+    add_a_replica(&cluster, "moving");
     cluster.wait_green(GREEN);
     let summary = history.verify(&cluster, "moving");
     assert_eq!(summary.copies_checked, 2, "{summary:?}");
@@ -494,4 +480,16 @@ fn a_recovery_whose_source_dies_before_finalize_starts_again_from_the_promoted_p
     let summary = history.verify(&cluster, "moving");
     assert_eq!(summary.copies_checked, 3, "{summary:?}");
     assert_eq!(summary.acknowledged, 300, "{summary:?}");
+}
+
+/// Raises `index` to one replica (its recovery then starts).
+fn add_a_replica(cluster: &TestCluster, index: &str) {
+    cluster
+        .client(0)
+        .put(
+            &format!("/{index}/_settings"),
+            &json!({"index": {"number_of_replicas": 1}}),
+        )
+        .expect("add a replica")
+        .ok();
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use shoal_engine::Engine;
 use shoal_shard::{Lifecycle, OperationPermit, OperationPermits, PermitError, ShardState};
-use shoal_types::ShardId;
+use shoal_types::{ErrorKind, ShardId};
 
 use crate::error::{ApiError, ApiResult};
 use crate::replication::ShardReplication;
@@ -22,10 +22,6 @@ use crate::replication::ShardReplication;
 /// flight to drain. Both are short in practice: replica batches apply in milliseconds, and
 /// a primary's batch holds its permit at most for one replication round.
 const PERMIT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The marker in a permit error's reason that says "try again": the applier keeps a copy
-/// INITIALIZING and retries instead of failing it.
-pub const PERMIT_BUSY: &str = "operation permits busy";
 
 /// One shard copy open on this node.
 pub struct IndexShard {
@@ -160,19 +156,19 @@ impl IndexShard {
     }
 
     fn permit_error(&self, error: PermitError) -> ApiError {
-        let (status, error_type) = match error {
-            PermitError::Closed => (503, "index_shard_closed_exception"),
+        // A closed copy is gone from here (ask the newer cluster state where it is); busy
+        // permits free up once the term bump or engine swap ends.
+        let (error_type, kind) = match error {
+            PermitError::Closed => ("index_shard_closed_exception", ErrorKind::Moved),
             PermitError::BlockedTimeout(_) | PermitError::DrainTimeout { .. } => {
-                (503, "unavailable_shards_exception")
+                ("unavailable_shards_exception", ErrorKind::Unavailable)
             }
         };
         ApiError::new(
-            status,
+            503,
             error_type,
-            format!(
-                "[{}][{}] {PERMIT_BUSY}: {error}",
-                self.index, self.shard_id.shard
-            ),
+            format!("[{}][{}] {error}", self.index, self.shard_id.shard),
         )
+        .with_kind(kind)
     }
 }
