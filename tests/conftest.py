@@ -8,6 +8,7 @@ see scripts/opensearch-local). Tests that need to restart the node are marked `r
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -26,10 +27,28 @@ EXTERNAL_URL = os.environ.get("SHOAL_TEST_URL", "").rstrip("/")
 START_TIMEOUT = float(os.environ.get("SHOAL_TEST_START_TIMEOUT", "60"))
 
 
+# Ports for nodes come from below the kernel's ephemeral range (32768-60999 by default), so an
+# outgoing connection can never take one as its source port between free_port() and the node's
+# bind, and no port is handed out twice in one test run (a port the kernel just gave to one node
+# and released was once given to a second node too: both bound the same port, one failed).
+_PORT_RANGE = (20000, 32000)
+_ports_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(*_PORT_RANGE)
+        if port in _ports_given:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
+    raise RuntimeError(f"no free port left in {_PORT_RANGE} after 1000 tries")
 
 
 def shoal_bin() -> Path:
