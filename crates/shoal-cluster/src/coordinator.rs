@@ -67,6 +67,8 @@ pub struct Cluster {
     pub(crate) led_before: std::sync::atomic::AtomicBool,
     /// Picks the replicas to promote when a node holding primaries is removed.
     pub(crate) promotion_advisor: std::sync::OnceLock<Arc<dyn PromotionAdvisor>>,
+    /// Set by [`Cluster::leave`]: the node is shutting down and must not join again.
+    pub(crate) leaving: std::sync::atomic::AtomicBool,
 }
 
 /// Chooses, for each shard whose primary is on a node about to be removed, the in-sync copy to
@@ -153,6 +155,7 @@ impl Cluster {
             checks_in_flight: Mutex::new(BTreeSet::new()),
             led_before: std::sync::atomic::AtomicBool::new(false),
             promotion_advisor: std::sync::OnceLock::new(),
+            leaving: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(coordination_loop(Arc::downgrade(&cluster)));
         Ok(cluster)

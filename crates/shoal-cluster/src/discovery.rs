@@ -16,6 +16,9 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// What a node that is not the cluster manager does each coordination tick.
 pub(crate) async fn follower_duties(cluster: &Cluster) {
+    if cluster.is_leaving() {
+        return;
+    }
     if let Some(leader) = cluster.leader_address() {
         cluster.mark_initialized();
         if needs_join(cluster) && cluster.join_due() {

@@ -7,6 +7,7 @@ pub mod coordinator;
 mod discovery;
 pub mod error;
 mod leader;
+mod leave;
 pub mod raft;
 
 pub use config::{CheckSettings, ClusterConfig};

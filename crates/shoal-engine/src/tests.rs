@@ -124,6 +124,30 @@ fn realtime_get_sees_unrefreshed_writes_and_refresh_makes_them_searchable() {
 }
 
 #[test]
+fn a_retried_auto_id_write_replaces_the_document_an_earlier_attempt_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = open(dir.path(), &m);
+    let auto = |is_retry| DocRequest {
+        auto_generated_id: true,
+        is_retry,
+        ..Default::default()
+    };
+    let first = apply_one(&engine, index_op(&engine, &m, "gen-1", json!({"n": 1}), auto(false))).unwrap();
+    assert_eq!(first.kind, OpResultKind::Created);
+    engine.refresh().unwrap();
+    // The coordinator never heard of the first attempt and sends the same item again.
+    let retry = apply_one(&engine, index_op(&engine, &m, "gen-1", json!({"n": 1}), auto(true))).unwrap();
+    assert_eq!((retry.kind, retry.version), (OpResultKind::Created, 1), "answered as the first attempt");
+    engine.refresh().unwrap();
+    assert_eq!(engine.searcher().num_docs(), 1, "a retried item must not become a second document");
+    // Without the retry mark an auto-generated id is appended without a lookup (the fast path).
+    apply_one(&engine, index_op(&engine, &m, "gen-2", json!({"n": 2}), auto(false))).unwrap();
+    engine.refresh().unwrap();
+    assert_eq!(engine.searcher().num_docs(), 2);
+}
+
+#[test]
 fn if_seq_no_conflicts_use_opensearch_reason() {
     let dir = tempfile::tempdir().unwrap();
     let m = mapping();

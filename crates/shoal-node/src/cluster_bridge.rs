@@ -22,21 +22,6 @@ use crate::node::{Node, NodeConfig};
 /// `cluster_manager_timeout` default).
 pub const CLUSTER_MANAGER_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub const ACTION_SHARD_BULK: &str = <ShardBulkAction as shoal_transport::Action>::NAME;
-
-/// A coordinator forwards the writes of a `_bulk` (or a single write) to the node holding
-/// their primaries; the answer has one result per item, in order.
-pub struct ShardBulkAction;
-impl shoal_transport::Action for ShardBulkAction {
-    const NAME: &'static str = "indices:data/write/bulk[s]";
-    type Request = ShardBulk;
-    type Response = Vec<ApiResult<crate::documents::WriteOutcome>>;
-}
-
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
-    actions.register::<ShardBulkAction>(Node::handle_shard_bulk);
-}
-
 impl From<ClusterError> for ApiError {
     fn from(e: ClusterError) -> ApiError {
         ApiError::from_remote(e.to_remote())
@@ -329,6 +314,15 @@ impl Node {
     /// Applies a cluster state to this node: creates, updates and deletes index services and
     /// opens or closes the shard copies assigned here.
     pub(crate) fn apply_cluster_state(self: &Arc<Self>, state: &ClusterState) {
+        if !self.cluster.is_leaving() {
+            self.apply_to_local_copies(state);
+        }
+        let mut applied = self.applied_version.lock();
+        *applied = state.version;
+        self.applied_cond.notify_all();
+    }
+
+    fn apply_to_local_copies(self: &Arc<Self>, state: &ClusterState) {
         for (name, state_meta) in &state.metadata.indices {
             if let Err(e) = self.apply_index(state, name, state_meta) {
                 warn!(index = %name, error = %e.reason, "could not apply index metadata");
@@ -349,9 +343,6 @@ impl Node {
             self.remove_local_index(&service);
         }
         self.forget_replaced_failed_copies(state);
-        let mut applied = self.applied_version.lock();
-        *applied = state.version;
-        self.applied_cond.notify_all();
     }
 
     fn apply_index(
@@ -628,118 +619,6 @@ pub fn spawn_applier(node: &Arc<Node>) {
 /// How often a copy that could not open for a passing reason tries again.
 const OPEN_RETRY: Duration = Duration::from_secs(1);
 
-/// A batch of writes forwarded to the node holding the primaries they route to.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub struct ShardBulk {
-    items: Vec<crate::documents::DocWrite>,
-    options: crate::documents::WriteOptions,
-}
-
-impl ShardBulk {
-    /// The document bytes it carries (what indexing pressure counts).
-    fn source_bytes(&self) -> u64 {
-        self.items
-            .iter()
-            .map(|item| match item {
-                crate::documents::DocWrite::Index { source, .. } => source.len() as u64,
-                crate::documents::DocWrite::Delete { id, .. } => id.len() as u64,
-            })
-            .sum()
-    }
-}
-
-pub(crate) type Forwarded = Vec<(
-    Vec<usize>,
-    crate::rpc::Pending<Vec<ApiResult<crate::documents::WriteOutcome>>>,
-)>;
-
-/// How long a write waits for its shard's primary to become active (OpenSearch: the
-/// request `timeout`, 1m; shorter here so a client sees the failure while it can act).
-const PRIMARY_WAIT: Duration = Duration::from_secs(20);
-
-impl Node {
-    /// `None` when the primary of the shard is open on this node; the primary's transport
-    /// address otherwise. Waits for an inactive primary (a promotion in progress).
-    pub(crate) fn primary_location(&self, index: &str, shard: usize) -> ApiResult<Option<String>> {
-        let located = self.wait_until_applied(PRIMARY_WAIT, |state, _| {
-            let Some(primary) = state.primary(index, shard as u32).filter(|p| p.is_active()) else {
-                // Not in the cluster state (yet): let the local path answer.
-                return (!state.metadata.indices.contains_key(index)).then_some(None);
-            };
-            let node = primary.node.as_deref().unwrap_or_default();
-            if node == self.node_id {
-                // The latest state may name this copy primary before the applier made it one
-                // (term, tracker): wait for that, or it would write under the old term.
-                let ready = self.index(index).is_some_and(|s| {
-                    s.shard(shard).is_ok()
-                        && s.replication(shard)
-                            .is_some_and(|r| r.tracker.lock().is_primary_mode())
-                });
-                return ready.then_some(None);
-            }
-            state
-                .nodes
-                .get(node)
-                .map(|n| Some(n.transport_address.clone()))
-        });
-        located.ok_or_else(|| {
-            ApiError::new(
-                503,
-                "unavailable_shards_exception",
-                format!(
-                    "[{index}][{shard}] primary shard is not active Timeout: [{}s]",
-                    PRIMARY_WAIT.as_secs()
-                ),
-            )
-        })
-    }
-
-    pub(crate) fn forward_writes(
-        &self,
-        remote: BTreeMap<String, Vec<(usize, crate::documents::DocWrite)>>,
-        options: &crate::documents::WriteOptions,
-    ) -> Forwarded {
-        remote
-            .into_iter()
-            .map(|(address, batch)| {
-                let (slots, items): (Vec<usize>, Vec<_>) = batch.into_iter().unzip();
-                let bulk = ShardBulk {
-                    items,
-                    options: options.clone(),
-                };
-                let pending =
-                    self.send::<ShardBulkAction>(&address, &bulk, Duration::from_secs(120));
-                (slots, pending)
-            })
-            .collect()
-    }
-
-    pub(crate) fn collect_forwarded(
-        &self,
-        forwarded: Forwarded,
-    ) -> Vec<(
-        Vec<usize>,
-        ApiResult<Vec<ApiResult<crate::documents::WriteOutcome>>>,
-    )> {
-        forwarded
-            .into_iter()
-            .map(|(slots, pending)| {
-                let outcome = self.wait(pending);
-                (slots, outcome)
-            })
-            .collect()
-    }
-
-    /// Executes a forwarded batch on this node (it holds the primaries).
-    fn handle_shard_bulk(
-        &self,
-        bulk: ShardBulk,
-    ) -> ApiResult<Vec<ApiResult<crate::documents::WriteOutcome>>> {
-        // Primary bytes from another coordinator; over the limit every item of it gets 429.
-        let _in_flight = self.pressure.indexing.primary(bulk.source_bytes())?;
-        Ok(self.execute_writes(bulk.items, &bulk.options))
-    }
-}
 
 impl Node {
     /// At startup, waits until the replayed cluster state is applied and every active shard

@@ -5,15 +5,14 @@
 
 use crate::replication::{ReplicaOp, ReplicaOpHeader};
 use shoal_engine::OpKind;
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use shoal_engine::{DocRequest, Engine, OpResult, OpResultKind, WriteOp, UNASSIGNED_SEQ_NO};
+use shoal_engine::{DocRequest, OpResult, OpResultKind, WriteOp, UNASSIGNED_SEQ_NO};
 use shoal_mapping::{DocumentParser, Mapping};
 
 use crate::blocks::BlockLevel;
-use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
 
@@ -58,8 +57,21 @@ pub enum DocWrite {
 }
 
 impl DocWrite {
+    /// The write as one attempt sends it; every attempt after the first is marked a retry.
+    pub(crate) fn attempt(&self, retry: bool) -> DocWrite {
+        let mut write = self.clone();
+        if retry {
+            match &mut write {
+                DocWrite::Index { request, .. } | DocWrite::Delete { request, .. } => {
+                    request.is_retry = true
+                }
+            }
+        }
+        write
+    }
+
     /// The value that picks the shard: `routing`, or the id.
-    fn routing_or_id(&self) -> &str {
+    pub(crate) fn routing_or_id(&self) -> &str {
         match self {
             DocWrite::Index { routing, id, .. } => {
                 routing.as_deref().or(id.as_deref()).unwrap_or_default()
@@ -68,7 +80,7 @@ impl DocWrite {
         }
     }
 
-    fn index_name(&self) -> &str {
+    pub(crate) fn index_name(&self) -> &str {
         match self {
             DocWrite::Index { index, .. } | DocWrite::Delete { index, .. } => index,
         }
@@ -126,9 +138,44 @@ pub struct WriteOptions {
     /// `wait_for_active_shards`; `None` uses the index's `index.write.wait_for_active_shards`.
     #[serde(default)]
     pub wait_for_active_shards: Option<crate::replication::active_shards::ActiveShards>,
-    /// The request `timeout` (how long a primary waits for active copies).
+    /// The request `timeout`: how long a write may wait for its primary and for active copies.
     #[serde(default)]
     pub timeout: Option<std::time::Duration>,
+    /// What was left of `timeout` when a coordinator forwarded the request here.
+    #[serde(default)]
+    pub budget: Option<std::time::Duration>,
+    /// When this node stops trying (set by the coordinator; a receiver counts from `budget`).
+    #[serde(skip)]
+    pub deadline: Option<std::time::Instant>,
+}
+
+impl WriteOptions {
+    /// How long the request may still take on this node.
+    pub(crate) fn remaining_time(&self) -> std::time::Duration {
+        match self.deadline {
+            Some(deadline) => deadline.saturating_duration_since(std::time::Instant::now()),
+            None => self
+                .budget
+                .or(self.timeout)
+                .unwrap_or(crate::replication::active_shards::DEFAULT_WRITE_TIMEOUT),
+        }
+    }
+
+    pub(crate) fn with_deadline(&self, deadline: std::time::Instant) -> WriteOptions {
+        WriteOptions {
+            deadline: Some(deadline),
+            ..self.clone()
+        }
+    }
+
+    /// The options a forwarded batch carries: the receiver gets what is left of the time.
+    pub(crate) fn forwarded(&self) -> WriteOptions {
+        WriteOptions {
+            budget: Some(self.remaining_time()),
+            deadline: None,
+            ..self.clone()
+        }
+    }
 }
 
 /// Generates ids like OpenSearch's time-based UUIDs: 20 URL-safe base64 characters.
@@ -152,167 +199,7 @@ pub(crate) struct Prepared {
     pub(crate) op: WriteOp,
 }
 
-/// Groups routed items by shard, keeping item order within a shard.
-fn group_by_shard(
-    local: Vec<(usize, Arc<IndexService>, usize, DocWrite)>,
-) -> BTreeMap<(String, usize), Vec<LocalItem>> {
-    let mut groups: BTreeMap<(String, usize), Vec<LocalItem>> = BTreeMap::new();
-    for (slot, service, shard, item) in local {
-        groups
-            .entry((service.uuid(), shard))
-            .or_default()
-            .push((slot, service, item));
-    }
-    groups
-}
-
-/// One result slot per item of a batch, filled as the items are routed, applied or forwarded.
-pub(crate) type Slots = Vec<Option<ApiResult<WriteOutcome>>>;
-
-/// A batch after routing: the items whose primary is here, and those per primary node.
-struct Routed {
-    /// Parsed later, under the shard's `write` slot (parsing is most of the CPU).
-    local: Vec<(usize, Arc<IndexService>, usize, DocWrite)>,
-    remote: BTreeMap<String, Vec<(usize, DocWrite)>>,
-}
-
 impl Node {
-    /// Executes writes; one result per item, in order. This is the coordinator role: route
-    /// each item, apply the shard batches whose primary is here ([`Node::write_on_primary`]),
-    /// forward the others to their primaries' nodes, and merge the answers.
-    pub fn execute_writes(
-        &self,
-        items: Vec<DocWrite>,
-        options: &WriteOptions,
-    ) -> Vec<ApiResult<WriteOutcome>> {
-        if let Err(blocked) = self.blocks().check_global(BlockLevel::Write) {
-            return items.iter().map(|_| Err(blocked.clone())).collect();
-        }
-        let mut results: Slots = (0..items.len()).map(|_| None).collect();
-        let routed = self.route_writes(items, options, &mut results);
-        let forwarded = self.forward_writes(routed.remote, options);
-        let mut touched: Vec<Arc<Engine>> = Vec::new();
-        for ((_, shard), group) in group_by_shard(routed.local) {
-            touched.extend(self.write_on_primary(shard, group, options, &mut results));
-        }
-        if options.refresh != Refresh::False {
-            for engine in touched {
-                if let Err(e) = engine.refresh() {
-                    tracing::warn!(error = %e, "refresh after write failed");
-                }
-            }
-        }
-        self.merge_forwarded(forwarded, &mut results);
-        results
-            .into_iter()
-            .map(|r| r.expect("every item has a result"))
-            .collect()
-    }
-
-    /// Resolves each item's index and shard; items whose primary is here are parsed (with
-    /// their mapping updates), the others grouped by the node holding their primary.
-    fn route_writes(
-        &self,
-        items: Vec<DocWrite>,
-        options: &WriteOptions,
-        results: &mut Slots,
-    ) -> Routed {
-        let blocks = self.blocks();
-        let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
-        // Where each shard's primary is, looked up once per shard of the batch.
-        let mut primaries: HashMap<(String, usize), ApiResult<Option<String>>> = HashMap::new();
-        let mut routed = Routed {
-            local: Vec::with_capacity(items.len()),
-            remote: BTreeMap::new(),
-        };
-        for (slot, mut item) in items.into_iter().enumerate() {
-            let name = item.index_name().to_string();
-            let service = services
-                .entry(name.clone())
-                .or_insert_with(|| {
-                    let may_create = matches!(item, DocWrite::Index { .. });
-                    let service = self.write_target(&name, options.require_alias, may_create)?;
-                    blocks.check_index(BlockLevel::Write, &service.name())?;
-                    Ok(service)
-                })
-                .clone();
-            let service = match service {
-                Ok(service) => service,
-                Err(e) => {
-                    results[slot] = Some(Err(e));
-                    continue;
-                }
-            };
-            assign_auto_id(&mut item);
-            let shard = service.route(item.routing_or_id());
-            let location = primaries
-                .entry((service.uuid(), shard))
-                .or_insert_with(|| self.primary_location(&service.name(), shard))
-                .clone();
-            match location {
-                Ok(None) => routed.local.push((slot, service, shard, item)),
-                Ok(Some(address)) => routed.remote.entry(address).or_default().push((slot, item)),
-                Err(e) => results[slot] = Some(Err(e)),
-            }
-        }
-        routed
-    }
-
-    /// Puts the answers of the forwarded shard batches in their items' slots.
-    fn merge_forwarded(&self, forwarded: crate::cluster_bridge::Forwarded, results: &mut Slots) {
-        for (slots, outcome) in self.collect_forwarded(forwarded) {
-            match outcome {
-                Ok(outcomes) if outcomes.len() == slots.len() => {
-                    for (slot, outcome) in slots.into_iter().zip(outcomes) {
-                        results[slot] = Some(outcome);
-                    }
-                }
-                Ok(_) => {
-                    for slot in slots {
-                        results[slot] = Some(Err(ApiError::internal(
-                            "shard bulk answered a wrong number of items",
-                        )));
-                    }
-                }
-                Err(e) => {
-                    for slot in slots {
-                        results[slot] = Some(Err(e.clone()));
-                    }
-                }
-            }
-        }
-    }
-
-    /// The index a write goes to, auto-creating it when allowed.
-    fn write_target(
-        &self,
-        name: &str,
-        require_alias: bool,
-        may_create: bool,
-    ) -> ApiResult<Arc<IndexService>> {
-        if let Some(service) = self.resolve_write_index(name)? {
-            if require_alias && service.name() == name {
-                return Err(require_alias_error(name));
-            }
-            if !service.is_open() {
-                return Err(ApiError::index_closed(&service.name(), &service.uuid()));
-            }
-            return Ok(service);
-        }
-        if require_alias {
-            return Err(require_alias_error(name));
-        }
-        if !may_create || !self.auto_create_allowed(name) {
-            return Err(ApiError::index_not_found(name));
-        }
-        match self.create_index(name, &Value::Null) {
-            Ok(service) => Ok(service),
-            // Another request created it meanwhile.
-            Err(e) if e.kind == ErrorKind::Conflict => self.require_index(name),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Get by id: realtime (sees unrefreshed writes), from a local copy if there is one.
     pub fn get_document(
         &self,
@@ -453,30 +340,6 @@ pub(crate) fn replica_ops(
             })
         })
         .collect()
-}
-
-fn require_alias_error(name: &str) -> ApiError {
-    ApiError::index_not_found(name).with_reason(format!(
-        "no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias"
-    ))
-}
-
-impl ApiError {
-    fn with_reason(mut self, reason: String) -> ApiError {
-        self.reason = reason;
-        self
-    }
-}
-
-/// Gives an id-less index request its id on the coordinating node, so it is routed once and
-/// a forwarded retry keeps the same id.
-fn assign_auto_id(item: &mut DocWrite) {
-    if let DocWrite::Index { id, request, .. } = item {
-        if id.is_none() {
-            *id = Some(auto_id());
-            request.auto_generated_id = true;
-        }
-    }
 }
 
 /// Parses one write routed to `shard` (mapping updates included).

@@ -77,6 +77,9 @@ pub struct ClusterSettings {
     pub node: FlatSettings,
 }
 
+/// How long a graceful shutdown waits to be removed from the cluster before it stops anyway.
+const LEAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub struct Node {
     pub config: NodeConfig,
     pub node_id: String,
@@ -236,8 +239,13 @@ impl Node {
         self.applied_cond.notify_all();
     }
 
-    /// Flushes every shard (graceful shutdown).
+    /// A graceful shutdown: leaves the cluster (its primaries move to in-sync copies on other
+    /// nodes while this one still answers the writes in flight to it), stops the transport
+    /// and flushes every shard.
     pub fn shutdown(&self) {
+        if self.has_peers() {
+            self.runtime.block_on(self.cluster.leave(LEAVE_TIMEOUT));
+        }
         if let Some(server) = self.transport_server.lock().take() {
             self.runtime
                 .block_on(server.shutdown(std::time::Duration::from_millis(200)));
@@ -247,6 +255,16 @@ impl Node {
                 tracing::warn!(index = %index.name(), error = %e, "flush at shutdown failed");
             }
         }
+    }
+
+    /// Whether another node is in the cluster to take over this one's copies (a node alone
+    /// does not remove itself: its restart would find its own copies unassigned).
+    fn has_peers(&self) -> bool {
+        self.cluster
+            .state()
+            .nodes
+            .keys()
+            .any(|id| *id != self.node_id)
     }
 
     pub fn all_indices(&self) -> Vec<Arc<IndexService>> {

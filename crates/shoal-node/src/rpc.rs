@@ -128,7 +128,7 @@ pub(crate) fn data_layer_actions(node: &Arc<Node>) -> ActionRegistry {
         registry: ActionRegistry::new(),
         node: Arc::downgrade(node),
     };
-    crate::cluster_bridge::register_actions(&mut actions);
+    crate::write::forward::register_actions(&mut actions);
     crate::broadcast::register_actions(&mut actions);
     crate::replication::replica::register_actions(&mut actions);
     crate::replication::promotion::register_actions(&mut actions);

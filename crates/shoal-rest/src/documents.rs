@@ -30,6 +30,7 @@ fn write_options(params: &Params) -> ApiResult<WriteOptions> {
             .map(ActiveShards::parse)
             .transpose()?,
         timeout,
+        ..WriteOptions::default()
     })
 }
 
@@ -86,7 +87,7 @@ fn doc_request(params: &Params, create: bool) -> ApiResult<DocRequest> {
         version,
         version_type,
         create_only: create || op_type_create,
-        auto_generated_id: false,
+        ..DocRequest::default()
     })
 }
 

@@ -95,16 +95,26 @@ impl Engine {
                 primary_term,
                 version,
             } => {
-                let append_only = (request.auto_generated_id && origin == Origin::Primary)
+                let append_only = (request.auto_generated_id
+                    && !request.is_retry
+                    && origin == Origin::Primary)
                     || (origin == Origin::Replica && self.replica_can_append(state, seq_no));
                 let current = if append_only {
                     None
                 } else {
                     self.current(state, searcher, &id)?
                 };
+                // A retried auto-id item replaces what an earlier attempt may have written and
+                // answers as that attempt would have (OpenSearch's "override existing as if not
+                // there"): created, version 1.
+                let retried_append = request.auto_generated_id && request.is_retry;
                 let (seq_no, primary_term, version) = match origin {
                     Origin::Primary => {
-                        let version = resolve_version(&id, current, &request, false)?;
+                        let version = if retried_append {
+                            1
+                        } else {
+                            resolve_version(&id, current, &request, false)?
+                        };
                         let seq_no = state.tracker.generate_seq_no();
                         if current.is_some_and(|c| !c.deleted) {
                             self.advance_max_seq_no_of_updates(seq_no);
@@ -149,7 +159,8 @@ impl Engine {
                 }
                 state.writer.add_document(doc)?;
                 state.dirty = true;
-                let created = current.is_none_or(|c| c.deleted);
+                let created =
+                    (retried_append && origin == Origin::Primary) || current.is_none_or(|c| c.deleted);
                 state.version_map.put(
                     &id,
                     VersionValue {

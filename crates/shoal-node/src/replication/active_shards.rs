@@ -58,8 +58,7 @@ impl Node {
         &self,
         service: &IndexService,
         shard: usize,
-        wanted: Option<ActiveShards>,
-        timeout: Option<Duration>,
+        options: &crate::documents::WriteOptions,
         requests: usize,
     ) -> ApiResult<()> {
         let (setting, replicas) = service.with_meta(|m| {
@@ -69,7 +68,7 @@ impl Node {
                 settings.number_of_replicas(),
             )
         });
-        let wanted = match wanted {
+        let wanted = match options.wait_for_active_shards {
             Some(wanted) => wanted,
             None => ActiveShards::parse(&setting)?,
         };
@@ -84,7 +83,8 @@ impl Node {
                 "the value of [wait_for_active_shards] ({needed}) must be less than or equal to the number of shard copies ({copies}) of [{index}]"
             )));
         }
-        let timeout = timeout.unwrap_or(DEFAULT_WRITE_TIMEOUT);
+        // The error names the request's timeout; the wait ends at the request's deadline.
+        let timeout = options.timeout.unwrap_or(DEFAULT_WRITE_TIMEOUT);
         let active = |state: &shoal_state::ClusterState| {
             state
                 .copies(&index, shard as u32)
@@ -93,7 +93,7 @@ impl Node {
                 .count()
         };
         if self
-            .wait_until_applied(timeout, |state, _| (active(state) >= needed).then_some(()))
+            .wait_until_applied(options.remaining_time(), |state, _| (active(state) >= needed).then_some(()))
             .is_some()
         {
             return Ok(());

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use shoal_engine::{Engine, OpKind, Origin, WriteOp};
 use shoal_translog::Durability;
 
-use crate::documents::{LocalItem, Prepared, Refresh, Slots, WriteOptions, WriteOutcome};
+use crate::documents::{LocalItem, Prepared, Refresh, WriteOptions, WriteOutcome};
+use crate::write::coordinator::Slots;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
@@ -44,13 +45,7 @@ impl Node {
                 results[slot] = Some(Err(e.clone()));
             }
         };
-        if let Err(e) = self.wait_for_active_shards(
-            &service,
-            shard,
-            options.wait_for_active_shards,
-            options.timeout,
-            group.len(),
-        ) {
+        if let Err(e) = self.wait_for_active_shards(&service, shard, options, group.len()) {
             fail_all(group, e, results);
             return None;
         }
