@@ -64,7 +64,7 @@ impl Node {
                 .map(|&slot| (slot, items[slot].attempt(attempt > 0)))
                 .collect();
             let options = options.with_deadline(deadline);
-            self.write_once(batch, &options, &mut results, &mut targets);
+            self.write_once(batch, &options, Forwarding::Allowed, &mut results, &mut targets);
             todo.retain(|&slot| results[slot].as_ref().is_some_and(worth_rerouting));
             if todo.is_empty() {
                 break;
@@ -84,15 +84,35 @@ impl Node {
             .collect()
     }
 
+    /// A batch forwarded here by a coordinator: one attempt, on this node's primaries only.
+    pub(crate) fn write_on_local_primaries(
+        &self,
+        items: Vec<DocWrite>,
+        options: &WriteOptions,
+    ) -> Vec<ApiResult<WriteOutcome>> {
+        let mut results: Slots = (0..items.len()).map(|_| None).collect();
+        let mut targets: Targets = vec![None; items.len()];
+        let batch = items.into_iter().enumerate().collect();
+        self.write_once(batch, options, Forwarding::Refused, &mut results, &mut targets);
+        results
+            .into_iter()
+            .map(|r| r.expect("every item has a result"))
+            .collect()
+    }
+
     /// One attempt of the items in `batch` (slot, write): fills their result slots.
     fn write_once(
         &self,
         batch: Vec<(usize, DocWrite)>,
         options: &WriteOptions,
+        forwarding: Forwarding,
         results: &mut Slots,
         targets: &mut Targets,
     ) {
-        let routed = self.route_writes(batch, options, results, targets);
+        let mut routed = self.route_writes(batch, options, results, targets);
+        if forwarding == Forwarding::Refused {
+            refuse_remote(&mut routed, results, targets);
+        }
         let forwarded = self.forward_writes(routed.remote, options);
         let mut touched: Vec<Arc<Engine>> = Vec::new();
         for ((_, shard), group) in group_by_shard(routed.local) {
@@ -125,6 +145,24 @@ fn group_by_shard(
 
 /// One result slot per item of a batch, filled as the items are routed, applied or forwarded.
 pub(crate) type Slots = Vec<Option<ApiResult<WriteOutcome>>>;
+
+/// Whether an attempt may send items to other nodes: only the request's coordinator does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Forwarding {
+    Allowed,
+    Refused,
+}
+
+/// Fails the items routed to another node's primary as moved (their coordinator reroutes).
+fn refuse_remote(routed: &mut Routed, results: &mut Slots, targets: &Targets) {
+    for (address, items) in std::mem::take(&mut routed.remote) {
+        for (slot, _) in items {
+            let target = targets[slot].as_ref().expect("a remote item was routed");
+            let error = super::forward::primary_not_here(&target.index, target.shard, &address);
+            results[slot] = Some(Err(error));
+        }
+    }
+}
 
 /// A batch after routing: the items whose primary is here, and those per primary node.
 struct Routed {

@@ -177,15 +177,29 @@ impl Node {
         })
     }
 
-    /// Executes a forwarded batch on this node (it holds the primaries).
+    /// Executes a forwarded batch on this node's primaries, once. An item whose primary is
+    /// not here (any more) fails as moved and its coordinator reroutes it: a batch is never
+    /// forwarded on from here, because a coordinator that gave up on this node (it left the
+    /// cluster) has already sent the items again, and a copy sent on later could overwrite
+    /// newer writes of the same documents.
     fn handle_shard_bulk(
         &self,
         bulk: ShardBulk,
     ) -> ApiResult<Vec<ApiResult<WriteOutcome>>> {
         // Primary bytes from another coordinator; over the limit every item of it gets 429.
         let _in_flight = self.pressure.indexing.primary(bulk.source_bytes())?;
-        Ok(self.execute_writes(bulk.items, &bulk.options))
+        Ok(self.write_on_local_primaries(bulk.items, &bulk.options))
     }
+}
+
+/// A forwarded item whose primary is on another node by this node's cluster state.
+pub(crate) fn primary_not_here(index: &str, shard: usize, address: &str) -> ApiError {
+    ApiError::new(
+        503,
+        "shard_not_in_primary_mode_exception",
+        format!("[{index}][{shard}] the primary is not on this node (it is on [{address}]); retry the request"),
+    )
+    .with_kind(ErrorKind::Moved)
 }
 
 fn node_left(address: &str) -> ApiError {
