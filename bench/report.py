@@ -3,6 +3,8 @@ ratios are Shoal ÷ OpenSearch of the medians."""
 
 import os
 
+import rolling
+
 LABEL = {"shoal": "Shoal", "opensearch": "OpenSearch 2.18", "raw-tantivy": "raw tantivy"}
 
 
@@ -217,7 +219,8 @@ def render_recovery(doc):
 
 
 RENDER = {"ingest-1node": render_ingest, "codecs": render_codecs, "footprint": render_footprint,
-          "search": render_search, "ingest-replicated": render_replicated, "recovery": render_recovery}
+          "search": render_search, "ingest-replicated": render_replicated, "recovery": render_recovery,
+          "rolling-restart": lambda doc: rolling.render(doc, header, table)}
 
 
 def render(doc):

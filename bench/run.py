@@ -4,7 +4,7 @@ limit beside both.
 
     bench/run.py <scenario>|all [--quick] [--runs N] [--systems shoal,opensearch] [--docs N]
 
-Scenarios: ingest-1node, ingest-replicated, search, footprint, codecs, recovery.
+Scenarios: ingest-1node, ingest-replicated, search, footprint, codecs, recovery, rolling-restart.
 Each writes bench/results/<scenario>/<timestamp>.json, latest.md and PNG plots.
 --quick: tiny corpus, 1 run, no warm-up (CI smoke; use with --systems shoal).
 """
@@ -27,12 +27,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import prep  # noqa: E402
 import report  # noqa: E402
+import rolling  # noqa: E402
 from systems import (BENCH_BIN, OS_HOME, REPO, SHOAL_BIN, TMP, HttpError, OpenSearch,  # noqa: E402
                      Shoal, dir_bytes, log, make)
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(BENCH, "results")
-SCENARIOS = ["ingest-1node", "ingest-replicated", "search", "footprint", "codecs", "recovery"]
+SCENARIOS = ["ingest-1node", "ingest-replicated", "search", "footprint", "codecs", "recovery", "rolling-restart"]
 PORTS = {"shoal": 9400, "opensearch": 9270}
 
 
@@ -608,7 +609,8 @@ def scenario_recovery(ctx):
 
 RUNNERS = {"ingest-1node": scenario_ingest_1node, "ingest-replicated": scenario_ingest_replicated,
            "search": scenario_search, "footprint": scenario_footprint, "codecs": scenario_codecs,
-           "recovery": scenario_recovery}
+           "recovery": scenario_recovery,
+           "rolling-restart": lambda ctx: rolling.scenario(ctx, start_cluster)}
 
 
 def run_scenario(ctx, name):
