@@ -176,18 +176,32 @@ impl IndexService {
     /// fully active on other nodes, so these files are redundant (OpenSearch's `IndicesStore`).
     pub fn delete_shard_data(&self, shard: usize) {
         self.close_shard(shard);
+        if self.remove_shard_files(shard) {
+            tracing::info!(index = %self.name(), shard, "deleted the data of a copy that is active elsewhere");
+        }
+    }
+
+    /// Deletes the directory of `shard` (its copy must be closed); whether there was one.
+    pub fn remove_shard_files(&self, shard: usize) -> bool {
         let dir = self.paths.shard_dir(&self.uuid(), shard);
-        if !dir.exists() {
-            return;
-        }
         match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {
-                tracing::info!(index = %self.name(), shard, "deleted the data of a copy that is active elsewhere")
-            }
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => {
-                tracing::warn!(index = %self.name(), shard, error = %e, "could not delete a shard's redundant data")
+                tracing::warn!(index = %self.name(), shard, error = %e, "could not delete a shard's files");
+                false
             }
         }
+    }
+
+    /// Whether `shard` has a directory on this node.
+    pub fn shard_dir_exists(&self, shard: usize) -> bool {
+        self.paths.shard_dir(&self.uuid(), shard).exists()
+    }
+
+    /// Shards of the index (copies here or not).
+    pub fn shard_count(&self) -> usize {
+        self.shards.read().len()
     }
 
     fn engine_config(&self, meta: &IndexMetadata, shard: usize) -> EngineConfig {
