@@ -9,6 +9,7 @@ use super::decide::CopyAction;
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
 use crate::node::Node;
+use crate::shard::IndexShard;
 
 impl Node {
     pub(super) fn run_copy_action(
@@ -74,6 +75,8 @@ impl Node {
         crate::failpoints::failpoint!(self, "applier_before_open");
         service.ensure_shard_open(shard, term)?;
         let local = service.copy(shard)?;
+        // An index closed and opened again: its copies keep the record of their recovery.
+        service.restore_recovery(shard, &local, &allocation_id);
         local.advance_to(if copy.state == ShardState::Started {
             shoal_shard::ShardState::Started
         } else {
@@ -99,26 +102,26 @@ impl Node {
             }
         }
         if copy.state == ShardState::Initializing {
-            self.record_store_recovery(copy, &engine);
+            self.record_store_recovery(copy, &local);
             self.report_started(copy);
         }
         Ok(())
     }
 
     /// A primary initialized from its own store (new or existing) shows in `_cat/recovery`.
-    fn record_store_recovery(&self, copy: &ShardRouting, engine: &shoal_engine::Engine) {
-        use crate::replication::progress::{RecoveryRecord, RecoveryType};
+    fn record_store_recovery(&self, copy: &ShardRouting, local: &IndexShard) {
+        use crate::replication::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        if local
+            .recovery()
+            .is_some_and(|p| p.allocation_id() == allocation_id)
+        {
+            return;
+        }
         let kind = match copy.recovery_source {
             Some(shoal_state::RecoverySource::ExistingStore) => RecoveryType::ExistingStore,
             _ => RecoveryType::EmptyStore,
         };
-        if self
-            .recoveries
-            .has_record(&copy.index, copy.shard as usize, &allocation_id)
-        {
-            return;
-        }
         let mut record = RecoveryRecord::new(
             &copy.index,
             copy.shard as usize,
@@ -127,14 +130,14 @@ impl Node {
             kind,
             &self.node_id,
         );
-        if let Ok(files) = engine.commit_files() {
+        if let Ok(files) = local.engine().commit_files() {
             record.files_total = files.len() as u64;
             record.files_reused = files.len() as u64;
             record.bytes_total = files.iter().map(|(_, len)| len).sum();
             record.bytes_reused = record.bytes_total;
         }
         record.finish();
-        self.record_recovery(record);
+        local.set_recovery(RecoveryProgress::new(record));
     }
 
     /// A copy of an index the state no longer has: closed, and its files deleted (the index

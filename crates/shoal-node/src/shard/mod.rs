@@ -1,14 +1,16 @@
 //! One local shard copy ([`IndexShard`]) and the one way handlers find it ([`lookup`]).
 //!
-//! A copy owns its engine, its replication state, its operation permits and its lifecycle.
+//! A copy owns its engine, its replication state, its operation permits, its lifecycle, its
+//! recovery record (`_cat/recovery`) and the schedule of its periodic work ([`schedule`]).
 //! Every write on it holds a permit while it applies and replicates; a primary term bump
 //! blocks new permits and waits for those in flight, so a batch is applied wholly under one
 //! term.
 
 pub mod lookup;
+pub mod schedule;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use shoal_engine::Engine;
@@ -16,7 +18,9 @@ use shoal_shard::{Lifecycle, OperationPermit, OperationPermits, PermitError, Sha
 use shoal_types::{ErrorKind, ShardId};
 
 use crate::error::{ApiError, ApiResult};
+use crate::replication::progress::RecoveryProgress;
 use crate::replication::ShardReplication;
+use schedule::{Due, Intervals, Schedule};
 
 /// How long a write waits for a term bump to finish, and a term bump for the writes in
 /// flight to drain. Both are short in practice: replica batches apply in milliseconds, and
@@ -33,6 +37,9 @@ pub struct IndexShard {
     /// The copy's replication state (tracker, leases, the recovery ordering lock), for the
     /// allocation id the cluster state gives it; set by the applier once the engine is open.
     replication: Mutex<Option<Arc<ShardReplication>>>,
+    /// How the copy got its data (from its store, or from a peer), for `_cat/recovery`.
+    recovery: Mutex<Option<RecoveryProgress>>,
+    schedule: Mutex<Schedule>,
 }
 
 impl IndexShard {
@@ -49,6 +56,8 @@ impl IndexShard {
             permits: OperationPermits::new(),
             lifecycle: Mutex::new(lifecycle),
             replication: Mutex::new(None),
+            recovery: Mutex::new(None),
+            schedule: Mutex::new(Schedule::new(Instant::now())),
         }
     }
 
@@ -153,6 +162,29 @@ impl IndexShard {
     pub fn close(&self) {
         self.permits.close();
         self.advance_to(ShardState::Closed);
+    }
+
+    /// Closes the copy for good: no new permit, then the engine flushes what it holds and
+    /// lets go of its store (close index, a copy moved away, shutdown).
+    pub fn close_and_flush(&self) -> ApiResult<()> {
+        self.close();
+        self.engine.close().map_err(ApiError::from)
+    }
+
+    /// The record of how this copy was recovered, once it has one.
+    pub fn recovery(&self) -> Option<RecoveryProgress> {
+        self.recovery.lock().clone()
+    }
+
+    /// Attaches the record of this copy's recovery (a peer recovery's, shared with the
+    /// recovery still updating it, or one of its own store).
+    pub fn set_recovery(&self, progress: RecoveryProgress) {
+        *self.recovery.lock() = Some(progress);
+    }
+
+    /// The periodic work due on this copy now (counted as done).
+    pub fn take_due_work(&self, intervals: &Intervals) -> Due {
+        self.schedule.lock().take_due(Instant::now(), intervals)
     }
 
     fn permit_error(&self, error: PermitError) -> ApiError {
