@@ -269,12 +269,16 @@ impl Node {
         Ok(service)
     }
 
-    /// At startup, waits until the replayed cluster state is applied and every active shard
-    /// copy it places on this node is open, so the node does not answer reads from a shard it
-    /// has not reopened yet. Needs no cluster manager, so a node never waits for its peers.
+    /// At startup, waits until the replayed cluster state is applied, the work on its copies
+    /// is done (a copy that cannot open has been reported failed) and every active shard copy
+    /// it places on this node is open, so the node does not answer reads from a shard it has
+    /// not reopened yet. Needs no cluster manager, so a node never waits for its peers.
     pub(crate) fn wait_for_local_shards(&self, timeout: Duration) {
         let ready = self.wait_until_applied(timeout, |state, applied| {
-            (applied >= state.version && self.local_copies_open(state)).then_some(())
+            let settled = self
+                .copy_tasks()
+                .is_none_or(|t| t.settled(state.version, |_| true));
+            (applied >= state.version && settled && self.local_copies_open(state)).then_some(())
         });
         if ready.is_none() {
             warn!("started before every local shard copy was open");
