@@ -1,6 +1,6 @@
 //! Where the node meets the cluster layer: it starts the transport and the Raft member,
-//! turns metadata changes into proposals, and applies every new cluster state to the shards
-//! this node holds (the "applier").
+//! turns metadata changes into proposals and waits for this node to apply them (the applier
+//! itself is in [`crate::applier`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::ToSocketAddrs;
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use shoal_cluster::{CheckSettings, Cluster, ClusterConfig, ClusterError};
-use shoal_state::{ClusterState, Command, DiscoveryNode, Role, ShardState};
+use shoal_state::{ClusterState, Command, DiscoveryNode, Role};
 use shoal_transport::{ActionRegistry, Handler, RemoteError, ReplyStream, Request, Transport};
 use tracing::{info, warn};
 
@@ -239,12 +239,19 @@ impl Node {
         self.cluster.state()
     }
 
-    /// Proposes a command and waits until this node's applier has applied it.
+    /// Proposes a command and waits until this node's applier has applied it, including the
+    /// work on its copies of the indices the command changes (closing or deleting an index
+    /// answers once the stores are released here).
     pub fn propose(&self, command: Command) -> ApiResult<Arc<ClusterState>> {
+        let indices = indices_changed_by(&command);
         let state = self
             .runtime
             .block_on(self.cluster.propose(command, CLUSTER_MANAGER_TIMEOUT))?;
-        self.wait_applied(state.version, CLUSTER_MANAGER_TIMEOUT);
+        if indices.is_empty() {
+            self.wait_applied(state.version, CLUSTER_MANAGER_TIMEOUT);
+        } else {
+            self.wait_copies_applied(&indices, state.version, CLUSTER_MANAGER_TIMEOUT);
+        }
         Ok(state)
     }
 
@@ -311,230 +318,6 @@ impl Node {
         .is_some()
     }
 
-    /// Applies a cluster state to this node: creates, updates and deletes index services and
-    /// opens or closes the shard copies assigned here.
-    pub(crate) fn apply_cluster_state(self: &Arc<Self>, state: &ClusterState) {
-        if !self.cluster.is_leaving() {
-            self.apply_to_local_copies(state);
-        }
-        let mut applied = self.applied_version.lock();
-        *applied = state.version;
-        self.applied_cond.notify_all();
-    }
-
-    fn apply_to_local_copies(self: &Arc<Self>, state: &ClusterState) {
-        for (name, state_meta) in &state.metadata.indices {
-            if let Err(e) = self.apply_index(state, name, state_meta) {
-                warn!(index = %name, error = %e.reason, "could not apply index metadata");
-            }
-        }
-        let gone: Vec<_> = self
-            .all_indices()
-            .into_iter()
-            .filter(|s| {
-                state
-                    .metadata
-                    .indices
-                    .get(&s.name())
-                    .is_none_or(|m| m.uuid != s.uuid())
-            })
-            .collect();
-        for service in gone {
-            self.remove_local_index(&service);
-        }
-        self.forget_replaced_failed_copies(state);
-    }
-
-    fn apply_index(
-        self: &Arc<Self>,
-        state: &ClusterState,
-        name: &str,
-        state_meta: &shoal_state::IndexMetadata,
-    ) -> ApiResult<()> {
-        let service = self.sync_index_service(name, state_meta)?;
-        let local: BTreeMap<usize, &shoal_state::ShardRouting> = state
-            .copies_on_node(&self.node_id)
-            .filter(|c| c.index == name)
-            .map(|c| (c.shard as usize, c))
-            .collect();
-        let open = state_meta.state == shoal_state::IndexState::Open;
-        for shard in 0..state_meta.number_of_shards() as usize {
-            match local.get(&shard).filter(|_| open) {
-                None if open && fully_active_elsewhere(state, name, shard, state_meta) => {
-                    // A recovery of this shard into this node holds the lock while it writes.
-                    let lock = self.recoveries.shard_lock(name, shard);
-                    let _no_recovery = lock.lock();
-                    service.delete_shard_data(shard);
-                }
-                None => service.close_shard(shard),
-                // One copy that cannot be brought in line never holds back the others.
-                Some(copy) => {
-                    if let Err(e) = self.apply_local_copy(state, &service, state_meta, copy) {
-                        self.copy_failed_to_open(&service, copy, &e);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Brings one local copy in line with the cluster state: a copy that needs peer recovery
-    /// starts it (once); other copies are opened, follow the in-sync set, take the primary
-    /// role when they hold it, and report themselves started when initializing.
-    fn apply_local_copy(
-        self: &Arc<Self>,
-        state: &ClusterState,
-        service: &Arc<crate::index_service::IndexService>,
-        state_meta: &shoal_state::IndexMetadata,
-        copy: &shoal_state::ShardRouting,
-    ) -> ApiResult<()> {
-        let shard = copy.shard as usize;
-        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
-        // A state this node persisted before it restarted: its copies there are about to be
-        // failed and recovered, so they open (for reads) but do not act as primaries, recover
-        // or report themselves started on it.
-        let current = self.state_knows_this_incarnation(state);
-        if crate::replication::recovery::needs_peer_recovery(copy) {
-            if !current {
-                return Ok(());
-            }
-            match service
-                .replication(shard)
-                .filter(|r| r.allocation_id == allocation_id)
-            {
-                // Recovered and waiting to be reported started: keep following the state.
-                Some(recovered) => recovered.apply_cluster_state(state, &copy.index, shard),
-                None => self.start_peer_recovery(service, copy),
-            }
-            return Ok(());
-        }
-        if self.is_failed_copy(&allocation_id) {
-            // Reported failed: the cluster manager assigns it again under a new id.
-            return Ok(());
-        }
-        let term = state_meta.primary_terms.get(shard).copied().unwrap_or(1) as i64;
-        if let Err(e) = service.ensure_shard_open(shard, term) {
-            self.copy_failed_to_open(service, copy, &e);
-            return Ok(());
-        }
-        let local = service.copy(shard)?;
-        local.advance_to(if copy.state == ShardState::Started {
-            shoal_shard::ShardState::Started
-        } else {
-            shoal_shard::ShardState::PostRecovery
-        });
-        let engine = local.engine().clone();
-        let replication =
-            service.replication_for(shard, &allocation_id, engine.global_checkpoint())?;
-        replication.apply_cluster_state(state, &copy.index, shard);
-        if !current {
-            return Ok(());
-        }
-        if copy.primary && !replication.tracker.lock().is_primary_mode() {
-            if copy.state == ShardState::Initializing {
-                // A primary opening its own store (new or existing) has no copies to resync.
-                if copy.bootstrap_new_history_uuid {
-                    engine.bootstrap_new_history()?;
-                    tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");
-                }
-                replication.activate_primary(&engine, &self.node_id);
-            } else {
-                // A replica promoted, or a relocation target handed the primary role.
-                self.start_primary_resync(service, shard, engine.clone(), replication.clone());
-            }
-        }
-        if copy.state == ShardState::Initializing {
-            self.record_store_recovery(copy, &engine);
-            self.report_started(copy);
-        }
-        Ok(())
-    }
-
-    /// Whether `state` was made after this process joined (it lists this node with the
-    /// ephemeral id of this process), rather than persisted before a restart.
-    fn state_knows_this_incarnation(&self, state: &ClusterState) -> bool {
-        let local = self.cluster.local();
-        state
-            .nodes
-            .get(&local.id)
-            .is_some_and(|known| known.ephemeral_id == local.ephemeral_id)
-    }
-
-    /// A primary initialized from its own store (new or existing) shows in `_cat/recovery`.
-    fn record_store_recovery(
-        &self,
-        copy: &shoal_state::ShardRouting,
-        engine: &shoal_engine::Engine,
-    ) {
-        use crate::replication::progress::{RecoveryRecord, RecoveryType};
-        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
-        let kind = match copy.recovery_source {
-            Some(shoal_state::RecoverySource::ExistingStore) => RecoveryType::ExistingStore,
-            _ => RecoveryType::EmptyStore,
-        };
-        if self
-            .recoveries
-            .has_record(&copy.index, copy.shard as usize, &allocation_id)
-        {
-            return;
-        }
-        let mut record = RecoveryRecord::new(
-            &copy.index,
-            copy.shard as usize,
-            &allocation_id,
-            copy.primary,
-            kind,
-            &self.node_id,
-        );
-        if let Ok(files) = engine.commit_files() {
-            record.files_total = files.len() as u64;
-            record.files_reused = files.len() as u64;
-            record.bytes_total = files.iter().map(|(_, len)| len).sum();
-            record.bytes_reused = record.bytes_total;
-        }
-        record.finish();
-        self.record_recovery(record);
-    }
-
-    /// The local service of an index, created or updated from the cluster's metadata. The
-    /// conversion (which parses the mapping) only runs when the metadata changed: the applier
-    /// sees every state, most of which only move shards.
-    fn sync_index_service(
-        self: &Arc<Self>,
-        name: &str,
-        state_meta: &shoal_state::IndexMetadata,
-    ) -> ApiResult<Arc<crate::index_service::IndexService>> {
-        let current = self.index(name).filter(|s| s.uuid() == state_meta.uuid);
-        let unchanged = current.as_ref().is_some_and(|s| {
-            s.with_meta(|m| {
-                m.version >= state_meta.version
-                    && (m.state == crate::metadata::IndexState::Open)
-                        == (state_meta.state == shoal_state::IndexState::Open)
-                    && m.primary_terms
-                        .iter()
-                        .map(|t| *t as u64)
-                        .eq(state_meta.primary_terms.iter().copied())
-            })
-        });
-        if let (true, Some(service)) = (unchanged, &current) {
-            return Ok(service.clone());
-        }
-        let json =
-            serde_json::to_value(state_meta).map_err(|e| ApiError::internal(e.to_string()))?;
-        let meta = IndexMetadata::from_json(&json)?;
-        if let Some(service) = current {
-            service.replace_meta(meta);
-            return Ok(service);
-        }
-        let service = Arc::new(crate::index_service::IndexService::new(
-            meta,
-            self.paths.clone(),
-            Arc::downgrade(self),
-        ));
-        self.insert_index(name, service.clone());
-        Ok(service)
-    }
-
     /// Tells the cluster manager a local copy failed (its recovery, say), so allocation can
     /// place it again.
     pub(crate) fn report_failed(self: &Arc<Self>, copy: &shoal_state::ShardRouting, reason: &str) {
@@ -582,87 +365,18 @@ impl Node {
     }
 }
 
-/// Follows the cluster state on a dedicated thread (opening shards blocks).
-pub fn spawn_applier(node: &Arc<Node>) {
-    let weak = Arc::downgrade(node);
-    let mut rx = node.cluster.subscribe();
-    let runtime = node.runtime.clone();
-    std::thread::Builder::new()
-        .name("cluster-applier".into())
-        .spawn(move || loop {
-            let state = rx.borrow_and_update().clone();
-            let Some(node) = weak.upgrade() else { return };
-            node.apply_cluster_state(&state);
-            drop(node);
-            // A copy whose open failed for a passing reason (a full disk) is retried by
-            // applying the same state again.
-            loop {
-                let next = runtime
-                    .block_on(async { tokio::time::timeout(OPEN_RETRY, rx.changed()).await });
-                match next {
-                    Ok(Ok(())) => break,
-                    Ok(Err(_)) => return,
-                    Err(_elapsed) => {
-                        let retry = weak
-                            .upgrade()
-                            .is_some_and(|n| n.failed_copies.take_retry_open());
-                        if retry {
-                            break;
-                        }
-                    }
-                }
-            }
-        })
-        .expect("spawn applier");
-}
-
-/// How often a copy that could not open for a passing reason tries again.
-const OPEN_RETRY: Duration = Duration::from_secs(1);
-
-
-impl Node {
-    /// At startup, waits until the replayed cluster state is applied and every active shard
-    /// copy it places on this node is open, so the node does not answer reads from a shard it
-    /// has not reopened yet. Needs no cluster manager, so a node never waits for its peers.
-    pub(crate) fn wait_for_local_shards(&self, timeout: Duration) {
-        let ready = self.wait_until_applied(timeout, |state, applied| {
-            (applied >= state.version && self.local_copies_open(state)).then_some(())
-        });
-        if ready.is_none() {
-            warn!("started before every local shard copy was open");
-        }
-    }
-
-    fn local_copies_open(&self, state: &ClusterState) -> bool {
-        state
-            .copies_on_node(&self.node_id)
-            .filter(|c| c.is_active())
-            .filter(|c| {
-                state
-                    .metadata
-                    .indices
-                    .get(&c.index)
-                    .is_some_and(|m| m.state == shoal_state::IndexState::Open)
-            })
-            .all(|c| {
-                self.index(&c.index)
-                    .is_some_and(|s| s.shard(c.shard as usize).is_ok())
-            })
+/// The indices whose local copies a command opens, closes or deletes by changing their
+/// metadata (a shard's failure or start moves one copy, which nobody waits for). A new index
+/// is not among them: its creation waits for its primaries after it let go of the lock that
+/// serializes creations, so a copy slow to open never holds back the next creation.
+fn indices_changed_by(command: &Command) -> Vec<String> {
+    match command {
+        Command::PutIndex {
+            meta,
+            create: false,
+        } => vec![meta.name.clone()],
+        Command::DeleteIndices { names } => names.clone(),
+        _ => Vec::new(),
     }
 }
 
-/// Whether every copy the index asks for of `shard` is started (none here): the local files
-/// of the shard, if any, are then redundant.
-fn fully_active_elsewhere(
-    state: &ClusterState,
-    index: &str,
-    shard: usize,
-    meta: &shoal_state::IndexMetadata,
-) -> bool {
-    let copies = state.copies(index, shard as u32);
-    let started = copies
-        .iter()
-        .filter(|c| c.state == ShardState::Started)
-        .count();
-    started == copies.len() && started == meta.number_of_replicas() as usize + 1
-}

@@ -8,6 +8,8 @@
 //! - `before_term_bump`: a copy is about to adopt a newer primary term (the applier's bump,
 //!   or a replica batch of a newer term), before the bump waits for the permits in flight;
 //! - `primary_resync_before_batch`: a promoted primary is about to send a resync batch;
+//! - `applier_before_open`: a copy's applier task is about to open it (or bring an open one
+//!   in line with the state);
 //! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target requests a
 //!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize.
 

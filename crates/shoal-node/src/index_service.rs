@@ -1,5 +1,6 @@
 //! One index on this node: its metadata, its mapping, and its shard engines.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,6 +12,7 @@ use tantivy::TantivyDocument;
 
 use crate::error::{ApiError, ApiResult};
 use crate::metadata::{IndexMetadata, IndexState, NodePaths};
+use crate::replication::progress::{RecoveryProgress, RecoveryRecord};
 use crate::routing;
 use crate::shard::IndexShard;
 
@@ -27,14 +29,6 @@ pub struct SearchCounters {
     pub scroll_time_nanos: AtomicU64,
 }
 
-/// Scheduling state of periodic work (refresh, async fsync).
-#[derive(Debug)]
-pub struct Schedule {
-    pub last_refresh: Instant,
-    pub last_sync: Instant,
-    pub last_global_checkpoint_sync: Instant,
-}
-
 pub struct IndexService {
     meta: RwLock<IndexMetadata>,
     mapping: RwLock<Arc<Mapping>>,
@@ -43,7 +37,10 @@ pub struct IndexService {
     /// Serializes metadata changes of this index (mapping updates, settings).
     pub update_lock: Mutex<()>,
     pub search: SearchCounters,
-    pub schedule: Mutex<Schedule>,
+    /// Recovery records of copies of this index no longer open here, by (shard, allocation
+    /// id): a closed index, a copy failed or closed for a file-based recovery. `_recovery`
+    /// shows them while the state assigns their copy here; they go with the index.
+    retired_recoveries: Mutex<BTreeMap<(usize, String), RecoveryProgress>>,
     paths: NodePaths,
     /// Publishes metadata changes through the cluster manager.
     node: std::sync::Weak<crate::node::Node>,
@@ -64,11 +61,7 @@ impl IndexService {
             shards: RwLock::new(vec![None; shards]),
             update_lock: Mutex::new(()),
             search: SearchCounters::default(),
-            schedule: Mutex::new(Schedule {
-                last_refresh: Instant::now(),
-                last_sync: Instant::now(),
-                last_global_checkpoint_sync: Instant::now(),
-            }),
+            retired_recoveries: Mutex::new(BTreeMap::new()),
             paths,
             node,
         }
@@ -155,10 +148,8 @@ impl IndexService {
 
     /// Flushes and drops one shard's engine if it is open here.
     pub fn close_shard(&self, shard: usize) {
-        let copy = self.shards.write().get_mut(shard).and_then(Option::take);
-        if let Some(copy) = copy {
-            copy.close();
-            if let Err(e) = copy.engine().close() {
+        if let Some(copy) = self.take_copy(shard) {
+            if let Err(e) = copy.close_and_flush() {
                 tracing::warn!(index = %self.name(), shard, error = %e, "flush at close failed");
             }
         }
@@ -167,27 +158,92 @@ impl IndexService {
     /// Drops the local copy of `shard` without flushing it: its engine failed, and nothing it
     /// holds beyond its last commit and translog may be persisted.
     pub fn discard_shard(&self, shard: usize) {
-        if let Some(copy) = self.shards.write().get_mut(shard).and_then(Option::take) {
+        if let Some(copy) = self.take_copy(shard) {
             copy.close();
         }
+    }
+
+    /// Takes the copy of `shard` out of the service; its recovery record stays with the index.
+    fn take_copy(&self, shard: usize) -> Option<Arc<IndexShard>> {
+        let copy = self.shards.write().get_mut(shard).and_then(Option::take)?;
+        if let Some(progress) = copy.recovery() {
+            self.keep_recovery(shard, progress);
+        }
+        Some(copy)
+    }
+
+    /// Keeps the recovery record of a copy that is no longer open here.
+    pub fn keep_recovery(&self, shard: usize, progress: RecoveryProgress) {
+        self.retired_recoveries
+            .lock()
+            .insert((shard, progress.allocation_id()), progress);
+    }
+
+    /// Gives an open copy back the record it had under `allocation_id` before it closed (an
+    /// index closed and opened again); whether it has a record of that id now.
+    pub fn restore_recovery(&self, shard: usize, copy: &IndexShard, allocation_id: &str) -> bool {
+        if copy
+            .recovery()
+            .is_some_and(|p| p.allocation_id() == allocation_id)
+        {
+            return true;
+        }
+        let key = (shard, allocation_id.to_string());
+        match self.retired_recoveries.lock().remove(&key) {
+            Some(kept) => {
+                copy.set_recovery(kept);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The recovery records of this index here: of copies no longer open, then of open ones.
+    pub fn recovery_records(&self) -> Vec<RecoveryRecord> {
+        let retired: Vec<RecoveryRecord> = self
+            .retired_recoveries
+            .lock()
+            .values()
+            .map(RecoveryProgress::snapshot)
+            .collect();
+        let open = self
+            .local_copies()
+            .into_iter()
+            .filter_map(|(_, copy)| copy.recovery())
+            .map(|p| p.snapshot());
+        retired.into_iter().chain(open).collect()
     }
 
     /// Closes the local copy of `shard` if open and deletes its directory: the shard is
     /// fully active on other nodes, so these files are redundant (OpenSearch's `IndicesStore`).
     pub fn delete_shard_data(&self, shard: usize) {
         self.close_shard(shard);
+        if self.remove_shard_files(shard) {
+            tracing::info!(index = %self.name(), shard, "deleted the data of a copy that is active elsewhere");
+        }
+    }
+
+    /// Deletes the directory of `shard` (its copy must be closed); whether there was one.
+    pub fn remove_shard_files(&self, shard: usize) -> bool {
         let dir = self.paths.shard_dir(&self.uuid(), shard);
-        if !dir.exists() {
-            return;
-        }
         match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {
-                tracing::info!(index = %self.name(), shard, "deleted the data of a copy that is active elsewhere")
-            }
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => {
-                tracing::warn!(index = %self.name(), shard, error = %e, "could not delete a shard's redundant data")
+                tracing::warn!(index = %self.name(), shard, error = %e, "could not delete a shard's files");
+                false
             }
         }
+    }
+
+    /// Whether `shard` has a directory on this node.
+    pub fn shard_dir_exists(&self, shard: usize) -> bool {
+        self.paths.shard_dir(&self.uuid(), shard).exists()
+    }
+
+    /// Shards of the index (copies here or not).
+    pub fn shard_count(&self) -> usize {
+        self.shards.read().len()
     }
 
     fn engine_config(&self, meta: &IndexMetadata, shard: usize) -> EngineConfig {
@@ -209,24 +265,17 @@ impl IndexService {
 
     /// Flushes and drops the engines (close index, node shutdown).
     pub fn close_shards(&self) -> ApiResult<()> {
-        let shards: Vec<_> = self
-            .shards
-            .write()
-            .iter_mut()
-            .filter_map(Option::take)
+        let copies: Vec<_> = (0..self.shard_count())
+            .filter_map(|shard| self.take_copy(shard))
             .collect();
         // Every engine is closed even when one fails (a failed engine's flush is refused).
         let mut first_error = None;
-        for copy in shards {
-            copy.close();
-            if let Err(e) = copy.engine().close() {
+        for copy in copies {
+            if let Err(e) = copy.close_and_flush() {
                 first_error.get_or_insert(e);
             }
         }
-        match first_error {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
+        first_error.map_or(Ok(()), Err)
     }
 
     pub fn meta(&self) -> IndexMetadata {
@@ -260,6 +309,16 @@ impl IndexService {
             .iter()
             .flatten()
             .map(|copy| copy.engine().clone())
+            .collect()
+    }
+
+    /// The copies open on this node, with their shard numbers.
+    pub fn local_copies(&self) -> Vec<(usize, Arc<IndexShard>)> {
+        self.shards
+            .read()
+            .iter()
+            .enumerate()
+            .filter_map(|(n, copy)| Some((n, copy.clone()?)))
             .collect()
     }
 

@@ -2,6 +2,7 @@
 //! primaries, reads to chosen copies, broadcasts to every copy), and the shard-level actions
 //! other nodes call on this one.
 
+pub mod applier;
 pub mod blocks;
 pub mod broadcast;
 pub mod bulk;

@@ -109,6 +109,9 @@ pub struct Node {
     transport_server: Mutex<Option<shoal_transport::ServerHandle>>,
     /// Thread pools and indexing pressure.
     pub pressure: Arc<crate::pressure::Pressure>,
+    /// The applier's per-copy tasks (set when the applier starts).
+    pub(crate) copy_tasks:
+        std::sync::OnceLock<crate::pressure::shard_tasks::ShardTasks<crate::applier::CopyKey>>,
 }
 
 impl Node {
@@ -166,12 +169,13 @@ impl Node {
             failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
             pressure,
+            copy_tasks: Default::default(),
         });
         handler.attach(&node);
         node.cluster.set_promotion_advisor(Arc::new(
             crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node)),
         ));
-        crate::cluster_bridge::spawn_applier(&node);
+        crate::applier::spawn_applier(&node);
         crate::scheduler::spawn(Arc::downgrade(&node));
         crate::disk_usage::spawn_reporter(&node);
         node.wait_for_local_shards(std::time::Duration::from_secs(20));
@@ -188,15 +192,24 @@ impl Node {
         self.indices.write().insert(name.to_string(), service);
     }
 
+    /// Drops an index from this node's map (if `service` is still the one under its name).
+    pub(crate) fn forget_index(&self, service: &Arc<IndexService>) {
+        let name = service.name();
+        let mut indices = self.indices.write();
+        if indices.get(&name).is_some_and(|s| Arc::ptr_eq(s, service)) {
+            indices.remove(&name);
+        }
+    }
+
+    /// Whether [`Node::kill_for_test`] stopped this node.
+    pub(crate) fn is_killed(&self) -> bool {
+        self.killed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Drops an index this node no longer holds and deletes its files.
     pub(crate) fn remove_local_index(&self, service: &Arc<IndexService>) {
         let name = service.name();
-        {
-            let mut indices = self.indices.write();
-            if indices.get(&name).is_some_and(|s| Arc::ptr_eq(s, service)) {
-                indices.remove(&name);
-            }
-        }
+        self.forget_index(service);
         let _ = service.close_shards();
         let dir = self.paths.index_dir(&service.uuid());
         match std::fs::remove_dir_all(&dir) {

@@ -1,16 +1,19 @@
-//! Periodic shard work: refresh at `index.refresh_interval`, fsync the translog at
+//! Periodic shard work, on the schedule each copy keeps (`shard::schedule`): refresh at `index.refresh_interval`, fsync the translog at
 //! `index.translog.sync_interval` for async durability, flush past the size threshold, and
 //! send lagging copies the global checkpoint at `index.global_checkpoint_sync.interval`, and
 //! keep the primaries' retention leases (renewal, expiry) applied to their engines, and drop
 //! the recoveries this node serves whose target gave up.
 
 use std::sync::Weak;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use shoal_engine::Engine;
 use shoal_translog::Durability;
 use tracing::warn;
 
+use crate::index_service::IndexService;
 use crate::node::Node;
+use crate::shard::schedule::{Due, Intervals};
 
 const TICK: Duration = Duration::from_millis(100);
 
@@ -33,57 +36,41 @@ fn run_due_work(node: &Node) {
         if !index.is_open() {
             continue;
         }
-        let (refresh_interval, durability, sync_interval, checkpoint_sync_interval) = index
-            .with_meta(|m| {
-                (
-                    m.settings().refresh_interval(),
-                    m.settings().durability(),
-                    m.settings().sync_interval(),
-                    m.settings().global_checkpoint_sync_interval(),
-                )
-            });
-        let now = Instant::now();
-        let (refresh_due, sync_due, checkpoint_sync_due) = {
-            let mut schedule = index.schedule.lock();
-            let refresh_due =
-                refresh_interval.is_some_and(|i| now.duration_since(schedule.last_refresh) >= i);
-            let sync_due = durability == Durability::Async
-                && now.duration_since(schedule.last_sync) >= sync_interval;
-            if refresh_due {
-                schedule.last_refresh = now;
+        let intervals = index.with_meta(|m| {
+            let settings = m.settings();
+            Intervals {
+                refresh: settings.refresh_interval(),
+                sync: (settings.durability() == Durability::Async)
+                    .then(|| settings.sync_interval()),
+                checkpoint_sync: settings.global_checkpoint_sync_interval(),
             }
-            if sync_due {
-                schedule.last_sync = now;
-            }
-            let checkpoint_sync_due = now.duration_since(schedule.last_global_checkpoint_sync)
-                >= checkpoint_sync_interval;
-            if checkpoint_sync_due {
-                schedule.last_global_checkpoint_sync = now;
-            }
-            (refresh_due, sync_due, checkpoint_sync_due)
-        };
-        for (shard, _) in index.local_shards() {
+        });
+        for (shard, copy) in index.local_copies() {
+            let due = copy.take_due_work(&intervals);
             node.maintain_retention_leases(&index, shard);
-            if checkpoint_sync_due {
+            if due.checkpoint_sync {
                 node.sync_global_checkpoint(&index, shard);
             }
+            run_engine_work(&index, copy.engine(), due);
         }
-        for engine in index.shards() {
-            if refresh_due {
-                if let Err(e) = engine.refresh() {
-                    warn!(index = %index.name(), error = %e, "scheduled refresh failed");
-                }
-            }
-            if sync_due {
-                if let Err(e) = engine.sync_translog() {
-                    warn!(index = %index.name(), error = %e, "scheduled translog sync failed");
-                }
-            }
-            if engine.should_flush() {
-                if let Err(e) = engine.flush(false) {
-                    warn!(index = %index.name(), error = %e, "scheduled flush failed");
-                }
-            }
+    }
+}
+
+/// Refresh, fsync and flush of one copy's engine, as due.
+fn run_engine_work(index: &IndexService, engine: &Engine, due: Due) {
+    if due.refresh {
+        if let Err(e) = engine.refresh() {
+            warn!(index = %index.name(), error = %e, "scheduled refresh failed");
+        }
+    }
+    if due.sync {
+        if let Err(e) = engine.sync_translog() {
+            warn!(index = %index.name(), error = %e, "scheduled translog sync failed");
+        }
+    }
+    if engine.should_flush() {
+        if let Err(e) = engine.flush(false) {
+            warn!(index = %index.name(), error = %e, "scheduled flush failed");
         }
     }
 }

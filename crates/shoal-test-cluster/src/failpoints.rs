@@ -40,6 +40,27 @@ impl TestCluster {
         Pause { name, gate }
     }
 
+    /// Arms `point` on node `i` for its first visitor only: that thread waits for release,
+    /// every later one passes (and is counted), so one task of many can be held.
+    pub fn pause_first_at(&self, i: usize, point: &str) -> Pause {
+        let name = format!("{point}@{}", self.slot(i).name);
+        let gate = Arc::new(Gate::default());
+        let in_callback = gate.clone();
+        fail::cfg_callback(name.clone(), move || {
+            let mut state = in_callback.state.lock();
+            state.0 += 1;
+            in_callback.changed.notify_all();
+            if state.0 > 1 {
+                return;
+            }
+            while !state.1 {
+                in_callback.changed.wait(&mut state);
+            }
+        })
+        .expect("configure failpoint");
+        Pause { name, gate }
+    }
+
     /// Counts how often `point` is reached on node `i`, without stopping it.
     pub fn count_at(&self, i: usize, point: &str) -> Pause {
         let pause = self.pause_at(i, point);

@@ -493,3 +493,53 @@ fn add_a_replica(cluster: &TestCluster, index: &str) {
         .expect("add a replica")
         .ok();
 }
+
+/// Before the applier handed each copy's work to its own task, it opened copies one after the
+/// other on its thread: a copy whose open hung held back every other index on the node, and
+/// the node's applied version with them.
+#[test]
+fn a_copy_whose_open_hangs_does_not_stop_another_index_from_starting() {
+    let cluster = TestCluster::start(1);
+    let client = cluster.client(0);
+    let one_shard = json!({"settings": {"number_of_shards": 1, "number_of_replicas": 0}});
+    let hung = cluster.pause_first_at(0, "applier_before_open");
+    let slow_create = {
+        let (client, body) = (cluster.client(0), one_shard.clone());
+        std::thread::spawn(move || client.put("/slow", &body).map(|r| r.status))
+    };
+    assert!(
+        hung.wait_hits(1, HIT),
+        "the first copy never reached its open"
+    );
+
+    let started = Instant::now();
+    client.create_index("fast", &one_shard);
+    client
+        .index_doc("fast", "1", &json!({"value": 1}))
+        .expect("index into the other index")
+        .ok();
+    let took = started.elapsed();
+    assert!(
+        hung.hits() >= 2,
+        "the other index's copy opened without passing the failpoint"
+    );
+    let state = cluster.state(0);
+    let slow_primary = state.primary("slow", 0).expect("the slow copy is assigned");
+    assert!(
+        !slow_primary.is_active(),
+        "the hung copy must still be opening: {slow_primary:?}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "the other index took {took:?} to start"
+    );
+
+    hung.release();
+    let status = slow_create.join().expect("create thread").expect("create slow");
+    assert_eq!(status, 200);
+    cluster.wait_green(GREEN);
+    client
+        .index_doc("slow", "1", &json!({"value": 1}))
+        .expect("index into the copy that was slow to open")
+        .ok();
+}

@@ -15,6 +15,7 @@
 pub mod executor;
 pub mod indexing;
 pub mod settings;
+pub mod shard_tasks;
 
 use std::sync::Arc;
 

@@ -1,9 +1,17 @@
 //! What `_cat/recovery` and `/{index}/_recovery` show: one record per shard copy this node
 //! recovered (from a peer or from its own store), kept after it is done, updated while it runs.
+//!
+//! Where a record lives: with its copy (`IndexShard::recovery`) once the copy is open; with
+//! the running peer recovery before that (`Recoveries::targets`: the files are still being
+//! copied); with the index once the copy closed (`IndexService`'s retired records: a closed
+//! index, a copy failed or moved), until the index is deleted. A record shows while the
+//! cluster state assigns its copy (its allocation id) to this node.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiResult;
@@ -124,6 +132,32 @@ impl RecoveryRecord {
     }
 }
 
+/// One copy's record, shared by the recovery that fills it and the copy that keeps it.
+#[derive(Clone)]
+pub struct RecoveryProgress(Arc<Mutex<RecoveryRecord>>);
+
+impl RecoveryProgress {
+    pub fn new(record: RecoveryRecord) -> RecoveryProgress {
+        RecoveryProgress(Arc::new(Mutex::new(record)))
+    }
+
+    pub fn update(&self, f: impl FnOnce(&mut RecoveryRecord)) {
+        f(&mut self.0.lock());
+    }
+
+    pub fn snapshot(&self) -> RecoveryRecord {
+        self.0.lock().clone()
+    }
+
+    pub fn allocation_id(&self) -> String {
+        self.0.lock().allocation_id.clone()
+    }
+
+    pub fn same(&self, other: &RecoveryProgress) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Percent as OpenSearch prints it (`100.0%` when there is nothing to do).
 pub fn percent(done: u64, total: u64) -> f64 {
     if total == 0 {
@@ -134,19 +168,19 @@ pub fn percent(done: u64, total: u64) -> f64 {
 }
 
 impl Node {
-    /// Creates or replaces the record of a local copy's recovery.
-    pub(crate) fn record_recovery(&self, record: RecoveryRecord) {
-        self.recoveries.records.lock().insert(
-            (
-                record.index.clone(),
-                record.shard,
-                record.allocation_id.clone(),
-            ),
-            record,
-        );
+    /// Starts the record of a peer recovery into this node (replacing the one of an earlier
+    /// attempt of the same copy); the copy adopts it once it opens.
+    pub(crate) fn record_recovery(&self, record: RecoveryRecord) -> RecoveryProgress {
+        let progress = RecoveryProgress::new(record);
+        let allocation_id = progress.allocation_id();
+        self.recoveries
+            .targets
+            .lock()
+            .insert(allocation_id, progress.clone());
+        progress
     }
 
-    /// Updates the record of a running recovery.
+    /// Updates the record of a running peer recovery of that copy.
     pub(crate) fn update_recovery(
         &self,
         index: &str,
@@ -154,20 +188,67 @@ impl Node {
         allocation_id: &str,
         f: impl FnOnce(&mut RecoveryRecord),
     ) {
-        let key = (index.to_string(), shard, allocation_id.to_string());
-        if let Some(record) = self.recoveries.records.lock().get_mut(&key) {
-            f(record);
+        let progress = self.recoveries.targets.lock().get(allocation_id).cloned();
+        if let Some(progress) = progress {
+            progress.update(|r| {
+                if r.index == index && r.shard == shard {
+                    f(r)
+                }
+            });
+        }
+    }
+
+    /// A peer recovery ended (done, failed or cancelled): its record stays with the copy if it
+    /// opened with it, else with the index.
+    pub(crate) fn end_recovery_record(
+        &self,
+        service: &crate::index_service::IndexService,
+        shard: usize,
+        allocation_id: &str,
+    ) {
+        let Some(progress) = self.recoveries.targets.lock().remove(allocation_id) else {
+            return;
+        };
+        let adopted = service
+            .copy(shard)
+            .ok()
+            .and_then(|copy| copy.recovery())
+            .is_some_and(|held| held.same(&progress));
+        if !adopted {
+            service.keep_recovery(shard, progress);
         }
     }
 
     /// This node's records for these indices, the latest per shard copy held here.
     fn local_recoveries(&self, indices: &[String]) -> Vec<RecoveryRecord> {
         let state = self.cluster_state();
+        // By (index, shard, allocation id); a running recovery's record replaces the copy's
+        // (an earlier attempt), which replaces a retired one.
+        let mut records: BTreeMap<(String, usize, String), RecoveryRecord> = BTreeMap::new();
+        let mut keep = |record: RecoveryRecord| {
+            let key = (
+                record.index.clone(),
+                record.shard,
+                record.allocation_id.clone(),
+            );
+            records.insert(key, record);
+        };
+        for service in indices.iter().filter_map(|name| self.index(name)) {
+            service.recovery_records().into_iter().for_each(&mut keep);
+        }
+        let running: Vec<RecoveryRecord> = self
+            .recoveries
+            .targets
+            .lock()
+            .values()
+            .map(RecoveryProgress::snapshot)
+            .collect();
+        running
+            .into_iter()
+            .filter(|r| indices.contains(&r.index))
+            .for_each(&mut keep);
         let mut latest: BTreeMap<(String, usize), RecoveryRecord> = BTreeMap::new();
-        for record in self.recoveries.records.lock().values() {
-            if !indices.contains(&record.index) {
-                continue;
-            }
+        for record in records.into_values() {
             // Only copies still assigned here (a failed or moved copy's record is history).
             let assigned = state
                 .copies(&record.index, record.shard as u32)
@@ -177,7 +258,7 @@ impl Node {
                         && c.node.as_deref() == Some(self.node_id.as_str())
                 });
             if assigned {
-                latest.insert((record.index.clone(), record.shard), record.clone());
+                latest.insert((record.index.clone(), record.shard), record);
             }
         }
         latest.into_values().collect()

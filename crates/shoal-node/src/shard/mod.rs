@@ -1,14 +1,16 @@
 //! One local shard copy ([`IndexShard`]) and the one way handlers find it ([`lookup`]).
 //!
-//! A copy owns its engine, its replication state, its operation permits and its lifecycle.
+//! A copy owns its engine, its replication state, its operation permits, its lifecycle, its
+//! recovery record (`_cat/recovery`) and the schedule of its periodic work ([`schedule`]).
 //! Every write on it holds a permit while it applies and replicates; a primary term bump
 //! blocks new permits and waits for those in flight, so a batch is applied wholly under one
 //! term.
 
 pub mod lookup;
+pub mod schedule;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use shoal_engine::Engine;
@@ -16,7 +18,9 @@ use shoal_shard::{Lifecycle, OperationPermit, OperationPermits, PermitError, Sha
 use shoal_types::{ErrorKind, ShardId};
 
 use crate::error::{ApiError, ApiResult};
+use crate::replication::progress::RecoveryProgress;
 use crate::replication::ShardReplication;
+use schedule::{Due, Intervals, Schedule};
 
 /// How long a write waits for a term bump to finish, and a term bump for the writes in
 /// flight to drain. Both are short in practice: replica batches apply in milliseconds, and
@@ -33,6 +37,12 @@ pub struct IndexShard {
     /// The copy's replication state (tracker, leases, the recovery ordering lock), for the
     /// allocation id the cluster state gives it; set by the applier once the engine is open.
     replication: Mutex<Option<Arc<ShardReplication>>>,
+    /// How the copy got its data (from its store, or from a peer), for `_cat/recovery`.
+    recovery: Mutex<Option<RecoveryProgress>>,
+    schedule: Mutex<Schedule>,
+    /// Set when this primary handed its role to a relocation target: it takes no primary
+    /// write again (they fail as moved and their coordinators reroute them to the target).
+    relocated: std::sync::atomic::AtomicBool,
 }
 
 impl IndexShard {
@@ -49,6 +59,9 @@ impl IndexShard {
             permits: OperationPermits::new(),
             lifecycle: Mutex::new(lifecycle),
             replication: Mutex::new(None),
+            recovery: Mutex::new(None),
+            schedule: Mutex::new(Schedule::new(Instant::now())),
+            relocated: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -96,9 +109,54 @@ impl IndexShard {
 
     /// A permit for a write the primary applies and replicates under its current term.
     pub fn acquire_primary_permit(&self) -> ApiResult<OperationPermit> {
+        let permit = self.acquire_permit()?;
+        // Checked with the permit held: a hand-off sets it while no permit is out, so a write
+        // either finished before the hand-off (and reached the target) or sees the flag.
+        if self.is_relocated() {
+            return Err(ApiError::new(
+                503,
+                "shard_not_in_primary_mode_exception",
+                format!(
+                    "[{}][{}] this primary handed its role to its relocation target; retry the request",
+                    self.index, self.shard_id.shard
+                ),
+            )
+            .with_kind(ErrorKind::Moved));
+        }
+        Ok(permit)
+    }
+
+    fn acquire_permit(&self) -> ApiResult<OperationPermit> {
         self.permits
             .acquire(PERMIT_TIMEOUT)
             .map_err(|e| self.permit_error(e))
+    }
+
+    /// Ends this primary's role for a relocation: waits for the writes in flight (each has
+    /// reached the target, which is tracked and in sync), then refuses every new primary write.
+    /// OpenSearch's relocation hand-off; without it both copies would act as primary of the
+    /// same term between the target's start and this copy's close, issuing the same seq_nos.
+    pub fn hand_off_primary(&self) -> ApiResult<()> {
+        self.permits
+            .block_operations(PERMIT_TIMEOUT, || {
+                self.relocated
+                    .store(true, std::sync::atomic::Ordering::Release)
+            })
+            .map_err(|e| self.permit_error(e))
+    }
+
+    /// Whether this primary handed its role off (see [`IndexShard::hand_off_primary`]).
+    pub fn is_relocated(&self) -> bool {
+        self.relocated.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// A relocation cancelled after its hand-off (the target failed before it started): this
+    /// copy is still the primary and takes writes again. The target never acted as primary,
+    /// since only the cluster state that removes this copy makes it one.
+    pub fn resume_after_cancelled_relocation(&self) {
+        if self.relocated.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            tracing::info!(index = %self.index, shard = self.shard_id.shard, "relocation cancelled after its hand-off; this copy takes primary writes again");
+        }
     }
 
     /// A permit for a batch the primary of `op_term` sent: a newer term is adopted first
@@ -109,7 +167,7 @@ impl IndexShard {
             if op_term > self.engine.primary_term() {
                 self.bump_primary_term(op_term)?;
             }
-            let permit = self.acquire_primary_permit()?;
+            let permit = self.acquire_permit()?;
             let current = self.engine.primary_term();
             if op_term < current {
                 return Err(ApiError::new(
@@ -153,6 +211,29 @@ impl IndexShard {
     pub fn close(&self) {
         self.permits.close();
         self.advance_to(ShardState::Closed);
+    }
+
+    /// Closes the copy for good: no new permit, then the engine flushes what it holds and
+    /// lets go of its store (close index, a copy moved away, shutdown).
+    pub fn close_and_flush(&self) -> ApiResult<()> {
+        self.close();
+        self.engine.close().map_err(ApiError::from)
+    }
+
+    /// The record of how this copy was recovered, once it has one.
+    pub fn recovery(&self) -> Option<RecoveryProgress> {
+        self.recovery.lock().clone()
+    }
+
+    /// Attaches the record of this copy's recovery (a peer recovery's, shared with the
+    /// recovery still updating it, or one of its own store).
+    pub fn set_recovery(&self, progress: RecoveryProgress) {
+        *self.recovery.lock() = Some(progress);
+    }
+
+    /// The periodic work due on this copy now (counted as done).
+    pub fn take_due_work(&self, intervals: &Intervals) -> Due {
+        self.schedule.lock().take_due(Instant::now(), intervals)
     }
 
     fn permit_error(&self, error: PermitError) -> ApiError {

@@ -162,9 +162,9 @@ pub struct Recoveries {
     incoming: Mutex<HashSet<String>>,
     /// Serializes recoveries writing the same shard directory.
     shard_locks: Mutex<HashMap<(String, usize), Arc<Mutex<()>>>>,
-    /// Progress of the recoveries of local copies, by (index, shard, allocation id).
-    pub(crate) records:
-        Mutex<std::collections::BTreeMap<(String, usize, String), super::progress::RecoveryRecord>>,
+    /// The records of the peer recoveries running into this node, by allocation id (their
+    /// copy adopts the record once it opens).
+    pub(crate) targets: Mutex<HashMap<String, super::progress::RecoveryProgress>>,
 }
 
 /// A recovery stopped because its copy is no longer assigned here (not a failure to report).
@@ -188,12 +188,6 @@ impl Recoveries {
 
     pub fn is_recovering(&self, allocation_id: &str) -> bool {
         self.incoming.lock().contains(allocation_id)
-    }
-
-    pub fn has_record(&self, index: &str, shard: usize, allocation_id: &str) -> bool {
-        self.records
-            .lock()
-            .contains_key(&(index.to_string(), shard, allocation_id.to_string()))
     }
 }
 
@@ -233,7 +227,9 @@ impl Node {
             .clone();
         let queued = pool.spawn(crate::pressure::Admission::Force, move || {
             let started = Instant::now();
-            match node.recover_copy_retrying(&service, &copy) {
+            let outcome = node.recover_copy_retrying(&service, &copy);
+            node.end_recovery_record(&service, copy.shard as usize, &allocation_id);
+            match outcome {
                 Ok(stats) => {
                     info!(index = %copy.index, shard = copy.shard, allocation_id, files = stats.0, bytes = stats.1, ops = stats.2, took_ms = started.elapsed().as_millis() as u64, "peer recovery done");
                     node.report_started(&copy);
@@ -309,7 +305,7 @@ impl Node {
             &self.node_id,
         );
         fresh.source_node = Some(source_node);
-        self.record_recovery(fresh);
+        let progress = self.record_recovery(fresh);
         let term = service.with_meta(|m| m.primary_terms.get(shard).copied().unwrap_or(1)) as i64;
         let start = self.call::<StartAction>(
             &source,
@@ -328,9 +324,10 @@ impl Node {
         };
         record(&|r| r.stage = Stage::Translog);
         service.ensure_shard_open(shard, term)?;
-        let engine = service.shard(shard)?;
-        let replication =
-            service.replication_for(shard, &allocation_id, engine.global_checkpoint())?;
+        let local = service.copy(shard)?;
+        local.set_recovery(progress);
+        let engine = local.engine().clone();
+        let replication = local.replication_for(&allocation_id, engine.global_checkpoint());
         replication.apply_cluster_state(&self.cluster_state(), &service.name(), shard);
         crate::failpoints::failpoint!(self, "recovery_before_finalize");
         let reply = self.call::<FinalizeAction>(

@@ -300,9 +300,21 @@ impl Node {
                 "the recovered copy did not reach the global checkpoint",
             ));
         }
+        if self.is_primary_relocation_target(service, shard, target) {
+            service.copy(shard)?.hand_off_primary()?;
+            tracing::info!(index = %service.name(), shard, target, "primary handed off to its relocation target");
+        }
         Ok(FinalizeReply {
             ops_replayed: replayed,
         })
+    }
+
+    /// Whether `target` is the relocation target of this node's primary of `shard`.
+    fn is_primary_relocation_target(&self, service: &IndexService, shard: usize, target: &str) -> bool {
+        self.cluster_state()
+            .copies(&service.name(), shard as u32)
+            .iter()
+            .any(|c| c.primary && c.relocating_node.is_some() && c.allocation_id.as_deref() == Some(target))
     }
 
     /// Drops the recoveries this node serves whose target no longer waits for them (its

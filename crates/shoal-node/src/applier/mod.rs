@@ -1,0 +1,314 @@
+//! The cluster-state applier: follows every committed cluster state on one thread, which only
+//! installs index metadata and decides what each local copy needs ([`decide`]); the work itself
+//! (open, close, delete, start a recovery) runs as per-copy tasks on a bounded pool
+//! ([`crate::pressure::shard_tasks`]), so one slow or failing copy never holds back another
+//! copy, another index, or the publication of the applied version.
+//!
+//! Two notions of "applied" follow from that:
+//! - the applied version (`Node::applied_version`): metadata installed and every copy's work
+//!   handed out for that state. Waiters on it (`Node::wait_until_applied`) are woken again
+//!   after every copy task, so a check on a copy's state ("open", "acting as primary") sees it
+//!   as soon as its task is done;
+//! - a copy's work for a version is done when [`Node::wait_copies_applied`] says so: a metadata
+//!   change through [`Node::propose`] waits for it on the indices it names, so closing or
+//!   deleting an index answers once this node released the stores.
+
+pub mod decide;
+mod tasks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_state::ClusterState;
+use tracing::warn;
+
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::metadata::IndexMetadata;
+use crate::node::Node;
+use crate::pressure::shard_tasks::ShardTasks;
+use decide::{CopyAction, LocalNode};
+
+/// How often a copy that could not open for a passing reason tries again.
+const OPEN_RETRY: Duration = Duration::from_secs(1);
+
+/// One shard copy's place in the task queue: per index uuid (a recreated index of the same
+/// name is another key) and shard; the name lets a caller wait on an index by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CopyKey {
+    pub index: String,
+    pub uuid: String,
+    pub shard: usize,
+}
+
+impl CopyKey {
+    fn of(service: &IndexService, shard: usize) -> CopyKey {
+        let (index, uuid) = service.with_meta(|m| (m.name.clone(), m.uuid.clone()));
+        CopyKey { index, uuid, shard }
+    }
+}
+
+/// Copy tasks running at once: enough that copies blocked in a slow open (a cold store
+/// checked byte by byte) leave room for the others; a bound so a node with many copies does
+/// not open them all at once.
+fn task_limit() -> usize {
+    (crate::pressure::settings::allocated_processors() * 2).clamp(4, 16)
+}
+
+/// Follows the cluster state on a dedicated thread.
+pub fn spawn_applier(node: &Arc<Node>) {
+    let weak = Arc::downgrade(node);
+    let woken = weak.clone();
+    let tasks = ShardTasks::new(
+        node.pressure
+            .pool(crate::pressure::settings::GENERIC)
+            .clone(),
+        task_limit(),
+        move || {
+            if let Some(node) = woken.upgrade() {
+                node.wake_applied_waiters();
+            }
+        },
+    );
+    let _ = node.copy_tasks.set(tasks);
+    let mut rx = node.cluster.subscribe();
+    let runtime = node.runtime.clone();
+    std::thread::Builder::new()
+        .name("cluster-applier".into())
+        .spawn(move || loop {
+            let state = rx.borrow_and_update().clone();
+            let Some(node) = weak.upgrade() else { return };
+            node.apply_cluster_state(&state);
+            drop(node);
+            // A copy whose open failed for a passing reason (a full disk) is retried by
+            // applying the same state again.
+            loop {
+                let next = runtime
+                    .block_on(async { tokio::time::timeout(OPEN_RETRY, rx.changed()).await });
+                match next {
+                    Ok(Ok(())) => break,
+                    Ok(Err(_)) => return,
+                    Err(_elapsed) => {
+                        let retry = weak
+                            .upgrade()
+                            .is_some_and(|n| n.failed_copies.take_retry_open());
+                        if retry {
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+        .expect("spawn applier");
+}
+
+impl Node {
+    fn copy_tasks(&self) -> Option<&ShardTasks<CopyKey>> {
+        self.copy_tasks.get()
+    }
+
+    /// Wakes the threads waiting in `wait_until_applied` to check again.
+    pub(crate) fn wake_applied_waiters(&self) {
+        let _applied = self.applied_version.lock();
+        self.applied_cond.notify_all();
+    }
+
+    fn copy_tasks_settled(&self, indices: &[String], version: u64) -> bool {
+        self.copy_tasks()
+            .is_none_or(|t| t.settled(version, |k| indices.contains(&k.index)))
+    }
+
+    /// Waits until this node applied `version` and finished the work of every state up to it
+    /// on its copies of the indices `indices` (by name); false at `timeout`.
+    pub(crate) fn wait_copies_applied(
+        &self,
+        indices: &[String],
+        version: u64,
+        timeout: Duration,
+    ) -> bool {
+        self.wait_until_applied(timeout, |_, applied| {
+            (applied >= version && self.copy_tasks_settled(indices, version)).then_some(())
+        })
+        .is_some()
+    }
+
+    /// Applies a cluster state to this node: installs the index metadata, hands each local
+    /// copy's work to its task, drops the indices the state no longer has, and publishes the
+    /// applied version.
+    pub(crate) fn apply_cluster_state(self: &Arc<Self>, state: &Arc<ClusterState>) {
+        if self.cluster.is_leaving() {
+            // A node shutting down keeps its copies as they are (a state without this node
+            // would close or delete them); waiters still see each version go by.
+            self.publish_applied(state.version);
+            return;
+        }
+        // Every task of this round stands for each state since the last one applied (the
+        // applier may skip states that came in quick succession).
+        let since = *self.applied_version.lock() + 1;
+        let local = LocalNode {
+            node_id: &self.node_id,
+            current_incarnation: self.state_knows_this_incarnation(state),
+            is_failed: &|id| self.is_failed_copy(id),
+        };
+        for (name, state_meta) in &state.metadata.indices {
+            match self.sync_index_service(name, state_meta) {
+                Ok(service) => {
+                    for (shard, action) in decide::copy_actions(state, state_meta, &local) {
+                        self.dispatch(&service, shard, action, state, since);
+                    }
+                }
+                Err(e) => warn!(index = %name, error = %e.reason, "could not apply index metadata"),
+            }
+        }
+        self.remove_gone_indices(state, since);
+        self.forget_replaced_failed_copies(state);
+        self.publish_applied(state.version);
+    }
+
+    fn publish_applied(&self, version: u64) {
+        let mut applied = self.applied_version.lock();
+        *applied = version;
+        self.applied_cond.notify_all();
+    }
+
+    /// Queues one copy's action; a close or delete with nothing to act on is skipped (most
+    /// states only move other shards).
+    fn dispatch(
+        self: &Arc<Self>,
+        service: &Arc<IndexService>,
+        shard: usize,
+        action: CopyAction,
+        state: &Arc<ClusterState>,
+        since: u64,
+    ) {
+        let Some(tasks) = self.copy_tasks() else {
+            return;
+        };
+        let key = CopyKey::of(service, shard);
+        let idle = !tasks.busy(&key);
+        let nothing_to_do = match &action {
+            CopyAction::Close => idle && service.copy(shard).is_err(),
+            CopyAction::DeleteData => {
+                idle && service.copy(shard).is_err() && !service.shard_dir_exists(shard)
+            }
+            CopyAction::Follow { .. } | CopyAction::Recover(_) => false,
+        };
+        if nothing_to_do {
+            return;
+        }
+        let (node, service, state) = (Arc::downgrade(self), service.clone(), state.clone());
+        tasks.submit(key, since, move || {
+            let Some(node) = node.upgrade().filter(|n| !n.is_killed()) else {
+                return;
+            };
+            node.run_copy_action(&service, shard, action, &state);
+        });
+    }
+
+    /// Drops the local indices the state no longer has: out of the node's map now, their
+    /// copies closed and files deleted by their tasks (after any task of theirs running).
+    fn remove_gone_indices(self: &Arc<Self>, state: &ClusterState, since: u64) {
+        let services = self.all_indices();
+        let local: Vec<(String, String)> = services.iter().map(|s| (s.name(), s.uuid())).collect();
+        let gone = decide::gone_indices(state, local.iter().map(|(n, u)| (n.as_str(), u.as_str())));
+        for service in services {
+            if !gone.contains(&(service.name().as_str(), service.uuid().as_str())) {
+                continue;
+            }
+            self.forget_index(&service);
+            let Some(tasks) = self.copy_tasks() else {
+                continue;
+            };
+            for shard in 0..service.shard_count() {
+                let (node, service_) = (Arc::downgrade(self), service.clone());
+                tasks.submit(CopyKey::of(&service, shard), since, move || {
+                    if let Some(node) = node.upgrade() {
+                        node.remove_copy_of_deleted_index(&service_, shard);
+                    }
+                });
+            }
+        }
+    }
+
+    /// Whether `state` was made after this process joined (it lists this node with the
+    /// ephemeral id of this process), rather than persisted before a restart.
+    fn state_knows_this_incarnation(&self, state: &ClusterState) -> bool {
+        let local = self.cluster.local();
+        state
+            .nodes
+            .get(&local.id)
+            .is_some_and(|known| known.ephemeral_id == local.ephemeral_id)
+    }
+
+    /// The local service of an index, created or updated from the cluster's metadata. The
+    /// conversion (which parses the mapping) only runs when the metadata changed: the applier
+    /// sees every state, most of which only move shards.
+    fn sync_index_service(
+        self: &Arc<Self>,
+        name: &str,
+        state_meta: &shoal_state::IndexMetadata,
+    ) -> ApiResult<Arc<IndexService>> {
+        let current = self.index(name).filter(|s| s.uuid() == state_meta.uuid);
+        let unchanged = current.as_ref().is_some_and(|s| {
+            s.with_meta(|m| {
+                m.version >= state_meta.version
+                    && (m.state == crate::metadata::IndexState::Open)
+                        == (state_meta.state == shoal_state::IndexState::Open)
+                    && m.primary_terms
+                        .iter()
+                        .map(|t| *t as u64)
+                        .eq(state_meta.primary_terms.iter().copied())
+            })
+        });
+        if let (true, Some(service)) = (unchanged, &current) {
+            return Ok(service.clone());
+        }
+        let json =
+            serde_json::to_value(state_meta).map_err(|e| ApiError::internal(e.to_string()))?;
+        let meta = IndexMetadata::from_json(&json)?;
+        if let Some(service) = current {
+            service.replace_meta(meta);
+            return Ok(service);
+        }
+        let service = Arc::new(IndexService::new(
+            meta,
+            self.paths.clone(),
+            Arc::downgrade(self),
+        ));
+        self.insert_index(name, service.clone());
+        Ok(service)
+    }
+
+    /// At startup, waits until the replayed cluster state is applied, the work on its copies
+    /// is done (a copy that cannot open has been reported failed) and every active shard copy
+    /// it places on this node is open, so the node does not answer reads from a shard it has
+    /// not reopened yet. Needs no cluster manager, so a node never waits for its peers.
+    pub(crate) fn wait_for_local_shards(&self, timeout: Duration) {
+        let ready = self.wait_until_applied(timeout, |state, applied| {
+            let settled = self
+                .copy_tasks()
+                .is_none_or(|t| t.settled(state.version, |_| true));
+            (applied >= state.version && settled && self.local_copies_open(state)).then_some(())
+        });
+        if ready.is_none() {
+            warn!("started before every local shard copy was open");
+        }
+    }
+
+    fn local_copies_open(&self, state: &ClusterState) -> bool {
+        state
+            .copies_on_node(&self.node_id)
+            .filter(|c| c.is_active())
+            .filter(|c| {
+                state
+                    .metadata
+                    .indices
+                    .get(&c.index)
+                    .is_some_and(|m| m.state == shoal_state::IndexState::Open)
+            })
+            .all(|c| {
+                self.index(&c.index)
+                    .is_some_and(|s| s.shard(c.shard as usize).is_ok())
+            })
+    }
+}

@@ -1,0 +1,157 @@
+//! The work of one local copy for one cluster state, run as that copy's task (see the module
+//! above): open and follow, recover, close, delete redundant data, remove a deleted index's copy.
+
+use std::sync::Arc;
+
+use shoal_state::{ClusterState, ShardRouting, ShardState};
+
+use super::decide::CopyAction;
+use crate::error::ApiResult;
+use crate::index_service::IndexService;
+use crate::node::Node;
+use crate::shard::IndexShard;
+
+impl Node {
+    pub(super) fn run_copy_action(
+        self: &Arc<Self>,
+        service: &Arc<IndexService>,
+        shard: usize,
+        action: CopyAction,
+        state: &ClusterState,
+    ) {
+        match action {
+            CopyAction::Follow { copy, current } => {
+                // One copy that cannot be brought in line never holds back the others.
+                if let Err(e) = self.apply_local_copy(state, service, &copy, current) {
+                    self.copy_failed_to_open(service, &copy, &e);
+                }
+            }
+            CopyAction::Recover(copy) => self.follow_recovering_copy(state, service, &copy),
+            CopyAction::Close => service.close_shard(shard),
+            CopyAction::DeleteData => {
+                // A recovery of this shard into this node holds the lock while it writes.
+                let lock = self.recoveries.shard_lock(&service.name(), shard);
+                let _no_recovery = lock.lock();
+                service.delete_shard_data(shard);
+            }
+        }
+    }
+
+    /// A copy that needs peer recovery starts it (once per allocation id); once recovered and
+    /// waiting to be reported started, it keeps following the state.
+    fn follow_recovering_copy(
+        self: &Arc<Self>,
+        state: &ClusterState,
+        service: &Arc<IndexService>,
+        copy: &ShardRouting,
+    ) {
+        let shard = copy.shard as usize;
+        let allocation_id = copy.allocation_id.as_deref().unwrap_or_default();
+        match service
+            .replication(shard)
+            .filter(|r| r.allocation_id == allocation_id)
+        {
+            Some(recovered) => recovered.apply_cluster_state(state, &copy.index, shard),
+            None => self.start_peer_recovery(service, copy),
+        }
+    }
+
+    /// Brings one local copy (not recovering from a peer) in line with the cluster state: opens
+    /// it, follows the in-sync set, takes the primary role when it holds it, and reports itself
+    /// started when initializing. With `current` false (a state this node persisted before it
+    /// restarted: its copies there are about to be failed and recovered) it only opens for reads.
+    fn apply_local_copy(
+        self: &Arc<Self>,
+        state: &ClusterState,
+        service: &Arc<IndexService>,
+        copy: &ShardRouting,
+        current: bool,
+    ) -> ApiResult<()> {
+        let shard = copy.shard as usize;
+        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        let term = state
+            .primary_term(&copy.index, copy.shard)
+            .unwrap_or(1) as i64;
+        crate::failpoints::failpoint!(self, "applier_before_open");
+        service.ensure_shard_open(shard, term)?;
+        let local = service.copy(shard)?;
+        // An index closed and opened again: its copies keep the record of their recovery.
+        service.restore_recovery(shard, &local, &allocation_id);
+        local.advance_to(if copy.state == ShardState::Started {
+            shoal_shard::ShardState::Started
+        } else {
+            shoal_shard::ShardState::PostRecovery
+        });
+        let engine = local.engine().clone();
+        let replication = local.replication_for(&allocation_id, engine.global_checkpoint());
+        replication.apply_cluster_state(state, &copy.index, shard);
+        if !current {
+            return Ok(());
+        }
+        if copy.primary && copy.state == ShardState::Started {
+            local.resume_after_cancelled_relocation();
+        }
+        if copy.primary && !replication.tracker.lock().is_primary_mode() {
+            if copy.state == ShardState::Initializing {
+                // A primary opening its own store (new or existing) has no copies to resync.
+                if copy.bootstrap_new_history_uuid {
+                    engine.bootstrap_new_history()?;
+                    tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");
+                }
+                replication.activate_primary(&engine, &self.node_id);
+            } else {
+                // A replica promoted, or a relocation target handed the primary role.
+                self.start_primary_resync(service, shard, engine.clone(), replication.clone());
+            }
+        }
+        if copy.state == ShardState::Initializing {
+            self.record_store_recovery(copy, &local);
+            self.report_started(copy);
+        }
+        Ok(())
+    }
+
+    /// A primary initialized from its own store (new or existing) shows in `_cat/recovery`.
+    fn record_store_recovery(&self, copy: &ShardRouting, local: &IndexShard) {
+        use crate::replication::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
+        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        if local
+            .recovery()
+            .is_some_and(|p| p.allocation_id() == allocation_id)
+        {
+            return;
+        }
+        let kind = match copy.recovery_source {
+            Some(shoal_state::RecoverySource::ExistingStore) => RecoveryType::ExistingStore,
+            _ => RecoveryType::EmptyStore,
+        };
+        let mut record = RecoveryRecord::new(
+            &copy.index,
+            copy.shard as usize,
+            &allocation_id,
+            copy.primary,
+            kind,
+            &self.node_id,
+        );
+        if let Ok(files) = local.engine().commit_files() {
+            record.files_total = files.len() as u64;
+            record.files_reused = files.len() as u64;
+            record.bytes_total = files.iter().map(|(_, len)| len).sum();
+            record.bytes_reused = record.bytes_total;
+        }
+        record.finish();
+        local.set_recovery(RecoveryProgress::new(record));
+    }
+
+    /// A copy of an index the state no longer has: closed, and its files deleted (the index
+    /// directory with the last of them).
+    pub(super) fn remove_copy_of_deleted_index(&self, service: &IndexService, shard: usize) {
+        service.close_shard(shard);
+        service.remove_shard_files(shard);
+        let index_dir = self.paths.index_dir(&service.uuid());
+        // Only empty once every shard's directory is gone: the last task to get here removes it.
+        if std::fs::remove_dir(&index_dir).is_ok() {
+            tracing::info!(index = %service.name(), "index deleted");
+        }
+    }
+}
