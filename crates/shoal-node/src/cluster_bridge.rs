@@ -264,17 +264,8 @@ impl Node {
     }
 
     /// Publishes index metadata through the cluster manager (create or replace).
-    pub fn publish_index(
-        &self,
-        meta: &IndexMetadata,
-        create: bool,
-    ) -> ApiResult<Arc<ClusterState>> {
-        let state_meta: shoal_state::IndexMetadata = serde_json::from_value(meta.to_json())
-            .map_err(|e| ApiError::internal(format!("index metadata: {e}")))?;
-        self.propose(Command::PutIndex {
-            meta: state_meta,
-            create,
-        })
+    pub fn publish_index(&self, meta: IndexMetadata, create: bool) -> ApiResult<Arc<ClusterState>> {
+        self.propose(Command::PutIndex { meta, create })
     }
 
     /// Waits without polling: `check` runs now and again after every cluster state this node
@@ -358,7 +349,7 @@ impl Node {
         self: &Arc<Self>,
         state: &ClusterState,
         name: &str,
-        state_meta: &shoal_state::IndexMetadata,
+        state_meta: &Arc<shoal_state::IndexMetadata>,
     ) -> ApiResult<()> {
         let service = self.sync_index_service(name, state_meta)?;
         let local: BTreeMap<usize, &shoal_state::ShardRouting> = state
@@ -506,40 +497,22 @@ impl Node {
     }
 
     /// The local service of an index, created or updated from the cluster's metadata. The
-    /// conversion (which parses the mapping) only runs when the metadata changed: the applier
-    /// sees every state, most of which only move shards.
+    /// service keeps the applied state's own metadata (no copy) and parses the mapping only
+    /// when its version changed: the applier sees every state, most of which only move shards.
     fn sync_index_service(
         self: &Arc<Self>,
         name: &str,
-        state_meta: &shoal_state::IndexMetadata,
+        state_meta: &Arc<shoal_state::IndexMetadata>,
     ) -> ApiResult<Arc<crate::index_service::IndexService>> {
-        let current = self.index(name).filter(|s| s.uuid() == state_meta.uuid);
-        let unchanged = current.as_ref().is_some_and(|s| {
-            s.with_meta(|m| {
-                m.version >= state_meta.version
-                    && (m.state == crate::metadata::IndexState::Open)
-                        == (state_meta.state == shoal_state::IndexState::Open)
-                    && m.primary_terms
-                        .iter()
-                        .map(|t| *t as u64)
-                        .eq(state_meta.primary_terms.iter().copied())
-            })
-        });
-        if let (true, Some(service)) = (unchanged, &current) {
-            return Ok(service.clone());
-        }
-        let json =
-            serde_json::to_value(state_meta).map_err(|e| ApiError::internal(e.to_string()))?;
-        let meta = IndexMetadata::from_json(&json)?;
-        if let Some(service) = current {
-            service.replace_meta(meta);
+        if let Some(service) = self.index(name).filter(|s| s.uuid() == state_meta.uuid) {
+            service.replace_meta(state_meta.clone())?;
             return Ok(service);
         }
         let service = Arc::new(crate::index_service::IndexService::new(
-            meta,
+            state_meta.clone(),
             self.paths.clone(),
             Arc::downgrade(self),
-        ));
+        )?);
         self.insert_index(name, service.clone());
         Ok(service)
     }

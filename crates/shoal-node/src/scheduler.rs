@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use shoal_translog::Durability;
 use tracing::warn;
 
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 
 const TICK: Duration = Duration::from_millis(100);

@@ -10,6 +10,7 @@ use shoal_translog::Durability;
 use crate::documents::{LocalItem, Prepared, Refresh, Slots, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::replication::primary::ReplicationSummary;
 
