@@ -437,3 +437,46 @@ impl IndexService {
         self.search.fetch_total.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(mappings: serde_json::Value) -> IndexMetadata {
+        serde_json::from_value(json!({
+            "name": "i", "uuid": "u", "state": "open", "settings": {}, "mappings": mappings,
+            "primary_terms": [1]
+        }))
+        .expect("index metadata")
+    }
+
+    #[test]
+    fn the_mapping_is_parsed_once_per_mapping_version() {
+        let keyword = json!({"properties": {"a": {"type": "keyword"}}});
+        let first = Installed::derive(Arc::new(meta(keyword)), None).expect("first");
+        assert!(first.mapping.field("a").is_some());
+
+        let mut settings_changed = IndexMetadata::clone(&first.meta);
+        settings_changed.version += 1;
+        settings_changed
+            .settings
+            .insert("index.refresh_interval".into(), json!("5s"));
+        let second = Installed::derive(Arc::new(settings_changed), Some(&first)).expect("second");
+        assert!(Arc::ptr_eq(&first.mapping, &second.mapping));
+
+        let mut mapping_changed = IndexMetadata::clone(&second.meta);
+        mapping_changed.version += 1;
+        mapping_changed.mapping_version += 1;
+        mapping_changed.mappings =
+            json!({"properties": {"a": {"type": "keyword"}, "b": {"type": "long"}}});
+        let third = Installed::derive(Arc::new(mapping_changed), Some(&second)).expect("third");
+        assert!(third.mapping.field("b").is_some());
+    }
+
+    #[test]
+    fn a_mapping_that_does_not_parse_is_an_error_not_an_empty_mapping() {
+        let bad = json!({"properties": {"a": {"type": "no_such_type"}}});
+        assert!(Installed::derive(Arc::new(meta(bad)), None).is_err());
+    }
+}

@@ -211,3 +211,54 @@ impl FromIterator<(String, IndexMetadata)> for IndexMetadataMap {
         IndexMetadataMap(iter.into_iter().map(|(k, v)| (k, Arc::new(v))).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(name: &str) -> IndexMetadata {
+        serde_json::from_value(json!({
+            "name": name, "uuid": format!("{name}-uuid"), "state": "open",
+            "settings": {"index.number_of_shards": "1"}, "mappings": {}, "primary_terms": [1]
+        }))
+        .expect("index metadata")
+    }
+
+    #[test]
+    fn an_alias_reads_and_writes_the_shape_the_state_always_stored() {
+        let stored = json!({"filter": {"term": {"user": "kimchy"}}, "index_routing": "1",
+            "search_routing": "1,2", "is_write_index": true, "is_hidden": false});
+        let alias: AliasMetadata = serde_json::from_value(stored.clone()).expect("alias");
+        assert_eq!(alias.search_routing.as_deref(), Some("1,2"));
+        assert_eq!(alias.is_write_index, Some(true));
+        assert_eq!(alias.to_json(), stored);
+        // Fields not set are left out, as OpenSearch renders an alias.
+        assert_eq!(AliasMetadata::default().to_json(), json!({}));
+        let routed: AliasMetadata = serde_json::from_value(json!({"index_routing": "3"})).unwrap();
+        assert_eq!(routed.to_json(), json!({"index_routing": "3"}));
+    }
+
+    #[test]
+    fn editing_one_index_copies_that_index_alone() {
+        let mut indices: IndexMetadataMap = [("a".to_string(), meta("a")), ("b".into(), meta("b"))]
+            .into_iter()
+            .collect();
+        let before = indices.clone();
+        indices.get_mut("a").expect("a").version += 1;
+        let shared = |m: &IndexMetadataMap, name: &str| m.get_shared(name).unwrap().clone();
+        assert!(!Arc::ptr_eq(&shared(&before, "a"), &shared(&indices, "a")));
+        assert!(Arc::ptr_eq(&shared(&before, "b"), &shared(&indices, "b")));
+        assert_eq!(before["a"].version + 1, indices["a"].version);
+    }
+
+    #[test]
+    fn the_index_map_serializes_as_a_plain_map() {
+        let indices: IndexMetadataMap = [("a".to_string(), meta("a"))].into_iter().collect();
+        let json = serde_json::to_value(&indices).expect("serializes");
+        assert_eq!(json["a"]["uuid"], "a-uuid");
+        assert_eq!(json["a"]["aliases"], json!({}));
+        let back: IndexMetadataMap = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(back, indices);
+    }
+}
