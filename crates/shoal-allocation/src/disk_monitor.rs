@@ -42,15 +42,24 @@ pub fn update_read_only_blocks(state: &mut ClusterState, settings: &AllocationSe
     let keep_blocked = indices_on(&over_high);
 
     let mut changed = false;
-    for (name, meta) in state.metadata.indices.iter_mut() {
+    // By name, so only the indices that change are copied (see `IndexMetadataMap::get_mut`).
+    let names: Vec<String> = state.metadata.indices.keys().cloned().collect();
+    for name in &names {
+        let Some(meta) = state.metadata.indices.get(name) else {
+            continue;
+        };
         let blocked = meta.setting(READ_ONLY_ALLOW_DELETE).as_deref() == Some("true");
-        if to_block.contains(name) && !blocked {
+        let block = to_block.contains(name) && !blocked;
+        let unblock = blocked && !keep_blocked.contains(name) && !to_block.contains(name);
+        if !block && !unblock {
+            continue;
+        }
+        let meta = state.metadata.indices.get_mut(name).expect("listed above");
+        if block {
             meta.settings
                 .insert(READ_ONLY_ALLOW_DELETE.to_string(), json!("true"));
-        } else if blocked && !keep_blocked.contains(name) && !to_block.contains(name) {
-            meta.settings.remove(READ_ONLY_ALLOW_DELETE);
         } else {
-            continue;
+            meta.settings.remove(READ_ONLY_ALLOW_DELETE);
         }
         meta.settings_version += 1;
         meta.version += 1;

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::rpc::{json_bytes, NodeActions, Pending};
 

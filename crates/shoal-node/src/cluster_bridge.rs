@@ -256,17 +256,8 @@ impl Node {
     }
 
     /// Publishes index metadata through the cluster manager (create or replace).
-    pub fn publish_index(
-        &self,
-        meta: &IndexMetadata,
-        create: bool,
-    ) -> ApiResult<Arc<ClusterState>> {
-        let state_meta: shoal_state::IndexMetadata = serde_json::from_value(meta.to_json())
-            .map_err(|e| ApiError::internal(format!("index metadata: {e}")))?;
-        self.propose(Command::PutIndex {
-            meta: state_meta,
-            create,
-        })
+    pub fn publish_index(&self, meta: IndexMetadata, create: bool) -> ApiResult<Arc<ClusterState>> {
+        self.propose(Command::PutIndex { meta, create })
     }
 
     /// Waits without polling: `check` runs now and again after every cluster state this node

@@ -11,7 +11,7 @@ use shoal_mapping::{DocumentParser, MapperError, Mapping};
 use tantivy::TantivyDocument;
 
 use crate::error::{ApiError, ApiResult};
-use crate::metadata::{IndexMetadata, IndexState, NodePaths};
+use crate::metadata::{IndexMetadata, IndexMetadataExt, IndexState, NodePaths};
 use crate::replication::progress::{RecoveryProgress, RecoveryRecord};
 use crate::routing;
 use crate::shard::IndexShard;
@@ -29,9 +29,34 @@ pub struct SearchCounters {
     pub scroll_time_nanos: AtomicU64,
 }
 
+/// The metadata this node installed from its applied cluster state (the state's own `Arc`, not
+/// a copy) and the mapping parsed from it, swapped together so a reader sees one version.
+struct Installed {
+    meta: Arc<IndexMetadata>,
+    mapping: Arc<Mapping>,
+}
+
+impl Installed {
+    fn derive(meta: Arc<IndexMetadata>, previous: Option<&Installed>) -> ApiResult<Installed> {
+        let mapping = mapping_of(&meta, previous)?;
+        Ok(Installed { meta, mapping })
+    }
+}
+
+/// The parsed mapping of `meta`: the one `installed` holds when it is of the same mapping
+/// version (the only place a mapping is parsed from metadata, once per version, whatever else
+/// of the metadata changes).
+fn mapping_of(meta: &IndexMetadata, installed: Option<&Installed>) -> ApiResult<Arc<Mapping>> {
+    match installed {
+        Some(i) if i.meta.uuid == meta.uuid && i.meta.mapping_version == meta.mapping_version => {
+            Ok(i.mapping.clone())
+        }
+        _ => Ok(Arc::new(Mapping::from_json(&meta.mappings)?)),
+    }
+}
+
 pub struct IndexService {
-    meta: RwLock<IndexMetadata>,
-    mapping: RwLock<Arc<Mapping>>,
+    installed: RwLock<Installed>,
     /// The local copies by shard number; `None` where no copy of the shard is on this node.
     shards: RwLock<Vec<Option<Arc<IndexShard>>>>,
     /// Serializes metadata changes of this index (mapping updates, settings).
@@ -50,21 +75,20 @@ impl IndexService {
     /// A service with no shard open yet; the cluster-state applier opens the copies
     /// assigned to this node.
     pub fn new(
-        meta: IndexMetadata,
+        meta: Arc<IndexMetadata>,
         paths: NodePaths,
         node: std::sync::Weak<crate::node::Node>,
-    ) -> IndexService {
+    ) -> ApiResult<IndexService> {
         let shards = meta.settings().number_of_shards();
-        IndexService {
-            mapping: RwLock::new(Arc::new(meta.mapping.clone())),
-            meta: RwLock::new(meta),
+        Ok(IndexService {
+            installed: RwLock::new(Installed::derive(meta, None)?),
             shards: RwLock::new(vec![None; shards]),
             update_lock: Mutex::new(()),
             search: SearchCounters::default(),
             retired_recoveries: Mutex::new(BTreeMap::new()),
             paths,
             node,
-        }
+        })
     }
 
     /// Opens one shard's engine (creating an empty one or replaying its translog) unless it is
@@ -76,8 +100,7 @@ impl IndexService {
             }
             return copy.bump_primary_term(primary_term);
         }
-        let meta = self.meta.read().clone();
-        let mapping = meta.mapping.clone();
+        let (meta, mapping) = self.meta_and_mapping();
         let schema = shoal_mapping::ShardSchema::build(shoal_codec::add_source_field);
         let parse = |id: &str, source: &[u8]| -> Result<TantivyDocument, MapperError> {
             Ok(DocumentParser::new(&mapping, &schema)
@@ -142,8 +165,7 @@ impl IndexService {
 
     /// Where the files of `shard` live on this node.
     pub fn shard_engine_config(&self, shard: usize) -> EngineConfig {
-        let meta = self.meta.read().clone();
-        self.engine_config(&meta, shard)
+        self.engine_config(&self.meta(), shard)
     }
 
     /// Flushes and drops one shard's engine if it is open here.
@@ -278,28 +300,35 @@ impl IndexService {
         first_error.map_or(Ok(()), Err)
     }
 
-    pub fn meta(&self) -> IndexMetadata {
-        self.meta.read().clone()
+    /// The installed metadata: the applied cluster state's value itself.
+    pub fn meta(&self) -> Arc<IndexMetadata> {
+        self.installed.read().meta.clone()
+    }
+
+    /// The installed metadata and the mapping parsed from it, of one version.
+    pub fn meta_and_mapping(&self) -> (Arc<IndexMetadata>, Arc<Mapping>) {
+        let installed = self.installed.read();
+        (installed.meta.clone(), installed.mapping.clone())
     }
 
     pub fn with_meta<R>(&self, f: impl FnOnce(&IndexMetadata) -> R) -> R {
-        f(&self.meta.read())
+        f(&self.installed.read().meta)
     }
 
     pub fn name(&self) -> String {
-        self.meta.read().name.clone()
+        self.with_meta(|m| m.name.clone())
     }
 
     pub fn uuid(&self) -> String {
-        self.meta.read().uuid.clone()
+        self.with_meta(|m| m.uuid.clone())
     }
 
     pub fn is_open(&self) -> bool {
-        self.meta.read().state == IndexState::Open
+        self.with_meta(|m| m.state == IndexState::Open)
     }
 
     pub fn mapping(&self) -> Arc<Mapping> {
-        self.mapping.read().clone()
+        self.installed.read().mapping.clone()
     }
 
     /// The engines of the shard copies open on this node.
@@ -343,7 +372,7 @@ impl IndexService {
         match shards.get(shard).cloned().flatten() {
             Some(copy) => Ok(copy),
             None => {
-                let meta = self.meta.read();
+                let meta = self.meta();
                 if meta.state == IndexState::Close {
                     return Err(ApiError::index_closed(&meta.name, &meta.uuid));
                 }
@@ -365,7 +394,7 @@ impl IndexService {
     pub fn update_meta(
         &self,
         mut change: impl FnMut(&mut IndexMetadata) -> ApiResult<()>,
-    ) -> ApiResult<IndexMetadata> {
+    ) -> ApiResult<Arc<IndexMetadata>> {
         let node = self
             .node
             .upgrade()
@@ -374,22 +403,24 @@ impl IndexService {
         // at the cluster manager timeout like any other metadata change.
         let deadline = Instant::now() + crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT;
         loop {
-            let mut updated = self.meta.read().clone();
+            // The one copy of a change: the edit needs an owned value to publish.
+            let mut updated = IndexMetadata::clone(&self.meta());
             let based_on = updated.version;
             change(&mut updated)?;
             updated.version += 1;
+            let name = updated.name.clone();
             // Publishing waits until this node's applier has installed the agreed metadata
             // (with the cluster manager's primary terms), so there is nothing left to install here.
-            match node.publish_index(&updated, false) {
+            match node.publish_index(updated, false) {
                 Ok(_) => return Ok(self.meta()),
                 Err(e)
                     if e.error_type == shoal_state::STALE_INDEX_METADATA
                         && Instant::now() < deadline =>
                 {
-                    tracing::debug!(index = %updated.name, based_on, "index metadata changed meanwhile; editing the newer copy");
+                    tracing::debug!(index = %name, based_on, "index metadata changed meanwhile; editing the newer copy");
                     node.wait_until_applied(
                         crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,
-                        |_, _| (self.meta.read().version > based_on).then_some(()),
+                        |_, _| (self.with_meta(|m| m.version) > based_on).then_some(()),
                     );
                 }
                 Err(e) => return Err(e),
@@ -397,15 +428,22 @@ impl IndexService {
         }
     }
 
-    /// Installs metadata agreed by the cluster (no publication).
-    pub fn replace_meta(&self, meta: IndexMetadata) {
+    /// Installs metadata agreed by the cluster (no publication): the applied state's own value.
+    /// The mapping is parsed again only when its version changed.
+    pub fn replace_meta(&self, meta: Arc<IndexMetadata>) -> ApiResult<()> {
+        if Arc::ptr_eq(&self.meta(), &meta) {
+            return Ok(());
+        }
         let shards = meta.settings().number_of_shards();
-        *self.mapping.write() = Arc::new(meta.mapping.clone());
-        *self.meta.write() = meta;
+        {
+            let mut installed = self.installed.write();
+            *installed = Installed::derive(meta, Some(&installed))?;
+        }
         let mut engines = self.shards.write();
         if engines.len() < shards {
             engines.resize(shards, None);
         }
+        Ok(())
     }
 
     /// Merges a dynamic mapping update durably. Returns the new mapping.
@@ -415,7 +453,7 @@ impl IndexService {
         merged.merge(update)?;
         // Checked on the merged mapping even when nothing changes, as OpenSearch checks
         // every mapping update (a lowered limit refuses the next put mapping).
-        let limits = self.meta.read().settings().mapping_limits();
+        let limits = self.with_meta(|m| m.settings().mapping_limits());
         merged.check_limits(&limits)?;
         if merged == *self.mapping() {
             return Ok(self.mapping());
@@ -427,10 +465,10 @@ impl IndexService {
         }
         self.update_meta(|meta| {
             // Merged again on the copy being published: it may be newer than the one above.
-            let mut merged = meta.mapping.clone();
+            let mut merged = (*mapping_of(meta, Some(&self.installed.read()))?).clone();
             merged.merge(update)?;
             merged.check_limits(&meta.settings().mapping_limits())?;
-            meta.mapping = merged;
+            meta.mappings = merged.to_json();
             meta.mapping_version += 1;
             Ok(())
         })?;
@@ -439,13 +477,14 @@ impl IndexService {
 
     /// The shard a document with this routing value (or id) belongs to.
     pub fn route(&self, routing_value: &str) -> usize {
-        let meta = self.meta.read();
-        let settings = meta.settings();
-        routing::shard_id(
-            routing_value,
-            settings.number_of_shards(),
-            settings.routing_num_shards(),
-        )
+        self.with_meta(|meta| {
+            let settings = meta.settings();
+            routing::shard_id(
+                routing_value,
+                settings.number_of_shards(),
+                settings.routing_num_shards(),
+            )
+        })
     }
 
     pub fn count_search(&self, started: Instant) {
@@ -455,5 +494,48 @@ impl IndexService {
             .query_time_nanos
             .fetch_add(nanos, Ordering::Relaxed);
         self.search.fetch_total.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(mappings: serde_json::Value) -> IndexMetadata {
+        serde_json::from_value(json!({
+            "name": "i", "uuid": "u", "state": "open", "settings": {}, "mappings": mappings,
+            "primary_terms": [1]
+        }))
+        .expect("index metadata")
+    }
+
+    #[test]
+    fn the_mapping_is_parsed_once_per_mapping_version() {
+        let keyword = json!({"properties": {"a": {"type": "keyword"}}});
+        let first = Installed::derive(Arc::new(meta(keyword)), None).expect("first");
+        assert!(first.mapping.field("a").is_some());
+
+        let mut settings_changed = IndexMetadata::clone(&first.meta);
+        settings_changed.version += 1;
+        settings_changed
+            .settings
+            .insert("index.refresh_interval".into(), json!("5s"));
+        let second = Installed::derive(Arc::new(settings_changed), Some(&first)).expect("second");
+        assert!(Arc::ptr_eq(&first.mapping, &second.mapping));
+
+        let mut mapping_changed = IndexMetadata::clone(&second.meta);
+        mapping_changed.version += 1;
+        mapping_changed.mapping_version += 1;
+        mapping_changed.mappings =
+            json!({"properties": {"a": {"type": "keyword"}, "b": {"type": "long"}}});
+        let third = Installed::derive(Arc::new(mapping_changed), Some(&second)).expect("third");
+        assert!(third.mapping.field("b").is_some());
+    }
+
+    #[test]
+    fn a_mapping_that_does_not_parse_is_an_error_not_an_empty_mapping() {
+        let bad = json!({"properties": {"a": {"type": "no_such_type"}}});
+        assert!(Installed::derive(Arc::new(meta(bad)), None).is_err());
     }
 }

@@ -13,7 +13,7 @@ use tracing::info;
 use crate::blocks::BlockLevel;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::metadata::{AliasMetadata, IndexMetadata, IndexState, NodePaths};
+use crate::metadata::{AliasMetadata, IndexMetadata, IndexMetadataExt, IndexState, NodePaths};
 use crate::routing::{validate_index_name, wildcard_match};
 use crate::settings::{self, FlatSettings};
 
@@ -516,7 +516,7 @@ impl Node {
         if let Some(map) = body.get("aliases").and_then(Value::as_object) {
             for (alias, spec) in map {
                 validate_alias_name(alias, name)?;
-                aliases.insert(alias.clone(), AliasMetadata::from_json(spec)?);
+                aliases.insert(alias.clone(), crate::metadata::parse_alias(spec)?);
             }
         }
         let _guard = self.lifecycle_lock.lock();
@@ -559,15 +559,17 @@ impl Node {
             uuid,
             state: IndexState::Open,
             settings: flat,
-            mapping,
+            mappings: mapping.to_json(),
             aliases,
             primary_terms: vec![1; shards],
+            // The cluster manager's to fill as copies start.
+            in_sync_allocations: Vec::new(),
             version: 1,
             mapping_version: 1,
             settings_version: 1,
             aliases_version: 1,
         };
-        self.publish_index(&meta, true)?;
+        self.publish_index(meta, true)?;
         // The wait for primaries can last the whole timeout (primaries that cannot be
         // allocated): other index creations and deletions on this node must not queue behind it.
         drop(_guard);

@@ -17,6 +17,7 @@ use tantivy::DocAddress;
 use crate::copies::{ordered_copies, CopyRef, Preference};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::rpc::Pending;
 use crate::shard_search::{

@@ -12,6 +12,7 @@ use shoal_translog::Durability;
 use tracing::warn;
 
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::shard::schedule::{Due, Intervals};
 

@@ -17,6 +17,7 @@ use crate::copies::{parse_preference, Preference};
 use crate::documents::{DocWrite, Refresh, WriteOptions};
 use crate::error::{bool_param, ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::{now_millis, Node, ResolveOptions};
 use crate::read_coordinator::{
     PlannedShard, QueryOutcome, QueryPhase, Reader, ShardFailure, FETCH_KEEP_ALIVE,

@@ -24,6 +24,7 @@ use tantivy::{DocAddress, Searcher};
 
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::rpc::NodeActions;
 use shoal_transport::{Action, WireAction};

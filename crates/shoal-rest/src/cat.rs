@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::Value;
+use shoal_node::metadata::IndexMetadataExt;
 use shoal_node::settings::format_bytes;
 use shoal_node::stats;
 use shoal_node::{ApiResult, Node, ResolveOptions};

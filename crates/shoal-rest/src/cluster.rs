@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
+use shoal_node::metadata::IndexMetadataExt;
 use shoal_node::settings;
 use shoal_node::stats;
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions, OPENSEARCH_VERSION};
@@ -196,12 +197,12 @@ pub(crate) fn state_body(
         let indices: Map<String, Value> = services
             .iter()
             .map(|s| {
-                let m = s.meta();
+                let (m, mapping) = s.meta_and_mapping();
                 (m.name.clone(), json!({
                     "version": m.version, "mapping_version": m.mapping_version, "settings_version": m.settings_version,
                     "aliases_version": m.aliases_version, "routing_num_shards": m.settings().routing_num_shards(),
                     "state": m.state.as_str(), "settings": settings::nest_settings_opensearch(&m.settings),
-                    "mappings": {"_doc": m.mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
+                    "mappings": {"_doc": mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
                     "primary_terms": m.primary_terms.iter().enumerate().map(|(i, t)| (i.to_string(), json!(t))).collect::<Map<String, Value>>(),
                     "in_sync_allocations": state.metadata.indices.get(&m.name).map(|sm| {
                         sm.in_sync_allocations.iter().enumerate().map(|(i, ids)| (i.to_string(), json!(ids))).collect::<Map<String, Value>>()

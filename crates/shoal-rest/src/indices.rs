@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use shoal_node::index_service::IndexService;
-use shoal_node::metadata::AliasMetadata;
+use shoal_node::metadata::{parse_alias, AliasMetadata};
 use shoal_node::node::AliasAction;
 use shoal_node::settings::{self, FlatSettings};
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
@@ -102,12 +102,12 @@ pub async fn get(node: Arc<Node>, index: String, params: Params) -> RestResult {
     let body = blocking(move || {
         let mut out = Map::new();
         for service in metadata_readable(&node, node.resolve(&index, opts)?)? {
-            let meta = service.meta();
+            let (meta, mapping) = service.meta_and_mapping();
             out.insert(
                 meta.name.clone(),
                 json!({
                     "aliases": aliases_json(&meta.aliases),
-                    "mappings": meta.mapping.to_json(),
+                    "mappings": mapping.to_json(),
                     "settings": render_settings(&meta.settings, flat),
                 }),
             );
@@ -418,7 +418,7 @@ pub async fn update_aliases(
                             m.remove(k);
                         }
                     }
-                    let alias_meta = AliasMetadata::from_json(&meta_spec)?;
+                    let alias_meta = parse_alias(&meta_spec)?;
                     for index in &concrete {
                         for alias in &aliases {
                             expanded.push(AliasAction::Add {
@@ -472,7 +472,7 @@ pub async fn put_alias(
 ) -> RestResult {
     let body = object_body(&body)?;
     blocking(move || {
-        let spec = AliasMetadata::from_json(&body)?;
+        let spec = parse_alias(&body)?;
         let actions: Vec<AliasAction> = node
             .resolve(&index, ResolveOptions::admin())?
             .into_iter()

@@ -1,6 +1,7 @@
 //! Index metadata and cluster-wide settings.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -15,18 +16,53 @@ pub enum IndexState {
     Close,
 }
 
-/// Everything the cluster knows about one index. Serializes to the JSON shape of the node's
-/// `IndexMetadata::to_json`, plus the in-sync allocation ids.
+impl IndexState {
+    /// The name OpenSearch renders (`_cluster/state`, `_cat/indices`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexState::Open => "open",
+            IndexState::Close => "close",
+        }
+    }
+}
+
+/// An alias of one index. Serializes to the body OpenSearch renders under `aliases`: only the
+/// fields that are set, routing always split into index and search routing.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AliasMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_routing: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_routing: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_write_index: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_hidden: Option<bool>,
+}
+
+impl AliasMetadata {
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("an alias serializes")
+    }
+}
+
+/// Everything the cluster knows about one index: the one index metadata type. A node keeps the
+/// value of its applied state (shared, see [`IndexMetadataMap`]) and derives from it what it
+/// must not recompute per request (the parsed mapping).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IndexMetadata {
     pub name: String,
     pub uuid: String,
     pub state: IndexState,
-    /// Flat settings (`index.number_of_shards` → `"3"`).
+    /// Flat settings (`index.number_of_shards` → `"3"`) as given, plus `index.uuid`,
+    /// `index.creation_date`, `index.provided_name`, `index.version.created`.
     pub settings: BTreeMap<String, Value>,
+    /// The mapping as `Mapping::to_json` renders it; bumped with `mapping_version`.
     pub mappings: Value,
     #[serde(default)]
-    pub aliases: BTreeMap<String, Value>,
+    pub aliases: BTreeMap<String, AliasMetadata>,
     /// Primary term per shard; bumped whenever a new primary is chosen.
     pub primary_terms: Vec<u64>,
     /// Allocation ids of the copies that hold every acknowledged write, per shard.
@@ -89,10 +125,140 @@ pub struct Metadata {
     /// `Command::Bootstrap`): consulted after transient and persistent settings.
     #[serde(default)]
     pub node_settings: BTreeMap<String, Value>,
-    pub indices: BTreeMap<String, IndexMetadata>,
+    pub indices: IndexMetadataMap,
     #[serde(default)]
     pub voting_config_exclusions: Vec<VotingExclusion>,
     /// Room for what later features keep in the state (weighted routing, decommission, CCR).
     #[serde(default)]
     pub customs: BTreeMap<String, Value>,
+}
+
+/// The metadata of every index by name. Each entry is shared between successive cluster states
+/// and with the nodes that installed it: a command that changes one index copies that index's
+/// metadata alone ([`IndexMetadataMap::get_mut`] copies on write), so a node can keep the
+/// `Arc` of its applied state instead of a copy. Serializes as a plain map.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct IndexMetadataMap(BTreeMap<String, Arc<IndexMetadata>>);
+
+impl IndexMetadataMap {
+    pub fn get(&self, name: &str) -> Option<&IndexMetadata> {
+        self.0.get(name).map(Arc::as_ref)
+    }
+
+    /// The shared value itself, for a node that keeps what it applied.
+    pub fn get_shared(&self, name: &str) -> Option<&Arc<IndexMetadata>> {
+        self.0.get(name)
+    }
+
+    /// The metadata of `name` to edit: copied first when another state or a node shares it.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut IndexMetadata> {
+        self.0.get_mut(name).map(Arc::make_mut)
+    }
+
+    pub fn insert(&mut self, name: String, meta: IndexMetadata) -> Option<Arc<IndexMetadata>> {
+        self.0.insert(name, Arc::new(meta))
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Arc<IndexMetadata>> {
+        self.0.remove(name)
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.0.keys()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Arc<IndexMetadata>)> {
+        self.0.iter()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Arc<IndexMetadata>> {
+        self.0.values()
+    }
+}
+
+impl<'a> IntoIterator for &'a IndexMetadataMap {
+    type Item = (&'a String, &'a Arc<IndexMetadata>);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, Arc<IndexMetadata>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl std::ops::Index<&str> for IndexMetadataMap {
+    type Output = IndexMetadata;
+
+    fn index(&self, name: &str) -> &IndexMetadata {
+        &self.0[name]
+    }
+}
+
+impl FromIterator<(String, IndexMetadata)> for IndexMetadataMap {
+    fn from_iter<I: IntoIterator<Item = (String, IndexMetadata)>>(iter: I) -> Self {
+        IndexMetadataMap(iter.into_iter().map(|(k, v)| (k, Arc::new(v))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(name: &str) -> IndexMetadata {
+        serde_json::from_value(json!({
+            "name": name, "uuid": format!("{name}-uuid"), "state": "open",
+            "settings": {"index.number_of_shards": "1"}, "mappings": {}, "primary_terms": [1]
+        }))
+        .expect("index metadata")
+    }
+
+    #[test]
+    fn an_alias_reads_and_writes_the_shape_the_state_always_stored() {
+        let stored = json!({"filter": {"term": {"user": "kimchy"}}, "index_routing": "1",
+            "search_routing": "1,2", "is_write_index": true, "is_hidden": false});
+        let alias: AliasMetadata = serde_json::from_value(stored.clone()).expect("alias");
+        assert_eq!(alias.search_routing.as_deref(), Some("1,2"));
+        assert_eq!(alias.is_write_index, Some(true));
+        assert_eq!(alias.to_json(), stored);
+        // Fields not set are left out, as OpenSearch renders an alias.
+        assert_eq!(AliasMetadata::default().to_json(), json!({}));
+        let routed: AliasMetadata = serde_json::from_value(json!({"index_routing": "3"})).unwrap();
+        assert_eq!(routed.to_json(), json!({"index_routing": "3"}));
+    }
+
+    #[test]
+    fn editing_one_index_copies_that_index_alone() {
+        let mut indices: IndexMetadataMap = [("a".to_string(), meta("a")), ("b".into(), meta("b"))]
+            .into_iter()
+            .collect();
+        let before = indices.clone();
+        indices.get_mut("a").expect("a").version += 1;
+        let shared = |m: &IndexMetadataMap, name: &str| m.get_shared(name).unwrap().clone();
+        assert!(!Arc::ptr_eq(&shared(&before, "a"), &shared(&indices, "a")));
+        assert!(Arc::ptr_eq(&shared(&before, "b"), &shared(&indices, "b")));
+        assert_eq!(before["a"].version + 1, indices["a"].version);
+    }
+
+    #[test]
+    fn the_index_map_serializes_as_a_plain_map() {
+        let indices: IndexMetadataMap = [("a".to_string(), meta("a"))].into_iter().collect();
+        let json = serde_json::to_value(&indices).expect("serializes");
+        assert_eq!(json["a"]["uuid"], "a-uuid");
+        assert_eq!(json["a"]["aliases"], json!({}));
+        let back: IndexMetadataMap = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(back, indices);
+    }
 }

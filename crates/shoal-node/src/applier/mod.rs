@@ -22,7 +22,7 @@ use std::time::Duration;
 use shoal_state::ClusterState;
 use tracing::warn;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadata;
 use crate::node::Node;
@@ -240,41 +240,22 @@ impl Node {
             .is_some_and(|known| known.ephemeral_id == local.ephemeral_id)
     }
 
-    /// The local service of an index, created or updated from the cluster's metadata. The
-    /// conversion (which parses the mapping) only runs when the metadata changed: the applier
-    /// sees every state, most of which only move shards.
+    /// The local service of an index, created or given the cluster's metadata (the applied
+    /// state's own value; the mapping is parsed again only when its version changed).
     fn sync_index_service(
         self: &Arc<Self>,
         name: &str,
-        state_meta: &shoal_state::IndexMetadata,
+        state_meta: &Arc<IndexMetadata>,
     ) -> ApiResult<Arc<IndexService>> {
-        let current = self.index(name).filter(|s| s.uuid() == state_meta.uuid);
-        let unchanged = current.as_ref().is_some_and(|s| {
-            s.with_meta(|m| {
-                m.version >= state_meta.version
-                    && (m.state == crate::metadata::IndexState::Open)
-                        == (state_meta.state == shoal_state::IndexState::Open)
-                    && m.primary_terms
-                        .iter()
-                        .map(|t| *t as u64)
-                        .eq(state_meta.primary_terms.iter().copied())
-            })
-        });
-        if let (true, Some(service)) = (unchanged, &current) {
-            return Ok(service.clone());
-        }
-        let json =
-            serde_json::to_value(state_meta).map_err(|e| ApiError::internal(e.to_string()))?;
-        let meta = IndexMetadata::from_json(&json)?;
-        if let Some(service) = current {
-            service.replace_meta(meta);
+        if let Some(service) = self.index(name).filter(|s| s.uuid() == state_meta.uuid) {
+            service.replace_meta(state_meta.clone())?;
             return Ok(service);
         }
         let service = Arc::new(IndexService::new(
-            meta,
+            state_meta.clone(),
             self.paths.clone(),
             Arc::downgrade(self),
-        ));
+        )?);
         self.insert_index(name, service.clone());
         Ok(service)
     }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 
 /// A count of copies (0 waits for nothing) or `all`.

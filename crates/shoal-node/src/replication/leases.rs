@@ -15,6 +15,7 @@ use shoal_state::{ClusterState, UnassignedReason};
 
 use super::ShardReplication;
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 
 /// The nodes a shard's copies live on, as the leases need them.

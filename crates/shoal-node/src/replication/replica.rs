@@ -7,6 +7,7 @@ use shoal_transport::WireAction;
 
 use super::{ReplicaOp, ReplicaOpHeader};
 use crate::error::{ApiError, ApiResult, ErrorKind};
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 
 pub const ACTION_REPLICA_OPS: &str = <ReplicaOpsAction as WireAction>::NAME;

@@ -11,6 +11,7 @@ use crate::documents::{LocalItem, Prepared, Refresh, WriteOptions, WriteOutcome}
 use crate::write::coordinator::Slots;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::replication::primary::ReplicationSummary;
 
