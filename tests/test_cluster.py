@@ -131,10 +131,12 @@ def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(
     assert r.status_code == 503, r.text
     assert r.json()["error"]["type"] == "cluster_block_exception"
     assert "no cluster-manager" in r.json()["error"]["reason"]
-    # Document writes to a primary on this node keep working (metadata_write).
+    # Document writes to a primary on this node keep working (metadata_write). A write whose
+    # primary was on a killed node waits for a promotion up to its `timeout` (no cluster
+    # manager will make one here): a short one keeps the loop short.
     written = 0
     for n in range(200):
-        r = cluster3.http(keep).put(f"/nocm/_doc/{n}", {"n": n})
+        r = cluster3.http(keep).put(f"/nocm/_doc/{n}", {"n": n}, params={"timeout": "200ms"})
         if r.status_code in (200, 201):
             written += 1
     assert written > 0

@@ -158,8 +158,12 @@ class AutoIdWriter(Client):
 
 
 class Searcher(Client):
+    """`_search`, `_count` and now and then `_refresh`; a shard failure counts as a failure."""
+
     def one_request(self, url: str) -> str | None:
-        if self.rng.random() < 0.5:
+        if self.rng.random() < 0.1:
+            r = requests.post(f"{url}/{INDEX}/_refresh", timeout=120)
+        elif self.rng.random() < 0.5:
             r = requests.post(f"{url}/{INDEX}/_search", json={"size": 5, "query": {"range": {"value": {"gte": 10}}}},
                               timeout=120)
         else:
