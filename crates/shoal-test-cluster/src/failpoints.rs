@@ -17,6 +17,13 @@ struct Gate {
 
 /// A failpoint armed on one node: every thread reaching it waits there until
 /// [`Pause::release`] (or drop).
+/// Which visitors of an armed point wait for release.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Every,
+    First,
+}
+
 pub struct Pause {
     name: String,
     gate: Arc<Gate>,
@@ -25,24 +32,16 @@ pub struct Pause {
 impl TestCluster {
     /// Arms `point` on node `i` only: threads of that node reaching it wait for release.
     pub fn pause_at(&self, i: usize, point: &str) -> Pause {
-        let name = format!("{point}@{}", self.slot(i).name);
-        let gate = Arc::new(Gate::default());
-        let in_callback = gate.clone();
-        fail::cfg_callback(name.clone(), move || {
-            let mut state = in_callback.state.lock();
-            state.0 += 1;
-            in_callback.changed.notify_all();
-            while !state.1 {
-                in_callback.changed.wait(&mut state);
-            }
-        })
-        .expect("configure failpoint");
-        Pause { name, gate }
+        self.arm(i, point, Hold::Every)
     }
 
     /// Arms `point` on node `i` for its first visitor only: that thread waits for release,
     /// every later one passes (and is counted), so one task of many can be held.
     pub fn pause_first_at(&self, i: usize, point: &str) -> Pause {
+        self.arm(i, point, Hold::First)
+    }
+
+    fn arm(&self, i: usize, point: &str, hold: Hold) -> Pause {
         let name = format!("{point}@{}", self.slot(i).name);
         let gate = Arc::new(Gate::default());
         let in_callback = gate.clone();
@@ -50,7 +49,7 @@ impl TestCluster {
             let mut state = in_callback.state.lock();
             state.0 += 1;
             in_callback.changed.notify_all();
-            if state.0 > 1 {
+            if hold == Hold::First && state.0 > 1 {
                 return;
             }
             while !state.1 {
