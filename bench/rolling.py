@@ -18,6 +18,7 @@ import time
 from systems import HttpError, http, log
 
 INDEX = "rolling"
+DRAIN_S = 0.5
 BODY = {"settings": {"number_of_shards": 3, "number_of_replicas": 1, "index.translog.durability": "request"},
         "mappings": {"properties": {"value": {"type": "long"}}}}
 
@@ -116,6 +117,9 @@ def restart_once(nodes, quick):
     windows = []
     for i, node in enumerate(nodes):
         pool.take_out(i)
+        # The load balancer drains: a request that picked the node just before it was taken
+        # out is still on its way (one arriving after the listener closed is refused).
+        time.sleep(DRAIN_S)
         t0 = time.monotonic()
         node.stop()
         node.start(fresh=False)

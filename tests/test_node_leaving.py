@@ -32,6 +32,7 @@ pytestmark = pytest.mark.cluster
 INDEX = "leaving"
 AUTO = "leaving-auto"
 ROUNDS = int(os.environ.get("SHOAL_ROLLING_ROUNDS", "3"))
+DRAIN_S = 0.5
 # Followers are checked every second and removed after 3 failed checks of 1 s each, so a
 # frozen node leaves the cluster within seconds rather than OpenSearch's default ~30 s.
 FAST_FAULT_DETECTION = {
@@ -259,6 +260,10 @@ def test_a_rolling_restart_fails_no_request_and_loses_nothing(tmp_path):
                 for i in range(3):
                     time.sleep(1.0)
                     rotation.take_out(i)
+                    # The load balancer drains: a request that picked the node just before it
+                    # was taken out is still on its way (one sent after the listener closed is
+                    # refused by the kernel, with any server).
+                    time.sleep(DRAIN_S)
                     c.nodes[i].stop()  # SIGTERM: a graceful stop
                     c.nodes[i].start()
                     rotation.put_back(i)
