@@ -90,6 +90,19 @@ def wait_green(node, timeout=300):
     raise RuntimeError(f"cluster not green with 3 nodes within {timeout}s")
 
 
+def wait_nodes_below(node, n, timeout=60):
+    """Until `node` no longer counts the stopped node (else its green is the old one)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if node.req("GET", "/_cluster/health").get("number_of_nodes", n) < n:
+                return
+        except (OSError, HttpError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"the stopped node was still counted after {timeout}s")
+
+
 def pct(values, p):
     if not values:
         return None
@@ -122,8 +135,10 @@ def restart_once(nodes, quick):
         time.sleep(DRAIN_S)
         t0 = time.monotonic()
         node.stop()
+        observer = nodes[(i + 1) % len(nodes)]
+        wait_nodes_below(observer, len(nodes))
         node.start(fresh=False)
-        wait_green(nodes[(i + 1) % len(nodes)])
+        wait_green(observer)
         windows.append((t0, time.monotonic()))
         pool.put_back(i)
         time.sleep(settle_s)
