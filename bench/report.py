@@ -375,6 +375,8 @@ def update_readme(bench_dir, order):
             print(f"plot {name}: {e}")
         body = open(md).read().strip().split("\n")
         body[0] = "### " + body[0].lstrip("# ")
-        parts += body + ["", f"![{name}](results/{name}/latest.png)", ""]
+        parts += body + [""]
+        if os.path.exists(os.path.join(outdir, "latest.png")):
+            parts += [f"![{name}](results/{name}/latest.png)", ""]
     with open(path, "w") as f:
         f.write(head + "\n".join(parts) + "\n")

@@ -192,6 +192,10 @@ def summarize(runs):
     return out
 
 
+def fmt(value):
+    return "–" if value is None else f"{value:,.1f}"
+
+
 def render(doc, header, table):
     lines = header(doc)
     sy = doc.get("systems", {})
@@ -200,8 +204,9 @@ def render(doc, header, table):
         s = entry["summary"]
         for client in ("put", "bulk"):
             c = s[client]
-            rows.append([name, client, f"{c['failed']} of {c['requests']}", c["baseline_p50_ms"], c["restarting_p50_ms"],
-                         c["baseline_p99_ms"], c["restarting_p99_ms"], c["restarting_max_ms"], s["restart_s"]])
+            ms = [fmt(c[k]) for k in ("baseline_p50_ms", "restarting_p50_ms", "baseline_p99_ms",
+                                      "restarting_p99_ms", "restarting_max_ms")]
+            rows.append([name, client, f"{c['failed']} of {c['requests']}", *ms, fmt(s["restart_s"])])
     if rows:
         lines += table(rows, ["system", "client", "failed requests", "p50 ms before", "p50 ms restarting",
                               "p99 ms before", "p99 ms restarting", "max ms restarting", "s per restart (to green)"])
