@@ -296,7 +296,11 @@ fn registering_an_action_twice_is_a_bug() {
 #[tokio::test]
 async fn a_streaming_action_with_its_own_encoding_carries_raw_bytes_and_ends_at_an_error() {
     let (_handle, addr) = start_server().await;
-    let client = Transport::new("client".to_string());
+    let newer = ProtocolVersion {
+        current: 2,
+        min_compatible: 1,
+    };
+    let client = Transport::with_protocol("client".to_string(), newer);
     let items: Vec<_> = client
         .send_stream::<BytesAction>(&addr, &4, TIMEOUT)
         .await
