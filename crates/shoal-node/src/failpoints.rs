@@ -8,7 +8,7 @@
 //! - `before_term_bump`: a copy is about to adopt a newer primary term (the applier's bump,
 //!   or a replica batch of a newer term), before the bump waits for the permits in flight;
 //! - `primary_resync_before_batch`: a promoted primary is about to send a resync batch;
-//! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target requests a
+//! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target takes the next
 //!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize.
 
 /// Evaluates the failpoint `$name` on the node `$scope` (a [`Scope`]).
