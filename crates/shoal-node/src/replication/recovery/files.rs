@@ -240,3 +240,106 @@ impl FileSource for ChunkSource {
         format!("node [{}]", self.node)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::throttle::RateLimiter;
+    use shoal_transport::{ActionRegistry, RemoteError};
+
+    /// Goes on to the end, counts chunks.
+    #[derive(Default)]
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl TransferControl for Count {
+        fn check(&self) -> ApiResult<()> {
+            Ok(())
+        }
+
+        fn max_bytes_per_sec(&self) -> Option<u64> {
+            None
+        }
+
+        fn progress(&self, _: Progress<'_>) {}
+
+        fn after_chunk(&self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A source of the first protocol: only `file_chunk`, served from `dir`.
+    fn chunk_only_registry(dir: std::path::PathBuf) -> ActionRegistry {
+        let mut registry = ActionRegistry::new();
+        registry.register::<FileChunkAction, _, _>(move |_, request: ChunkRequest| {
+            let path = dir.join(&request.name);
+            async move {
+                let bytes =
+                    std::fs::read(path).map_err(|e| RemoteError::internal(e.to_string()))?;
+                let end = (request.offset + request.length) as usize;
+                Ok(bytes::Bytes::copy_from_slice(
+                    &bytes[request.offset as usize..end],
+                ))
+            }
+        });
+        registry
+    }
+
+    #[test]
+    fn a_target_reads_a_source_without_the_stream_chunk_by_chunk() {
+        let (served, local) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(served.path().join("seg.store"), &body).unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = Transport::new("old-source".to_string());
+        let registry = chunk_only_registry(served.path().to_path_buf());
+        let handle = runtime
+            .block_on(server.serve("127.0.0.1:0".parse().unwrap(), Arc::new(registry)))
+            .unwrap();
+        let source = ChunkSource {
+            transport: Transport::new("target".to_string()),
+            node: "old-source".into(),
+            address: handle.local_addr().to_string(),
+            recovery_id: "r1".into(),
+            chunk_bytes: 30_000,
+            in_flight: 3,
+        };
+        let (limiter, control) = (RateLimiter::default(), Count::default());
+        let file = FileMeta {
+            name: "seg.store".into(),
+            length: body.len() as u64,
+            crc32c: crc32c::crc32c(&body),
+        };
+        let stats = FileTransfer {
+            dir: local.path(),
+            source: &source,
+            runtime: runtime.handle(),
+            limiter: &limiter,
+            control: &control,
+            differing: Differing::Replace,
+            files_in_flight: 2,
+        }
+        .run(std::slice::from_ref(&file))
+        .unwrap();
+
+        assert_eq!(
+            (stats.files_copied, stats.bytes_copied),
+            (1, body.len() as u64)
+        );
+        assert_eq!(std::fs::read(local.path().join("seg.store")).unwrap(), body);
+        assert_eq!(
+            control.0.load(std::sync::atomic::Ordering::SeqCst),
+            7,
+            "200 kB in 30 kB chunks"
+        );
+    }
+
+    #[test]
+    fn an_answer_of_a_source_that_predates_the_stream_reads_as_chunk_by_chunk() {
+        let old: StartReply = serde_json::from_str(
+            r#"{"recovery_id":"r","files":[{"name":"a","length":1,"crc32c":7}]}"#,
+        )
+        .unwrap();
+        assert!(!old.streams_files);
+        assert_eq!(old.files[0].crc32c, 7);
+    }
+}
