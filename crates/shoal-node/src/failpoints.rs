@@ -10,7 +10,7 @@
 //! - `primary_resync_before_batch`: a promoted primary is about to send a resync batch;
 //! - `applier_before_open`: a copy's applier task is about to open it (or bring an open one
 //!   in line with the state);
-//! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target requests a
+//! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target takes the next
 //!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize.
 
 /// Evaluates the failpoint `$name` on the node `$scope` (a [`Scope`]).

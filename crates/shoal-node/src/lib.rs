@@ -29,6 +29,7 @@ pub mod shard_failure;
 pub mod shard_limit;
 pub mod shard_search;
 pub mod stats;
+pub mod transfer;
 pub mod update;
 mod wire;
 pub mod write;

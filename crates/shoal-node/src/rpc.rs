@@ -10,8 +10,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
 use serde::Serialize;
-use shoal_transport::{ActionRegistry, RemoteError, TransportError, WireAction};
+use shoal_transport::{ActionRegistry, RemoteError, TransportError, WireAction, WireStreamAction};
 
 use crate::error::{ApiError, ApiResult};
 use crate::node::Node;
@@ -115,6 +116,27 @@ impl NodeActions {
                     .await
             }
         });
+    }
+}
+
+impl NodeActions {
+    /// Registers the handler of the streaming action `A`: it checks the request and answers
+    /// the stream at once (cheap work only: it runs on the transport's thread; each item's
+    /// work goes to a pool), or refuses it.
+    pub(crate) fn register_stream<A: WireStreamAction>(
+        &mut self,
+        handler: fn(&Arc<Node>, A::Request) -> ApiResult<BoxStream<'static, ApiResult<A::Item>>>,
+    ) {
+        let node = self.node.clone();
+        self.registry
+            .register_stream::<A, _, _, _>(move |_, request| {
+                let node = node.upgrade();
+                async move {
+                    let node = node.ok_or_else(node_closed)?;
+                    let items = handler(&node, request).map_err(ApiError::into_remote)?;
+                    Ok(items.map(|item| item.map_err(ApiError::into_remote)))
+                }
+            });
     }
 }
 

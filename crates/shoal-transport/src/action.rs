@@ -80,12 +80,50 @@ fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
     serde_json::from_slice(body).map_err(|e| e.to_string())
 }
 
-/// A server-streaming action: one request, a stream of items (file chunks…).
+/// A server-streaming action whose request and items travel as JSON: one request, a stream
+/// of items.
 pub trait StreamAction: 'static {
     const NAME: &'static str;
     const MIN_VERSION: u32 = 1;
     type Request: Serialize + DeserializeOwned + Send + 'static;
     type Item: Serialize + DeserializeOwned + Send + 'static;
+}
+
+/// A streaming action as the wire sees it. Every [`StreamAction`] is one (JSON); implement it
+/// directly for items with their own encoding, such as raw file bytes (a JSON array of
+/// numbers would triple them and cost a parse per byte).
+pub trait WireStreamAction: 'static {
+    const NAME: &'static str;
+    const MIN_VERSION: u32 = 1;
+    type Request: Send + 'static;
+    type Item: Send + 'static;
+    fn encode_request(request: &Self::Request) -> Result<Bytes, String>;
+    fn decode_request(body: Bytes) -> Result<Self::Request, String>;
+    fn encode_item(item: Self::Item) -> Result<Bytes, String>;
+    fn decode_item(body: Bytes) -> Result<Self::Item, String>;
+}
+
+impl<A: StreamAction> WireStreamAction for A {
+    const NAME: &'static str = <A as StreamAction>::NAME;
+    const MIN_VERSION: u32 = <A as StreamAction>::MIN_VERSION;
+    type Request = <A as StreamAction>::Request;
+    type Item = <A as StreamAction>::Item;
+
+    fn encode_request(request: &Self::Request) -> Result<Bytes, String> {
+        to_json(request)
+    }
+
+    fn decode_request(body: Bytes) -> Result<Self::Request, String> {
+        from_json(&body)
+    }
+
+    fn encode_item(item: Self::Item) -> Result<Bytes, String> {
+        to_json(&item)
+    }
+
+    fn decode_item(body: Bytes) -> Result<Self::Item, String> {
+        from_json(&body)
+    }
 }
 
 /// Who sent a request, as a handler sees it next to the typed request.
@@ -152,7 +190,7 @@ impl ActionRegistry {
     /// error item ends the stream), or refuses the request as a whole.
     pub fn register_stream<A, F, Fut, S>(&mut self, handler: F)
     where
-        A: StreamAction,
+        A: WireStreamAction,
         F: Fn(ActionContext, A::Request) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<S, RemoteError>> + Send + 'static,
         S: Stream<Item = Result<A::Item, RemoteError>> + Send + 'static,
@@ -160,7 +198,7 @@ impl ActionRegistry {
         self.claim(A::NAME);
         let streaming: StreamHandler = Box::new(move |req: Request| {
             let (context, request) =
-                match decode_request(A::NAME, A::MIN_VERSION, req, |body| from_json(&body)) {
+                match decode_request(A::NAME, A::MIN_VERSION, req, A::decode_request) {
                     Ok(decoded) => decoded,
                     Err(error) => return Box::pin(future::ready(Err(error))),
                 };
@@ -169,7 +207,7 @@ impl ActionRegistry {
                 let items = items.await?;
                 let encoded = items.map(|item| {
                     item.and_then(|item| {
-                        to_json(&item)
+                        A::encode_item(item)
                             .map_err(|e| serialization_error(A::NAME, "serialize the response", e))
                     })
                 });
@@ -319,20 +357,20 @@ impl Transport {
 
     /// Starts the streaming action `A`; `idle_timeout` bounds the wait for each item (see
     /// [`Transport::call_stream`]).
-    pub async fn send_stream<A: StreamAction>(
+    pub async fn send_stream<A: WireStreamAction>(
         &self,
         addr: &str,
         request: &A::Request,
         idle_timeout: Duration,
     ) -> Result<BoxStream<'static, Result<A::Item, TransportError>>, TransportError> {
-        let body = to_json(request)
+        let body = A::encode_request(request)
             .map_err(|e| serialization_error(A::NAME, "serialize the request", e))
             .map_err(TransportError::Remote)?;
         let items = self.call_stream(addr, A::NAME, body, idle_timeout).await?;
         Ok(items
             .map(|item| {
                 item.and_then(|bytes| {
-                    from_json(&bytes)
+                    A::decode_item(bytes)
                         .map_err(|e| serialization_error(A::NAME, "deserialize the response", e))
                         .map_err(TransportError::Remote)
                 })

@@ -41,7 +41,9 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
-pub use action::{Action, ActionContext, ActionRegistry, StreamAction, WireAction};
+pub use action::{
+    Action, ActionContext, ActionRegistry, StreamAction, WireAction, WireStreamAction,
+};
 pub use client::ResponseStream;
 pub use error::{RemoteError, TransportError};
 pub use filter::{DelayFilter, DropActionFilter, Filter, FilterDecision, PartitionFilter};

@@ -9,7 +9,7 @@ use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use shoal_transport::{
     Action, ActionContext, ActionRegistry, ErrorKind, ProtocolVersion, RemoteError, ServerHandle,
-    StreamAction, Transport, TransportError, PROTOCOL_VERSION,
+    StreamAction, Transport, TransportError, WireStreamAction, PROTOCOL_VERSION,
 };
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -72,6 +72,36 @@ impl StreamAction for CountAction {
     type Item = u32;
 }
 
+/// Raw byte items (as file chunks travel): `n` items of `n` bytes each, then an error item
+/// when `n` is odd.
+struct BytesAction;
+impl WireStreamAction for BytesAction {
+    const NAME: &'static str = "test:typed/bytes";
+    const MIN_VERSION: u32 = 2;
+    type Request = u32;
+    type Item = bytes::Bytes;
+
+    fn encode_request(n: &u32) -> Result<bytes::Bytes, String> {
+        Ok(bytes::Bytes::copy_from_slice(&n.to_be_bytes()))
+    }
+
+    fn decode_request(body: bytes::Bytes) -> Result<u32, String> {
+        let raw: [u8; 4] = body
+            .as_ref()
+            .try_into()
+            .map_err(|_| "not a u32".to_string())?;
+        Ok(u32::from_be_bytes(raw))
+    }
+
+    fn encode_item(item: bytes::Bytes) -> Result<bytes::Bytes, String> {
+        Ok(item)
+    }
+
+    fn decode_item(body: bytes::Bytes) -> Result<bytes::Bytes, String> {
+        Ok(body)
+    }
+}
+
 fn broken_copy_error() -> RemoteError {
     let mut io = RemoteError::new(500, "io_exception", "No space left on device");
     io.metadata.insert(
@@ -100,6 +130,11 @@ fn registry() -> ActionRegistry {
     registry.register::<FutureAction, _, _>(|_, ()| async { Ok(()) });
     registry.register_stream::<CountAction, _, _, _>(|_, n: u32| async move {
         Ok(stream::iter((0..n).map(Ok)))
+    });
+    registry.register_stream::<BytesAction, _, _, _>(|_, n: u32| async move {
+        let items = (0..n).map(move |i| Ok(bytes::Bytes::from(vec![i as u8; n as usize])));
+        let failure = (n % 2 == 1).then(|| Err(RemoteError::internal("odd")));
+        Ok(stream::iter(items.chain(failure)))
     });
     registry
 }
@@ -256,4 +291,55 @@ async fn a_registered_streaming_action_answers_typed_items() {
 fn registering_an_action_twice_is_a_bug() {
     let mut registry = registry();
     registry.register::<AddAction, _, _>(|_, _| async { Err(RemoteError::internal("never")) });
+}
+
+#[tokio::test]
+async fn a_streaming_action_with_its_own_encoding_carries_raw_bytes_and_ends_at_an_error() {
+    let (_handle, addr) = start_server().await;
+    let newer = ProtocolVersion {
+        current: 2,
+        min_compatible: 1,
+    };
+    let client = Transport::with_protocol("client".to_string(), newer);
+    let items: Vec<_> = client
+        .send_stream::<BytesAction>(&addr, &4, TIMEOUT)
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    let expected: Vec<_> = (0..4u8).map(|i| bytes::Bytes::from(vec![i; 4])).collect();
+    assert_eq!(items, expected);
+
+    let items: Vec<_> = client
+        .send_stream::<BytesAction>(&addr, &3, TIMEOUT)
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(items.len(), 4, "three chunks, then the error item");
+    assert!(items[..3].iter().all(Result::is_ok));
+    assert_eq!(remote(items[3].clone().unwrap_err()).reason, "odd");
+}
+
+#[tokio::test]
+async fn a_streaming_action_refuses_a_sender_older_than_its_minimum_version() {
+    let (_handle, addr) = start_server().await;
+    let old = ProtocolVersion {
+        current: 1,
+        min_compatible: 1,
+    };
+    let client = Transport::with_protocol("old".to_string(), old);
+    let error = match client.send_stream::<BytesAction>(&addr, &2, TIMEOUT).await {
+        Err(error) => remote(error),
+        Ok(_) => panic!("a version-1 sender was served a version-2 stream"),
+    };
+    assert_eq!((error.status, error.kind), (400, ErrorKind::Invalid));
+    assert!(
+        error
+            .reason
+            .contains("needs transport protocol version [2]"),
+        "{}",
+        error.reason
+    );
 }

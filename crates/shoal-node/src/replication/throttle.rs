@@ -1,8 +1,11 @@
 //! Peer recovery's limits, OpenSearch's dynamic cluster settings:
 //! - `indices.recovery.max_bytes_per_sec` (40mb; `0` or `-1` for none): one budget per node for
 //!   every file chunk its recoveries pull, read at each chunk so a change applies at once;
-//! - `indices.recovery.chunk_size` (512kb): bytes per chunk request;
-//! - `indices.recovery.max_concurrent_file_chunks` (2, 1–8): chunk requests in flight per file.
+//! - `indices.recovery.chunk_size` (512kb): bytes per streamed chunk (per chunk request to a
+//!   source of protocol version 1);
+//! - `indices.recovery.max_concurrent_file_chunks` (2, 1–8): files streamed at once (the one
+//!   being written and the next ones; chunk requests in flight per file from a version-1
+//!   source).
 
 use std::time::{Duration, Instant};
 
@@ -103,6 +106,17 @@ impl RateLimiter {
         *next_free = start + Duration::from_secs_f64(bytes as f64 / bytes_per_sec as f64);
         start - now
     }
+
+    /// Waits until `bytes` fit the rate (`None`: no limit, no wait).
+    pub fn pace(&self, bytes: u64, bytes_per_sec: Option<u64>) {
+        let Some(rate) = bytes_per_sec else {
+            return;
+        };
+        let wait = self.reserve(bytes, rate);
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    }
 }
 
 impl Node {
@@ -115,17 +129,6 @@ impl Node {
             chunk_bytes: parse_chunk_size(&setting(CHUNK_SIZE)).unwrap_or(512 << 10),
             concurrent_chunks: parse_concurrent_chunks(&setting(MAX_CONCURRENT_FILE_CHUNKS))
                 .unwrap_or(2),
-        }
-    }
-
-    /// Waits for `bytes` of recovery traffic to fit this node's `max_bytes_per_sec`.
-    pub(crate) fn throttle_recovery(&self, bytes: u64) {
-        let Some(rate) = self.recovery_limits().bytes_per_sec else {
-            return;
-        };
-        let wait = self.recoveries.limiter.reserve(bytes, rate);
-        if !wait.is_zero() {
-            std::thread::sleep(wait);
         }
     }
 }

@@ -5,7 +5,9 @@
 //!    (with the history of a store it       store can catch up by operations alone
 //!    already has, see [`super::ops_recovery`]); otherwise flushes and pins its last commit,
 //!                                          and lists the files
-//! 2. `file_chunk`s for the files it lacks ▶ reads the pinned files (name, offset, length)
+//! 2. `file_stream` per file it lacks ─────▶ streams the pinned file in chunks (see
+//!    ([`crate::transfer`]; `file_chunk`      [`crate::transfer`])
+//!    requests to a source that predates it)
 //! 3. binds the files to a new translog and opens the copy (an operation-based recovery skips
 //!    2 and 3 and keeps its store)
 //! 4. `finalize` ─────────────────────────▶ starts tracking the copy (live operations flow),
@@ -20,15 +22,12 @@
 //! it reuses one; a target whose store is marked corrupted copies every file.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use shoal_engine::recovery::bind_recovered_store;
 use shoal_state::ShardRouting;
 use tracing::{debug, info, warn};
 
@@ -38,13 +37,16 @@ use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
 use crate::node::Node;
 use crate::rpc::NodeActions;
-use shoal_transport::{Action, WireAction};
+use crate::transfer::FileMeta;
+use shoal_transport::{Action, WireAction, WireStreamAction};
 
+mod files;
 mod source;
 use source::Outgoing;
 
 pub const ACTION_START: &str = <StartAction as Action>::NAME;
 pub const ACTION_FILE_CHUNK: &str = <FileChunkAction as WireAction>::NAME;
+pub const ACTION_FILE_STREAM: &str = <FileStreamAction as WireStreamAction>::NAME;
 pub const ACTION_FINALIZE: &str = <FinalizeAction as Action>::NAME;
 
 /// The target asks the source to start a recovery: the source pins a commit and answers its
@@ -59,7 +61,17 @@ impl Action for StartAction {
 /// What every recovery action's name starts with (they run on the `replication` pool).
 pub const ACTION_PREFIX: &str = "internal:index/shard/recovery/";
 
-/// One chunk of a file of the pinned commit; the answer is the chunk's raw bytes.
+crate::transfer::peer::file_stream_action!(
+    /// A file of the pinned commit from an offset on, streamed in chunks of raw bytes. A
+    /// source announces it in its `start_recovery` answer (`streams_files`); older sources
+    /// do not, and their targets ask chunk by chunk with [`FileChunkAction`].
+    FileStreamAction,
+    "internal:index/shard/recovery/file_stream",
+    min_version = 1
+);
+
+/// One chunk of a file of the pinned commit; the answer is the chunk's raw bytes. Kept for
+/// targets that predate [`FileStreamAction`], and used towards sources that do.
 struct FileChunkAction;
 impl WireAction for FileChunkAction {
     const NAME: &'static str = "internal:index/shard/recovery/file_chunk";
@@ -94,6 +106,7 @@ impl Action for FinalizeAction {
 pub(crate) fn register_actions(actions: &mut NodeActions) {
     actions.register::<StartAction>(Node::serve_start);
     actions.register::<FileChunkAction>(Node::serve_chunk);
+    actions.register_stream::<FileStreamAction>(source::serve_file_stream);
     actions.register::<FinalizeAction>(Node::serve_finalize);
     actions.register::<super::progress::RecoveryListAction>(Node::handle_recovery_list);
 }
@@ -119,19 +132,16 @@ struct StartRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StartReply {
     recovery_id: String,
-    files: Vec<StoreFile>,
+    /// The files of the pinned commit: the target reuses its own copy of one only if name,
+    /// length and crc32c all match (deletion files of one segment have the same length on
+    /// every copy, not the same bits).
+    files: Vec<FileMeta>,
     /// Set when the source accepted the target's history: no files, operations from here.
     #[serde(default)]
     replay_from: Option<i64>,
-}
-
-/// A file of the pinned commit: the target reuses its own copy only if all three match
-/// (deletion files of one segment have the same length on every copy, not the same bits).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct StoreFile {
-    name: String,
-    length: u64,
-    crc32c: u32,
+    /// The source serves [`FileStreamAction`]; a source that predates it leaves this out.
+    #[serde(default)]
+    streams_files: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -293,6 +303,7 @@ impl Node {
             return Err(cancelled());
         }
         let (source_node, source) = self.recovery_source_address(copy)?;
+        let source_id = source_node.clone();
         let (index, record) = (service.name(), |f: &dyn Fn(&mut RecoveryRecord)| {
             self.update_recovery(&copy.index, shard, &allocation_id, f)
         });
@@ -320,7 +331,7 @@ impl Node {
         )?;
         let (files, bytes) = match start.replay_from {
             Some(_) => (0, 0),
-            None => self.recover_files(service, copy, &source, &start, term)?,
+            None => self.recover_files(service, copy, (&source_id, &source), &start, term)?,
         };
         record(&|r| r.stage = Stage::Translog);
         service.ensure_shard_open(shard, term)?;
@@ -345,76 +356,6 @@ impl Node {
             r.finish();
         });
         Ok((files, bytes, reply.ops_replayed))
-    }
-
-    /// The file phase of a file-based recovery: replaces the local store with the source's
-    /// pinned commit, copying only the files it lacks; returns (files, bytes) copied.
-    fn recover_files(
-        &self,
-        service: &Arc<IndexService>,
-        copy: &ShardRouting,
-        source: &str,
-        start: &StartReply,
-        term: i64,
-    ) -> ApiResult<(usize, u64)> {
-        let shard = copy.shard as usize;
-        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
-        let record = |f: &dyn Fn(&mut RecoveryRecord)| {
-            self.update_recovery(&copy.index, shard, &allocation_id, f)
-        };
-        service.close_shard(shard);
-        if !self.still_assigned_here(copy) {
-            return Err(cancelled());
-        }
-        let config = service.shard_engine_config(shard);
-        let index_dir = config.index_dir();
-        std::fs::create_dir_all(&index_dir)?;
-        let wanted: HashMap<&str, u64> = start
-            .files
-            .iter()
-            .map(|f| (f.name.as_str(), f.length))
-            .collect();
-        if let Some(reason) = shoal_engine::store::read_marker(&index_dir) {
-            // Nothing of a store found damaged is reused: every file is copied again.
-            warn!(index = %copy.index, shard, reason, "discarding a store marked corrupted before recovering it");
-            remove_unwanted_files(&index_dir, &HashMap::new())?;
-        }
-        remove_unwanted_files(&index_dir, &wanted)?;
-        // Until the copy is complete the directory has no commit, so a recovery cut short
-        // leaves nothing that opens as a store (and is offered for an operation-based one).
-        let _ = std::fs::remove_file(index_dir.join(COMMIT_FILE));
-        record(&|r| {
-            r.stage = Stage::Index;
-            r.files_total = start.files.len() as u64;
-            r.bytes_total = start.files.iter().map(|f| f.length).sum();
-        });
-        let (mut files, mut bytes) = (0usize, 0u64);
-        let commit_last = start
-            .files
-            .iter()
-            .filter(|f| f.name != COMMIT_FILE)
-            .chain(start.files.iter().filter(|f| f.name == COMMIT_FILE));
-        for file in commit_last {
-            let path = index_dir.join(&file.name);
-            let reusable =
-                file.name != COMMIT_FILE && store_file(&path, &file.name).is_ok_and(|f| f == *file);
-            if reusable {
-                record(&|r| {
-                    r.files_reused += 1;
-                    r.bytes_reused += file.length;
-                });
-                continue;
-            }
-            self.copy_file(copy, source, &start.recovery_id, file, &path)?;
-            record(&|r| {
-                r.files_recovered += 1;
-                r.bytes_recovered += file.length;
-            });
-            files += 1;
-            bytes += file.length;
-        }
-        bind_recovered_store(&config, term).map_err(ApiError::from)?;
-        Ok((files, bytes))
     }
 
     /// Whether the latest cluster state still places this copy (by allocation id) here.
@@ -455,69 +396,6 @@ impl Node {
                 )
             })
     }
-
-    /// Copies one file in chunks, `max_concurrent_file_chunks` requests in flight and paced by
-    /// `max_bytes_per_sec`, and checks it against the source's checksum.
-    fn copy_file(
-        &self,
-        copy: &ShardRouting,
-        source: &str,
-        recovery_id: &str,
-        wanted: &StoreFile,
-        path: &PathBuf,
-    ) -> ApiResult<()> {
-        let (name, length) = (wanted.name.as_str(), wanted.length);
-        let partial = path.with_extension("recovering");
-        let mut file = std::fs::File::create(&partial)?;
-        let mut crc = 0u32;
-        let mut requested = 0;
-        let mut in_flight = std::collections::VecDeque::new();
-        while requested < length || !in_flight.is_empty() {
-            // Checked on every chunk: a copy failed, moved or deleted meanwhile stops copying
-            // now rather than after the whole store (its partial file is left to be removed).
-            if !self.still_assigned_here(copy) {
-                return Err(cancelled());
-            }
-            let limits = self.recovery_limits();
-            if requested < length && in_flight.len() < limits.concurrent_chunks {
-                let request = ChunkRequest {
-                    recovery_id: recovery_id.to_string(),
-                    name: name.to_string(),
-                    offset: requested,
-                    length: limits.chunk_bytes.min(length - requested),
-                };
-                self.throttle_recovery(request.length);
-                crate::failpoints::failpoint!(self, "recovery_before_file_chunk");
-                requested += request.length;
-                let pending = self.send::<FileChunkAction>(source, &request, CALL_TIMEOUT);
-                in_flight.push_back((request, pending));
-                continue;
-            }
-            // Chunks are written in order: wait for the oldest.
-            let (request, pending) = in_flight.pop_front().expect("a chunk in flight");
-            let chunk = self.wait(pending)?;
-            if chunk.len() as u64 != request.length {
-                return Err(ApiError::internal(format!(
-                    "recovery of [{name}] got {} bytes at offset {}, expected {}",
-                    chunk.len(),
-                    request.offset,
-                    request.length
-                )));
-            }
-            file.write_all(&chunk)?;
-            crate::failpoints::failpoint!(self, "recovery_after_file_chunk");
-            crc = crc32c::crc32c_append(crc, &chunk);
-        }
-        if crc != wanted.crc32c {
-            return Err(ApiError::internal(format!(
-                "recovered file [{name}] is corrupted: checksum {crc:08x}, expected {:08x}",
-                wanted.crc32c
-            )));
-        }
-        file.sync_all()?;
-        std::fs::rename(&partial, path)?;
-        Ok(())
-    }
 }
 
 /// Attempts of one peer recovery before the copy is reported failed, and the pause between.
@@ -548,24 +426,13 @@ fn wait_for(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
 fn store_file(
     path: &std::path::Path,
     name: &str,
-) -> Result<StoreFile, shoal_engine::store::FileCheckError> {
+) -> Result<FileMeta, shoal_engine::store::FileCheckError> {
     let (length, crc32c) = shoal_engine::store::checksum_file(path)?;
-    Ok(StoreFile {
+    Ok(FileMeta {
         name: name.to_string(),
         length,
         crc32c,
     })
-}
-
-/// Deletes files of a previous copy that the commit being recovered does not list.
-fn remove_unwanted_files(dir: &std::path::Path, wanted: &HashMap<&str, u64>) -> ApiResult<()> {
-    for entry in std::fs::read_dir(dir)?.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !wanted.contains_key(name.as_str()) && entry.path().is_file() {
-            std::fs::remove_file(entry.path())?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

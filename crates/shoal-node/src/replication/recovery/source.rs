@@ -5,6 +5,7 @@
 //! target that died mid-way does not pin files or translog on the source for good.
 
 use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,8 @@ use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
+use crate::transfer::peer::{serve_file, FileStreamRequest, ServedFiles};
+use crate::transfer::ByteStream;
 
 /// A recovery this node serves as the source.
 pub(super) struct Outgoing {
@@ -66,6 +69,10 @@ impl Outgoing {
             })
     }
 
+    fn touch(&self) {
+        *self.last_used.lock() = Instant::now();
+    }
+
     /// Releases the pinned files and the history lease.
     fn release(&self) {
         if let Some(snapshot) = &self.snapshot {
@@ -78,6 +85,36 @@ impl Outgoing {
             release_history(&replication, &engine, &self.lease);
         }
     }
+}
+
+/// The pinned commit's files, streamed to the target.
+impl ServedFiles for Outgoing {
+    fn path(&self, name: &str) -> Option<PathBuf> {
+        let snapshot = self.snapshot.as_ref()?;
+        snapshot
+            .files
+            .iter()
+            .any(|(n, _)| n == name)
+            .then(|| snapshot.dir.join(name))
+    }
+
+    fn touch(&self) {
+        Outgoing::touch(self);
+    }
+}
+
+/// Streams a file of a recovery's pinned commit; chunks are read on the `replication` pool.
+/// The stream holds the recovery, so it is not dropped as abandoned while it runs.
+pub(super) fn serve_file_stream(
+    node: &Arc<Node>,
+    request: FileStreamRequest,
+) -> ApiResult<ByteStream> {
+    let outgoing = node.outgoing(&request.session)?;
+    let pool = node
+        .pressure
+        .pool(crate::pressure::settings::REPLICATION)
+        .clone();
+    serve_file(outgoing, request, pool)
 }
 
 impl Node {
@@ -132,6 +169,7 @@ impl Node {
                         recovery_id,
                         files: Vec::new(),
                         replay_from: Some(offer.replay_from()),
+                        streams_files: true,
                     });
                 }
                 Ok(false) => {
@@ -179,6 +217,7 @@ impl Node {
             recovery_id,
             files,
             replay_from: None,
+            streams_files: true,
         })
     }
 
@@ -194,7 +233,7 @@ impl Node {
             .outgoing
             .lock()
             .get(recovery_id)
-            .inspect(|outgoing| *outgoing.last_used.lock() = Instant::now())
+            .inspect(|outgoing| outgoing.touch())
             .cloned()
             .ok_or_else(|| {
                 ApiError::new(
@@ -207,15 +246,13 @@ impl Node {
 
     pub(super) fn serve_chunk(&self, request: ChunkRequest) -> ApiResult<Bytes> {
         let outgoing = self.outgoing(&request.recovery_id)?;
-        let snapshot = outgoing
-            .snapshot
-            .as_ref()
-            .filter(|s| s.files.iter().any(|(n, _)| *n == request.name))
+        let path = outgoing
+            .path(&request.name)
             .filter(|_| request.length <= crate::replication::throttle::MAX_CHUNK_BYTES)
             .ok_or_else(|| {
                 ApiError::bad_request(format!("no file [{}] in recovery", request.name))
             })?;
-        let mut file = std::fs::File::open(snapshot.dir.join(&request.name))?;
+        let mut file = std::fs::File::open(path)?;
         file.seek(SeekFrom::Start(request.offset))?;
         let mut buffer = vec![0u8; request.length as usize];
         file.read_exact(&mut buffer)?;
