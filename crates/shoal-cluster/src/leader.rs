@@ -230,7 +230,10 @@ async fn check_follower(cluster: &Cluster, node: &shoal_state::DiscoveryNode) {
 /// the default order.
 const PROMOTION_ADVICE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
-pub(crate) async fn promotion_choices(cluster: &Cluster, leaving: &str) -> Vec<shoal_state::PromotionChoice> {
+pub(crate) async fn promotion_choices(
+    cluster: &Cluster,
+    leaving: &str,
+) -> Vec<shoal_state::PromotionChoice> {
     let Some(advisor) = cluster.promotion_advisor.get() else {
         return Vec::new();
     };

@@ -38,7 +38,10 @@ impl Cluster {
         let remaining = deadline.saturating_duration_since(Instant::now());
         match self.propose(command, remaining).await {
             Ok(state) => {
-                info!(version = state.version, "left the cluster before shutting down");
+                info!(
+                    version = state.version,
+                    "left the cluster before shutting down"
+                );
                 true
             }
             Err(e) => {

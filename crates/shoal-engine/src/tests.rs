@@ -133,16 +133,36 @@ fn a_retried_auto_id_write_replaces_the_document_an_earlier_attempt_wrote() {
         is_retry,
         ..Default::default()
     };
-    let first = apply_one(&engine, index_op(&engine, &m, "gen-1", json!({"n": 1}), auto(false))).unwrap();
+    let first = apply_one(
+        &engine,
+        index_op(&engine, &m, "gen-1", json!({"n": 1}), auto(false)),
+    )
+    .unwrap();
     assert_eq!(first.kind, OpResultKind::Created);
     engine.refresh().unwrap();
     // The coordinator never heard of the first attempt and sends the same item again.
-    let retry = apply_one(&engine, index_op(&engine, &m, "gen-1", json!({"n": 1}), auto(true))).unwrap();
-    assert_eq!((retry.kind, retry.version), (OpResultKind::Created, 1), "answered as the first attempt");
+    let retry = apply_one(
+        &engine,
+        index_op(&engine, &m, "gen-1", json!({"n": 1}), auto(true)),
+    )
+    .unwrap();
+    assert_eq!(
+        (retry.kind, retry.version),
+        (OpResultKind::Created, 1),
+        "answered as the first attempt"
+    );
     engine.refresh().unwrap();
-    assert_eq!(engine.searcher().num_docs(), 1, "a retried item must not become a second document");
+    assert_eq!(
+        engine.searcher().num_docs(),
+        1,
+        "a retried item must not become a second document"
+    );
     // Without the retry mark an auto-generated id is appended without a lookup (the fast path).
-    apply_one(&engine, index_op(&engine, &m, "gen-2", json!({"n": 2}), auto(false))).unwrap();
+    apply_one(
+        &engine,
+        index_op(&engine, &m, "gen-2", json!({"n": 2}), auto(false)),
+    )
+    .unwrap();
     engine.refresh().unwrap();
     assert_eq!(engine.searcher().num_docs(), 2);
 }

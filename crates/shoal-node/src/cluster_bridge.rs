@@ -370,4 +370,3 @@ fn indices_changed_by(command: &Command) -> Vec<String> {
         _ => Vec::new(),
     }
 }
-

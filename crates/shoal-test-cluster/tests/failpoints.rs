@@ -535,7 +535,10 @@ fn a_copy_whose_open_hangs_does_not_stop_another_index_from_starting() {
     );
 
     hung.release();
-    let status = slow_create.join().expect("create thread").expect("create slow");
+    let status = slow_create
+        .join()
+        .expect("create thread")
+        .expect("create slow");
     assert_eq!(status, 200);
     cluster.wait_green(GREEN);
     client

@@ -95,10 +95,9 @@ impl Engine {
                 primary_term,
                 version,
             } => {
-                let append_only = (request.auto_generated_id
-                    && !request.is_retry
-                    && origin == Origin::Primary)
-                    || (origin == Origin::Replica && self.replica_can_append(state, seq_no));
+                let append_only =
+                    (request.auto_generated_id && !request.is_retry && origin == Origin::Primary)
+                        || (origin == Origin::Replica && self.replica_can_append(state, seq_no));
                 let current = if append_only {
                     None
                 } else {
@@ -159,8 +158,8 @@ impl Engine {
                 }
                 state.writer.add_document(doc)?;
                 state.dirty = true;
-                let created =
-                    (retried_append && origin == Origin::Primary) || current.is_none_or(|c| c.deleted);
+                let created = (retried_append && origin == Origin::Primary)
+                    || current.is_none_or(|c| c.deleted);
                 state.version_map.put(
                     &id,
                     VersionValue {

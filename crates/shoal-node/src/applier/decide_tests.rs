@@ -98,13 +98,22 @@ fn an_initializing_replica_or_relocation_target_here_recovers_from_a_peer() {
     let state = state_with(
         meta("logs", 2, 1, IndexState::Open),
         vec![
-            vec![copy(0, true, ShardState::Started, "n2", "p0"), replica.clone()],
-            vec![copy(1, true, ShardState::Relocating, "n2", "p1"), target.clone()],
+            vec![
+                copy(0, true, ShardState::Started, "n2", "p0"),
+                replica.clone(),
+            ],
+            vec![
+                copy(1, true, ShardState::Relocating, "n2", "p1"),
+                target.clone(),
+            ],
         ],
     );
     assert_eq!(
         actions(&state, true, &[]),
-        vec![(0, CopyAction::Recover(replica)), (1, CopyAction::Recover(target))]
+        vec![
+            (0, CopyAction::Recover(replica)),
+            (1, CopyAction::Recover(target))
+        ]
     );
 }
 
@@ -116,7 +125,10 @@ fn a_state_from_before_this_process_opens_copies_for_reads_and_recovers_nothing(
         meta("logs", 2, 1, IndexState::Open),
         vec![
             vec![copy(0, true, ShardState::Started, "n2", "p0"), replica],
-            vec![copy(1, true, ShardState::Started, "n2", "p1"), started.clone()],
+            vec![
+                copy(1, true, ShardState::Started, "n2", "p1"),
+                started.clone(),
+            ],
         ],
     );
     assert_eq!(
@@ -187,11 +199,7 @@ fn every_shard_of_a_closed_index_is_closed_even_where_assigned() {
 #[test]
 fn indices_deleted_or_replaced_under_the_same_name_are_gone() {
     let state = state_with(meta("logs", 1, 0, IndexState::Open), vec![vec![]]);
-    let local = [
-        ("logs", "logs-uuid"),
-        ("old", "old-uuid"),
-        ("logs2", "x"),
-    ];
+    let local = [("logs", "logs-uuid"), ("old", "old-uuid"), ("logs2", "x")];
     assert_eq!(
         gone_indices(&state, local.iter().copied()),
         vec![("old", "old-uuid"), ("logs2", "x")]

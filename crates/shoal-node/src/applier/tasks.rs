@@ -69,9 +69,7 @@ impl Node {
     ) -> ApiResult<()> {
         let shard = copy.shard as usize;
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
-        let term = state
-            .primary_term(&copy.index, copy.shard)
-            .unwrap_or(1) as i64;
+        let term = state.primary_term(&copy.index, copy.shard).unwrap_or(1) as i64;
         crate::failpoints::failpoint!(self, "applier_before_open");
         service.ensure_shard_open(shard, term)?;
         let local = service.copy(shard)?;

@@ -94,7 +94,9 @@ impl Node {
                 .count()
         };
         if self
-            .wait_until_applied(options.remaining_time(), |state, _| (active(state) >= needed).then_some(()))
+            .wait_until_applied(options.remaining_time(), |state, _| {
+                (active(state) >= needed).then_some(())
+            })
             .is_some()
         {
             return Ok(());

@@ -154,7 +154,10 @@ impl IndexShard {
     /// copy is still the primary and takes writes again. The target never acted as primary,
     /// since only the cluster state that removes this copy makes it one.
     pub fn resume_after_cancelled_relocation(&self) {
-        if self.relocated.swap(false, std::sync::atomic::Ordering::AcqRel) {
+        if self
+            .relocated
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
             tracing::info!(index = %self.index, shard = self.shard_id.shard, "relocation cancelled after its hand-off; this copy takes primary writes again");
         }
     }

@@ -64,7 +64,13 @@ impl Node {
                 .map(|&slot| (slot, items[slot].attempt(attempt > 0)))
                 .collect();
             let options = options.with_deadline(deadline);
-            self.write_once(batch, &options, Forwarding::Allowed, &mut results, &mut targets);
+            self.write_once(
+                batch,
+                &options,
+                Forwarding::Allowed,
+                &mut results,
+                &mut targets,
+            );
             todo.retain(|&slot| results[slot].as_ref().is_some_and(worth_rerouting));
             if todo.is_empty() {
                 break;
@@ -75,7 +81,11 @@ impl Node {
                 }
                 break;
             }
-            tracing::debug!(items = todo.len(), attempt, "rerouting writes after a newer cluster state");
+            tracing::debug!(
+                items = todo.len(),
+                attempt,
+                "rerouting writes after a newer cluster state"
+            );
             self.wait_for_state_after(seen, deadline.min(Instant::now() + REROUTE_WAIT));
         }
         results
@@ -93,7 +103,13 @@ impl Node {
         let mut results: Slots = (0..items.len()).map(|_| None).collect();
         let mut targets: Targets = vec![None; items.len()];
         let batch = items.into_iter().enumerate().collect();
-        self.write_once(batch, options, Forwarding::Refused, &mut results, &mut targets);
+        self.write_once(
+            batch,
+            options,
+            Forwarding::Refused,
+            &mut results,
+            &mut targets,
+        );
         results
             .into_iter()
             .map(|r| r.expect("every item has a result"))
@@ -323,7 +339,11 @@ fn worth_rerouting(result: &ApiResult<WriteOutcome>) -> bool {
 /// The answer of an item whose shard had no reachable primary until the request's timeout:
 /// a wait that already timed out keeps its own error, anything else (a transport error) becomes
 /// OpenSearch's `unavailable_shards_exception` naming the shard, with the last failure as its cause.
-fn give_up(result: &mut Option<ApiResult<WriteOutcome>>, target: Option<&Target>, timeout: Option<Duration>) {
+fn give_up(
+    result: &mut Option<ApiResult<WriteOutcome>>,
+    target: Option<&Target>,
+    timeout: Option<Duration>,
+) {
     let Some(Err(last)) = result.take() else {
         unreachable!("only failed items are rerouted");
     };
@@ -332,7 +352,10 @@ fn give_up(result: &mut Option<ApiResult<WriteOutcome>>, target: Option<&Target>
         return;
     }
     let timeout = crate::settings::format_time(timeout.unwrap_or(DEFAULT_WRITE_TIMEOUT));
-    let shard = target.map_or_else(|| "[_na][_na]".to_string(), |t| format!("[{}][{}]", t.index, t.shard));
+    let shard = target.map_or_else(
+        || "[_na][_na]".to_string(),
+        |t| format!("[{}][{}]", t.index, t.shard),
+    );
     *result = Some(Err(ApiError::new(
         503,
         "unavailable_shards_exception",

@@ -182,10 +182,7 @@ impl Node {
     /// forwarded on from here, because a coordinator that gave up on this node (it left the
     /// cluster) has already sent the items again, and a copy sent on later could overwrite
     /// newer writes of the same documents.
-    fn handle_shard_bulk(
-        &self,
-        bulk: ShardBulk,
-    ) -> ApiResult<Vec<ApiResult<WriteOutcome>>> {
+    fn handle_shard_bulk(&self, bulk: ShardBulk) -> ApiResult<Vec<ApiResult<WriteOutcome>>> {
         // Primary bytes from another coordinator; over the limit every item of it gets 429.
         let _in_flight = self.pressure.indexing.primary(bulk.source_bytes())?;
         Ok(self.write_on_local_primaries(bulk.items, &bulk.options))

@@ -8,12 +8,12 @@ use shoal_engine::{Engine, OpKind, Origin, WriteOp};
 use shoal_translog::Durability;
 
 use crate::documents::{LocalItem, Prepared, Refresh, WriteOptions, WriteOutcome};
-use crate::write::coordinator::Slots;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::replication::primary::ReplicationSummary;
+use crate::write::coordinator::Slots;
 
 /// The shard batch being written, as the steps after parsing see it.
 struct Batch<'a> {

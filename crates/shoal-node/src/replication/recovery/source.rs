@@ -347,11 +347,20 @@ impl Node {
     }
 
     /// Whether `target` is the relocation target of this node's primary of `shard`.
-    fn is_primary_relocation_target(&self, service: &IndexService, shard: usize, target: &str) -> bool {
+    fn is_primary_relocation_target(
+        &self,
+        service: &IndexService,
+        shard: usize,
+        target: &str,
+    ) -> bool {
         self.cluster_state()
             .copies(&service.name(), shard as u32)
             .iter()
-            .any(|c| c.primary && c.relocating_node.is_some() && c.allocation_id.as_deref() == Some(target))
+            .any(|c| {
+                c.primary
+                    && c.relocating_node.is_some()
+                    && c.allocation_id.as_deref() == Some(target)
+            })
     }
 
     /// Drops the recoveries this node serves whose target no longer waits for them (its
