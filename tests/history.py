@@ -32,6 +32,8 @@ class History:
     indeterminate: dict[str, set[int]] = field(default_factory=dict)
     attempted: int = 0
     failed: int = 0
+    # The error types the cluster answered failed items with, and how often.
+    error_types: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record_bulk(self, sent: list[tuple[str, int]], response: dict) -> None:
@@ -48,10 +50,14 @@ class History:
                 else:
                     self.failed += 1
                     self.indeterminate.setdefault(doc_id, set()).add(value)
+                    kind = (result.get("error") or {}).get("type", f"status {result.get('status')}")
+                    self.error_types[kind] = self.error_types.get(kind, 0) + 1
 
-    def record_failure(self, sent: list[tuple[str, int]]) -> None:
+    def record_failure(self, sent: list[tuple[str, int]], error_type: str | None = None) -> None:
         """A request that failed as a whole: any of its writes may have been applied."""
         with self.lock:
+            if error_type:
+                self.error_types[error_type] = self.error_types.get(error_type, 0) + 1
             self.attempted += len(sent)
             self.failed += len(sent)
             for doc_id, value in sent:

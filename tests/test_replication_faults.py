@@ -80,7 +80,11 @@ class Writer(threading.Thread):
                 self.history.record_failure(sent)
                 continue
             if r.status_code != 200:
-                self.history.record_failure(sent)
+                try:
+                    error_type = r.json()["error"]["type"]
+                except (ValueError, KeyError, TypeError):
+                    error_type = f"status {r.status_code}"
+                self.history.record_failure(sent, error_type)
                 continue
             body = r.json()
             self.history.record_bulk(sent, body)
@@ -142,7 +146,14 @@ class Load:
         return [s for w in self.writers for s in w.successes if s > t]
 
 
+# Errors that mean a coordinator handed a node's departure to the client instead of
+# rerouting the write to the promoted primary (issue 17).
+TRANSPORT_ERRORS = {"connect_transport_exception", "node_not_connected_exception", "node_closed_exception"}
+
+
 def verify(c: ShoalCluster, history: History, i: int) -> dict:
+    leaked = {t: n for t, n in history.error_types.items() if t in TRANSPORT_ERRORS}
+    assert not leaked, f"bulk items failed with transport errors instead of being rerouted: {leaked}"
     c.wait_for_agreement("green")
     return history.verify(c.nodes[i].url, INDEX, started_copies(c, i))
 
