@@ -37,6 +37,26 @@ impl Load {
         Load::resume(cluster, index, history, &vec![0; writers], 1)
     }
 
+    /// Starts `writers` writers on `index` that send their bulks only through the nodes
+    /// `coordinators` (a node cut off from a primary waits for it up to the request timeout,
+    /// as OpenSearch's coordinators do, so a test that measures progress avoids it).
+    pub fn start_through(
+        cluster: &TestCluster,
+        index: &str,
+        history: &Arc<History>,
+        writers: usize,
+        coordinators: &[usize],
+    ) -> Load {
+        Load::spawn(
+            cluster,
+            index,
+            history,
+            &vec![0; writers],
+            1,
+            Some(coordinators.to_vec()),
+        )
+    }
+
     /// Starts writers continuing from `values` (one per writer, from [`Load::stop`]).
     pub fn resume(
         cluster: &TestCluster,
@@ -44,6 +64,17 @@ impl Load {
         history: &Arc<History>,
         values: &[i64],
         seed: u64,
+    ) -> Load {
+        Load::spawn(cluster, index, history, values, seed, None)
+    }
+
+    fn spawn(
+        cluster: &TestCluster,
+        index: &str,
+        history: &Arc<History>,
+        values: &[i64],
+        seed: u64,
+        coordinators: Option<Vec<usize>>,
     ) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let successes = Arc::new(Mutex::new(Vec::new()));
@@ -57,6 +88,7 @@ impl Load {
                     count,
                     index: index.to_string(),
                     clients: cluster.clients.clone(),
+                    coordinators: coordinators.clone(),
                     history: history.clone(),
                     stop: stop.clone(),
                     successes: successes.clone(),
@@ -120,6 +152,8 @@ struct Writer {
     count: usize,
     index: String,
     clients: Arc<RwLock<Vec<Option<Client>>>>,
+    /// The nodes bulks may go through (`None`: any running node).
+    coordinators: Option<Vec<usize>>,
     history: Arc<History>,
     stop: Arc<AtomicBool>,
     successes: Arc<Mutex<Vec<Instant>>>,
@@ -137,7 +171,14 @@ impl Writer {
                     (id.to_string(), self.value)
                 })
                 .collect();
-            let live: Vec<Client> = self.clients.read().iter().flatten().cloned().collect();
+            let live: Vec<Client> = self
+                .clients
+                .read()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| self.coordinators.as_ref().is_none_or(|c| c.contains(i)))
+                .filter_map(|(_, client)| client.clone())
+                .collect();
             if live.is_empty() {
                 self.history.record_failure(&sent);
                 std::thread::sleep(Duration::from_millis(50));

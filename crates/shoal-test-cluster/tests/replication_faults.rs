@@ -242,7 +242,8 @@ fn a_replica_partitioned_from_its_primary_is_failed_and_recovers() {
     let replica = cluster.replicas_of(INDEX, 0)[0];
     let failed_copy = allocation_id(&cluster, replica);
     let history = Arc::new(History::default());
-    let load = Load::start(&cluster, INDEX, &history, 2);
+    // Not through the replica's node: cut off from the primary, it makes writes wait for it.
+    let load = Load::start_through(&cluster, INDEX, &history, 2, &[primary, manager]);
     cluster.partition(primary, replica);
     cluster.wait_for(
         GREEN,
