@@ -17,17 +17,23 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(5);
 
 impl Cluster {
     /// Takes this node out of the cluster; returns whether its removal was applied here within
-    /// `timeout`. From then on it never joins again (this process is about to stop).
+    /// `timeout`. From then on it never joins again (this process is about to stop). A node
+    /// alone stays: no other node could take over its copies, and its restart would find them
+    /// unassigned.
     pub async fn leave(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let local = self.local().id.clone();
+        let state = self.state();
+        if state.nodes.keys().all(|id| *id == local) {
+            return false;
+        }
         self.leaving.store(true, Ordering::Release);
+        if !state.nodes.contains_key(&local) {
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
         if self.raft().is_leader() {
             self.hand_over_leadership(deadline.min(Instant::now() + HANDOVER_WAIT))
                 .await;
-        }
-        let local = self.local().id.clone();
-        if !self.state().nodes.contains_key(&local) {
-            return true;
         }
         let promote = crate::leader::promotion_choices(self, &local).await;
         let command = Command::NodeLeft {

@@ -256,9 +256,7 @@ impl Node {
     /// nodes while this one still answers the writes in flight to it), stops the transport
     /// and flushes every shard.
     pub fn shutdown(&self) {
-        if self.has_peers() {
-            self.runtime.block_on(self.cluster.leave(LEAVE_TIMEOUT));
-        }
+        self.runtime.block_on(self.cluster.leave(LEAVE_TIMEOUT));
         if let Some(server) = self.transport_server.lock().take() {
             self.runtime
                 .block_on(server.shutdown(std::time::Duration::from_millis(200)));
@@ -268,16 +266,6 @@ impl Node {
                 tracing::warn!(index = %index.name(), error = %e, "flush at shutdown failed");
             }
         }
-    }
-
-    /// Whether another node is in the cluster to take over this one's copies (a node alone
-    /// does not remove itself: its restart would find its own copies unassigned).
-    fn has_peers(&self) -> bool {
-        self.cluster
-            .state()
-            .nodes
-            .keys()
-            .any(|id| *id != self.node_id)
     }
 
     pub fn all_indices(&self) -> Vec<Arc<IndexService>> {

@@ -21,7 +21,6 @@ use crate::documents::{auto_id, DocWrite, LocalItem, Refresh, WriteOptions, Writ
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
 use crate::node::Node;
-use crate::replication::active_shards::DEFAULT_WRITE_TIMEOUT;
 
 /// The longest a rerouted item waits for a newer cluster state before it is sent again anyway
 /// (a primary may become reachable without a new state: a connection that came back).
@@ -351,17 +350,10 @@ fn give_up(
         *result = Some(Err(last));
         return;
     }
-    let timeout = crate::settings::format_time(timeout.unwrap_or(DEFAULT_WRITE_TIMEOUT));
-    let shard = target.map_or_else(
-        || "[_na][_na]".to_string(),
-        |t| format!("[{}][{}]", t.index, t.shard),
-    );
-    *result = Some(Err(ApiError::new(
-        503,
-        "unavailable_shards_exception",
-        format!("{shard} primary shard is not active Timeout: [{timeout}]"),
+    let (index, shard) = target.map_or(("_na", 0), |t| (t.index.as_str(), t.shard));
+    *result = Some(Err(super::forward::primary_not_active(
+        index, shard, timeout,
     )
-    .with_kind(ErrorKind::Unavailable)
     .caused_by(last)));
 }
 

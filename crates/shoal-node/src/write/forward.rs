@@ -2,7 +2,7 @@
 //! bulk action that carries a batch there, and waiting for its answer.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::documents::{DocWrite, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -87,18 +87,7 @@ impl Node {
                 .get(node)
                 .map(|n| Some(n.transport_address.clone()))
         });
-        located.ok_or_else(|| {
-            let timeout = options.timeout.unwrap_or(DEFAULT_WRITE_TIMEOUT);
-            ApiError::new(
-                503,
-                "unavailable_shards_exception",
-                format!(
-                    "[{index}][{shard}] primary shard is not active Timeout: [{}]",
-                    crate::settings::format_time(timeout)
-                ),
-            )
-            .with_kind(ErrorKind::Unavailable)
-        })
+        located.ok_or_else(|| primary_not_active(index, shard, options.timeout))
     }
 
     /// Sends each node's items as one shard bulk; the receiver gets what is left of the
@@ -185,8 +174,25 @@ impl Node {
     fn handle_shard_bulk(&self, bulk: ShardBulk) -> ApiResult<Vec<ApiResult<WriteOutcome>>> {
         // Primary bytes from another coordinator; over the limit every item of it gets 429.
         let _in_flight = self.pressure.indexing.primary(bulk.source_bytes())?;
-        Ok(self.write_on_local_primaries(bulk.items, &bulk.options))
+        // The budget counts from now: every wait here (primary mode, active copies) ends at
+        // the same deadline instead of each taking the whole budget.
+        let options = bulk
+            .options
+            .with_deadline(Instant::now() + bulk.options.remaining_time());
+        Ok(self.write_on_local_primaries(bulk.items, &options))
     }
+}
+
+/// OpenSearch's answer for a write whose shard had no active, reachable primary within the
+/// request's `timeout`.
+pub(crate) fn primary_not_active(index: &str, shard: usize, timeout: Option<Duration>) -> ApiError {
+    let timeout = crate::settings::format_time(timeout.unwrap_or(DEFAULT_WRITE_TIMEOUT));
+    ApiError::new(
+        503,
+        "unavailable_shards_exception",
+        format!("[{index}][{shard}] primary shard is not active Timeout: [{timeout}]"),
+    )
+    .with_kind(ErrorKind::Unavailable)
 }
 
 /// A forwarded item whose primary is on another node by this node's cluster state.
