@@ -89,6 +89,9 @@ impl BroadcastSummary {
     }
 }
 
+/// How long a node may take over its part of a broadcast (a force merge can be long).
+const BROADCAST_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// `(name, uuid)` of each target index.
 type IndexIds = Vec<(String, String)>;
 
@@ -122,8 +125,8 @@ impl Node {
             successful: local.successful,
             failures: local.failures,
         };
-        for reply in pending {
-            match self.wait(reply) {
+        for (address, reply) in pending {
+            match self.wait_unless_gone(&address, reply) {
                 Ok(reply) => {
                     summary.successful += reply.successful;
                     summary.failures.extend(reply.failures);
@@ -135,12 +138,14 @@ impl Node {
         Ok(summary)
     }
 
-    /// Sends `request` to every other node holding an active copy of these indices.
+    /// Sends `request` to every other node holding an active copy of these indices; the
+    /// replies come with the address each went to. A node that leaves the cluster before it
+    /// answers (frozen, say) is not waited for: its copies count as not successful.
     fn send_to_holders<A: shoal_transport::Action>(
         &self,
         indices: &IndexIds,
         request: &A::Request,
-    ) -> Vec<Pending<A::Response>> {
+    ) -> Vec<(String, Pending<A::Response>)> {
         let body = json_bytes(request);
         let state = self.cluster_state();
         let holders: BTreeSet<&str> = indices
@@ -155,11 +160,9 @@ impl Node {
             .into_iter()
             .filter_map(|node| state.nodes.get(node))
             .map(|node| {
-                self.send_encoded::<A>(
-                    &node.transport_address,
-                    body.clone(),
-                    Duration::from_secs(600),
-                )
+                let address = node.transport_address.clone();
+                let pending = self.send_encoded::<A>(&address, body.clone(), BROADCAST_TIMEOUT);
+                (address, pending)
             })
             .collect()
     }
@@ -185,8 +188,8 @@ impl Node {
         let indices = index_ids(services);
         let pending = self.send_to_holders::<ShardStatsAction>(&indices, &indices);
         let mut stats = self.local_copy_stats(&indices);
-        for reply in pending {
-            match self.wait(reply) {
+        for (address, reply) in pending {
+            match self.wait_unless_gone(&address, reply) {
                 Ok(remote) => stats.extend(remote),
                 // Warned, not hidden: `_cat/shards` then shows those copies without doc counts.
                 Err(e) => tracing::warn!(error = %e, "a node's copy statistics are missing"),

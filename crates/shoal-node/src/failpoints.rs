@@ -11,7 +11,8 @@
 //! - `applier_before_open`: a copy's applier task is about to open it (or bring an open one
 //!   in line with the state);
 //! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target takes the next
-//!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize.
+//!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize;
+//! - `search_before_fetch`: a coordinator has the query phase's answers, before the fetch phase.
 
 /// Evaluates the failpoint `$name` on the node `$scope` (a [`Scope`]).
 macro_rules! failpoint {

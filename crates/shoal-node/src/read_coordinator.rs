@@ -176,7 +176,8 @@ impl Node {
                 }
             }
             for (i, copy, pending) in remote {
-                let outcome = self.wait(pending).and_then(|reply| reply);
+                let address = copy.address.clone().unwrap_or_default();
+                let outcome = self.wait_unless_gone(&address, pending).and_then(|reply| reply);
                 settle(i, copy, outcome, &mut answers, &mut last_error);
             }
         }
@@ -238,14 +239,70 @@ impl Node {
         }
     }
 
+    /// Runs the query phase, then `fetch` (the fetch phase and rendering) on what it found.
+    ///
+    /// A search context lives on the copy that ran the query phase; when that copy's node dies
+    /// or leaves between the phases, its documents cannot be fetched anywhere else (another
+    /// copy's segments differ). Both phases then run again without that node's copies, so the
+    /// client gets a complete, consistent answer instead of a failed fetch; each round drops a
+    /// node, so this ends. Scroll pages, whose contexts are fixed, never come here.
+    pub fn query_then_fetch<T>(
+        &self,
+        shards: &[PlannedShard],
+        phase: &QueryPhase<'_>,
+        mut fetch: impl FnMut(&[PlannedShard], QueryOutcome) -> Result<T, PhaseError>,
+    ) -> ApiResult<T> {
+        debug_assert!(phase.readers.is_none(), "scroll pages keep their copies");
+        let mut shards = shards.to_vec();
+        loop {
+            let outcome = self.query_phase(&shards, phase);
+            crate::failpoints::failpoint!(self, "search_before_fetch");
+            match fetch(&shards, outcome) {
+                Err(PhaseError::Fetch { node_id, error })
+                    if is_copy_error(&error) && without_node(&mut shards, &node_id) =>
+                {
+                    tracing::info!(node = %node_id, error = %error, "fetch phase lost its copy, searching again without that node");
+                }
+                other => return other.map_err(ApiError::from),
+            }
+        }
+    }
+
     /// Reads the sources of the documents a page shows, from the copies that ranked them.
-    /// Contexts are freed after reading unless `keep` (scrolls).
+    /// Contexts are freed after reading unless `keep` (scrolls), then also when a fetch fails.
     pub fn fetch_phase(
         &self,
         readers: &[Option<Reader>],
         docs: &[(usize, DocAddress)],
         keep: bool,
-    ) -> ApiResult<HashMap<(usize, DocAddress), Option<Bytes>>> {
+    ) -> Result<HashMap<(usize, DocAddress), Option<Bytes>>, PhaseError> {
+        let fetched = self.fetch_from_readers(readers, docs, keep);
+        if fetched.is_err() {
+            // A scroll's contexts stay until the scroll is cleared or expires.
+            if !keep {
+                self.free_readers(readers);
+            }
+            return fetched;
+        }
+        if !keep {
+            let fetched_shards: std::collections::BTreeSet<usize> =
+                docs.iter().map(|(s, _)| *s).collect();
+            let unfetched: Vec<Option<Reader>> = readers
+                .iter()
+                .enumerate()
+                .map(|(i, r)| r.clone().filter(|_| !fetched_shards.contains(&i)))
+                .collect();
+            self.free_readers(&unfetched);
+        }
+        fetched
+    }
+
+    fn fetch_from_readers(
+        &self,
+        readers: &[Option<Reader>],
+        docs: &[(usize, DocAddress)],
+        keep: bool,
+    ) -> Result<HashMap<(usize, DocAddress), Option<Bytes>>, PhaseError> {
         let mut by_shard: BTreeMap<usize, Vec<DocAddress>> = BTreeMap::new();
         for (shard, address) in docs {
             by_shard.entry(*shard).or_default().push(*address);
@@ -258,7 +315,7 @@ impl Node {
                 context: Some(context),
             }) = readers.get(shard).cloned().flatten()
             else {
-                return Err(ApiError::internal("no search context for the fetch phase"));
+                return Err(ApiError::internal("no search context for the fetch phase").into());
             };
             let request = FetchRequest {
                 context,
@@ -268,7 +325,7 @@ impl Node {
                     .collect(),
                 release: !keep,
             };
-            match copy.address {
+            match &copy.address {
                 None => {
                     let sources = self.shard_fetch(&request)?;
                     for (address, source) in addresses.into_iter().zip(sources) {
@@ -276,26 +333,22 @@ impl Node {
                     }
                 }
                 Some(address) => {
-                    let pending = self.send::<FetchAction>(&address, &request, SHARD_READ_TIMEOUT);
-                    remote.push((shard, addresses, pending));
+                    let pending = self.send::<FetchAction>(address, &request, SHARD_READ_TIMEOUT);
+                    remote.push((shard, addresses, copy, pending));
                 }
             }
         }
-        for (shard, addresses, pending) in remote {
-            let sources = self.wait(pending).map_err(fetch_failed)?;
+        for (shard, addresses, copy, pending) in remote {
+            let address = copy.address.as_deref().unwrap_or_default();
+            let sources = self
+                .wait_unless_gone(address, pending)
+                .map_err(|error| PhaseError::Fetch {
+                    node_id: copy.node_id.clone(),
+                    error,
+                })?;
             for (address, source) in addresses.into_iter().zip(sources) {
                 fetched.insert((shard, address), source);
             }
-        }
-        if !keep {
-            let fetched_shards: std::collections::BTreeSet<usize> =
-                docs.iter().map(|(s, _)| *s).collect();
-            let unfetched: Vec<Option<Reader>> = readers
-                .iter()
-                .enumerate()
-                .map(|(i, r)| r.clone().filter(|_| !fetched_shards.contains(&i)))
-                .collect();
-            self.free_readers(&unfetched);
         }
         Ok(fetched)
     }
@@ -415,6 +468,41 @@ fn no_copy_available(shard: &PlannedShard) -> ApiError {
             shard.shard
         ),
     )
+}
+
+/// Why a search's fetch-and-render step failed: a remote fetch (the copy that holds the search
+/// context did not answer), or anything else.
+#[derive(Debug)]
+pub enum PhaseError {
+    Fetch { node_id: String, error: ApiError },
+    Other(ApiError),
+}
+
+impl From<ApiError> for PhaseError {
+    fn from(error: ApiError) -> PhaseError {
+        PhaseError::Other(error)
+    }
+}
+
+impl From<PhaseError> for ApiError {
+    fn from(error: PhaseError) -> ApiError {
+        match error {
+            PhaseError::Fetch { error, .. } => fetch_failed(error),
+            PhaseError::Other(error) => error,
+        }
+    }
+}
+
+/// Drops the copies on `node_id` from every shard; false when no shard had one (searching
+/// again would change nothing).
+fn without_node(shards: &mut [PlannedShard], node_id: &str) -> bool {
+    let mut dropped = false;
+    for shard in shards {
+        let before = shard.copies.len();
+        shard.copies.retain(|c| c.node_id != node_id);
+        dropped |= shard.copies.len() != before;
+    }
+    dropped
 }
 
 fn fetch_failed(error: ApiError) -> ApiError {

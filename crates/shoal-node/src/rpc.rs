@@ -60,11 +60,40 @@ impl Node {
             .spawn(async move { Ok(transport.send_encoded::<A>(&address, body, timeout).await?) })
     }
 
-    /// Waits for a request sent with [`Node::send`] (from blocking code).
-    pub(crate) fn wait<T>(&self, pending: Pending<T>) -> ApiResult<T> {
-        self.runtime
-            .block_on(pending)
-            .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
+    /// Waits for a request sent to the node at `address`, unless that node leaves the cluster
+    /// first. A node that froze (SIGSTOP) or is partitioned away answers only at the call's
+    /// timeout; once a cluster state without it arrives the wait ends with a copy error, so
+    /// writes reroute to the promoted primary and reads move on to another copy at once.
+    pub(crate) fn wait_unless_gone<T: Send + 'static>(
+        &self,
+        address: &str,
+        mut pending: Pending<T>,
+    ) -> ApiResult<T> {
+        let mut states = self.cluster.subscribe();
+        let joined = |done: Result<ApiResult<T>, tokio::task::JoinError>| {
+            done.unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
+        };
+        self.runtime.block_on(async move {
+            loop {
+                tokio::select! {
+                    done = &mut pending => return joined(done),
+                    changed = states.changed() => {
+                        if changed.is_err() {
+                            return joined(pending.await);
+                        }
+                        let listed = states
+                            .borrow()
+                            .nodes
+                            .values()
+                            .any(|n| n.transport_address == address);
+                        if !listed {
+                            pending.abort();
+                            return Err(node_left(address));
+                        }
+                    }
+                }
+            }
+        })
     }
 
     /// Sends and waits.
@@ -74,7 +103,7 @@ impl Node {
         request: &A::Request,
         timeout: Duration,
     ) -> ApiResult<A::Response> {
-        self.wait(self.send::<A>(address, request, timeout))
+        self.wait_unless_gone(address, self.send::<A>(address, request, timeout))
     }
 
     /// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error
@@ -158,4 +187,14 @@ pub(crate) fn data_layer_actions(node: &Arc<Node>) -> ActionRegistry {
     crate::cluster_api::register_actions(&mut actions);
     crate::shard_search::register_actions(&mut actions);
     actions.registry
+}
+
+/// A node left the cluster while a request to it was in flight.
+fn node_left(address: &str) -> ApiError {
+    ApiError::new(
+        503,
+        "node_not_connected_exception",
+        format!("[{address}] left the cluster before it answered"),
+    )
+    .with_kind(crate::error::ErrorKind::Unavailable)
 }

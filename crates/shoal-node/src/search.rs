@@ -20,7 +20,7 @@ use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
 use crate::node::{now_millis, Node, ResolveOptions};
 use crate::read_coordinator::{
-    PlannedShard, QueryOutcome, QueryPhase, Reader, ShardFailure, FETCH_KEEP_ALIVE,
+    PhaseError, PlannedShard, QueryOutcome, QueryPhase, Reader, ShardFailure, FETCH_KEEP_ALIVE,
 };
 use crate::settings::parse_time;
 use crate::shard_search::QueryMode;
@@ -245,14 +245,10 @@ impl Node {
             from: None,
             now: now_millis(),
         };
-        let outcome = self.query_phase(&shards, &phase);
-        let mut response = self.render_search(
-            &shards,
-            &request,
-            outcome_checked(outcome, &scope)?,
-            scroll.is_some(),
-            started,
-        )?;
+        let mut response = self.query_then_fetch(&shards, &phase, |shards, outcome| {
+            let outcome = outcome_checked(outcome, &scope)?;
+            self.render_search(shards, &request, outcome, scroll.is_some(), started)
+        })?;
         let Some(keep_alive) = scroll else {
             return Ok(response.0);
         };
@@ -290,7 +286,7 @@ impl Node {
         outcome: QueryOutcome,
         keep_contexts: bool,
         started: Instant,
-    ) -> ApiResult<(Value, Vec<Option<Reader>>)> {
+    ) -> Result<(Value, Vec<Option<Reader>>), PhaseError> {
         let docs = select_page(request, &outcome.results);
         let sources = self.fetch_phase(&outcome.readers, &docs, keep_contexts)?;
         let mut fetch =
@@ -308,7 +304,8 @@ impl Node {
             &name_of,
             started.elapsed().as_millis() as u64,
             shards.len(),
-        )?;
+        )
+        .map_err(ApiError::from)?;
         add_shard_failures(&mut body, &outcome.failures);
         Ok((body, outcome.readers))
     }
@@ -500,17 +497,14 @@ impl Node {
         };
         let mut partial_scope = scope.clone();
         partial_scope.allow_partial_results = false;
-        let outcome = outcome_checked(self.query_phase(&shards, &phase), &partial_scope)?;
-        let all_docs: Vec<(usize, tantivy::DocAddress)> = outcome
-            .results
-            .iter()
-            .flat_map(|r| r.hits.iter().map(move |h| (r.shard_index, h.address)))
-            .collect();
-        let mut sources = if update {
-            self.fetch_phase(&outcome.readers, &all_docs, false)?
-        } else {
-            HashMap::new()
-        };
+        let (outcome, mut sources) = self.query_then_fetch(&shards, &phase, |_, outcome| {
+            let outcome = outcome_checked(outcome, &partial_scope)?;
+            let sources = match update {
+                true => self.fetch_phase(&outcome.readers, &every_hit(&outcome), false)?,
+                false => HashMap::new(),
+            };
+            Ok((outcome, sources))
+        })?;
         let mut writes: Vec<DocWrite> = Vec::new();
         for result in &outcome.results {
             let index = shards[result.shard_index].service.name();
@@ -698,4 +692,13 @@ fn parse_keep_alive(text: &str) -> ApiResult<Duration> {
             ))
         })?
         .ok_or_else(|| ApiError::bad_request("[scroll] keep alive must be positive"))
+}
+
+/// Every hit of a query phase, as the fetch phase addresses them.
+fn every_hit(outcome: &QueryOutcome) -> Vec<(usize, tantivy::DocAddress)> {
+    outcome
+        .results
+        .iter()
+        .flat_map(|r| r.hits.iter().map(move |h| (r.shard_index, h.address)))
+        .collect()
 }

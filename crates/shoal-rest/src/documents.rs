@@ -412,6 +412,9 @@ pub async fn bulk(
             .and_then(|m| m.values().next())
             .is_some_and(|v| v.get("error").is_some())
     });
+    if errors {
+        log_server_errors(&rendered);
+    }
     ok(
         json!({"took": started.elapsed().as_millis() as u64, "errors": errors, "items": rendered}),
         &params,
@@ -570,4 +573,24 @@ fn render_item(action: BulkAction, write: &DocWrite, result: ApiResult<(u16, Val
     let mut item = serde_json::Map::new();
     item.insert(action.as_str().to_string(), body);
     Value::Object(item)
+}
+
+/// Logs the items that failed on the server's side (5xx), as a whole request that fails so is
+/// logged: a bulk answers 200 however many of its items failed, and an operator (or a fault
+/// test reading the logs) must still see them.
+fn log_server_errors(rendered: &[Value]) {
+    let failed = rendered
+        .iter()
+        .filter_map(|item| item.as_object().and_then(|m| m.values().next()))
+        .filter(|item| item["status"].as_u64().is_some_and(|s| s >= 500));
+    for item in failed {
+        let error = &item["error"];
+        tracing::error!(
+            status = %item["status"],
+            error_type = %error["type"].as_str().unwrap_or_default(),
+            caused_by = %error["caused_by"]["type"].as_str().unwrap_or_default(),
+            reason = %error["reason"].as_str().unwrap_or_default(),
+            "bulk item failed"
+        );
+    }
 }

@@ -26,7 +26,13 @@ impl IntoResponse for RestError {
         let status =
             StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() {
-            tracing::error!(error_type = %self.0.error_type, reason = %self.0.reason, "request failed");
+            let caused_by = self.0.caused_by.as_ref().map(|c| c.error_type.as_str());
+            tracing::error!(
+                error_type = %self.0.error_type,
+                caused_by = caused_by.unwrap_or_default(),
+                reason = %self.0.reason,
+                "request failed"
+            );
         }
         json_response(status, &self.0.to_response_json(), false)
     }

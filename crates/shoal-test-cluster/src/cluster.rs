@@ -12,7 +12,7 @@ use shoal_engine::Engine;
 use shoal_node::settings::FlatSettings;
 use shoal_node::{Node, NodeConfig};
 use shoal_state::{ClusterState, ShardState};
-use shoal_transport::{DelayFilter, DropActionFilter, PartitionFilter, Transport};
+use shoal_transport::{DelayFilter, DropActionFilter, FilterDecision, PartitionFilter, Transport};
 
 use crate::http::Client;
 
@@ -348,6 +348,23 @@ impl TestCluster {
         for j in self.running().into_iter().filter(|&j| j != i) {
             self.partition(i, j);
         }
+    }
+
+    /// Freezes node `i` on the network as SIGSTOP would: every message to or from it hangs
+    /// until the call's timeout, where [`Self::isolate`] fails calls at once.
+    pub fn freeze(&self, i: usize) {
+        const HANG: Duration = Duration::from_secs(24 * 3600);
+        let frozen = self.slots[i].transport_address.clone();
+        for j in self.running().into_iter().filter(|&j| j != i) {
+            let frozen = frozen.clone();
+            self.transport(j)
+                .add_filter(Arc::new(move |to: &str, _: &str| match to == frozen {
+                    true => FilterDecision::Delay(HANG),
+                    false => FilterDecision::Pass,
+                }));
+        }
+        self.transport(i)
+            .add_filter(Arc::new(|_: &str, _: &str| FilterDecision::Delay(HANG)));
     }
 
     /// Node `i` drops every message it sends whose action starts with `prefix`.

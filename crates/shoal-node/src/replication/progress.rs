@@ -274,12 +274,15 @@ impl Node {
             .values()
             .filter(|n| n.id != self.node_id)
             .map(|n| {
-                self.send_encoded::<RecoveryListAction>(&n.transport_address, body.clone(), timeout)
+                let address = n.transport_address.clone();
+                let pending =
+                    self.send_encoded::<RecoveryListAction>(&address, body.clone(), timeout);
+                (address, pending)
             })
             .collect();
         let mut records = self.local_recoveries(indices);
-        for reply in pending {
-            match self.wait(reply) {
+        for (address, reply) in pending {
+            match self.wait_unless_gone(&address, reply) {
                 Ok(remote) => records.extend(remote),
                 Err(e) => tracing::debug!(error = %e, "a node's recovery records are missing"),
             }

@@ -131,41 +131,6 @@ impl Node {
             .collect()
     }
 
-    /// Waits for a forwarded batch. A node that leaves the cluster meanwhile (one that froze
-    /// and was removed, say) will not answer in time: the wait ends as soon as a cluster state
-    /// without it arrives, so the items can be rerouted to the promoted primary.
-    fn wait_unless_gone<T: Send + 'static>(
-        &self,
-        address: &str,
-        mut pending: Pending<T>,
-    ) -> ApiResult<T> {
-        let mut states = self.cluster.subscribe();
-        let joined = |done: Result<ApiResult<T>, tokio::task::JoinError>| {
-            done.unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
-        };
-        self.runtime.block_on(async move {
-            loop {
-                tokio::select! {
-                    done = &mut pending => return joined(done),
-                    changed = states.changed() => {
-                        if changed.is_err() {
-                            return joined(pending.await);
-                        }
-                        let listed = states
-                            .borrow()
-                            .nodes
-                            .values()
-                            .any(|n| n.transport_address == address);
-                        if !listed {
-                            pending.abort();
-                            return Err(node_left(address));
-                        }
-                    }
-                }
-            }
-        })
-    }
-
     /// Executes a forwarded batch on this node's primaries, once. An item whose primary is
     /// not here (any more) fails as moved and its coordinator reroutes it: a batch is never
     /// forwarded on from here, because a coordinator that gave up on this node (it left the
@@ -203,13 +168,4 @@ pub(crate) fn primary_not_here(index: &str, shard: usize, address: &str) -> ApiE
         format!("[{index}][{shard}] the primary is not on this node (it is on [{address}]); retry the request"),
     )
     .with_kind(ErrorKind::Moved)
-}
-
-fn node_left(address: &str) -> ApiError {
-    ApiError::new(
-        503,
-        "node_not_connected_exception",
-        format!("[{address}] left the cluster before it answered a forwarded write"),
-    )
-    .with_kind(ErrorKind::Unavailable)
 }
