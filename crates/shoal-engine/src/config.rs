@@ -27,6 +27,9 @@ pub struct EngineConfig {
     pub version_map_limit_bytes: usize,
     /// `index.shard.check_on_startup`: how much of the store is verified on open.
     pub check_on_startup: crate::store::CheckOnStartup,
+    /// Open as a segment-replication replica: no index writer; operations are only logged
+    /// and segments arrive from the primary (`index.replication.type: SEGMENT`).
+    pub segment_replica: bool,
 }
 
 impl EngineConfig {
@@ -43,6 +46,7 @@ impl EngineConfig {
             gc_deletes: Duration::from_secs(60),
             version_map_limit_bytes: 64 * 1024 * 1024,
             check_on_startup: crate::store::CheckOnStartup::default(),
+            segment_replica: false,
         }
     }
 

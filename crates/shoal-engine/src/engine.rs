@@ -25,14 +25,19 @@ pub(crate) const SEQ_NO: &str = shoal_mapping::schema::SEQ_NO_FIELD;
 pub(crate) const PRIMARY_TERM: &str = shoal_mapping::schema::PRIMARY_TERM_FIELD;
 pub(crate) const VERSION: &str = shoal_mapping::schema::VERSION_FIELD;
 
+/// Turns an operation's `_source` back into its tantivy document (translog replay).
+pub type ParseDocument<'a> = dyn Fn(&str, &[u8]) -> Result<TantivyDocument, MapperError> + 'a;
+
 /// Told about each commit that made operations searchable; it may read the engine (its
 /// checkpoints, `commit_files`) but must not write to it.
 pub type RefreshListener = Arc<dyn Fn(&Engine) + Send + Sync>;
 
 mod apply;
+mod nrt;
 mod open;
 mod ops;
 
+pub use nrt::{SegmentCheckpoint, StoreFile};
 use open::dir_size;
 pub use ops::{DocRequest, GetResult, OpResult, OpResultKind, Origin, VersionType, WriteOp};
 
@@ -47,11 +52,23 @@ struct Current {
 
 /// State changed only under the write lock.
 struct WriteState {
-    writer: IndexWriter,
+    /// `None` on a segment-replication replica: it copies the primary's segments and only
+    /// logs operations (see [`nrt`]); promotion opens one.
+    writer: Option<IndexWriter>,
     tracker: LocalCheckpointTracker,
     version_map: VersionMap,
     /// Writes since the last commit.
     dirty: bool,
+}
+
+impl WriteState {
+    /// The index writer; only called on paths a writer-less engine never takes (its
+    /// operations go to [`Engine::log_without_indexing`], its refresh and merges do nothing).
+    fn writer(&mut self) -> &mut IndexWriter {
+        self.writer
+            .as_mut()
+            .expect("a writer-less engine never indexes, commits or merges")
+    }
 }
 
 pub struct Engine {
@@ -82,6 +99,8 @@ pub struct Engine {
     failure: Mutex<Option<String>>,
     /// Corruption found by reads and merges; see [`crate::store`].
     pub(crate) integrity: Integrity,
+    /// Checksums of this primary's segment files, for segment-replication checkpoints.
+    checksums: nrt::ChecksumCache,
 }
 
 impl Engine {
@@ -201,7 +220,8 @@ impl Engine {
     /// Makes every write so far searchable (a tantivy commit). Cheap when nothing changed.
     pub fn refresh(&self) -> Result<bool, EngineError> {
         let mut state = self.state.lock();
-        if !state.dirty {
+        // A writer-less replica sees what it copied; it has nothing of its own to refresh.
+        if !state.dirty || state.writer.is_none() {
             return Ok(false);
         }
         let started = Instant::now();
@@ -263,7 +283,7 @@ impl Engine {
         // forgets that thread: a later commit would succeed without them. Any error here
         // therefore fails the engine; its last good commit and the translog still hold
         // everything acknowledged.
-        let prepared = state.writer.prepare_commit();
+        let prepared = state.writer().prepare_commit();
         let mut prepared = self.fail_on_error("commit failed", prepared)?;
         prepared.set_payload(&payload.to_json());
         let committed = prepared.commit();
@@ -280,6 +300,12 @@ impl Engine {
     pub fn flush(&self, force: bool) -> Result<bool, EngineError> {
         let started = Instant::now();
         let mut state = self.state.lock();
+        if state.writer.is_none() {
+            // Its commits come from the primary (see `install_checkpoint`), which trims.
+            drop(state);
+            self.sync_translog()?;
+            return Ok(false);
+        }
         let uncommitted = self.translog.stats().uncommitted_operations;
         if !force && !state.dirty && uncommitted == 0 {
             return Ok(false);
@@ -371,6 +397,10 @@ impl Engine {
 
     /// Merges down to at most `max_num_segments` segments (blocking).
     pub fn force_merge(&self, max_num_segments: usize) -> Result<(), EngineError> {
+        // A replica's segments are the primary's: it merges by copying the merged segment.
+        if self.is_writer_less() {
+            return Ok(());
+        }
         self.refresh()?;
         let max_num_segments = max_num_segments.max(1);
         // Background merges may hold some of the segments: wait for them and try again.
@@ -394,7 +424,7 @@ impl Engine {
             self.verify_merge_inputs(picked)?;
             let started = Instant::now();
             Counters::add(&self.counters.merge_current, 1);
-            let future = self.state.lock().writer.merge(&ids);
+            let future = self.state.lock().writer().merge(&ids);
             let outcome = future.wait();
             self.counters.merge_current.fetch_sub(1, Ordering::Relaxed);
             match outcome {

@@ -28,16 +28,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use shoal_mapping::MapperError;
+
 use tantivy::directory::Directory;
 use tantivy::index::{SegmentComponent, SegmentId};
 use tantivy::indexer::{MergeCandidate, MergePolicy};
-use tantivy::{Index, SegmentMeta, SegmentReader, TantivyDocument};
+use tantivy::{Index, SegmentMeta, SegmentReader};
 use tracing::{error, info};
 
 use crate::commit::CommitPayload;
 use crate::config::EngineConfig;
-use crate::engine::Engine;
+use crate::engine::{Engine, ParseDocument};
 use crate::error::EngineError;
 
 /// Prefix of the marker files of a corrupted store.
@@ -153,7 +153,7 @@ impl Engine {
     pub fn open(
         config: EngineConfig,
         primary_term: i64,
-        parse: &dyn Fn(&str, &[u8]) -> Result<TantivyDocument, MapperError>,
+        parse: &ParseDocument<'_>,
     ) -> Result<Engine, EngineError> {
         let index_dir = config.index_dir();
         if let Some(reason) = read_marker(&index_dir) {

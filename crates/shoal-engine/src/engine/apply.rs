@@ -16,6 +16,9 @@ impl Engine {
         if let Some(reason) = self.failure() {
             return closed_results(ops.len(), &reason);
         }
+        if state.writer.is_none() {
+            return self.log_without_indexing(&mut state, ops, origin);
+        }
         let searcher = self.reader.searcher();
         let mut results = Vec::with_capacity(ops.len());
         let mut translog_ops = Vec::with_capacity(ops.len());
@@ -112,7 +115,7 @@ impl Engine {
                         let version = if retried_append {
                             1
                         } else {
-                            resolve_version(&id, current, &request, false)?
+                            resolve_version(&id, current, &request)?
                         };
                         let seq_no = state.tracker.generate_seq_no();
                         if current.is_some_and(|c| !c.deleted) {
@@ -153,10 +156,10 @@ impl Engine {
                 );
                 if !append_only && (current.is_some() || !request.auto_generated_id) {
                     state
-                        .writer
+                        .writer()
                         .delete_term(Term::from_field_text(self.schema.id, &id));
                 }
-                state.writer.add_document(doc)?;
+                state.writer().add_document(doc)?;
                 state.dirty = true;
                 let created = (retried_append && origin == Origin::Primary)
                     || current.is_none_or(|c| c.deleted);
@@ -198,7 +201,7 @@ impl Engine {
                 let current = self.current(state, searcher, &id)?;
                 let (seq_no, primary_term, version) = match origin {
                     Origin::Primary => {
-                        let version = resolve_version(&id, current, &request, true)?;
+                        let version = resolve_version(&id, current, &request)?;
                         let seq_no = state.tracker.generate_seq_no();
                         self.advance_max_seq_no_of_updates(seq_no);
                         (seq_no, self.primary_term(), version)
@@ -219,7 +222,7 @@ impl Engine {
                 };
                 let found = current.is_some_and(|c| !c.deleted);
                 state
-                    .writer
+                    .writer()
                     .delete_term(Term::from_field_text(self.schema.id, &id));
                 state.dirty = true;
                 state.version_map.put(
@@ -321,13 +324,13 @@ impl Engine {
     }
 }
 
-fn closed_results(len: usize, reason: &str) -> Vec<Result<OpResult, EngineError>> {
+pub(super) fn closed_results(len: usize, reason: &str) -> Vec<Result<OpResult, EngineError>> {
     (0..len)
         .map(|_| Err(EngineError::Closed(reason.to_string())))
         .collect()
 }
 
-fn noop_result(seq_no: i64, primary_term: i64, version: i64) -> OpResult {
+pub(super) fn noop_result(seq_no: i64, primary_term: i64, version: i64) -> OpResult {
     not_yet_located(OpResultKind::Noop, seq_no, primary_term, version)
 }
 
@@ -341,7 +344,6 @@ fn resolve_version(
     id: &str,
     current: Option<Current>,
     request: &DocRequest,
-    is_delete: bool,
 ) -> Result<i64, EngineError> {
     let live = current.filter(|c| !c.deleted);
     let conflict = |detail: String| EngineError::VersionConflict {
@@ -382,7 +384,6 @@ fn resolve_version(
                     VersionType::External => given > c.version,
                     _ => given >= c.version,
                 };
-                let ok = ok || (c.deleted && is_delete && false);
                 if !ok {
                     let relation = if request.version_type == VersionType::External {
                         "higher or equal to"
@@ -401,7 +402,12 @@ fn resolve_version(
 }
 
 /// An operation's result before the translog gives it a location.
-fn not_yet_located(kind: OpResultKind, seq_no: i64, primary_term: i64, version: i64) -> OpResult {
+pub(super) fn not_yet_located(
+    kind: OpResultKind,
+    seq_no: i64,
+    primary_term: i64,
+    version: i64,
+) -> OpResult {
     OpResult {
         kind,
         seq_no,

@@ -7,7 +7,7 @@ impl Engine {
     pub(crate) fn open_store(
         config: EngineConfig,
         primary_term: i64,
-        parse: &dyn Fn(&str, &[u8]) -> Result<TantivyDocument, MapperError>,
+        parse: &ParseDocument<'_>,
         integrity: Integrity,
     ) -> Result<Engine, EngineError> {
         std::fs::create_dir_all(config.index_dir())?;
@@ -35,7 +35,10 @@ impl Engine {
             .as_ref()
             .map_or(NO_OPS_PERFORMED, |p| p.global_checkpoint);
         let history_complete_from = payload.as_ref().map_or(0, |p| p.history_complete_from);
-        let writer = new_writer(&index, &config, &integrity)?;
+        let writer = match config.segment_replica {
+            true => None,
+            false => Some(new_writer(&index, &config, &integrity)?),
+        };
         let source_cache = Arc::new(SourceReaderCache::new());
         let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
         let reader = index
@@ -68,8 +71,14 @@ impl Engine {
             refresh_listeners: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             integrity,
+            checksums: Default::default(),
         };
-        let replayed = engine.replay_translog(local_checkpoint, parse)?;
+        // A replica's translog holds what it logged above the copied commit; only a writer
+        // indexes it (on promotion).
+        let replayed = match engine.is_writer_less() {
+            true => engine.mark_logged_operations(local_checkpoint)?,
+            false => engine.replay_translog(local_checkpoint, parse)?,
+        };
         engine
             .max_seq_no_of_updates
             .store(engine.max_seq_no(), Ordering::Release);
@@ -87,10 +96,10 @@ impl Engine {
         Ok(engine)
     }
 
-    fn replay_translog(
+    pub(super) fn replay_translog(
         &self,
         local_checkpoint: i64,
-        parse: &dyn Fn(&str, &[u8]) -> Result<TantivyDocument, MapperError>,
+        parse: &ParseDocument<'_>,
     ) -> Result<usize, EngineError> {
         let snapshot = self.translog.snapshot(local_checkpoint + 1, i64::MAX)?;
         let mut replayed = 0;
@@ -169,7 +178,7 @@ fn open_translog(
     }
 }
 
-fn new_writer(
+pub(super) fn new_writer(
     index: &Index,
     config: &EngineConfig,
     integrity: &Integrity,
