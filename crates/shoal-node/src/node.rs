@@ -13,6 +13,7 @@ use crate::core::{CoreParts, NodeCore};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::{AliasMetadata, IndexMetadata, IndexState, NodePaths};
+use crate::read::ReadService;
 use crate::routing::{validate_index_name, wildcard_match};
 use crate::settings::{self, FlatSettings};
 
@@ -38,10 +39,8 @@ const LEAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// they reach only what is generic (see [`crate::core`]).
 pub struct Node {
     pub core: Arc<NodeCore>,
-    pub scrolls: crate::search::ScrollRegistry,
-    pub search_contexts: crate::shard_search::SearchContexts,
-    /// Spreads default-preference reads over the copies of each shard.
-    pub(crate) read_rotation: std::sync::atomic::AtomicUsize,
+    /// Searches, counts, scrolls and gets.
+    pub reads: Arc<ReadService>,
     pub(crate) recoveries: crate::replication::recovery::Recoveries,
     /// Keeps a runtime alive when the node was started outside of one (tests).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -106,10 +105,8 @@ impl Node {
             pressure,
         }));
         let node = Arc::new(Node {
+            reads: Arc::new(ReadService::new(core.clone())),
             core,
-            scrolls: crate::search::ScrollRegistry::default(),
-            search_contexts: Default::default(),
-            read_rotation: Default::default(),
             recoveries: Default::default(),
             own_runtime: Mutex::new(own_runtime),
             reported_started: Mutex::new(Default::default()),
@@ -208,7 +205,7 @@ impl Node {
         })?;
         for (key, value) in persistent.iter().chain(transient.iter()) {
             crate::replication::throttle::validate(key, value)?;
-            crate::search::validate_max_buckets(key, value)?;
+            crate::read::search::validate_max_buckets(key, value)?;
         }
         let mut settings = self.cluster_settings();
         apply_update(&mut settings.persistent, persistent);
@@ -350,7 +347,7 @@ impl Node {
         if !service.is_open() {
             return Ok(());
         }
-        self.free_index_scrolls(&service.uuid());
+        self.reads.free_index_scrolls(&service.uuid());
         // The applier closes the local copies once the closed state is agreed, as on every
         // other node: closing them here first let the applier, still seeing the index open,
         // reopen a second engine on the same store while the first one flushed.

@@ -199,7 +199,7 @@ pub(crate) fn data_layer_actions(node: &Arc<Node>) -> ActionRegistry {
     crate::replication::promotion::register_actions(&mut actions);
     crate::replication::recovery::register_actions(&mut actions);
     crate::cluster_api::register_actions(&mut actions);
-    crate::shard_search::register_actions(&mut actions);
+    crate::read::register_actions(&mut actions, &node.reads);
     actions.registry
 }
 

@@ -123,7 +123,9 @@ fn resolve_part(
         out.extend(
             indices
                 .iter()
-                .filter(|(n, s)| (options.include_closed || s.is_open()) && visible(options, part, n, s))
+                .filter(|(n, s)| {
+                    (options.include_closed || s.is_open()) && visible(options, part, n, s)
+                })
                 .map(|(n, _)| n.clone()),
         );
         return Ok(());
@@ -171,8 +173,7 @@ fn resolve_wildcard(
     let before = out.len();
     for (name, service) in indices.iter() {
         let aliases = service.with_meta(|m| m.aliases.keys().cloned().collect::<Vec<_>>());
-        let matches =
-            wildcard_match(part, name) || aliases.iter().any(|a| wildcard_match(part, a));
+        let matches = wildcard_match(part, name) || aliases.iter().any(|a| wildcard_match(part, a));
         if matches
             && (options.include_closed || service.is_open())
             && visible(options, part, name, service)

@@ -12,9 +12,9 @@ use shoal_types::{AllocationId, ShardId};
 use super::IndexShard;
 use serde_json::json;
 
+use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::core::NodeCore;
 use crate::replication::ShardReplication;
 
 /// A local copy as a handler sees it.
