@@ -19,9 +19,9 @@ use shoal_cluster::Cluster;
 use shoal_state::ClusterState;
 use shoal_transport::Transport;
 
+use crate::config::NodeConfig;
 use crate::index_service::IndexService;
 use crate::metadata::NodePaths;
-use crate::node::NodeConfig;
 use crate::settings;
 
 pub use indices::ResolveOptions;
