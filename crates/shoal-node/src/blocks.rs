@@ -140,7 +140,7 @@ pub struct ClusterBlocks {
 
 impl ClusterBlocks {
     /// `node_setting` supplies a cluster setting the state does not hold (the node's own
-    /// configuration), as `Node::cluster_setting` does.
+    /// configuration), as `NodeCore::cluster_setting` does.
     pub fn new(state: Arc<ClusterState>, node_setting: impl Fn(&str) -> Option<String>) -> Self {
         let global = GLOBAL_BLOCKS
             .into_iter()
@@ -357,7 +357,7 @@ impl ClusterBlocks {
     }
 }
 
-impl crate::node::Node {
+impl crate::core::NodeCore {
     /// The blocks of the cluster state this node has applied.
     pub fn blocks(&self) -> ClusterBlocks {
         ClusterBlocks::new(self.cluster_state(), |key| {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::ToSocketAddrs;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -230,15 +230,6 @@ impl NodeHandler {
 }
 
 impl Node {
-    pub fn cluster(&self) -> &Arc<Cluster> {
-        &self.cluster
-    }
-
-    /// The applied cluster state.
-    pub fn cluster_state(&self) -> Arc<ClusterState> {
-        self.cluster.state()
-    }
-
     /// Proposes a command and waits until this node's applier has applied it, including the
     /// work on its copies of the indices the command changes (closing or deleting an index
     /// answers once the stores are released here).
@@ -255,51 +246,6 @@ impl Node {
     /// Publishes index metadata through the cluster manager (create or replace).
     pub fn publish_index(&self, meta: IndexMetadata, create: bool) -> ApiResult<Arc<ClusterState>> {
         self.propose(Command::PutIndex { meta, create })
-    }
-
-    /// Waits without polling: `check` runs now and again after every cluster state this node
-    /// applies (it sees the state and the applied version), until it answers or `timeout`.
-    pub(crate) fn wait_until_applied<T>(
-        &self,
-        timeout: Duration,
-        mut check: impl FnMut(&ClusterState, u64) -> Option<T>,
-    ) -> Option<T> {
-        let deadline = Instant::now() + timeout;
-        // Holding the lock while checking means no application can slip between a failed
-        // check and the wait.
-        let mut applied = self.applied_version.lock();
-        loop {
-            if self.killed.load(std::sync::atomic::Ordering::Acquire) {
-                return None;
-            }
-            if let Some(answer) = check(&self.cluster.state(), *applied) {
-                return Some(answer);
-            }
-            if self
-                .applied_cond
-                .wait_until(&mut applied, deadline)
-                .timed_out()
-            {
-                return check(&self.cluster.state(), *applied);
-            }
-        }
-    }
-
-    /// Waits until every primary of `index` is started (create index answers after that,
-    /// like OpenSearch's default `wait_for_active_shards=1`). Returns whether they did.
-    pub fn wait_for_primaries(&self, index: &str, timeout: Duration) -> bool {
-        self.wait_until_applied(timeout, |state, _| {
-            state
-                .routing
-                .get(index)
-                .is_some_and(|t| {
-                    t.shards
-                        .iter()
-                        .all(|copies| copies.iter().any(|c| c.primary && c.is_active()))
-                })
-                .then_some(())
-        })
-        .is_some()
     }
 
     /// Tells the cluster manager a local copy failed (its recovery, say), so allocation can

@@ -232,7 +232,7 @@ impl Node {
         options: &GetOptions,
     ) -> ApiResult<(Arc<IndexService>, Option<shoal_engine::GetResult>)> {
         let shard = service.route(options.routing.as_deref().unwrap_or(id));
-        let request = crate::shard_search::GetRequest {
+        let request = crate::read::actions::GetRequest {
             index: service.name(),
             index_uuid: service.uuid(),
             shard,
@@ -240,7 +240,9 @@ impl Node {
             realtime: options.realtime,
             refresh: options.refresh,
         };
-        let doc = self.get_from_copies(&service, shard, request, &options.preference)?;
+        let doc = self
+            .reads
+            .get_from_copies(&service, shard, request, &options.preference)?;
         Ok((service, doc))
     }
 
@@ -277,7 +279,7 @@ pub struct GetOptions {
     pub realtime: bool,
     /// Refresh the copy before reading (`refresh=true`).
     pub refresh: bool,
-    pub preference: crate::copies::Preference,
+    pub preference: crate::read::copies::Preference,
 }
 
 impl GetOptions {
@@ -295,7 +297,7 @@ impl GetOptions {
     ) -> ApiResult<GetOptions> {
         let flag = |key: &str, default: bool| crate::error::bool_param(params, key, default);
         let (preference, _) =
-            crate::copies::parse_preference(params.get("preference").map(String::as_str))?;
+            crate::read::copies::parse_preference(params.get("preference").map(String::as_str))?;
         Ok(GetOptions {
             routing: params.get("routing").cloned(),
             realtime: flag("realtime", true)?,

@@ -35,13 +35,6 @@ pub(crate) trait Scope {
 }
 
 #[cfg(feature = "failpoints")]
-impl Scope for crate::node::Node {
-    fn node_name(&self) -> String {
-        self.config.node_name.clone()
-    }
-}
-
-#[cfg(feature = "failpoints")]
 impl Scope for std::sync::Weak<crate::node::Node> {
     fn node_name(&self) -> String {
         self.upgrade()

@@ -366,7 +366,7 @@ impl IndexService {
     }
 
     /// The local copy of `shard` (a handler acting on a copy a request names uses
-    /// [`Node::local_copy`](crate::node::Node::local_copy), which also checks uuid and allocation).
+    /// [`NodeCore::local_copy`](crate::core::NodeCore::local_copy), which also checks uuid and allocation).
     pub fn copy(&self, shard: usize) -> ApiResult<Arc<IndexShard>> {
         let shards = self.shards.read();
         match shards.get(shard).cloned().flatten() {

@@ -14,6 +14,7 @@ use futures::stream::{BoxStream, StreamExt};
 use serde::Serialize;
 use shoal_transport::{ActionRegistry, RemoteError, TransportError, WireAction, WireStreamAction};
 
+use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::node::Node;
 
@@ -30,7 +31,7 @@ pub(crate) fn json_bytes(value: &impl Serialize) -> Bytes {
     Bytes::from(serde_json::to_vec(value).expect("transport messages serialize"))
 }
 
-impl Node {
+impl NodeCore {
     /// Sends `request` to the handler of `A` on the node at `address`; the handle resolves to
     /// the typed reply. The request is encoded here, once.
     pub(crate) fn send<A: WireAction>(
@@ -48,7 +49,7 @@ impl Node {
         }
     }
 
-    /// [`Node::send`] of a request already encoded (one request sent to several nodes).
+    /// [`NodeCore::send`] of a request already encoded (one request sent to several nodes).
     pub(crate) fn send_encoded<A: WireAction>(
         &self,
         address: &str,
@@ -105,29 +106,31 @@ impl Node {
     ) -> ApiResult<A::Response> {
         self.wait_unless_gone(address, self.send::<A>(address, request, timeout))
     }
+}
 
-    /// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error
-    /// in the transport's shape. Every data-layer action goes through here (see
-    /// [`NodeActions::register`]).
-    pub(crate) async fn serve_action_blocking<T: Send + 'static>(
-        self: Arc<Self>,
-        action: &'static str,
-        handler: impl FnOnce(&Node) -> ApiResult<T> + Send + 'static,
-    ) -> Result<T, RemoteError> {
-        let (pool, admission) = crate::pressure::pool_for_action(action);
-        let pool = self.pressure.pool(pool).clone();
-        let task = format!("[{action}]");
-        crate::pressure::run_on(&pool, admission, &task, move || handler(&self))
-            .await
-            .and_then(|served| served)
-            .map_err(ApiError::into_remote)
-    }
+/// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error in
+/// the transport's shape. Every data-layer action goes through here (see
+/// [`NodeActions::register`]); `service` is what the handler acts on (the node, or a service).
+async fn serve_action_blocking<S: Send + Sync + 'static, T: Send + 'static>(
+    service: Arc<S>,
+    pressure: &crate::pressure::Pressure,
+    action: &'static str,
+    handler: impl FnOnce(&S) -> ApiResult<T> + Send + 'static,
+) -> Result<T, RemoteError> {
+    let (pool, admission) = crate::pressure::pool_for_action(action);
+    let pool = pressure.pool(pool).clone();
+    let task = format!("[{action}]");
+    crate::pressure::run_on(&pool, admission, &task, move || handler(&service))
+        .await
+        .and_then(|served| served)
+        .map_err(ApiError::into_remote)
 }
 
 /// The data-layer actions of a node, as each owning module registers them.
 pub(crate) struct NodeActions {
     registry: ActionRegistry,
     node: Weak<Node>,
+    pressure: Arc<crate::pressure::Pressure>,
 }
 
 impl NodeActions {
@@ -136,12 +139,22 @@ impl NodeActions {
         &mut self,
         handler: fn(&Node, A::Request) -> ApiResult<A::Response>,
     ) {
-        let node = self.node.clone();
+        self.register_on::<A, Node>(self.node.clone(), handler);
+    }
+
+    /// Registers the handler of `A` on a service: a blocking function of the service and the
+    /// typed request. Held weakly, like the node: a stopped node answers `node_closed`.
+    pub(crate) fn register_on<A: WireAction, S: Send + Sync + 'static>(
+        &mut self,
+        service: Weak<S>,
+        handler: fn(&S, A::Request) -> ApiResult<A::Response>,
+    ) {
+        let pressure = self.pressure.clone();
         self.registry.register::<A, _, _>(move |_, request| {
-            let node = node.upgrade();
+            let (service, pressure) = (service.upgrade(), pressure.clone());
             async move {
-                let node = node.ok_or_else(node_closed)?;
-                node.serve_action_blocking(A::NAME, move |node| handler(node, request))
+                let service = service.ok_or_else(node_closed)?;
+                serve_action_blocking(service, &pressure, A::NAME, move |s| handler(s, request))
                     .await
             }
         });
@@ -178,6 +191,7 @@ pub(crate) fn data_layer_actions(node: &Arc<Node>) -> ActionRegistry {
     let mut actions = NodeActions {
         registry: ActionRegistry::new(),
         node: Arc::downgrade(node),
+        pressure: node.pressure.clone(),
     };
     crate::write::forward::register_actions(&mut actions);
     crate::broadcast::register_actions(&mut actions);
@@ -185,7 +199,7 @@ pub(crate) fn data_layer_actions(node: &Arc<Node>) -> ActionRegistry {
     crate::replication::promotion::register_actions(&mut actions);
     crate::replication::recovery::register_actions(&mut actions);
     crate::cluster_api::register_actions(&mut actions);
-    crate::shard_search::register_actions(&mut actions);
+    crate::read::register_actions(&mut actions, &node.reads);
     actions.registry
 }
 

@@ -117,7 +117,7 @@ impl Node {
     ) -> ApiResult<UpdateOutcome> {
         // The primary decides the update, so read what it has (a replica may lag).
         let read = crate::documents::GetOptions {
-            preference: crate::copies::Preference::Primary,
+            preference: crate::read::copies::Preference::Primary,
             ..crate::documents::GetOptions::realtime(request.routing.as_deref())
         };
         let current = match self.update_target(index).and_then(|service| match service {

@@ -153,9 +153,12 @@ pub async fn search(
     let raw = body.clone();
     let body = search_body(&body)?;
     let map = params.0.clone();
-    let response = blocking(move || node.search(index.as_deref().unwrap_or("_all"), &body, &map))
-        .await
-        .map_err(|e| RestError(with_position(e.0, &raw)))?;
+    let response = blocking(move || {
+        node.reads
+            .search(index.as_deref().unwrap_or("_all"), &body, &map)
+    })
+    .await
+    .map_err(|e| RestError(with_position(e.0, &raw)))?;
     ok(response, &params)
 }
 
@@ -198,8 +201,11 @@ pub async fn count(
 ) -> RestResult {
     let body = search_body(&body)?;
     let map = params.0.clone();
-    let response =
-        blocking(move || node.count(index.as_deref().unwrap_or("_all"), &body, &map)).await?;
+    let response = blocking(move || {
+        node.reads
+            .count(index.as_deref().unwrap_or("_all"), &body, &map)
+    })
+    .await?;
     ok(response, &params)
 }
 
@@ -225,7 +231,8 @@ pub async fn msearch(
             );
         };
         let parsed = search_body(body)?;
-        node.validate_search_body(&parsed, &params.0)
+        node.reads
+            .validate_search_body(&parsed, &params.0)
             .map_err(|e| RestError(with_position(e, body)))?;
         let body = parsed;
         requests.push((header, body));
@@ -265,7 +272,7 @@ pub async fn msearch(
                         );
                     }
                 }
-                match node.search(&target, &body, &map) {
+                match node.reads.search(&target, &body, &map) {
                     Ok(mut response) => {
                         response["status"] = json!(200);
                         response
@@ -322,7 +329,7 @@ pub async fn scroll(
             .and_then(Value::as_str)
             .map(str::to_string)
     });
-    let response = blocking(move || node.scroll(&scroll_id, keep_alive.as_deref())).await?;
+    let response = blocking(move || node.reads.scroll(&scroll_id, keep_alive.as_deref())).await?;
     ok(response, &params)
 }
 
@@ -350,7 +357,7 @@ pub async fn clear_scroll(
     // `_all` succeeds whatever was open (OpenSearch counts each node that cleared as freed);
     // named ids that free nothing are a 404.
     let all = ids.iter().any(|id| id == "_all");
-    let freed = blocking(move || Ok(node.clear_scroll(&ids))).await?;
+    let freed = blocking(move || Ok(node.reads.clear_scroll(&ids))).await?;
     let status = if freed == 0 && !all {
         axum::http::StatusCode::NOT_FOUND
     } else {

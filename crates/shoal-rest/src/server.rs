@@ -103,8 +103,7 @@ async fn expire_search_contexts(node: Arc<Node>) {
         // A context being read holds its lock: wait for it off the async workers.
         let node = Arc::clone(&node);
         let _ = tokio::task::spawn_blocking(move || {
-            node.scrolls.expire();
-            node.search_contexts.expire();
+            node.reads.expire_contexts();
         })
         .await;
     }

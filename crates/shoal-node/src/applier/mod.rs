@@ -6,7 +6,7 @@
 //!
 //! Two notions of "applied" follow from that:
 //! - the applied version (`Node::applied_version`): metadata installed and every copy's work
-//!   handed out for that state. Waiters on it (`Node::wait_until_applied`) are woken again
+//!   handed out for that state. Waiters on it (`NodeCore::wait_until_applied`) are woken again
 //!   after every copy task, so a check on a copy's state ("open", "acting as primary") sees it
 //!   as soon as its task is done;
 //! - a copy's work for a version is done when [`Node::wait_copies_applied`] says so: a metadata

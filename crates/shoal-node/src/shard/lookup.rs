@@ -10,9 +10,11 @@ use std::sync::Arc;
 use shoal_types::{AllocationId, ShardId};
 
 use super::IndexShard;
-use crate::error::ApiResult;
+use serde_json::json;
+
+use crate::core::NodeCore;
+use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::node::Node;
 use crate::replication::ShardReplication;
 
 /// A local copy as a handler sees it.
@@ -29,7 +31,7 @@ impl LocalCopy {
     }
 }
 
-impl Node {
+impl NodeCore {
     /// The open copy of `shard_id` (of the index called `index`) on this node, and if
     /// `allocation` is given, only that allocation of it. Anything else is a
     /// `shard_not_found_exception`: the sender acted on a state this node no longer matches.
@@ -40,7 +42,7 @@ impl Node {
         allocation: Option<&AllocationId>,
     ) -> ApiResult<LocalCopy> {
         let number = shard_id.shard as usize;
-        let not_found = || crate::shard_search::shard_not_found(index, number);
+        let not_found = || shard_not_found(index, number);
         let service = self
             .index(index)
             .filter(|s| s.uuid() == shard_id.index_uuid)
@@ -61,4 +63,11 @@ impl Node {
             replication,
         })
     }
+}
+
+/// A shard copy this node does not (or no longer) hold: the sender tries another copy.
+pub fn shard_not_found(index: &str, shard: usize) -> ApiError {
+    ApiError::new(404, "shard_not_found_exception", "no such shard")
+        .with("index", json!(index))
+        .with("shard", json!(shard.to_string()))
 }

@@ -3,6 +3,7 @@
 //! [`primary`] role that applies one shard's batch where its primary is; the replica role is
 //! `replication/replica.rs`.
 
+pub mod by_query;
 pub mod coordinator;
 pub mod forward;
 pub mod primary;

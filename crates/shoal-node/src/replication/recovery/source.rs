@@ -147,7 +147,7 @@ impl Node {
         }
         let replication = service
             .replication(request.shard)
-            .ok_or_else(|| crate::shard_search::shard_not_found(&request.index, request.shard))?;
+            .ok_or_else(|| crate::shard::lookup::shard_not_found(&request.index, request.shard))?;
         let recovery_id = shoal_cluster::new_id();
         let lease = shoal_replication::recovery_lease_id(&recovery_id);
         let mut outgoing = Outgoing::new(
@@ -276,7 +276,7 @@ impl Node {
         let engine = service.shard(shard)?;
         let replication = service
             .replication(shard)
-            .ok_or_else(|| crate::shard_search::shard_not_found(&service.name(), shard))?;
+            .ok_or_else(|| crate::shard::lookup::shard_not_found(&service.name(), shard))?;
         let end = {
             let _no_writes_in_flight = replication.ops_lock.write();
             replication

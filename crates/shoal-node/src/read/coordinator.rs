@@ -1,35 +1,28 @@
-//! The coordinating side of distributed reads: which copy of every shard a search or get
-//! reads (see [`crate::copies`]), the query and fetch phases sent to those copies (in
-//! parallel, this node's own copies inline), and read failover: a copy that is gone, closed
-//! or unreachable is replaced by the next copy of the same shard before any failure is
-//! reported.
+//! The coordinating side of distributed searches: which copy of every shard a search reads
+//! (see [`super::copies`]), the query phase sent to those copies (in parallel, this node's own
+//! copies inline), and read failover: a copy that is gone, closed or unreachable is replaced by
+//! the next copy of the same shard before any failure is reported. The fetch phase is in
+//! [`super::fetch`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::{json, Value};
 use shoal_query::search::{SearchRequest, ShardResult};
-use tantivy::DocAddress;
 
-use crate::copies::{ordered_copies, CopyRef, Preference};
+use super::actions::{QueryAction, QueryMode, QueryReply, QueryRequest};
+use super::copies::{ordered_copies, CopyRef, Preference};
+use super::fetch::PhaseError;
+use super::ReadService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
 use crate::rpc::Pending;
-use crate::shard_search::{
-    FetchAction, FetchRequest, FreeContextAction, FreeContexts, GetAction, GetRequest, QueryAction,
-    QueryMode, QueryReply, QueryRequest,
-};
 
 /// How long a shard-level read may take before the copy counts as failed.
-const SHARD_READ_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How long a search context waits for the fetch phase.
-pub const FETCH_KEEP_ALIVE: Duration = Duration::from_secs(60);
+pub(super) const SHARD_READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A shard a read touches, with the copies it may use in the order to try them.
 #[derive(Clone)]
@@ -78,7 +71,7 @@ impl ShardFailure {
 }
 
 /// Errors that mean "this copy could not answer", worth trying on another copy.
-fn is_copy_error(error: &ApiError) -> bool {
+pub(super) fn is_copy_error(error: &ApiError) -> bool {
     error.kind.is_copy_problem()
 }
 
@@ -102,7 +95,7 @@ pub struct QueryOutcome {
     pub failures: Vec<ShardFailure>,
 }
 
-impl Node {
+impl ReadService {
     /// The shards of these indices a read touches (after routing and `_shards:`), each with
     /// its copies ordered by `preference`.
     pub fn plan_shards(
@@ -112,7 +105,7 @@ impl Node {
         only_shards: Option<&[usize]>,
         preference: &Preference,
     ) -> ApiResult<Vec<PlannedShard>> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let rotation = self.read_rotation.fetch_add(1, Ordering::Relaxed);
         let mut planned = Vec::new();
         for service in services {
@@ -131,8 +124,14 @@ impl Node {
                 if only_shards.is_some_and(|only| !only.contains(&shard)) {
                     continue;
                 }
-                let copies =
-                    ordered_copies(&state, &name, shard, preference, &self.node_id, rotation)?;
+                let copies = ordered_copies(
+                    &state,
+                    &name,
+                    shard,
+                    preference,
+                    &self.core.node_id,
+                    rotation,
+                )?;
                 planned.push(PlannedShard {
                     service: service.clone(),
                     shard,
@@ -177,7 +176,10 @@ impl Node {
             }
             for (i, copy, pending) in remote {
                 let address = copy.address.clone().unwrap_or_default();
-                let outcome = self.wait_unless_gone(&address, pending).and_then(|reply| reply);
+                let outcome = self
+                    .core
+                    .wait_unless_gone(&address, pending)
+                    .and_then(|reply| reply);
                 settle(i, copy, outcome, &mut answers, &mut last_error);
             }
         }
@@ -211,7 +213,8 @@ impl Node {
         address: &str,
         request: &QueryRequest,
     ) -> Pending<Result<QueryReply, ApiError>> {
-        self.send::<QueryAction>(address, request, SHARD_READ_TIMEOUT)
+        self.core
+            .send::<QueryAction>(address, request, SHARD_READ_TIMEOUT)
     }
 
     fn query_request(
@@ -256,7 +259,7 @@ impl Node {
         let mut shards = shards.to_vec();
         loop {
             let outcome = self.query_phase(&shards, phase);
-            crate::failpoints::failpoint!(self, "search_before_fetch");
+            crate::failpoints::failpoint!(self.core, "search_before_fetch");
             match fetch(&shards, outcome) {
                 Err(PhaseError::Fetch { node_id, error })
                     if is_copy_error(&error) && without_node(&mut shards, &node_id) =>
@@ -266,153 +269,6 @@ impl Node {
                 other => return other.map_err(ApiError::from),
             }
         }
-    }
-
-    /// Reads the sources of the documents a page shows, from the copies that ranked them.
-    /// Contexts are freed after reading unless `keep` (scrolls), then also when a fetch fails.
-    pub fn fetch_phase(
-        &self,
-        readers: &[Option<Reader>],
-        docs: &[(usize, DocAddress)],
-        keep: bool,
-    ) -> Result<HashMap<(usize, DocAddress), Option<Bytes>>, PhaseError> {
-        let fetched = self.fetch_from_readers(readers, docs, keep);
-        if fetched.is_err() {
-            // A scroll's contexts stay until the scroll is cleared or expires.
-            if !keep {
-                self.free_readers(readers);
-            }
-            return fetched;
-        }
-        if !keep {
-            let fetched_shards: std::collections::BTreeSet<usize> =
-                docs.iter().map(|(s, _)| *s).collect();
-            let unfetched: Vec<Option<Reader>> = readers
-                .iter()
-                .enumerate()
-                .map(|(i, r)| r.clone().filter(|_| !fetched_shards.contains(&i)))
-                .collect();
-            self.free_readers(&unfetched);
-        }
-        fetched
-    }
-
-    fn fetch_from_readers(
-        &self,
-        readers: &[Option<Reader>],
-        docs: &[(usize, DocAddress)],
-        keep: bool,
-    ) -> Result<HashMap<(usize, DocAddress), Option<Bytes>>, PhaseError> {
-        let mut by_shard: BTreeMap<usize, Vec<DocAddress>> = BTreeMap::new();
-        for (shard, address) in docs {
-            by_shard.entry(*shard).or_default().push(*address);
-        }
-        let mut fetched = HashMap::new();
-        let mut remote = Vec::new();
-        for (shard, addresses) in by_shard {
-            let Some(Reader {
-                copy,
-                context: Some(context),
-            }) = readers.get(shard).cloned().flatten()
-            else {
-                return Err(ApiError::internal("no search context for the fetch phase").into());
-            };
-            let request = FetchRequest {
-                context,
-                docs: addresses
-                    .iter()
-                    .map(|a| (a.segment_ord, a.doc_id))
-                    .collect(),
-                release: !keep,
-            };
-            match &copy.address {
-                None => {
-                    let sources = self.shard_fetch(&request)?;
-                    for (address, source) in addresses.into_iter().zip(sources) {
-                        fetched.insert((shard, address), source.map(Bytes::from));
-                    }
-                }
-                Some(address) => {
-                    let pending = self.send::<FetchAction>(address, &request, SHARD_READ_TIMEOUT);
-                    remote.push((shard, addresses, copy, pending));
-                }
-            }
-        }
-        for (shard, addresses, copy, pending) in remote {
-            let address = copy.address.as_deref().unwrap_or_default();
-            let sources = self
-                .wait_unless_gone(address, pending)
-                .map_err(|error| PhaseError::Fetch {
-                    node_id: copy.node_id.clone(),
-                    error,
-                })?;
-            for (address, source) in addresses.into_iter().zip(sources) {
-                fetched.insert((shard, address), source);
-            }
-        }
-        Ok(fetched)
-    }
-
-    /// Frees the contexts of these readers (without waiting for remote nodes).
-    pub fn free_readers(&self, readers: &[Option<Reader>]) {
-        let mut by_node: BTreeMap<Option<String>, Vec<u64>> = BTreeMap::new();
-        for reader in readers.iter().flatten() {
-            if let Some(context) = reader.context {
-                by_node
-                    .entry(reader.copy.address.clone())
-                    .or_default()
-                    .push(context);
-            }
-        }
-        for (address, contexts) in by_node {
-            match address {
-                None => self.free_search_contexts(&contexts),
-                Some(address) => {
-                    // Not waited for: the contexts expire anyway if the call is lost.
-                    let request = FreeContexts { contexts };
-                    let timeout = Duration::from_secs(10);
-                    drop(self.send::<FreeContextAction>(&address, &request, timeout));
-                }
-            }
-        }
-    }
-
-    /// Gets a document from a copy of its shard (local first by default), moving on to the
-    /// next copy when one cannot answer.
-    pub fn get_from_copies(
-        &self,
-        service: &Arc<IndexService>,
-        shard: usize,
-        request: GetRequest,
-        preference: &Preference,
-    ) -> ApiResult<Option<shoal_engine::GetResult>> {
-        let state = self.cluster_state();
-        let mut copies =
-            ordered_copies(&state, &service.name(), shard, preference, &self.node_id, 0)?;
-        if *preference == Preference::Default {
-            copies.sort_by_key(|c| (!c.is_local(), !c.primary));
-        }
-        let mut last_error = None;
-        for copy in copies {
-            let outcome = match &copy.address {
-                None => self.shard_get(&request),
-                Some(address) => self.call::<GetAction>(address, &request, SHARD_READ_TIMEOUT),
-            };
-            match outcome {
-                Err(error) if is_copy_error(&error) => last_error = Some(error),
-                other => return other,
-            }
-        }
-        Err(last_error.unwrap_or_else(|| {
-            ApiError::new(
-                503,
-                "no_shard_available_action_exception",
-                format!(
-                    "No shard available for [get [{}][{}]: routing [null]]",
-                    request.index, request.id
-                ),
-            )
-        }))
     }
 }
 
@@ -469,30 +325,6 @@ fn no_copy_available(shard: &PlannedShard) -> ApiError {
         ),
     )
 }
-
-/// Why a search's fetch-and-render step failed: a remote fetch (the copy that holds the search
-/// context did not answer), or anything else.
-#[derive(Debug)]
-pub enum PhaseError {
-    Fetch { node_id: String, error: ApiError },
-    Other(ApiError),
-}
-
-impl From<ApiError> for PhaseError {
-    fn from(error: ApiError) -> PhaseError {
-        PhaseError::Other(error)
-    }
-}
-
-impl From<PhaseError> for ApiError {
-    fn from(error: PhaseError) -> ApiError {
-        match error {
-            PhaseError::Fetch { error, .. } => fetch_failed(error),
-            PhaseError::Other(error) => error,
-        }
-    }
-}
-
 /// Drops the copies on `node_id` from every shard; false when no shard had one (searching
 /// again would change nothing).
 fn without_node(shards: &mut [PlannedShard], node_id: &str) -> bool {
@@ -503,15 +335,4 @@ fn without_node(shards: &mut [PlannedShard], node_id: &str) -> bool {
         dropped |= shard.copies.len() != before;
     }
     dropped
-}
-
-fn fetch_failed(error: ApiError) -> ApiError {
-    ApiError::new(
-        503,
-        "search_phase_execution_exception",
-        "fetch phase failed",
-    )
-    .with("phase", json!("fetch"))
-    .with("grouped", json!(true))
-    .caused_by(error)
 }

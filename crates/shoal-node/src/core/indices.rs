@@ -1,0 +1,240 @@
+//! The indices this node holds: lookups by name, index expressions (`a,b`, `logs-*`,
+//! `-logs-old`, aliases, `_all`) and the write index of an alias.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::NodeCore;
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
+use crate::routing::wildcard_match;
+
+type Registry = BTreeMap<String, Arc<IndexService>>;
+
+impl NodeCore {
+    pub fn all_indices(&self) -> Vec<Arc<IndexService>> {
+        self.indices.read().values().cloned().collect()
+    }
+
+    pub fn index(&self, name: &str) -> Option<Arc<IndexService>> {
+        self.indices.read().get(name).cloned()
+    }
+
+    /// An index by exact name, or 404 `index_not_found_exception`.
+    pub fn require_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
+        self.index(name)
+            .ok_or_else(|| ApiError::index_not_found(name))
+    }
+
+    /// Whether an index of this node has an alias called `name`.
+    pub(crate) fn is_alias(&self, name: &str) -> bool {
+        self.indices
+            .read()
+            .values()
+            .any(|s| s.with_meta(|m| m.aliases.contains_key(name)))
+    }
+
+    pub(crate) fn insert_index(&self, name: &str, service: Arc<IndexService>) {
+        self.indices.write().insert(name.to_string(), service);
+    }
+
+    /// Drops an index from this node's map (if `service` is still the one under its name).
+    pub(crate) fn forget_index(&self, service: &Arc<IndexService>) {
+        let name = service.name();
+        let mut indices = self.indices.write();
+        if indices.get(&name).is_some_and(|s| Arc::ptr_eq(s, service)) {
+            indices.remove(&name);
+        }
+    }
+
+    /// Empties the map, handing back what it held (a killed node drops its indices at once).
+    pub(crate) fn take_indices(&self) -> Registry {
+        std::mem::take(&mut *self.indices.write())
+    }
+
+    /// Resolves an index expression (`a,b`, `logs-*`, `-logs-old`, aliases, `_all`) to indices.
+    /// Missing concrete names fail with 404 unless `ignore_unavailable`; wildcards that match
+    /// nothing fail unless `allow_no_indices`.
+    pub fn resolve(
+        &self,
+        expression: &str,
+        options: ResolveOptions,
+    ) -> ApiResult<Vec<Arc<IndexService>>> {
+        let indices = self.indices.read();
+        let parts: Vec<&str> = if expression.is_empty() {
+            vec!["_all"]
+        } else {
+            expression.split(',').map(str::trim).collect()
+        };
+        let mut out: Vec<String> = Vec::new();
+        for part in parts {
+            resolve_part(&indices, part, options, &mut out)?;
+        }
+        out.sort();
+        out.dedup();
+        let resolved: Vec<Arc<IndexService>> =
+            out.iter().filter_map(|n| indices.get(n).cloned()).collect();
+        if !options.include_closed && !options.ignore_unavailable {
+            if let Some(closed) = resolved.iter().find(|s| !s.is_open()) {
+                return Err(ApiError::index_closed(&closed.name(), &closed.uuid()));
+            }
+        }
+        Ok(resolved
+            .into_iter()
+            .filter(|s| options.include_closed || s.is_open())
+            .collect())
+    }
+
+    /// The index a write to `name` goes to: the index itself, or an alias's write index.
+    pub fn resolve_write_index(&self, name: &str) -> ApiResult<Option<Arc<IndexService>>> {
+        if let Some(index) = self.index(name) {
+            return Ok(Some(index));
+        }
+        let indices = self.indices.read();
+        let targets: Vec<(Arc<IndexService>, Option<bool>)> = indices
+            .values()
+            .filter_map(|s| {
+                s.with_meta(|m| m.aliases.get(name).map(|a| a.is_write_index))
+                    .map(|w| (s.clone(), w))
+            })
+            .collect();
+        match targets.len() {
+            0 => Ok(None),
+            1 if targets[0].1 != Some(false) => Ok(Some(targets[0].0.clone())),
+            _ => match targets.iter().find(|(_, w)| *w == Some(true)) {
+                Some((s, _)) => Ok(Some(s.clone())),
+                None => Err(ApiError::bad_request(format!(
+                    "no write index is defined for alias [{name}]. The write index may be explicitly disabled using is_write_index=false or the alias points to multiple indices without one being designated as a write index"
+                ))),
+            },
+        }
+    }
+}
+
+/// Adds the names one part of an expression stands for to `out` (an exclusion removes them).
+fn resolve_part(
+    indices: &Registry,
+    part: &str,
+    options: ResolveOptions,
+    out: &mut Vec<String>,
+) -> ApiResult<()> {
+    if part == "_all" || part == "*" {
+        out.extend(
+            indices
+                .iter()
+                .filter(|(n, s)| {
+                    (options.include_closed || s.is_open()) && visible(options, part, n, s)
+                })
+                .map(|(n, _)| n.clone()),
+        );
+        return Ok(());
+    }
+    // `-name` excludes only after something was included (else it is a name starting with '-').
+    if let Some(excluded) = part.strip_prefix('-').filter(|_| !out.is_empty()) {
+        out.retain(|n| !wildcard_match(excluded, n));
+        return Ok(());
+    }
+    if part.contains('*') {
+        return resolve_wildcard(indices, part, options, out);
+    }
+    if indices.contains_key(part) {
+        out.push(part.to_string());
+        return Ok(());
+    }
+    if part.starts_with('_') {
+        return Err(ApiError::invalid_index_name(
+            part,
+            "must not start with '_'.",
+        ));
+    }
+    let aliased: Vec<String> = indices
+        .iter()
+        .filter(|(_, s)| s.with_meta(|m| m.aliases.contains_key(part)))
+        .map(|(n, _)| n.clone())
+        .collect();
+    if !aliased.is_empty() {
+        out.extend(aliased);
+        return Ok(());
+    }
+    if !options.ignore_unavailable {
+        return Err(ApiError::index_not_found(part));
+    }
+    Ok(())
+}
+
+/// The indices a wildcard matches by name or by one of their aliases.
+fn resolve_wildcard(
+    indices: &Registry,
+    part: &str,
+    options: ResolveOptions,
+    out: &mut Vec<String>,
+) -> ApiResult<()> {
+    let before = out.len();
+    for (name, service) in indices.iter() {
+        let aliases = service.with_meta(|m| m.aliases.keys().cloned().collect::<Vec<_>>());
+        let matches = wildcard_match(part, name) || aliases.iter().any(|a| wildcard_match(part, a));
+        if matches
+            && (options.include_closed || service.is_open())
+            && visible(options, part, name, service)
+        {
+            out.push(name.clone());
+        }
+    }
+    if out.len() == before && !options.allow_no_indices {
+        return Err(ApiError::index_not_found(part));
+    }
+    Ok(())
+}
+
+/// Hidden indices only match a wildcard that asks for them: expand_wildcards=hidden|all, or a
+/// dot-prefixed pattern for a dot-prefixed index.
+fn visible(options: ResolveOptions, pattern: &str, name: &str, service: &IndexService) -> bool {
+    options.expand_hidden
+        || !service.with_meta(|m| m.settings().is_true("index.hidden"))
+        || (pattern.starts_with('.') && name.starts_with('.'))
+}
+
+/// How an index expression resolves.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResolveOptions {
+    pub ignore_unavailable: bool,
+    pub allow_no_indices: bool,
+    pub include_closed: bool,
+    /// Wildcards also match `index.hidden` indices (`expand_wildcards=hidden|all`).
+    pub expand_hidden: bool,
+}
+
+impl ResolveOptions {
+    /// Searches: missing concrete indices fail, empty wildcards are fine.
+    pub fn search() -> ResolveOptions {
+        ResolveOptions {
+            ignore_unavailable: false,
+            allow_no_indices: true,
+            include_closed: false,
+            expand_hidden: false,
+        }
+    }
+
+    /// Applies `expand_wildcards` (`open`, `closed`, `hidden`, `all`, `none`).
+    pub fn with_expand_wildcards(mut self, value: Option<&str>) -> ResolveOptions {
+        if let Some(value) = value {
+            let parts: Vec<&str> = value.split(',').map(str::trim).collect();
+            self.expand_hidden = parts.iter().any(|p| *p == "hidden" || *p == "all");
+            if parts.iter().any(|p| *p == "closed" || *p == "all") {
+                self.include_closed = true;
+            }
+        }
+        self
+    }
+
+    /// Admin APIs on indices (get, delete, settings): closed indices included.
+    pub fn admin() -> ResolveOptions {
+        ResolveOptions {
+            ignore_unavailable: false,
+            allow_no_indices: true,
+            include_closed: true,
+            expand_hidden: false,
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! What every service of a node shares: its configuration and identity, the cluster member and
+//! transport, the runtime, the indices this node holds, the thread pools, and the waits on the
+//! cluster state this node has applied.
+//!
+//! Services (reads today; writes, recovery and admin next) hold an `Arc<NodeCore>`, never the
+//! [`Node`](crate::node::Node): a service can then only reach what is generic, and the node
+//! only wires services together. Node-to-node calls are in [`crate::rpc`], the indices
+//! registry in [`indices`].
+
+pub mod indices;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use shoal_cluster::Cluster;
+use shoal_state::ClusterState;
+use shoal_transport::Transport;
+
+use crate::config::NodeConfig;
+use crate::index_service::IndexService;
+use crate::metadata::NodePaths;
+use crate::settings;
+
+pub use indices::ResolveOptions;
+
+pub struct NodeCore {
+    pub config: NodeConfig,
+    pub node_id: String,
+    pub paths: NodePaths,
+    pub started: Instant,
+    /// The indices this node holds, by name.
+    pub(crate) indices: RwLock<BTreeMap<String, Arc<IndexService>>>,
+    /// Serializes index creation/deletion/rename so names stay unique.
+    pub(crate) lifecycle_lock: Mutex<()>,
+    pub(crate) cluster: Arc<Cluster>,
+    pub transport: Arc<Transport>,
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// Thread pools and indexing pressure.
+    pub pressure: Arc<crate::pressure::Pressure>,
+    /// The version of the last cluster state this node applied; `applied_cond` wakes waiters
+    /// after each application.
+    pub(crate) applied_version: Mutex<u64>,
+    pub(crate) applied_cond: Condvar,
+    /// Set by [`Node::kill_for_test`](crate::node::Node::kill_for_test): waits on the cluster
+    /// state give up at once.
+    pub(crate) killed: AtomicBool,
+}
+
+/// What a node's core is built from (the parts [`crate::node::Node::start`] starts first).
+pub(crate) struct CoreParts {
+    pub config: NodeConfig,
+    pub node_id: String,
+    pub paths: NodePaths,
+    pub cluster: Arc<Cluster>,
+    pub transport: Arc<Transport>,
+    pub runtime: tokio::runtime::Handle,
+    pub pressure: Arc<crate::pressure::Pressure>,
+}
+
+impl NodeCore {
+    pub(crate) fn new(parts: CoreParts) -> NodeCore {
+        NodeCore {
+            config: parts.config,
+            node_id: parts.node_id,
+            paths: parts.paths,
+            started: Instant::now(),
+            indices: RwLock::new(BTreeMap::new()),
+            lifecycle_lock: Mutex::new(()),
+            cluster: parts.cluster,
+            transport: parts.transport,
+            runtime: parts.runtime,
+            pressure: parts.pressure,
+            applied_version: Mutex::new(0),
+            applied_cond: Condvar::new(),
+            killed: AtomicBool::new(false),
+        }
+    }
+
+    /// The runtime the node's tasks run on.
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// The applied cluster state.
+    pub fn cluster_state(&self) -> Arc<ClusterState> {
+        self.cluster.state()
+    }
+
+    /// The uuid of the cluster this node belongs to (empty until bootstrapped).
+    pub fn cluster_uuid(&self) -> String {
+        self.cluster.state().cluster_uuid.clone()
+    }
+
+    /// The effective value of a cluster-level setting (transient > persistent > node > default).
+    pub fn cluster_setting(&self, key: &str) -> Option<String> {
+        self.cluster_state()
+            .settings()
+            .get(key)
+            .or_else(|| self.config.get(key).map(str::to_string))
+            .or_else(|| settings::registry().get(key).map(|d| d.default.clone()))
+    }
+
+    /// Whether [`Node::kill_for_test`](crate::node::Node::kill_for_test) stopped this node.
+    pub(crate) fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
+    }
+
+    /// Marks the node killed and wakes every wait on the cluster state, so threads waiting
+    /// (a write waiting for its primary) let go of the node now rather than at their timeout.
+    pub(crate) fn mark_killed(&self) {
+        let _applied = self.applied_version.lock();
+        self.killed.store(true, Ordering::Release);
+        self.applied_cond.notify_all();
+    }
+
+    /// Waits without polling: `check` runs now and again after every cluster state this node
+    /// applies (it sees the state and the applied version), until it answers or `timeout`.
+    pub(crate) fn wait_until_applied<T>(
+        &self,
+        timeout: Duration,
+        mut check: impl FnMut(&ClusterState, u64) -> Option<T>,
+    ) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        // Holding the lock while checking means no application can slip between a failed
+        // check and the wait.
+        let mut applied = self.applied_version.lock();
+        loop {
+            if self.is_killed() {
+                return None;
+            }
+            if let Some(answer) = check(&self.cluster.state(), *applied) {
+                return Some(answer);
+            }
+            if self
+                .applied_cond
+                .wait_until(&mut applied, deadline)
+                .timed_out()
+            {
+                return check(&self.cluster.state(), *applied);
+            }
+        }
+    }
+
+    /// Waits until every primary of `index` is started (create index answers after that,
+    /// like OpenSearch's default `wait_for_active_shards=1`). Returns whether they did.
+    pub fn wait_for_primaries(&self, index: &str, timeout: Duration) -> bool {
+        self.wait_until_applied(timeout, |state, _| {
+            state
+                .routing
+                .get(index)
+                .is_some_and(|t| {
+                    t.shards
+                        .iter()
+                        .all(|copies| copies.iter().any(|c| c.primary && c.is_active()))
+                })
+                .then_some(())
+        })
+        .is_some()
+    }
+}
+
+#[cfg(feature = "failpoints")]
+impl crate::failpoints::Scope for NodeCore {
+    fn node_name(&self) -> String {
+        self.config.node_name.clone()
+    }
+}
