@@ -42,6 +42,9 @@ pub type CopyStats = BTreeMap<(String, usize, String), shoal_engine::EngineStats
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub enum BroadcastOp {
     Refresh,
+    /// Segment replicas copy their primary's latest checkpoint (the second half of a
+    /// refresh of a segment-replicated index: the primaries have refreshed by then).
+    SyncSegments,
     Flush,
     ForceMerge {
         max_segments: Option<usize>,
@@ -118,8 +121,30 @@ impl Node {
             indices: index_ids(services),
             op,
         };
-        let pending = self.send_to_holders::<BroadcastAction>(&request.indices, &request);
-        let local = self.broadcast_locally(&request);
+        let mut summary = self.broadcast_once(&request, total);
+        let segment_replicated: Vec<_> = services
+            .iter()
+            .filter(|s| s.with_meta(|m| m.settings().segment_replication()))
+            .cloned()
+            .collect();
+        if matches!(op, BroadcastOp::Refresh) && !segment_replicated.is_empty() {
+            let request = NodeRequest {
+                indices: index_ids(&segment_replicated),
+                op: BroadcastOp::SyncSegments,
+            };
+            // A replica that could not copy what its primary just made searchable did not
+            // refresh: it counts as failed, not successful.
+            let synced = self.broadcast_once(&request, 0);
+            summary.successful -= synced.failures.len().min(summary.successful);
+            summary.failures.extend(synced.failures);
+        }
+        Ok(summary)
+    }
+
+    /// One round of `request` on every node holding copies of its indices.
+    fn broadcast_once(&self, request: &NodeRequest, total: usize) -> BroadcastSummary {
+        let pending = self.send_to_holders::<BroadcastAction>(&request.indices, request);
+        let local = self.broadcast_locally(request);
         let mut summary = BroadcastSummary {
             total,
             successful: local.successful,
@@ -135,7 +160,7 @@ impl Node {
                 Err(e) => tracing::debug!(error = %e, "broadcast to a node failed"),
             }
         }
-        Ok(summary)
+        summary
     }
 
     /// Sends `request` to every other node holding an active copy of these indices; the
@@ -221,7 +246,12 @@ impl Node {
     fn broadcast_locally(&self, request: &NodeRequest) -> NodeReply {
         let mut reply = NodeReply::default();
         for (name, shard, engine) in self.local_copies(&request.indices) {
-            match run_op(&engine, request.op) {
+            let done = match request.op {
+                BroadcastOp::SyncSegments if !engine.is_writer_less() => continue,
+                BroadcastOp::SyncSegments => self.sync_local_segments(&request.indices, &name, shard),
+                op => run_op(&engine, op),
+            };
+            match done {
                 Ok(()) => reply.successful += 1,
                 Err(e) => reply.failures.push(json!({
                     "shard": shard, "index": name, "status": e.status,
@@ -230,6 +260,26 @@ impl Node {
             }
         }
         reply
+    }
+
+    /// Brings the local segment replica of `name`/`shard` to its primary's latest checkpoint.
+    fn sync_local_segments(&self, indices: &IndexIds, name: &str, shard: usize) -> ApiResult<()> {
+        let uuid = indices
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, uuid)| uuid.clone())
+            .unwrap_or_default();
+        let service = self.require_index(name)?;
+        let Some(replication) = service.replication(shard) else {
+            return Ok(());
+        };
+        let target = crate::segrep::CopyTarget {
+            index: name.to_string(),
+            index_uuid: uuid,
+            shard,
+            allocation_id: replication.allocation_id.clone(),
+        };
+        self.sync_segments(&target)
     }
 
     /// Serves a broadcast from another coordinator.
@@ -243,6 +293,7 @@ fn run_op(engine: &shoal_engine::Engine, op: BroadcastOp) -> ApiResult<()> {
         BroadcastOp::Refresh => {
             engine.refresh()?;
         }
+        BroadcastOp::SyncSegments => {}
         BroadcastOp::Flush => {
             engine.flush(true)?;
         }

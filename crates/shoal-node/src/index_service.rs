@@ -93,7 +93,9 @@ impl IndexService {
 
     /// Opens one shard's engine (creating an empty one or replaying its translog) unless it is
     /// open already; keeps the primary term current (a bump waits for the writes in flight).
-    pub fn ensure_shard_open(&self, shard: usize, primary_term: i64) -> ApiResult<()> {
+    /// A copy that is not the primary of a segment-replicated index opens without an index
+    /// writer (it copies the primary's segments); it gets one when promoted.
+    pub fn ensure_shard_open(&self, shard: usize, primary_term: i64, primary: bool) -> ApiResult<()> {
         if let Some(copy) = self.shards.read().get(shard).cloned().flatten() {
             if copy.engine().primary_term() < primary_term {
                 crate::failpoints::failpoint!(self.node, "before_term_bump");
@@ -107,7 +109,10 @@ impl IndexService {
                 .parse(id, source)?
                 .doc)
         };
-        let config = self.engine_config(&meta, shard);
+        let mut config = self.engine_config(&meta, shard);
+        config.segment_replica = !primary && meta.settings().segment_replication();
+        // Checkpoints pinned for segment replication before a restart pin nothing now.
+        let _ = std::fs::remove_dir_all(config.path.join("segrep"));
         let engine = Engine::open(config, primary_term, &parse).map_err(|e| {
             ApiError::internal(format!(
                 "failed to open shard [{}][{shard}]: {e}",
@@ -161,6 +166,15 @@ impl IndexService {
                 TantivyDocument::default()
             }
         }
+    }
+
+    /// Parses a document against the current mapping (a promoted segment replica indexes
+    /// the operations it only logged).
+    pub fn parse_document(&self, id: &str, source: &[u8]) -> Result<TantivyDocument, MapperError> {
+        let schema = shoal_mapping::ShardSchema::build(shoal_codec::add_source_field);
+        Ok(DocumentParser::new(&self.mapping(), &schema)
+            .parse(id, source)?
+            .doc)
     }
 
     /// Where the files of `shard` live on this node.

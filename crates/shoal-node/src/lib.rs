@@ -23,6 +23,7 @@ pub mod replication;
 pub mod routing;
 mod rpc;
 mod scheduler;
+pub mod segrep;
 pub mod settings;
 pub mod shard;
 pub mod shard_failure;

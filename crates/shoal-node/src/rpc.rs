@@ -198,6 +198,7 @@ pub(crate) fn data_layer_actions(node: &Arc<Node>) -> ActionRegistry {
     crate::replication::replica::register_actions(&mut actions);
     crate::replication::promotion::register_actions(&mut actions);
     crate::replication::recovery::register_actions(&mut actions);
+    crate::segrep::register_actions(&mut actions);
     crate::cluster_api::register_actions(&mut actions);
     crate::read::register_actions(&mut actions, &node.reads);
     actions.registry

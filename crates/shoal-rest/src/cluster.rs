@@ -484,19 +484,36 @@ fn metric_filtered(mut section: Value, metric: Option<&str>) -> Value {
     section
 }
 
-/// `level=shards`: one entry per shard copy, with its routing and its own sections.
+/// `level=shards`: one entry per active shard copy in the cluster, with its routing (from the
+/// cluster state) and its own sections (from the node holding it).
 fn shard_sections(
-    node: &Node,
+    state: &shoal_state::ClusterState,
     service: &shoal_node::index_service::IndexService,
+    copies: &shoal_node::broadcast::CopyStats,
     metric: Option<&str>,
 ) -> Value {
+    let index = service.name();
     let mut shards = Map::new();
-    for (number, engine) in service.local_shards() {
-        let mut section = metric_filtered(stats::stats_section(service, &engine.stats()), metric);
-        if let Value::Object(map) = &mut section {
-            map.insert("routing".into(), json!({"state": "STARTED", "primary": true, "node": node.node_id, "relocating_node": null}));
+    for ((name, number, node_id), engine_stats) in copies {
+        if *name != index {
+            continue;
         }
-        shards.insert(number.to_string(), json!([section]));
+        let Some(routing) = state
+            .copies(&index, *number as u32)
+            .iter()
+            .find(|c| c.node.as_deref() == Some(node_id.as_str()))
+        else {
+            continue;
+        };
+        let mut section = metric_filtered(stats::stats_section(service, engine_stats), metric);
+        if let Value::Object(map) = &mut section {
+            map.insert("routing".into(), json!({"state": routing.state.as_str(), "primary": routing.primary,
+                "node": node_id, "relocating_node": routing.relocating_node}));
+        }
+        let entry = shards.entry(number.to_string()).or_insert_with(|| json!([]));
+        if let Value::Array(list) = entry {
+            list.push(section);
+        }
     }
     Value::Object(shards)
 }
@@ -535,7 +552,7 @@ pub async fn index_stats(
             stats::add_sections(&mut all_total, &section);
             let mut entry = json!({"uuid": service.uuid(), "health": index_health.status.as_str(), "status": "open", "primaries": primaries, "total": section});
             if shard_level {
-                entry["shards"] = shard_sections(&node, service, metric.as_deref());
+                entry["shards"] = shard_sections(&state, service, &copies, metric.as_deref());
             }
             indices.insert(service.name(), entry);
         }

@@ -71,7 +71,8 @@ impl Node {
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         let term = state.primary_term(&copy.index, copy.shard).unwrap_or(1) as i64;
         crate::failpoints::failpoint!(self, "applier_before_open");
-        service.ensure_shard_open(shard, term)?;
+        service.ensure_shard_open(shard, term, copy.primary)?;
+        self.install_checkpoint_publisher(service, shard);
         let local = service.copy(shard)?;
         // An index closed and opened again: its copies keep the record of their recovery.
         service.restore_recovery(shard, &local, &allocation_id);
@@ -92,6 +93,7 @@ impl Node {
         if copy.primary && !replication.tracker.lock().is_primary_mode() {
             if copy.state == ShardState::Initializing {
                 // A primary opening its own store (new or existing) has no copies to resync.
+                crate::segrep::ensure_writer(service, &engine)?;
                 if copy.bootstrap_new_history_uuid {
                     engine.bootstrap_new_history()?;
                     tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");

@@ -147,7 +147,8 @@ pub fn pool_for_action(action: &str) -> (&'static str, Admission) {
     use crate::replication;
     let replication_work = action == replication::replica::ACTION_REPLICA_OPS
         || action == replication::promotion::ACTION_LOCAL_CHECKPOINT
-        || action.starts_with(replication::recovery::ACTION_PREFIX);
+        || action.starts_with(replication::recovery::ACTION_PREFIX)
+        || action.starts_with(crate::segrep::ACTION_PREFIX);
     if replication_work {
         (settings::REPLICATION, Admission::Force)
     } else {

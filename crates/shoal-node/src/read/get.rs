@@ -9,6 +9,7 @@ use super::copies::{ordered_copies, Preference};
 use super::ReadService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 
 impl ReadService {
     /// Gets a document from a copy of its shard (local first by default), moving on to the
@@ -29,7 +30,12 @@ impl ReadService {
             &self.core.node_id,
             0,
         )?;
-        if *preference == Preference::Default {
+        let segment_replicated = service.with_meta(|m| m.settings().segment_replication());
+        if *preference == Preference::Default && request.realtime && segment_replicated {
+            // A segment replica sees what it copied, not its latest operations: a realtime
+            // get asks the primary (a replica answers only while the primary cannot).
+            copies.sort_by_key(|c| !c.primary);
+        } else if *preference == Preference::Default {
             copies.sort_by_key(|c| (!c.is_local(), !c.primary));
         }
         let mut last_error = None;

@@ -66,7 +66,7 @@ pub(super) fn history_offer(
             if payload.local_checkpoint < 0 {
                 return None;
             }
-            service.ensure_shard_open(shard, primary_term).ok()?;
+            service.ensure_shard_open(shard, primary_term, false).ok()?;
             service.shard(shard).ok()?
         }
     };

@@ -222,13 +222,15 @@ impl Node {
         if batch.resync {
             super::resync::check_not_diverged(&engine, batch)?;
         }
+        // A segment replica only logs the operations: its documents come with the segments.
+        let parse = !engine.is_writer_less();
         let ops: Vec<WriteOp> = batch
             .ops
             .iter()
             .zip(sources)
             .map(|(header, source)| {
                 let source = source.map(|b| b.to_vec()).unwrap_or_default();
-                replica_write(&service, engine.schema(), header, source)
+                replica_write(&service, engine.schema(), header, source, parse)
             })
             .collect();
         engine.advance_max_seq_no_of_updates(batch.max_seq_no_of_updates);
@@ -269,16 +271,21 @@ impl Node {
     }
 }
 
-/// The engine operation for a replicated one, parsed against this copy's mapping.
+/// The engine operation for a replicated one, parsed against this copy's mapping unless
+/// `parse` is false (a segment replica, which never indexes it).
 pub(crate) fn replica_write(
     service: &crate::index_service::IndexService,
     schema: &shoal_mapping::ShardSchema,
     header: &ReplicaOpHeader,
     source: Vec<u8>,
+    parse: bool,
 ) -> WriteOp {
     match header.kind {
         OpKind::Index => WriteOp::Index {
-            doc: service.parse_for_replica(schema, &header.id, &source),
+            doc: match parse {
+                true => service.parse_for_replica(schema, &header.id, &source),
+                false => tantivy::TantivyDocument::default(),
+            },
             id: header.id.clone(),
             routing: header.routing.clone(),
             source,

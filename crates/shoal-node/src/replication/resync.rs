@@ -69,6 +69,11 @@ impl Node {
         replication: &ShardReplication,
     ) {
         let index = service.name();
+        if let Err(error) = crate::segrep::ensure_writer(service, engine) {
+            // The engine failed: the scheduler reports the copy and another one is promoted.
+            tracing::error!(index, shard, error = %error, "promoted segment replica cannot index");
+            return;
+        }
         let started = std::time::Instant::now();
         let mut backoff = RESYNC_FIRST_BACKOFF;
         let resynced = loop {

@@ -536,6 +536,12 @@ impl IndexSettings<'_> {
             .unwrap_or(Duration::from_secs(60))
     }
 
+    /// `index.replication.type: SEGMENT`: replicas copy the primary's segments.
+    pub fn segment_replication(&self) -> bool {
+        self.get_or_default("index.replication.type")
+            .eq_ignore_ascii_case("SEGMENT")
+    }
+
     /// `index.shard.check_on_startup` (Shoal's default is `checksum`, see ARCHITECTURE.md).
     pub fn check_on_startup(&self) -> shoal_engine::store::CheckOnStartup {
         shoal_engine::store::CheckOnStartup::parse(

@@ -43,6 +43,8 @@ pub struct IndexShard {
     /// Set when this primary handed its role to a relocation target: it takes no primary
     /// write again (they fail as moved and their coordinators reroute them to the target).
     relocated: std::sync::atomic::AtomicBool,
+    /// Segment replication: checkpoints pinned (primary), copied and installed (replica).
+    pub segrep: crate::segrep::CopyState,
 }
 
 impl IndexShard {
@@ -62,6 +64,7 @@ impl IndexShard {
             recovery: Mutex::new(None),
             schedule: Mutex::new(Schedule::new(Instant::now())),
             relocated: std::sync::atomic::AtomicBool::new(false),
+            segrep: Default::default(),
         }
     }
 

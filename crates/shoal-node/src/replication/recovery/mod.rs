@@ -334,7 +334,7 @@ impl Node {
             None => self.recover_files(service, copy, (&source_id, &source), &start, term)?,
         };
         record(&|r| r.stage = Stage::Translog);
-        service.ensure_shard_open(shard, term)?;
+        service.ensure_shard_open(shard, term, false)?;
         let local = service.copy(shard)?;
         local.set_recovery(progress);
         let engine = local.engine().clone();
@@ -348,8 +348,17 @@ impl Node {
             },
             CALL_TIMEOUT,
         )?;
-        // Searchable before the copy is reported started.
-        engine.refresh()?;
+        // Searchable before the copy is reported started: a segment replica copies what its
+        // primary searches now (the recovery's commit may be older).
+        match engine.is_writer_less() {
+            false => engine.refresh().map(|_| ())?,
+            true => self.sync_segments(&crate::segrep::CopyTarget {
+                index: service.name(),
+                index_uuid: service.uuid(),
+                shard,
+                allocation_id: allocation_id.clone(),
+            })?,
+        }
         record(&|r| {
             r.ops_total = reply.ops_replayed as u64;
             r.ops_recovered = reply.ops_replayed as u64;

@@ -1,0 +1,147 @@
+//! Segment replication between nodes (`index.replication.type: SEGMENT`): only the primary
+//! indexes; its replicas log the operations they are sent (the write path is unchanged, see
+//! `replication/`) and copy the primary's segment files after each of its refreshes.
+//!
+//! ```text
+//! primary                                          replica (writer-less engine)
+//! refresh ─▶ refresh listener ─▶ publish_checkpoint ──▶ remembers the newest (term, version);
+//!                                                       one copy task per copy at a time:
+//!            pins the commit's files (hard links) ◀──── get_checkpoint_info
+//!            streams a pinned file                ◀──── file_stream, per file it lacks
+//!                                                       install_checkpoint (reader swapped,
+//!                                                       translog trimmed)
+//!            drops the pin                        ◀──── release
+//! ```
+//! The source side is [`source`], the target side [`target`]. A promoted replica opens an
+//! index writer and indexes what it only logged ([`ensure_writer`]) before it resyncs.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use shoal_engine::{Engine, SegmentCheckpoint};
+
+use crate::error::ApiResult;
+use crate::index_service::IndexService;
+use crate::node::Node;
+
+pub mod source;
+pub mod target;
+
+/// Every segment-replication action name starts with this (they run on the `replication`
+/// pool, like recoveries).
+pub const ACTION_PREFIX: &str = "internal:index/shard/replication/";
+
+/// The primary tells a replica it has a newer checkpoint (after a refresh).
+pub struct PublishCheckpointAction;
+impl shoal_transport::Action for PublishCheckpointAction {
+    const NAME: &'static str = "internal:index/shard/replication/publish_checkpoint";
+    type Request = PublishedCheckpoint;
+    type Response = ();
+}
+
+/// A replica asks the primary for its latest checkpoint; the primary pins its files.
+pub struct CheckpointInfoAction;
+impl shoal_transport::Action for CheckpointInfoAction {
+    const NAME: &'static str = "internal:index/shard/replication/get_checkpoint_info";
+    type Request = CopyTarget;
+    type Response = CheckpointInfo;
+}
+
+/// A replica is done with a pinned checkpoint.
+pub struct ReleaseCheckpointAction;
+impl shoal_transport::Action for ReleaseCheckpointAction {
+    const NAME: &'static str = "internal:index/shard/replication/release";
+    type Request = String;
+    type Response = ();
+}
+
+crate::transfer::peer::file_stream_action!(
+    /// Streams one file of a pinned checkpoint.
+    FileStreamAction,
+    "internal:index/shard/replication/file_stream",
+    min_version = 1
+);
+
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+    actions.register::<PublishCheckpointAction>(Node::handle_published_checkpoint);
+    actions.register::<CheckpointInfoAction>(Node::serve_checkpoint_info);
+    actions.register::<ReleaseCheckpointAction>(Node::release_pinned_checkpoint);
+    actions.register_stream::<FileStreamAction>(source::serve_file_stream);
+}
+
+/// The copy a segment-replication message is about.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CopyTarget {
+    pub index: String,
+    pub index_uuid: String,
+    pub shard: usize,
+    /// The replica's allocation id.
+    pub allocation_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PublishedCheckpoint {
+    pub target: CopyTarget,
+    pub primary_term: i64,
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckpointInfo {
+    /// Names the pinned files on the primary (file streams and the release use it).
+    pub session: String,
+    pub checkpoint: SegmentCheckpoint,
+}
+
+/// The segment-replication state of one local copy: as a primary, the checkpoints pinned for
+/// copies in progress; as a replica, what it was told and what it installed.
+#[derive(Default)]
+pub struct CopyState {
+    /// The refresh listener that publishes checkpoints is on the engine.
+    pub(crate) publisher_installed: AtomicBool,
+    /// A publication is queued (later refreshes ride on it).
+    pub(crate) publish_queued: AtomicBool,
+    pub(crate) pinned: Mutex<HashMap<String, Arc<source::Pinned>>>,
+    /// The newest (term, version) a primary published to this replica.
+    pub(crate) published: Mutex<Option<(i64, u64)>>,
+    /// The (term, version) this replica searches.
+    pub(crate) installed: Mutex<Option<(i64, u64)>>,
+    /// A copy task runs for this replica.
+    pub(crate) copying: AtomicBool,
+}
+
+impl CopyState {
+    /// Whether the replica has installed `(term, version)` or a newer checkpoint.
+    pub fn has_installed(&self, wanted: (i64, u64)) -> bool {
+        self.installed.lock().is_some_and(|have| have >= wanted)
+    }
+}
+
+/// Gives a promoted segment replica an index writer: the operations it only logged are
+/// indexed on top of the last segments it copied, so it holds every operation it
+/// acknowledged before it acts as the primary. A failure fails the engine (the copy is then
+/// reported and another one promoted).
+pub(crate) fn ensure_writer(service: &IndexService, engine: &Engine) -> ApiResult<()> {
+    if !engine.is_writer_less() {
+        return Ok(());
+    }
+    let parse = |id: &str, source: &[u8]| service.parse_document(id, source);
+    match engine.promote_to_writer(&parse) {
+        Ok(indexed) => {
+            tracing::info!(index = %service.name(), indexed, "segment replica took the primary role");
+            Ok(())
+        }
+        Err(e) => {
+            let reason = engine.fail_engine(format!("promotion of a segment replica failed: {e}"));
+            Err(crate::error::ApiError::internal(reason))
+        }
+    }
+}
+
+/// `(term, version)` of a checkpoint, the order copies compare them in.
+pub(crate) fn position(checkpoint: &SegmentCheckpoint) -> (i64, u64) {
+    (checkpoint.primary_term, checkpoint.version)
+}

@@ -1,0 +1,266 @@
+//! The primary's side of segment replication: publishing checkpoints after refreshes, pinning
+//! a checkpoint's files while a replica copies them, and streaming them.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use shoal_engine::{Engine, SegmentCheckpoint};
+
+use super::{CheckpointInfo, CopyTarget, PublishCheckpointAction, PublishedCheckpoint};
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::node::Node;
+use crate::transfer::peer::{serve_file, FileStreamRequest, ServedFiles};
+use crate::transfer::ByteStream;
+
+/// A pinned checkpoint nobody read from for this long belongs to a replica that went away.
+const ABANDONED_AFTER: Duration = Duration::from_secs(300);
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A checkpoint's files, hard-linked into a directory of their own so merges on the primary
+/// cannot delete them while a replica copies them.
+pub struct Pinned {
+    dir: PathBuf,
+    checkpoint: SegmentCheckpoint,
+    last_used: Mutex<Instant>,
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl ServedFiles for Pinned {
+    fn path(&self, name: &str) -> Option<PathBuf> {
+        self.checkpoint
+            .files
+            .iter()
+            .any(|f| f.name == name)
+            .then(|| self.dir.join(name))
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock() = Instant::now();
+    }
+}
+
+impl Node {
+    /// Puts the checkpoint publisher on a segment-replicated copy's engine, once: every
+    /// commit of the copy, while it is the primary, tells its replicas.
+    pub(crate) fn install_checkpoint_publisher(
+        self: &Arc<Self>,
+        service: &Arc<IndexService>,
+        shard: usize,
+    ) {
+        let Ok(copy) = service.copy(shard) else {
+            return;
+        };
+        if !service.with_meta(|m| crate::metadata::IndexMetadataExt::settings(m).segment_replication())
+            || copy.segrep.publisher_installed.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let node = Arc::downgrade(self);
+        let (index, uuid) = (service.name(), service.uuid());
+        copy.engine()
+            .add_refresh_listener(Arc::new(move |_: &Engine| {
+                queue_publication(&node, &index, &uuid, shard);
+            }));
+    }
+
+    /// Tells every replica of the local primary of `shard` about its current checkpoint.
+    fn publish_checkpoint(&self, index: &str, uuid: &str, shard: usize) -> ApiResult<()> {
+        let shard_id = shoal_types::ShardId::new(uuid.to_string(), shard as u32);
+        let copy = self.local_copy(index, &shard_id, None)?;
+        copy.shard.segrep.publish_queued.store(false, Ordering::Release);
+        let Some(replication) = copy.replication.clone() else {
+            return Ok(());
+        };
+        let targets = {
+            let tracker = replication.tracker.lock();
+            if !tracker.is_primary_mode() {
+                return Ok(());
+            }
+            tracker.replication_targets()
+        };
+        drop_abandoned_pins(&copy.shard.segrep);
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let checkpoint = copy.engine().segment_checkpoint()?;
+        let state = self.cluster_state();
+        for allocation_id in targets {
+            let Some(address) =
+                crate::replication::copy_address(&state, index, shard, &allocation_id)
+            else {
+                continue;
+            };
+            let published = PublishedCheckpoint {
+                target: CopyTarget {
+                    index: index.to_string(),
+                    index_uuid: uuid.to_string(),
+                    shard,
+                    allocation_id,
+                },
+                primary_term: checkpoint.primary_term,
+                version: checkpoint.version,
+            };
+            // Not waited for: a replica that misses one catches up with the next.
+            drop(self.send::<PublishCheckpointAction>(&address, &published, PUBLISH_TIMEOUT));
+        }
+        Ok(())
+    }
+
+    /// Pins the current checkpoint of the local primary for a replica's copy.
+    pub(super) fn serve_checkpoint_info(&self, target: CopyTarget) -> ApiResult<CheckpointInfo> {
+        let shard_id = shoal_types::ShardId::new(target.index_uuid.clone(), target.shard as u32);
+        let copy = self.local_copy(&target.index, &shard_id, None)?;
+        let primary = copy
+            .replication
+            .as_ref()
+            .is_some_and(|r| r.tracker.lock().is_primary_mode());
+        if !primary {
+            return Err(not_the_primary(&target));
+        }
+        let session = format!(
+            "{}/{}/{}",
+            target.index_uuid,
+            target.shard,
+            uuid::Uuid::new_v4().simple()
+        );
+        let dir = self
+            .paths
+            .shard_dir(&target.index_uuid, target.shard)
+            .join("segrep")
+            .join(session.rsplit('/').next().unwrap_or_default());
+        let pinned = Arc::new(pin_checkpoint(copy.engine(), dir)?);
+        let checkpoint = pinned.checkpoint.clone();
+        copy.shard
+            .segrep
+            .pinned
+            .lock()
+            .insert(session.clone(), pinned);
+        Ok(CheckpointInfo {
+            session,
+            checkpoint,
+        })
+    }
+
+    /// Drops a pinned checkpoint (the replica installed it, or gave up).
+    pub(super) fn release_pinned_checkpoint(&self, session: String) -> ApiResult<()> {
+        if let Some(copy) = self.copy_of_session(&session) {
+            copy.segrep.pinned.lock().remove(&session);
+        }
+        Ok(())
+    }
+
+    fn pinned(&self, session: &str) -> ApiResult<Arc<Pinned>> {
+        self.copy_of_session(session)
+            .and_then(|copy| copy.segrep.pinned.lock().get(session).cloned())
+            .ok_or_else(|| {
+                ApiError::new(
+                    404,
+                    "resource_not_found_exception",
+                    format!("no pinned checkpoint [{session}] (released or abandoned)"),
+                )
+            })
+    }
+
+    /// The local copy a session (`<index uuid>/<shard>/<id>`) belongs to.
+    fn copy_of_session(&self, session: &str) -> Option<Arc<crate::shard::IndexShard>> {
+        let mut parts = session.split('/');
+        let (uuid, shard) = (parts.next()?, parts.next()?.parse::<usize>().ok()?);
+        let service = self.all_indices().into_iter().find(|s| s.uuid() == uuid)?;
+        service.copy(shard).ok()
+    }
+}
+
+/// Queues one publication for the shard on the `replication` pool (never on the refreshing
+/// thread: the checkpoint reads new files' checksums); refreshes while one is queued ride on it.
+fn queue_publication(node: &Weak<Node>, index: &str, uuid: &str, shard: usize) {
+    let Some(node) = node.upgrade() else {
+        return;
+    };
+    let shard_id = shoal_types::ShardId::new(uuid.to_string(), shard as u32);
+    let Ok(copy) = node.local_copy(index, &shard_id, None) else {
+        return;
+    };
+    if copy.shard.segrep.publish_queued.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let pool = node
+        .pressure
+        .pool(crate::pressure::settings::REPLICATION)
+        .clone();
+    let (index, uuid) = (index.to_string(), uuid.to_string());
+    let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+        if let Err(e) = node.publish_checkpoint(&index, &uuid, shard) {
+            tracing::debug!(index, shard, error = %e, "checkpoint not published");
+        }
+    });
+    debug_assert!(queued.is_ok(), "forced work is never rejected");
+}
+
+/// Hard-links the files of the engine's current checkpoint under `dir`. A merge can commit
+/// and delete a file between listing and linking: listing again sees the new commit.
+fn pin_checkpoint(engine: &Engine, dir: PathBuf) -> ApiResult<Pinned> {
+    let index_dir = engine.config().index_dir();
+    let mut last_error = None;
+    for _ in 0..5 {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let checkpoint = engine.segment_checkpoint()?;
+        let linked = checkpoint
+            .files
+            .iter()
+            .try_for_each(|f| std::fs::hard_link(index_dir.join(&f.name), dir.join(&f.name)));
+        match linked {
+            Ok(()) => {
+                return Ok(Pinned {
+                    dir,
+                    checkpoint,
+                    last_used: Mutex::new(Instant::now()),
+                })
+            }
+            Err(e) => last_error = Some(e),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Err(ApiError::from(last_error.expect("an attempt failed")))
+}
+
+fn drop_abandoned_pins(state: &super::CopyState) {
+    state
+        .pinned
+        .lock()
+        .retain(|_, pinned| pinned.last_used.lock().elapsed() < ABANDONED_AFTER);
+}
+
+fn not_the_primary(target: &CopyTarget) -> ApiError {
+    ApiError::new(
+        409,
+        "shard_not_in_primary_mode_exception",
+        format!(
+            "[{}][{}] this copy is not the primary (any more)",
+            target.index, target.shard
+        ),
+    )
+    .with_kind(crate::error::ErrorKind::Moved)
+}
+
+/// Streams a file of a pinned checkpoint; chunks are read on the `replication` pool.
+pub(super) fn serve_file_stream(
+    node: &Arc<Node>,
+    request: FileStreamRequest,
+) -> ApiResult<ByteStream> {
+    let pinned = node.pinned(&request.session)?;
+    let pool = node
+        .pressure
+        .pool(crate::pressure::settings::REPLICATION)
+        .clone();
+    serve_file(pinned, request, pool)
+}

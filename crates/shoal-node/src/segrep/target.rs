@@ -1,0 +1,245 @@
+//! The replica's side of segment replication: one copy task per copy at a time, which asks
+//! the primary for its checkpoint, copies the files it lacks and installs the checkpoint, as
+//! long as the primary has published something newer than what the copy searches.
+
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use shoal_engine::SegmentCheckpoint;
+
+use super::{
+    position, CheckpointInfo, CheckpointInfoAction, CopyTarget, FileStreamAction,
+    PublishedCheckpoint, ReleaseCheckpointAction,
+};
+use crate::error::{ApiError, ApiResult};
+use crate::node::Node;
+use crate::shard::lookup::LocalCopy;
+use crate::transfer::peer::PeerSource;
+use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl};
+use crate::transfer::FileMeta;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `indices.replication.max_bytes_per_sec`: `-1` (the default) takes the recovery limit.
+const MAX_BYTES_PER_SEC: &str = "indices.replication.max_bytes_per_sec";
+
+impl Node {
+    /// A primary published a checkpoint: remember it, and copy until current unless a copy
+    /// task runs for this copy already (it picks the newest up when done with the current
+    /// one). Runs on the `replication` pool; the primary does not wait for the answer.
+    pub(super) fn handle_published_checkpoint(&self, published: PublishedCheckpoint) -> ApiResult<()> {
+        let copy = self.segment_replica(&published.target)?;
+        let wanted = (published.primary_term, published.version);
+        {
+            let mut newest = copy.shard.segrep.published.lock();
+            if newest.is_none_or(|have| have < wanted) {
+                *newest = Some(wanted);
+            }
+        }
+        if !copy.shard.segrep.copying.swap(true, Ordering::AcqRel) {
+            self.copy_until_current(&published.target, &copy);
+        }
+        Ok(())
+    }
+
+    /// Brings a replica to its primary's current checkpoint now (a `_refresh`), after any
+    /// copy task that runs for it; then catches up on what was published meanwhile.
+    pub(crate) fn sync_segments(&self, target: &CopyTarget) -> ApiResult<()> {
+        let copy = self.segment_replica(target)?;
+        let state = &copy.shard.segrep;
+        let deadline = std::time::Instant::now() + CALL_TIMEOUT;
+        while state.copying.swap(true, Ordering::AcqRel) {
+            if std::time::Instant::now() > deadline {
+                return Err(ApiError::new(
+                    503,
+                    "receive_timeout_transport_exception",
+                    "a segment replication round did not end in time",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let synced = self.replicate_once(target, &copy);
+        self.copy_until_current(target, &copy);
+        synced
+    }
+
+    /// Copies checkpoints until the copy has installed the newest one published to it. The
+    /// caller holds the copy's `copying` flag; it is cleared here.
+    fn copy_until_current(&self, target: &CopyTarget, copy: &LocalCopy) {
+        let state = &copy.shard.segrep;
+        loop {
+            let behind = state
+                .published
+                .lock()
+                .is_some_and(|wanted| !state.has_installed(wanted));
+            if !behind {
+                state.copying.store(false, Ordering::Release);
+                // A publication that came in after the check but before the flag cleared
+                // found the task running; look once more.
+                let missed = state
+                    .published
+                    .lock()
+                    .is_some_and(|wanted| !state.has_installed(wanted));
+                if missed && !state.copying.swap(true, Ordering::AcqRel) {
+                    continue;
+                }
+                return;
+            }
+            if let Err(error) = self.replicate_once(target, copy) {
+                tracing::warn!(index = %target.index, shard = target.shard, error = %error, "segment replication round failed");
+                state.copying.store(false, Ordering::Release);
+                return;
+            }
+        }
+    }
+
+    /// One round: the primary's current checkpoint, its files, installed here.
+    pub(crate) fn replicate_once(&self, target: &CopyTarget, copy: &LocalCopy) -> ApiResult<()> {
+        let (primary_id, address) = self.primary_of(target)?;
+        let info = self.call::<CheckpointInfoAction>(&address, target, CALL_TIMEOUT)?;
+        let outcome = self.copy_checkpoint(target, copy, (&primary_id, &address), &info);
+        // Released whatever happened: the pin only costs disk space on the primary.
+        drop(self.send::<ReleaseCheckpointAction>(&address, &info.session, CALL_TIMEOUT));
+        outcome
+    }
+
+    fn copy_checkpoint(
+        &self,
+        target: &CopyTarget,
+        copy: &LocalCopy,
+        (primary_id, address): (&str, &str),
+        info: &CheckpointInfo,
+    ) -> ApiResult<()> {
+        let checkpoint = &info.checkpoint;
+        let state = &copy.shard.segrep;
+        if state.has_installed(position(checkpoint)) {
+            return Ok(());
+        }
+        let source = PeerSource::<FileStreamAction> {
+            transport: self.transport.clone(),
+            node: primary_id.to_string(),
+            address: address.to_string(),
+            session: info.session.clone(),
+            chunk_bytes: self.recovery_limits().chunk_bytes,
+            idle_timeout: CALL_TIMEOUT,
+            action: PhantomData,
+        };
+        let control = CopyControl { node: self, copy };
+        let index_dir = copy.engine().config().index_dir();
+        let transfer = FileTransfer {
+            dir: &index_dir,
+            source: &source,
+            runtime: &self.runtime,
+            limiter: &self.recoveries.limiter,
+            control: &control,
+            // Files of one name never change on the primary: other bytes here are damage.
+            differing: Differing::Fail,
+            files_in_flight: self.recovery_limits().concurrent_chunks,
+        };
+        let stats = transfer.run(&file_list(checkpoint)).map_err(|e| {
+            if e.error_type == "corrupt_index_exception" {
+                copy.engine()
+                    .fail_engine(format!("segment replication found a damaged file: {}", e.reason));
+            }
+            e
+        })?;
+        copy.engine().install_checkpoint(checkpoint)?;
+        *state.installed.lock() = Some(position(checkpoint));
+        tracing::debug!(
+            index = %target.index,
+            shard = target.shard,
+            version = checkpoint.version,
+            files_copied = stats.files_copied,
+            bytes_copied = stats.bytes_copied,
+            files_reused = stats.files_reused,
+            "segment replication round done"
+        );
+        Ok(())
+    }
+
+    /// The local copy a segment-replication message names, if it is a writer-less replica.
+    fn segment_replica(&self, target: &CopyTarget) -> ApiResult<LocalCopy> {
+        let shard_id = shoal_types::ShardId::new(target.index_uuid.clone(), target.shard as u32);
+        let allocation = shoal_types::AllocationId::from(target.allocation_id.as_str());
+        let copy = self.local_copy(&target.index, &shard_id, Some(&allocation))?;
+        if !copy.engine().is_writer_less() {
+            return Err(ApiError::new(
+                409,
+                "illegal_index_shard_state_exception",
+                format!(
+                    "[{}][{}] this copy indexes for itself (it is the primary)",
+                    target.index, target.shard
+                ),
+            ));
+        }
+        Ok(copy)
+    }
+
+    /// The node of the shard's active primary (id, transport address).
+    fn primary_of(&self, target: &CopyTarget) -> ApiResult<(String, String)> {
+        let state = self.cluster_state();
+        state
+            .primary(&target.index, target.shard as u32)
+            .filter(|p| p.is_active())
+            .and_then(|p| p.node.clone())
+            .and_then(|id| state.nodes.get(&id).map(|n| (id, n.transport_address.clone())))
+            .ok_or_else(|| {
+                ApiError::new(
+                    503,
+                    "no_shard_available_action_exception",
+                    format!("[{}][{}] no active primary to copy segments from", target.index, target.shard),
+                )
+            })
+    }
+
+    /// `indices.replication.max_bytes_per_sec`, else the recovery limit.
+    fn replication_bytes_per_sec(&self) -> Option<u64> {
+        let own = self
+            .cluster_setting(MAX_BYTES_PER_SEC)
+            .and_then(|text| crate::replication::throttle::parse_rate(&text).ok());
+        match own {
+            Some(rate) if rate.is_some() => rate,
+            _ => self.recovery_limits().bytes_per_sec,
+        }
+    }
+}
+
+/// The checkpoint's files as a transfer lists them.
+fn file_list(checkpoint: &SegmentCheckpoint) -> Vec<FileMeta> {
+    checkpoint
+        .files
+        .iter()
+        .map(|f| FileMeta {
+            name: f.name.clone(),
+            length: f.length,
+            crc32c: f.checksum,
+        })
+        .collect()
+}
+
+/// A copy task's side of its file transfer.
+struct CopyControl<'a> {
+    node: &'a Node,
+    copy: &'a LocalCopy,
+}
+
+impl TransferControl for CopyControl<'_> {
+    /// A copy closed or failed meanwhile stops copying now.
+    fn check(&self) -> ApiResult<()> {
+        match self.copy.engine().failure() {
+            Some(reason) => Err(ApiError::new(
+                409,
+                "illegal_index_shard_state_exception",
+                format!("segment replication stopped: {reason}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn max_bytes_per_sec(&self) -> Option<u64> {
+        self.node.replication_bytes_per_sec()
+    }
+
+    fn progress(&self, _event: Progress<'_>) {}
+}

@@ -1,0 +1,126 @@
+"""Segment replication (`index.replication.type: SEGMENT`) on real processes: only the primary
+indexes; replicas log the operations and copy the primary's segment files, search exactly what
+the primary searches after a `_refresh`, and a promoted replica keeps every acknowledged write.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster import ShoalCluster, numbered
+from util import wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def cluster3(tmp_path):
+    with ShoalCluster(tmp_path, 3) as c:
+        yield c
+
+
+def create_segment_index(c: ShoalCluster, name: str, shards: int, replicas: int) -> None:
+    r = c.http(0).put(f"/{name}", {"settings": {"number_of_shards": shards, "number_of_replicas": replicas,
+                                                "index.replication.type": "SEGMENT"}})
+    assert r.status_code == 200, r.text
+    c.wait_for_status("green")
+
+
+def copies(c: ShoalCluster, index: str) -> list[dict]:
+    return c.get(f"/_cat/shards/{index}", format="json", h="shard,prirep,state,node,id").json()
+
+
+def node_ids(c: ShoalCluster) -> dict[str, str]:
+    nodes = c.get("/_nodes").json()["nodes"]
+    return {n["name"]: node_id for node_id, n in nodes.items()}
+
+
+def ids_on_node(c: ShoalCluster, index: str, node_id: str) -> list[str]:
+    r = c.http(0).post(f"/{index}/_search", {"size": 1000, "_source": False, "sort": ["_doc"]},
+                       params={"preference": f"_only_nodes:{node_id}"})
+    assert r.status_code == 200, r.text
+    return sorted(hit["_id"] for hit in r.json()["hits"]["hits"])
+
+
+def shard_indexing(c: ShoalCluster, index: str) -> list[tuple[bool, int]]:
+    """(primary, index_total) of every copy."""
+    shards = c.get(f"/{index}/_stats", level="shards").json()["indices"][index]["shards"]
+    return [(copy["routing"]["primary"], copy["indexing"]["index_total"])
+            for group in shards.values() for copy in group]
+
+
+def test_replicas_search_what_the_primary_indexed_without_indexing_it(cluster3):
+    create_segment_index(cluster3, "seg", shards=1, replicas=2)
+    cluster3.bulk(1, "seg", numbered(range(300)), refresh="false")
+    r = cluster3.http(2).post("/seg/_refresh")
+    assert r.status_code == 200 and r.json()["_shards"]["failed"] == 0, r.text
+    expected = sorted(str(n) for n in range(300))
+    ids = node_ids(cluster3)
+    for name, node_id in ids.items():
+        assert ids_on_node(cluster3, "seg", node_id) == expected, name
+    indexing = shard_indexing(cluster3, "seg")
+    assert sorted(indexing) == [(False, 0), (False, 0), (True, 300)], indexing
+
+
+def test_updates_deletes_and_merges_reach_the_replicas_as_segments(cluster3):
+    create_segment_index(cluster3, "churn", shards=2, replicas=1)
+    cluster3.bulk(0, "churn", numbered(range(200)), refresh="false")
+    cluster3.bulk(1, "churn", {n: {"n": n * 10} for n in range(0, 200, 2)}, refresh="false")
+    for n in range(1, 200, 4):
+        r = cluster3.http(2).delete(f"/churn/_doc/{n}")
+        assert r.status_code == 200, r.text
+    cluster3.http(0).post("/churn/_refresh")
+    r = cluster3.http(0).post("/churn/_forcemerge", params={"max_num_segments": "1"})
+    assert r.status_code == 200, r.text
+    cluster3.http(0).post("/churn/_refresh")
+    expected = sorted(str(n) for n in range(200) if n % 4 != 1)
+    for node_id in node_ids(cluster3).values():
+        on_node = ids_on_node(cluster3, "churn", node_id)
+        # A node holds copies of some shards only: what it has must be exactly their share.
+        assert set(on_node) <= set(expected)
+    for preference in ("_primary", "_replica"):
+        r = cluster3.http(1).post("/churn/_search", {"size": 1000, "query": {"term": {"n": 40}}},
+                                  params={"preference": preference})
+        hits = r.json()["hits"]["hits"]
+        assert [h["_id"] for h in hits] == ["4"], (preference, r.text)
+        r = cluster3.http(1).post("/churn/_count", params={"preference": preference})
+        assert r.json()["count"] == len(expected), (preference, r.text)
+
+
+def test_a_realtime_get_sees_a_write_before_any_refresh(cluster3):
+    create_segment_index(cluster3, "rt", shards=1, replicas=2)
+    for i in range(3):
+        r = cluster3.http(i).put(f"/rt/_doc/d{i}", {"n": i})
+        assert r.status_code == 201, r.text
+        for j in range(3):
+            got = cluster3.http(j).get(f"/rt/_doc/d{i}")
+            assert got.status_code == 200 and got.json()["_source"] == {"n": i}, (i, j, got.text)
+
+
+def test_a_promoted_replica_keeps_every_acknowledged_write(cluster3):
+    create_segment_index(cluster3, "promo", shards=1, replicas=1)
+    cluster3.bulk(0, "promo", numbered(range(100)), refresh="false")
+    cluster3.http(0).post("/promo/_refresh")
+    # Acknowledged, never refreshed: on the replica only in its translog.
+    cluster3.bulk(0, "promo", numbered(range(100, 150)), refresh="false")
+    primary = next(row for row in copies(cluster3, "promo") if row["prirep"] == "p")
+    victim = cluster3.index_of(primary["node"])
+    survivor = (victim + 1) % 3
+    cluster3.kill(victim)
+
+    def promoted():
+        rows = copies_from(cluster3, "promo", survivor)
+        return any(r["prirep"] == "p" and r["state"] == "STARTED" and r["node"] != primary["node"] for r in rows)
+
+    wait_for(promoted, timeout=60, what="the replica promoted")
+    r = cluster3.http(survivor).put("/promo/_doc/after", {"n": -1}, params={"refresh": "true"})
+    assert r.status_code in (200, 201), r.text
+    r = cluster3.http(survivor).post("/promo/_count", params={"preference": "_primary"})
+    assert r.json()["count"] == 151, r.text
+    for n in (0, 99, 100, 149):
+        got = cluster3.http(survivor).get(f"/promo/_doc/{n}")
+        assert got.status_code == 200, (n, got.text)
+
+
+def copies_from(c: ShoalCluster, index: str, i: int) -> list[dict]:
+    return c.get(f"/_cat/shards/{index}", i, format="json", h="shard,prirep,state,node").json()
