@@ -23,6 +23,8 @@ def n(v, kind):
         return f"{v:.2f} s"
     if kind == "cpu":
         return f"{v:.3f}"
+    if kind == "ratio":
+        return f"{v:.2f}"
     return f"{v}"
 
 
@@ -184,14 +186,20 @@ def render_replicated(doc):
         rows.append([mode, cell(s.get("docs_per_s"), "rate"), cell(o.get("docs_per_s"), "rate"),
                      ratio(med(s.get("docs_per_s")), med(o.get("docs_per_s"))),
                      cell(s.get("cpu_s_per_1k_docs"), "cpu"), cell(o.get("cpu_s_per_1k_docs"), "cpu"),
-                     cell(s.get("bulk_p99_ms"), "ms"), cell(o.get("bulk_p99_ms"), "ms")])
+                     cell(s.get("bulk_p99_ms"), "ms"), cell(o.get("bulk_p99_ms"), "ms"),
+                     cell(s.get("other_over_busier_cpu"), "ratio"), cell(o.get("other_over_busier_cpu"), "ratio")])
     if rows:
         lines += table(rows, ["mode (2 nodes, 1 shard)", "Shoal docs/s", "OS docs/s", "docs/s Shoal ÷ OS",
-                              "Shoal CPU s / 1k docs", "OS CPU s / 1k docs", "Shoal bulk p99", "OS bulk p99"])
+                              "Shoal CPU s / 1k docs", "OS CPU s / 1k docs", "Shoal bulk p99", "OS bulk p99",
+                              "Shoal replica ÷ primary CPU", "OS replica ÷ primary CPU"])
     for name, entry in sy.items():
         if "one_replica_over_none_docs_per_s" in entry:
             lines += [f"- {name}: docs/s with 1 replica ÷ with 0 replicas = "
                       f"{entry['one_replica_over_none_docs_per_s']}", ""]
+        if "segment_over_document_docs_per_s" in entry:
+            lines += [f"- {name}: docs/s SEGMENT ÷ DOCUMENT (1 replica) = "
+                      f"{entry['segment_over_document_docs_per_s']} (goal ≥ 1.6); SEGMENT with 1 replica ÷ "
+                      f"0 replicas = {entry.get('segment_over_no_replica_docs_per_s')} (goal ≥ 0.9)", ""]
     return lines
 
 

@@ -440,8 +440,7 @@ def start_cluster(name, n=2):
 # (mode label, replication type, replicas, systems that have it)
 REPLICATED_MODES = [("DOCUMENT, 0 replicas", "DOCUMENT", 0, ("shoal", "opensearch")),
                     ("DOCUMENT, 1 replica", "DOCUMENT", 1, ("shoal", "opensearch")),
-                    ("SEGMENT, 1 replica", "SEGMENT", 1, ("opensearch",))]
-NO_SEGREP = "Shoal has no segment replication yet: the SEGMENT mode runs OpenSearch alone."
+                    ("SEGMENT, 1 replica", "SEGMENT", 1, ("shoal", "opensearch"))]
 
 
 def replicated_once(nodes, body, max_docs):
@@ -449,16 +448,22 @@ def replicated_once(nodes, body, max_docs):
     cpu0 = [n.cpu_seconds() for n in nodes]
     out = bench_cmd("bulk", "--url", nodes[0].url, "--index", "repl", "--file", prep.DEBIAN,
                     "--clients", 2, *(["--max-docs", max_docs] if max_docs else []))
-    cpu = sum(n.cpu_seconds() for n in nodes) - sum(cpu0)
+    per_node = [n.cpu_seconds() - c0 for n, c0 in zip(nodes, cpu0)]
+    cpu = sum(per_node)
     nodes[0].delete_index("repl")
+    # The busier node holds the primary (one shard on two nodes); the other its replica.
+    busy, idle = max(per_node), min(per_node)
     return {"docs_per_s": out["docs_per_s"], "cpu_s_total": round(cpu, 3),
+            "cpu_s_busier_node": round(busy, 3), "cpu_s_other_node": round(idle, 3),
+            "other_over_busier_cpu": round(idle / busy, 3) if busy else None,
             "cpu_s_per_1k_docs": round(cpu / max(out["docs"], 1) * 1000, 4),
             "bulk_p50_ms": out["bulk_latency_ms"].get("p50"), "bulk_p99_ms": out["bulk_latency_ms"].get("p99")}
 
 
 def scenario_ingest_replicated(ctx):
     """Bulk ingest into 1 shard on a 2-node cluster, systems alternating run by run."""
-    result = {"notes": [NO_SEGREP], "systems": {}}
+    result = {"notes": ["1 shard on 2 nodes: with a replica, the busier node holds the primary; "
+                        "other_over_busier_cpu is then the replica's CPU over the primary's"], "systems": {}}
     base = load_index_body("debian")
     clusters = {}
     try:
@@ -478,7 +483,8 @@ def scenario_ingest_replicated(ctx):
                     if r >= ctx.warmup:
                         modes = result["systems"][name]["modes"]
                         modes.setdefault(label, {"runs": []})["runs"].append(row)
-        keys = ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs", "bulk_p50_ms", "bulk_p99_ms"]
+        keys = ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs", "bulk_p50_ms", "bulk_p99_ms",
+                "cpu_s_busier_node", "cpu_s_other_node", "other_over_busier_cpu"]
         for entry in result["systems"].values():
             for mode in entry["modes"].values():
                 mode["summary"] = summarize_runs(mode["runs"], keys)
@@ -487,6 +493,13 @@ def scenario_ingest_replicated(ctx):
                 entry["one_replica_over_none_docs_per_s"] = round(
                     modes["DOCUMENT, 1 replica"]["summary"]["docs_per_s"]["median"]
                     / modes["DOCUMENT, 0 replicas"]["summary"]["docs_per_s"]["median"], 3)
+            if "SEGMENT, 1 replica" in modes and "DOCUMENT, 1 replica" in modes:
+                median = lambda label: modes[label]["summary"]["docs_per_s"]["median"]
+                entry["segment_over_document_docs_per_s"] = round(
+                    median("SEGMENT, 1 replica") / median("DOCUMENT, 1 replica"), 3)
+                if "DOCUMENT, 0 replicas" in modes:
+                    entry["segment_over_no_replica_docs_per_s"] = round(
+                        median("SEGMENT, 1 replica") / median("DOCUMENT, 0 replicas"), 3)
     finally:
         for nodes in clusters.values():
             for n in nodes:

@@ -21,8 +21,6 @@ use crate::transfer::FileMeta;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `indices.replication.max_bytes_per_sec`: `-1` (the default) takes the recovery limit.
-const MAX_BYTES_PER_SEC: &str = "indices.replication.max_bytes_per_sec";
 
 impl Node {
     /// A primary published a checkpoint: remember it, and copy until current unless a copy
@@ -193,13 +191,12 @@ impl Node {
             })
     }
 
-    /// `indices.replication.max_bytes_per_sec`, else the recovery limit.
+    /// `indices.replication.max_bytes_per_sec` (`0`: unthrottled), unless unset or `-1`:
+    /// then the recovery limit.
     fn replication_bytes_per_sec(&self) -> Option<u64> {
-        let own = self
-            .cluster_setting(MAX_BYTES_PER_SEC)
-            .and_then(|text| crate::replication::throttle::parse_rate(&text).ok());
-        match own {
-            Some(rate) if rate.is_some() => rate,
+        use crate::replication::throttle::{parse_rate, REPLICATION_MAX_BYTES_PER_SEC};
+        match self.cluster_setting(REPLICATION_MAX_BYTES_PER_SEC) {
+            Some(text) if !matches!(text.trim(), "-1" | "-1b") => parse_rate(&text).ok().flatten(),
             _ => self.recovery_limits().bytes_per_sec,
         }
     }

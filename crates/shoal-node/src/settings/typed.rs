@@ -437,6 +437,7 @@ const HONOURED_CLUSTER: &[&str] = &[
     "indices.recovery.max_bytes_per_sec",
     "indices.recovery.max_concurrent_file_chunks",
     "indices.recovery.recovery_activity_timeout",
+    "indices.replication.max_bytes_per_sec",
     "http.max_content_length",
     "search.max_buckets",
     // Only `false` (its default): Shoal has no shard-level indexing pressure.
