@@ -46,21 +46,6 @@ impl LocalCheckpointTracker {
         }
     }
 
-    /// Records that every operation up to `seq_no` is processed (a segment-replication
-    /// replica installed a commit that holds them).
-    pub fn fast_forward(&mut self, seq_no: i64) {
-        if seq_no <= self.checkpoint {
-            return;
-        }
-        self.checkpoint = seq_no;
-        self.max_seq_no = self.max_seq_no.max(seq_no);
-        self.next_seq_no = self.next_seq_no.max(seq_no + 1);
-        self.pending = self.pending.split_off(&(seq_no + 1));
-        while self.pending.remove(&(self.checkpoint + 1)) {
-            self.checkpoint += 1;
-        }
-    }
-
     pub fn checkpoint(&self) -> i64 {
         self.checkpoint
     }

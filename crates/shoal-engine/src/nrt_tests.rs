@@ -269,3 +269,35 @@ fn later_commits_are_ahead_and_files_merged_away_leave_the_replica() {
         "the replica keeps exactly the files its commit names"
     );
 }
+
+#[test]
+fn a_replica_counts_only_what_it_logged_and_refuses_a_deposed_primarys_checkpoint() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (primary, replica) = (open_primary(a.path()), open_replica(b.path()));
+    write(&primary, &replica, 0..5);
+    // Indexed on the primary, not (yet) sent to the replica.
+    let ops = (5..8)
+        .map(|n| index_op(&format!("d{n}"), n, UNASSIGNED_SEQ_NO, 0))
+        .collect();
+    for result in primary.apply(ops, Origin::Primary) {
+        primary.sync_to(&result.unwrap().location.unwrap()).unwrap();
+    }
+    refresh_and_copy(&primary, &replica);
+    assert_eq!(docs(&replica), 8, "the replica searches the primary's commit");
+    assert_eq!(
+        replica.local_checkpoint(),
+        4,
+        "operations it was never sent are not counted: a new primary's resync must reach it"
+    );
+
+    // The replica follows a new primary (term 2); the old one's commits are refused.
+    replica.set_primary_term(2);
+    write(&primary, &replica, 8..9);
+    primary.refresh().unwrap();
+    let stale = primary.segment_checkpoint().unwrap();
+    copy_files(&stale, &primary, &replica);
+    assert!(matches!(
+        replica.install_checkpoint(&stale),
+        Err(EngineError::StaleCheckpoint { checkpoint: 1, current: 2 })
+    ));
+}

@@ -282,6 +282,10 @@ impl From<shoal_engine::EngineError> for ApiError {
             shoal_engine::EngineError::Corrupted(reason) => {
                 ApiError::new(500, "corrupt_index_exception", reason)
             }
+            shoal_engine::EngineError::StaleCheckpoint { .. } => {
+                ApiError::new(409, "illegal_index_shard_state_exception", e.to_string())
+                    .with_kind(ErrorKind::Moved)
+            }
             other => ApiError::internal(other.to_string()),
         }
     }

@@ -261,6 +261,7 @@ impl Node {
                 flat.insert(key.clone(), value.clone());
             }
         }
+        settings::apply_replication_strategy(&self.config.settings, &mut flat)?;
         let mapping =
             Mapping::from_json(body.get("mappings").unwrap_or(&Value::Null)).map_err(|e| {
                 ApiError::mapper_parsing(format!("Failed to parse mapping [_doc]: {e}"))

@@ -204,16 +204,22 @@ impl Engine {
     /// Makes a copied checkpoint this replica's commit and searches it: the files must
     /// already be in the index directory (copied and verified by the caller). The commit is
     /// written with this copy's own translog in its payload, the reader moves to it, the
-    /// operations it holds count as processed and leave the translog (down to what the
-    /// global checkpoint and retention leases still need), and the files only the previous
-    /// commit used are deleted.
+    /// operations it holds leave the translog (down to what the global checkpoint and
+    /// retention leases still need), and the files only the previous commit used are deleted.
+    /// A checkpoint of an older primary term than this copy's is refused.
     pub fn install_checkpoint(&self, checkpoint: &SegmentCheckpoint) -> Result<(), EngineError> {
         self.ensure_open()?;
-        let mut state = self.state.lock();
+        let state = self.state.lock();
         if state.writer.is_some() {
             return Err(EngineError::Closed(
                 "a primary's engine does not install copied segments".into(),
             ));
+        }
+        if checkpoint.primary_term < self.primary_term() {
+            return Err(EngineError::StaleCheckpoint {
+                checkpoint: checkpoint.primary_term,
+                current: self.primary_term(),
+            });
         }
         let previous = self.index.load_metas()?.list_segment_files();
         self.check_copied_files(checkpoint)?;
@@ -222,11 +228,16 @@ impl Engine {
         // every older generation can then go once nothing needs it.
         let rolled = self.translog.roll_generation();
         self.fail_on_error("translog roll failed", rolled)?;
-        let local_checkpoint = checkpoint.local_checkpoint;
+        // What this copy counts as processed stays what it logged itself: the commit may hold
+        // operations of its primary it was never sent (still in flight, or never acknowledged
+        // if that primary is deposed), and a new primary's resync must still reach it for them.
+        let local_checkpoint = checkpoint
+            .local_checkpoint
+            .min(state.tracker.checkpoint());
         let first_retained = self.first_retained_seq_no(local_checkpoint);
         self.history_complete_from
             .fetch_max(first_retained, Ordering::AcqRel);
-        let payload = self.replica_payload(checkpoint, state.tracker.max_seq_no())?;
+        let payload = self.replica_payload(checkpoint, local_checkpoint, state.tracker.max_seq_no())?;
         let meta = with_payload(&checkpoint.meta, &payload)?;
         let written = self
             .index
@@ -235,7 +246,6 @@ impl Engine {
         self.fail_on_error("installing the copied commit failed", written)?;
         self.reader.reload()?;
         *self.history_uuid.lock() = payload.history_uuid.clone();
-        state.tracker.fast_forward(local_checkpoint);
         drop(state);
         self.trim_translog(first_retained)?;
         let current = self.index.load_metas()?.list_segment_files();
@@ -269,6 +279,7 @@ impl Engine {
     fn replica_payload(
         &self,
         checkpoint: &SegmentCheckpoint,
+        local_checkpoint: i64,
         logged_max_seq_no: i64,
     ) -> Result<CommitPayload, EngineError> {
         let primary = serde_json::from_str::<serde_json::Value>(&checkpoint.meta)
@@ -278,12 +289,10 @@ impl Engine {
                 EngineError::Corrupted("the copied commit has no Shoal payload".into())
             })?;
         Ok(CommitPayload {
-            local_checkpoint: checkpoint.local_checkpoint,
+            local_checkpoint,
             max_seq_no: checkpoint.max_seq_no.max(logged_max_seq_no),
             translog_uuid: self.translog.uuid().to_string(),
-            translog_generation: self
-                .translog
-                .min_generation_for_seq_no(checkpoint.local_checkpoint + 1),
+            translog_generation: self.translog.min_generation_for_seq_no(local_checkpoint + 1),
             global_checkpoint: self.global_checkpoint(),
             history_uuid: primary.history_uuid,
             history_complete_from: self.history_complete_from(),

@@ -388,6 +388,31 @@ pub fn validate_cluster_update(
 
 /// Validates the settings a node is started with (`config/shoal.yml`, `-E`): unknown
 /// settings stop the start as in OpenSearch, and so do settings Shoal would ignore.
+/// Gives a new index the node's `cluster.indices.replication.strategy` when it names no
+/// replication type, and refuses one that names another type while
+/// `cluster.index.restrict.replication.type` is set (OpenSearch's words).
+pub fn apply_replication_strategy(node: &FlatSettings, index: &mut FlatSettings) -> ApiResult<()> {
+    let text = |key: &str| node.get(key).and_then(setting_text);
+    let strategy = text(typed::REPLICATION_STRATEGY)
+        .unwrap_or_else(|| "DOCUMENT".into())
+        .to_ascii_uppercase();
+    let restricted = text(typed::RESTRICT_REPLICATION_TYPE).is_some_and(|v| v == "true");
+    let key = "index.replication.type";
+    match index.get(key).and_then(setting_text) {
+        Some(given) if restricted && !given.eq_ignore_ascii_case(&strategy) => {
+            Err(ApiError::bad_request(format!(
+                "index setting [{key}] is not allowed to be set as [{}=true]",
+                typed::RESTRICT_REPLICATION_TYPE
+            )))
+        }
+        Some(_) => Ok(()),
+        None => {
+            index.insert(key.to_string(), Value::String(strategy));
+            Ok(())
+        }
+    }
+}
+
 pub fn validate_node_settings(settings: &FlatSettings) -> ApiResult<()> {
     for (key, value) in settings {
         if key.starts_with("index.") {
@@ -584,6 +609,39 @@ pub fn default_routing_num_shards(number_of_shards: usize) -> usize {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn flat(pairs: &[(&str, &str)]) -> FlatSettings {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect()
+    }
+
+    #[test]
+    fn new_indices_take_the_node_replication_strategy_and_a_restricted_node_refuses_others() {
+        let node = flat(&[("cluster.indices.replication.strategy", "segment")]);
+        let mut index = FlatSettings::new();
+        apply_replication_strategy(&node, &mut index).unwrap();
+        assert_eq!(index["index.replication.type"], json!("SEGMENT"));
+
+        let mut chosen = flat(&[("index.replication.type", "DOCUMENT")]);
+        apply_replication_strategy(&node, &mut chosen).unwrap();
+        assert_eq!(chosen["index.replication.type"], json!("DOCUMENT"));
+
+        let restricted = flat(&[
+            ("cluster.indices.replication.strategy", "SEGMENT"),
+            ("cluster.index.restrict.replication.type", "true"),
+        ]);
+        let error = apply_replication_strategy(&restricted, &mut chosen).unwrap_err();
+        assert_eq!(error.status, 400);
+        assert_eq!(
+            error.reason,
+            "index setting [index.replication.type] is not allowed to be set as [cluster.index.restrict.replication.type=true]"
+        );
+        let mut default = FlatSettings::new();
+        apply_replication_strategy(&FlatSettings::new(), &mut default).unwrap();
+        assert_eq!(default["index.replication.type"], json!("DOCUMENT"));
+    }
 
     #[test]
     fn nested_and_short_forms_flatten_to_index_keys() {

@@ -64,6 +64,10 @@ fn explicit_kind(key: &str) -> Option<Kind> {
         "cluster.routing.allocation.balance.shard"
         | "cluster.routing.allocation.balance.index"
         | "cluster.routing.allocation.balance.threshold" => Kind::Float { min: 0.0 },
+        REPLICATION_STRATEGY => Kind::Enum(
+            |v| format!("No enum constant org.opensearch.indices.replication.common.ReplicationType.{v}"),
+            &["document", "segment"],
+        ),
         "cluster.routing.allocation.enable" | "index.routing.allocation.enable" => Kind::Enum(
             |v| format!("Illegal allocation.enable value [{v}]"),
             &["all", "primaries", "new_primaries", "none"],
@@ -449,8 +453,15 @@ const HONOURED_CLUSTER_GROUPS: &[&str] = &[
     "cluster.routing.allocation.exclude.",
     "cluster.routing.allocation.require.",
 ];
+/// `cluster.indices.replication.strategy`: the replication type of new indices that name none.
+pub const REPLICATION_STRATEGY: &str = "cluster.indices.replication.strategy";
+/// `cluster.index.restrict.replication.type`: new indices must use the strategy.
+pub const RESTRICT_REPLICATION_TYPE: &str = "cluster.index.restrict.replication.type";
+
 /// Node settings read at start only.
 const HONOURED_NODE: &[&str] = &[
+    REPLICATION_STRATEGY,
+    RESTRICT_REPLICATION_TYPE,
     "cluster.name",
     "cluster.initial_cluster_manager_nodes",
     "cluster.initial_master_nodes",
