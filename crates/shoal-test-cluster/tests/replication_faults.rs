@@ -14,10 +14,20 @@ const INDEX: &str = "acked";
 const GREEN: Duration = Duration::from_secs(60);
 
 fn create_index(cluster: &TestCluster, shards: usize, delayed_timeout: &str) {
+    create_index_replicated(cluster, shards, delayed_timeout, "DOCUMENT");
+}
+
+fn create_index_replicated(
+    cluster: &TestCluster,
+    shards: usize,
+    delayed_timeout: &str,
+    replication: &str,
+) {
     cluster.client(0).create_index(
         INDEX,
         &json!({"settings": {
             "number_of_shards": shards, "number_of_replicas": 1,
+            "index.replication.type": replication,
             "index.translog.durability": "request",
             "index.unassigned.node_left.delayed_timeout": delayed_timeout},
             "mappings": {"properties": {"value": {"type": "long"}, "writer": {"type": "integer"}}}}),
@@ -28,8 +38,12 @@ fn create_index(cluster: &TestCluster, shards: usize, delayed_timeout: &str) {
 /// Rounds of: writers running, the node of a random primary killed, the writers going on
 /// (every shard writable again), then the node restarted and every copy checked.
 fn kill_primaries_under_load(rounds: usize, delayed_timeout: &str, seed: u64) {
+    kill_primaries_of(rounds, delayed_timeout, seed, "DOCUMENT");
+}
+
+fn kill_primaries_of(rounds: usize, delayed_timeout: &str, seed: u64, replication: &str) {
     let mut cluster = TestCluster::start(3);
-    create_index(&cluster, 3, delayed_timeout);
+    create_index_replicated(&cluster, 3, delayed_timeout, replication);
     let history = Arc::new(History::default());
     let mut values = vec![0; 2];
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -78,6 +92,13 @@ fn kill_primaries_under_load(rounds: usize, delayed_timeout: &str, seed: u64) {
 #[test]
 fn killing_primaries_under_load_loses_no_acknowledged_write_and_promotes_their_replicas() {
     kill_primaries_under_load(3, "0", 17);
+}
+
+/// Segment replicas never index: a promoted one must index what it only logged, and the
+/// copies must hold the same documents once the new primary's segments are copied.
+#[test]
+fn killing_segment_replicated_primaries_under_load_loses_no_acknowledged_write() {
+    kill_primaries_of(5, "0", 41, "SEGMENT");
 }
 
 #[test]
