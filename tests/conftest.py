@@ -392,3 +392,41 @@ def products(http):
 def products3(http):
     """The same documents spread over 3 shards (for merge-across-shards checks)."""
     yield from shared_products_index(http, "t-shared-products3", 3)
+
+
+# ---------------------------------------------------------------- transport errors seen by clients
+
+# What a client must never get for a node that went away (issue 17): the coordinating node's
+# transport error instead of a retry on the promoted copy.
+TRANSPORT_ERROR_TYPES = ("connect_transport_exception", "node_not_connected_exception",
+                         "node_closed_exception", "receive_timeout_transport_exception")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def transport_errors_answered(root: Path) -> list[str]:
+    """Lines of the node logs under `root` where a node answered a client (a whole request or a
+    bulk item) with a 5xx transport error; each as `<test dir>: <line>`."""
+    found = []
+    for log in root.rglob("node.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            line = ANSI.sub("", line)
+            if ("request failed" in line or "bulk item failed" in line) and any(
+                    t in line for t in TRANSPORT_ERROR_TYPES):
+                found.append(f"{log.relative_to(root).parts[0]}: {line.strip()}")
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Reports, for every run, how many client answers were 5xx transport errors (the node logs
+    log every 5xx request and bulk item); the figure the notes of issue 17 quote."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    try:
+        root = factory.getbasetemp()
+    except Exception:
+        return
+    found = transport_errors_answered(Path(root))
+    print(f"\n[figure] client answers that were 5xx transport errors: {len(found)}")
+    for line in found[:20]:
+        print(f"  {line}")
