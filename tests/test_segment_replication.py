@@ -124,3 +124,26 @@ def test_a_promoted_replica_keeps_every_acknowledged_write(cluster3):
 
 def copies_from(c: ShoalCluster, index: str, i: int) -> list[dict]:
     return c.get(f"/_cat/shards/{index}", i, format="json", h="shard,prirep,state,node").json()
+
+
+def test_cat_segment_replication_lists_every_replica_and_its_lag(cluster3):
+    create_segment_index(cluster3, "lag", shards=2, replicas=1)
+    cluster3.bulk(0, "lag", numbered(range(100)), refresh="false")
+    cluster3.http(1).post("/lag/_refresh")
+
+    def caught_up():
+        rows = cluster3.get("/_cat/segment_replication/lag", format="json").json()
+        return rows if len(rows) == 2 and all(r["checkpoints_behind"] == "0" for r in rows) else None
+
+    rows = wait_for(caught_up, timeout=10, what="both replicas caught up")
+    assert sorted(r["shardId"] for r in rows) == ["[lag][0]", "[lag][1]"], rows
+    replica_nodes = {(int(r["shard"]), r["node"]) for r in copies_from(cluster3, "lag", 0) if r["prirep"] == "r"}
+    assert {(int(r["shardId"][6]), r["target_node"]) for r in rows} == replica_nodes, rows
+    assert all(r["bytes_behind"] == "0b" and r["current_lag"] == "0s" for r in rows), rows
+    assert all(r["last_completed_lag"] is not None for r in rows), rows
+    text = cluster3.get("/_cat/segment_replication", v="true").text
+    assert text.splitlines()[0].split() == ["shardId", "target_node", "target_host", "checkpoints_behind",
+                                            "bytes_behind", "current_lag", "last_completed_lag",
+                                            "rejected_requests"], text
+    r = cluster3.http(0).get("/_cat/segment_replication", params={"detailed": "true"})
+    assert r.status_code == 400 and "detailed" in r.text, r.text

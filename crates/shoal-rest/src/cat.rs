@@ -827,6 +827,8 @@ pub async fn help() -> RestResult {
         "/_cat/nodeattrs",
         "/_cat/nodes",
         "/_cat/pending_tasks",
+        "/_cat/segment_replication",
+        "/_cat/segment_replication/{index}",
         "/_cat/segments",
         "/_cat/segments/{index}",
         "/_cat/shards",

@@ -67,6 +67,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(cluster_routes())
         .merge(crate::cluster_admin::routes())
         .merge(crate::recovery::routes())
+        .merge(crate::segment_replication::routes())
         .merge(cat_routes())
         .merge(search_routes())
         .merge(document_routes())

@@ -28,6 +28,7 @@ use crate::index_service::IndexService;
 use crate::node::Node;
 
 pub mod source;
+pub mod stats;
 pub mod target;
 
 /// Every segment-replication action name starts with this (they run on the `replication`
@@ -58,6 +59,22 @@ impl shoal_transport::Action for ReleaseCheckpointAction {
     type Response = ();
 }
 
+/// A replica searches a newer checkpoint (lag statistics on the primary).
+pub struct VisibleCheckpointAction;
+impl shoal_transport::Action for VisibleCheckpointAction {
+    const NAME: &'static str = "internal:index/shard/replication/update_visible_checkpoint";
+    type Request = stats::VisibleCheckpoint;
+    type Response = ();
+}
+
+/// The replicas of a node's primaries and how far behind they are (`_cat/segment_replication`).
+pub struct ReplicaRowsAction;
+impl shoal_transport::Action for ReplicaRowsAction {
+    const NAME: &'static str = "internal:index/shard/replication/stats";
+    type Request = Option<Vec<String>>;
+    type Response = Vec<stats::ReplicaRow>;
+}
+
 crate::transfer::peer::file_stream_action!(
     /// Streams one file of a pinned checkpoint.
     FileStreamAction,
@@ -69,6 +86,8 @@ pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
     actions.register::<PublishCheckpointAction>(Node::handle_published_checkpoint);
     actions.register::<CheckpointInfoAction>(Node::serve_checkpoint_info);
     actions.register::<ReleaseCheckpointAction>(Node::release_pinned_checkpoint);
+    actions.register::<VisibleCheckpointAction>(Node::handle_visible_checkpoint);
+    actions.register::<ReplicaRowsAction>(Node::serve_replica_rows);
     actions.register_stream::<FileStreamAction>(source::serve_file_stream);
 }
 
@@ -111,9 +130,17 @@ pub struct CopyState {
     pub(crate) installed: Mutex<Option<(i64, u64)>>,
     /// A copy task runs for this replica.
     pub(crate) copying: AtomicBool,
+    /// As a primary: how far behind each replica is, by allocation id.
+    pub(crate) replicas: Mutex<stats::ReplicaLags>,
+    /// As a primary: writes refused because too many replicas were stale.
+    pub(crate) rejected: std::sync::atomic::AtomicU64,
 }
 
 impl CopyState {
+    pub fn rejected_requests(&self) -> u64 {
+        self.rejected.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether the replica has installed `(term, version)` or a newer checkpoint.
     pub fn has_installed(&self, wanted: (i64, u64)) -> bool {
         self.installed.lock().is_some_and(|have| have >= wanted)

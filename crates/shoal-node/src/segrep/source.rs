@@ -93,6 +93,18 @@ impl Node {
         }
         let checkpoint = copy.engine().segment_checkpoint()?;
         let state = self.cluster_state();
+        {
+            let now = Instant::now();
+            let mut lags = copy.shard.segrep.replicas.lock();
+            lags.retain(|allocation_id, _| targets.contains(allocation_id));
+            for allocation_id in &targets {
+                lags.entry(allocation_id.clone()).or_default().published(
+                    checkpoint.version,
+                    checkpoint.length(),
+                    now,
+                );
+            }
+        }
         for allocation_id in targets {
             let Some(address) =
                 crate::replication::copy_address(&state, index, shard, &allocation_id)

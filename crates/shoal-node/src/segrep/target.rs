@@ -144,6 +144,7 @@ impl Node {
         })?;
         copy.engine().install_checkpoint(checkpoint)?;
         *state.installed.lock() = Some(position(checkpoint));
+        self.report_visible(address, target, checkpoint);
         tracing::debug!(
             index = %target.index,
             shard = target.shard,

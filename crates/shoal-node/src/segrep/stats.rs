@@ -1,0 +1,231 @@
+//! How far each segment replica is behind its primary, as the primary sees it: checkpoints it
+//! published that the replica does not search yet, since when, and how many bytes. Lag runs
+//! from a checkpoint's publication to the replica's report that it searches it (never while
+//! nothing is pending: an idle replica is not behind).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{CopyTarget, VisibleCheckpointAction};
+use crate::error::ApiResult;
+use crate::metadata::IndexMetadataExt;
+use crate::node::Node;
+
+/// One replica's progress, kept by its primary.
+#[derive(Debug, Default)]
+pub struct ReplicaLag {
+    /// Published and not yet searched by the replica: (version, published at, bytes).
+    pending: Vec<(u64, Instant, u64)>,
+    /// (version, bytes) of what the replica searches.
+    visible: Option<(u64, u64)>,
+    last_completed: Option<Duration>,
+}
+
+impl ReplicaLag {
+    /// A checkpoint was published to the replica.
+    pub fn published(&mut self, version: u64, length: u64, now: Instant) {
+        let newer = self.pending.last().is_none_or(|(v, _, _)| *v < version)
+            && self.visible.is_none_or(|(v, _)| v < version);
+        if newer {
+            self.pending.push((version, now, length));
+        }
+    }
+
+    /// The replica searches `version` now: every checkpoint up to it is done; the lag of the
+    /// newest of them is the last completed one.
+    pub fn visible(&mut self, version: u64, length: u64, now: Instant) {
+        let done = self.pending.partition_point(|(v, _, _)| *v <= version);
+        if let Some((_, published, _)) = self.pending.get(done.wrapping_sub(1)) {
+            self.last_completed = Some(now.duration_since(*published));
+        }
+        self.pending.drain(..done);
+        self.visible = Some((version, length));
+    }
+
+    pub fn checkpoints_behind(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn current_lag(&self, now: Instant) -> Duration {
+        self.pending
+            .first()
+            .map_or(Duration::ZERO, |(_, at, _)| now.duration_since(*at))
+    }
+
+    pub fn bytes_behind(&self) -> u64 {
+        let latest = self.pending.last().map_or(0, |(_, _, len)| *len);
+        latest.saturating_sub(self.visible.map_or(0, |(_, len)| len))
+    }
+}
+
+/// A row of `_cat/segment_replication`: one replica of a primary on the node that answered.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplicaRow {
+    pub index: String,
+    pub shard: usize,
+    pub target_node: String,
+    pub checkpoints_behind: usize,
+    pub bytes_behind: u64,
+    pub current_lag_ms: u64,
+    pub last_completed_lag_ms: Option<u64>,
+    pub rejected_requests: u64,
+}
+
+/// What a replica reports after it installed a checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VisibleCheckpoint {
+    pub target: CopyTarget,
+    pub primary_term: i64,
+    pub version: u64,
+    pub length: u64,
+}
+
+impl Node {
+    /// A replica searches a newer checkpoint (on its primary).
+    pub(super) fn handle_visible_checkpoint(&self, visible: VisibleCheckpoint) -> ApiResult<()> {
+        let target = &visible.target;
+        let shard_id = shoal_types::ShardId::new(target.index_uuid.clone(), target.shard as u32);
+        let copy = self.local_copy(&target.index, &shard_id, None)?;
+        if copy.engine().primary_term() == visible.primary_term {
+            copy.shard
+                .segrep
+                .replicas
+                .lock()
+                .entry(target.allocation_id.clone())
+                .or_default()
+                .visible(visible.version, visible.length, Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Tells the primary this replica searches `checkpoint` now (not waited for).
+    pub(super) fn report_visible(&self, address: &str, target: &CopyTarget, checkpoint: &shoal_engine::SegmentCheckpoint) {
+        let visible = VisibleCheckpoint {
+            target: target.clone(),
+            primary_term: checkpoint.primary_term,
+            version: checkpoint.version,
+            length: checkpoint.length(),
+        };
+        drop(self.send::<VisibleCheckpointAction>(address, &visible, Duration::from_secs(30)));
+    }
+
+    /// The replicas of this node's segment-replicated primaries of `indices` (all: `None`).
+    pub fn local_replica_rows(&self, indices: Option<&[String]>) -> Vec<ReplicaRow> {
+        let state = self.cluster_state();
+        let now = Instant::now();
+        let mut rows = Vec::new();
+        for service in self.all_indices() {
+            let name = service.name();
+            if indices.is_some_and(|wanted| !wanted.contains(&name))
+                || !service.with_meta(|m| m.settings().segment_replication())
+            {
+                continue;
+            }
+            for (shard, copy) in service.local_copies() {
+                let Some(replication) = copy.replication() else {
+                    continue;
+                };
+                let targets = {
+                    let tracker = replication.tracker.lock();
+                    if !tracker.is_primary_mode() {
+                        continue;
+                    }
+                    tracker.replication_targets()
+                };
+                let lags = copy.segrep.replicas.lock();
+                let rejected = copy.segrep.rejected_requests();
+                for allocation_id in targets {
+                    let Some(node) = state
+                        .copies(&name, shard as u32)
+                        .iter()
+                        .find(|c| c.allocation_id.as_deref() == Some(allocation_id.as_str()))
+                        .and_then(|c| c.node.clone())
+                    else {
+                        continue;
+                    };
+                    let lag = lags.get(&allocation_id);
+                    rows.push(ReplicaRow {
+                        index: name.clone(),
+                        shard,
+                        target_node: node,
+                        checkpoints_behind: lag.map_or(0, ReplicaLag::checkpoints_behind),
+                        bytes_behind: lag.map_or(0, ReplicaLag::bytes_behind),
+                        current_lag_ms: lag.map_or(0, |l| l.current_lag(now).as_millis() as u64),
+                        last_completed_lag_ms: lag
+                            .and_then(|l| l.last_completed)
+                            .map(|d| d.as_millis() as u64),
+                        rejected_requests: rejected,
+                    });
+                }
+            }
+        }
+        rows
+    }
+
+    /// Serves another node's `_cat/segment_replication`.
+    pub(super) fn serve_replica_rows(&self, indices: Option<Vec<String>>) -> ApiResult<Vec<ReplicaRow>> {
+        Ok(self.local_replica_rows(indices.as_deref()))
+    }
+
+    /// The replica rows of every node (a node that does not answer leaves its primaries out).
+    pub fn replica_rows(&self, indices: Option<Vec<String>>) -> Vec<ReplicaRow> {
+        let state = self.cluster_state();
+        let pending: Vec<_> = state
+            .nodes
+            .values()
+            .filter(|n| n.id != self.node_id)
+            .map(|n| {
+                let address = n.transport_address.clone();
+                let reply = self.send::<super::ReplicaRowsAction>(&address, &indices, Duration::from_secs(10));
+                (address, reply)
+            })
+            .collect();
+        let mut rows = self.local_replica_rows(indices.as_deref());
+        for (address, reply) in pending {
+            match self.wait_unless_gone(&address, reply) {
+                Ok(remote) => rows.extend(remote),
+                Err(e) => tracing::warn!(error = %e, "a node's segment replication rows are missing"),
+            }
+        }
+        rows.sort_by(|a, b| (&a.index, a.shard, &a.target_node).cmp(&(&b.index, b.shard, &b.target_node)));
+        rows
+    }
+}
+
+/// The lag of every replica of a primary copy, by allocation id.
+pub type ReplicaLags = BTreeMap<String, ReplicaLag>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lag_runs_from_publication_to_the_report_and_not_while_nothing_is_pending() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut lag = ReplicaLag::default();
+        assert_eq!((lag.checkpoints_behind(), lag.current_lag(at(500))), (0, Duration::ZERO));
+        lag.published(1, 100, at(0));
+        lag.published(2, 300, at(200));
+        lag.published(2, 300, at(250));
+        assert_eq!(lag.checkpoints_behind(), 2);
+        assert_eq!(lag.current_lag(at(400)), Duration::from_millis(400));
+        assert_eq!(lag.bytes_behind(), 300);
+
+        // The replica copied checkpoint 1 only.
+        lag.visible(1, 100, at(450));
+        assert_eq!(lag.last_completed, Some(Duration::from_millis(450)));
+        assert_eq!((lag.checkpoints_behind(), lag.bytes_behind()), (1, 200));
+        assert_eq!(lag.current_lag(at(500)), Duration::from_millis(300));
+
+        // It went straight to a newer one than published (the primary's current one).
+        lag.visible(3, 350, at(600));
+        assert_eq!(lag.last_completed, Some(Duration::from_millis(400)));
+        assert_eq!((lag.checkpoints_behind(), lag.bytes_behind()), (0, 0));
+        assert_eq!(lag.current_lag(at(10_000)), Duration::ZERO, "an idle replica is not behind");
+        lag.published(3, 350, at(700));
+        assert_eq!(lag.checkpoints_behind(), 0, "what it searches is not pending");
+    }
+}
