@@ -12,6 +12,8 @@ use shoal_translog::Durability;
 use tracing::warn;
 
 use crate::index_service::IndexService;
+use std::sync::Arc;
+
 use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::shard::schedule::{Due, Intervals};
@@ -31,7 +33,7 @@ pub fn spawn(node: Weak<Node>) {
         .expect("spawning the scheduler thread");
 }
 
-fn run_due_work(node: &Node) {
+fn run_due_work(node: &Arc<Node>) {
     node.drop_abandoned_recoveries();
     for index in node.all_indices() {
         if !index.is_open() {
@@ -46,6 +48,7 @@ fn run_due_work(node: &Node) {
                 checkpoint_sync: settings.global_checkpoint_sync_interval(),
             }
         });
+        node.fail_stale_segment_replicas(&index);
         for (shard, copy) in index.local_copies() {
             let due = copy.take_due_work(&intervals);
             node.maintain_retention_leases(&index, shard);

@@ -27,6 +27,7 @@ use crate::error::ApiResult;
 use crate::index_service::IndexService;
 use crate::node::Node;
 
+pub mod pressure;
 pub mod source;
 pub mod stats;
 pub mod target;
@@ -134,9 +135,22 @@ pub struct CopyState {
     pub(crate) replicas: Mutex<stats::ReplicaLags>,
     /// As a primary: writes refused because too many replicas were stale.
     pub(crate) rejected: std::sync::atomic::AtomicU64,
+    /// As a primary: when its replicas were last checked for failing as stale.
+    stale_checked: Mutex<Option<std::time::Instant>>,
 }
 
 impl CopyState {
+    /// Whether `every` passed since the last stale-replica check (and starts the next period).
+    pub(crate) fn stale_check_due(&self, every: std::time::Duration) -> bool {
+        let now = std::time::Instant::now();
+        let mut last = self.stale_checked.lock();
+        if last.is_some_and(|at| now.duration_since(at) < every) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+
     pub fn rejected_requests(&self) -> u64 {
         self.rejected.load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -61,6 +61,8 @@ fn explicit_kind(key: &str) -> Option<Kind> {
         | "index.routing.allocation.total_shards_per_node" => int(-1),
         "cluster.max_shards_per_node" | "cluster.max_voting_config_exclusions" => int(1),
         "index.allocation.max_retries" => int(0),
+        "segrep.pressure.checkpoint.limit" => int(1),
+        "segrep.pressure.replica.stale.limit" => Kind::Float { min: 0.0 },
         "cluster.routing.allocation.balance.shard"
         | "cluster.routing.allocation.balance.index"
         | "cluster.routing.allocation.balance.threshold" => Kind::Float { min: 0.0 },
@@ -442,6 +444,11 @@ const HONOURED_CLUSTER: &[&str] = &[
     "indices.recovery.max_concurrent_file_chunks",
     "indices.recovery.recovery_activity_timeout",
     "indices.replication.max_bytes_per_sec",
+    "segrep.pressure.enabled",
+    "segrep.pressure.checkpoint.limit",
+    "segrep.pressure.time.limit",
+    "segrep.pressure.replica.stale.limit",
+    "segrep.replication.time.limit",
     "http.max_content_length",
     "search.max_buckets",
     // Only `false` (its default): Shoal has no shard-level indexing pressure.

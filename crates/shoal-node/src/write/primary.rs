@@ -50,6 +50,10 @@ impl Node {
             fail_all(group, e, results);
             return None;
         }
+        if let Err(e) = self.check_segment_replication_pressure(&service, shard) {
+            fail_all(group, e, results);
+            return None;
+        }
         // The shard-level half of the write holds a `write` slot while it parses and applies;
         // a full queue fails the shard's items with 429.
         let task = format!("shard bulk [{}][{shard}]", service.name());

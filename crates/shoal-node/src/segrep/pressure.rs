@@ -1,0 +1,164 @@
+//! Segment replication backpressure, with OpenSearch's settings: a primary whose replicas
+//! fall too far behind refuses new writes (429) before the gap grows without bound, and
+//! replicas stale for too long are failed so they recover afresh.
+//!
+//! A replica is stale when it is more than `segrep.pressure.checkpoint.limit` checkpoints
+//! behind and the oldest of them was published more than `segrep.pressure.time.limit` ago.
+//! With `segrep.pressure.enabled`, a write to a primary at least
+//! `segrep.pressure.replica.stale.limit` of whose replicas are stale is refused. A replica
+//! behind for longer than `segrep.replication.time.limit` (0: never) is failed.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
+use crate::node::Node;
+use crate::shard::IndexShard;
+
+pub const ENABLED: &str = "segrep.pressure.enabled";
+pub const CHECKPOINT_LIMIT: &str = "segrep.pressure.checkpoint.limit";
+pub const TIME_LIMIT: &str = "segrep.pressure.time.limit";
+pub const STALE_LIMIT: &str = "segrep.pressure.replica.stale.limit";
+pub const REPLICATION_TIME_LIMIT: &str = "segrep.replication.time.limit";
+
+/// How often a primary looks for replicas to fail (OpenSearch's 30 s task).
+const STALE_CHECK_EVERY: Duration = Duration::from_secs(30);
+
+struct Limits {
+    checkpoints: usize,
+    time: Duration,
+    stale_share: f64,
+}
+
+impl Node {
+    /// Refuses a write to the local primary of `shard` when too many of its segment replicas
+    /// are stale (and `segrep.pressure.enabled`); counts the refusal.
+    pub(crate) fn check_segment_replication_pressure(
+        &self,
+        service: &IndexService,
+        shard: usize,
+    ) -> ApiResult<()> {
+        if !self.setting_is(ENABLED, "true")
+            || !service.with_meta(|m| m.settings().segment_replication())
+        {
+            return Ok(());
+        }
+        let copy = service.copy(shard)?;
+        let Some(replication) = copy.replication() else {
+            return Ok(());
+        };
+        let targets = replication.tracker.lock().replication_targets();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let limits = self.pressure_limits();
+        let stale = stale_replicas(&copy, &targets, limits.checkpoints, limits.time);
+        if stale.is_empty() || (stale.len() as f64) < limits.stale_share * targets.len() as f64 {
+            return Ok(());
+        }
+        copy.segrep.rejected.fetch_add(1, Ordering::Relaxed);
+        Err(ApiError::new(
+            429,
+            "rejected_execution_exception",
+            format!(
+                "rejected execution on primary shard:[{}][{shard}] Stale Replicas: [{}]]",
+                service.name(),
+                stale.join(", ")
+            ),
+        )
+        .with_kind(crate::error::ErrorKind::Rejected))
+    }
+
+    /// Fails the replicas of local segment-replicated primaries that have been behind for
+    /// longer than `segrep.replication.time.limit` (scheduler; each copy every 30 s).
+    pub(crate) fn fail_stale_segment_replicas(self: &Arc<Self>, service: &Arc<IndexService>) {
+        let limit = self
+            .cluster_setting(REPLICATION_TIME_LIMIT)
+            .and_then(|text| crate::settings::parse_time(&text).ok().flatten());
+        let Some(limit) = limit.filter(|l| !l.is_zero()) else {
+            return;
+        };
+        if !service.with_meta(|m| m.settings().segment_replication()) {
+            return;
+        }
+        for (shard, copy) in service.local_copies() {
+            if !copy.segrep.stale_check_due(STALE_CHECK_EVERY) {
+                continue;
+            }
+            let Some(replication) = copy.replication() else {
+                continue;
+            };
+            let targets = {
+                let tracker = replication.tracker.lock();
+                if !tracker.is_primary_mode() {
+                    continue;
+                }
+                tracker.replication_targets()
+            };
+            for allocation_id in stale_replicas(&copy, &targets, 0, limit) {
+                self.fail_stale_replica(service, shard, &copy, allocation_id);
+            }
+        }
+    }
+
+    fn fail_stale_replica(
+        self: &Arc<Self>,
+        service: &Arc<IndexService>,
+        shard: usize,
+        copy: &IndexShard,
+        allocation_id: String,
+    ) {
+        let (node, index, term) = (self.clone(), service.name(), copy.engine().primary_term());
+        let pool = self
+            .pressure
+            .pool(crate::pressure::settings::REPLICATION)
+            .clone();
+        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+            let error = ApiError::new(503, "replication_failed_exception", "replica too far behind primary, marking as stale");
+            if let Err(e) = node.fail_copy(&index, shard, &allocation_id, term, &error) {
+                tracing::warn!(index, shard, allocation_id, error = %e, "could not fail a stale segment replica");
+            }
+        });
+        debug_assert!(queued.is_ok(), "forced work is never rejected");
+    }
+
+    fn pressure_limits(&self) -> Limits {
+        let setting = |key: &str| self.cluster_setting(key).unwrap_or_default();
+        Limits {
+            checkpoints: setting(CHECKPOINT_LIMIT).parse().unwrap_or(4),
+            time: crate::settings::parse_time(&setting(TIME_LIMIT))
+                .ok()
+                .flatten()
+                .unwrap_or(Duration::from_secs(300)),
+            stale_share: setting(STALE_LIMIT).parse().unwrap_or(0.5),
+        }
+    }
+
+    fn setting_is(&self, key: &str, value: &str) -> bool {
+        self.cluster_setting(key).is_some_and(|v| v == value)
+    }
+}
+
+/// The replicas among `targets` more than `checkpoints` checkpoints behind whose oldest
+/// pending checkpoint was published more than `time` ago.
+fn stale_replicas(
+    copy: &IndexShard,
+    targets: &[String],
+    checkpoints: usize,
+    time: Duration,
+) -> Vec<String> {
+    let now = Instant::now();
+    let lags = copy.segrep.replicas.lock();
+    targets
+        .iter()
+        .filter(|a| {
+            lags.get(*a).is_some_and(|lag| {
+                lag.checkpoints_behind() > checkpoints && lag.current_lag(now) > time
+            })
+        })
+        .cloned()
+        .collect()
+}
