@@ -147,3 +147,17 @@ def test_cat_segment_replication_lists_every_replica_and_its_lag(cluster3):
                                             "rejected_requests"], text
     r = cluster3.http(0).get("/_cat/segment_replication", params={"detailed": "true"})
     assert r.status_code == 400 and "detailed" in r.text, r.text
+
+
+def test_cat_segments_shows_the_same_segments_on_every_copy(cluster3):
+    create_segment_index(cluster3, "same", shards=1, replicas=2)
+    cluster3.bulk(0, "same", numbered(range(50)), refresh="false")
+    cluster3.http(0).post("/same/_refresh")
+    rows = cluster3.get("/_cat/segments/same", format="json").json()
+    segments = {}
+    for row in rows:
+        segments.setdefault(row["prirep"], []).append(row["segment"])
+    assert sorted(segments) == ["p", "r"], rows
+    primary = sorted(segments["p"])
+    replicas = sorted(segments["r"])
+    assert replicas == sorted(primary * 2), rows

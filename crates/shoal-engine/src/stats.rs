@@ -32,7 +32,7 @@ impl Counters {
 }
 
 /// One segment as `_cat/segments` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SegmentInfo {
     pub name: String,
     pub generation: u64,

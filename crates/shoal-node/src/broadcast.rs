@@ -31,10 +31,22 @@ impl shoal_transport::Action for ShardStatsAction {
     type Response = Vec<((String, usize, String), shoal_engine::EngineStats)>;
 }
 
+/// The segments of the node's copies of some indices (`_cat/segments`).
+pub struct ShardSegmentsAction;
+impl shoal_transport::Action for ShardSegmentsAction {
+    const NAME: &'static str = "indices:monitor/segments[n]";
+    type Request = IndexIds;
+    type Response = Vec<((String, usize, String), Vec<shoal_engine::SegmentInfo>)>;
+}
+
 pub(crate) fn register_actions(actions: &mut NodeActions) {
     actions.register::<BroadcastAction>(Node::handle_broadcast);
     actions.register::<ShardStatsAction>(Node::handle_copy_stats);
+    actions.register::<ShardSegmentsAction>(Node::handle_copy_segments);
 }
+
+/// The segments of every active copy of some indices, by `(index, shard, node id)`.
+pub type CopySegments = BTreeMap<(String, usize, String), Vec<shoal_engine::SegmentInfo>>;
 
 /// The statistics of every copy of some indices, by `(index, shard, node id)`.
 pub type CopyStats = BTreeMap<(String, usize, String), shoal_engine::EngineStats>;
@@ -221,6 +233,38 @@ impl Node {
             }
         }
         stats
+    }
+
+    /// The segments of every active copy of these indices, from the nodes holding them (a
+    /// node that does not answer leaves its copies out).
+    pub fn copy_segments(&self, services: &[Arc<IndexService>]) -> CopySegments {
+        let indices = index_ids(services);
+        let pending = self.send_to_holders::<ShardSegmentsAction>(&indices, &indices);
+        let mut segments = self.local_copy_segments(&indices);
+        for (address, reply) in pending {
+            match self.wait_unless_gone(&address, reply) {
+                Ok(remote) => segments.extend(remote),
+                Err(e) => tracing::warn!(error = %e, "a node's segments are missing"),
+            }
+        }
+        segments
+    }
+
+    fn local_copy_segments(&self, indices: &IndexIds) -> CopySegments {
+        self.local_copies(indices)
+            .into_iter()
+            .filter_map(|(name, shard, engine)| {
+                let segments = engine.segments().ok()?;
+                Some(((name, shard, self.node_id.clone()), segments))
+            })
+            .collect()
+    }
+
+    fn handle_copy_segments(
+        &self,
+        indices: IndexIds,
+    ) -> ApiResult<Vec<((String, usize, String), Vec<shoal_engine::SegmentInfo>)>> {
+        Ok(self.local_copy_segments(&indices).into_iter().collect())
     }
 
     fn local_copy_stats(&self, indices: &IndexIds) -> CopyStats {

@@ -680,14 +680,25 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
 pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())? {
-            for (shard, engine) in service.local_shards() {
-                for seg in engine.segments().map_err(shoal_node::ApiError::from)? {
+        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let state = node.cluster_state();
+        for ((name, shard, node_id), segments) in node.copy_segments(&services) {
+            let Some(copy) = state
+                .copies(&name, shard as u32)
+                .iter()
+                .find(|c| c.node.as_deref() == Some(node_id.as_str()))
+                .cloned()
+            else {
+                continue;
+            };
+            let ip = state.nodes.get(&node_id).map_or(String::new(), |n| n.host.clone());
+            {
+                for seg in segments {
                     rows.push(vec![
-                        t(service.name()),
+                        t(name.clone()),
                         n(shard),
-                        t("p"),
-                        t(node.config.http_host.clone()),
+                        t(if copy.primary { "p" } else { "r" }),
+                        t(ip.clone()),
                         t(seg.name.clone()),
                         n(seg.generation),
                         n(seg.docs_count),
