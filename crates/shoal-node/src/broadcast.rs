@@ -31,7 +31,7 @@ impl shoal_transport::Action for ShardStatsAction {
     type Response = Vec<((String, usize, String), shoal_engine::EngineStats)>;
 }
 
-pub(crate) fn register_actions(actions: &mut NodeActions) {
+pub(crate) fn register_actions(actions: &mut NodeActions<Node>) {
     actions.register::<BroadcastAction>(Node::handle_broadcast);
     actions.register::<ShardStatsAction>(Node::handle_copy_stats);
 }

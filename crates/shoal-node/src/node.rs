@@ -54,6 +54,20 @@ pub struct Node {
         std::sync::OnceLock<crate::pressure::shard_tasks::ShardTasks<crate::applier::CopyKey>>,
 }
 
+/// The registry of every data-layer action of `node`, filled by the modules and services
+/// that own them.
+fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
+    let mut actions = crate::rpc::NodeActions::new(Arc::downgrade(node), node.pressure.clone());
+    crate::write::forward::register_actions(&mut actions);
+    crate::broadcast::register_actions(&mut actions);
+    crate::replication::replica::register_actions(&mut actions);
+    crate::replication::promotion::register_actions(&mut actions);
+    crate::replication::recovery::register_actions(&mut actions);
+    crate::cluster_api::register_actions(&mut actions);
+    crate::read::register_actions(&mut actions, &node.reads);
+    actions.into_registry()
+}
+
 impl std::ops::Deref for Node {
     type Target = NodeCore;
 
@@ -114,7 +128,7 @@ impl Node {
             transport_server: Mutex::new(Some(server)),
             copy_tasks: Default::default(),
         });
-        handler.attach(&node);
+        handler.attach(data_layer_actions(&node));
         node.cluster.set_promotion_advisor(Arc::new(
             crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node)),
         ));
@@ -324,7 +338,7 @@ impl Node {
         // allocated): other index creations and deletions on this node must not queue behind it.
         drop(_guard);
         info!(index = %name, shards, "index created");
-        self.wait_for_primaries(name, crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT);
+        self.wait_for_primaries(name, crate::config::CLUSTER_MANAGER_TIMEOUT);
         self.require_index(name)
     }
 
@@ -371,10 +385,7 @@ impl Node {
             Ok(())
         })?;
         drop(_guard);
-        self.wait_for_primaries(
-            &service.name(),
-            crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,
-        );
+        self.wait_for_primaries(&service.name(), crate::config::CLUSTER_MANAGER_TIMEOUT);
         Ok(())
     }
 

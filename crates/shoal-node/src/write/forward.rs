@@ -23,7 +23,7 @@ impl shoal_transport::Action for ShardBulkAction {
     type Response = Vec<ApiResult<WriteOutcome>>;
 }
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
     actions.register::<ShardBulkAction>(Node::handle_shard_bulk);
 }
 
