@@ -39,7 +39,7 @@ impl shoal_transport::Action for ShardSegmentsAction {
     type Response = Vec<((String, usize, String), Vec<shoal_engine::SegmentInfo>)>;
 }
 
-pub(crate) fn register_actions(actions: &mut NodeActions) {
+pub(crate) fn register_actions(actions: &mut NodeActions<Node>) {
     actions.register::<BroadcastAction>(Node::handle_broadcast);
     actions.register::<ShardStatsAction>(Node::handle_copy_stats);
     actions.register::<ShardSegmentsAction>(Node::handle_copy_segments);

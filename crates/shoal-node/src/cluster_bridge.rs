@@ -14,13 +14,10 @@ use shoal_state::{ClusterState, Command, DiscoveryNode, Role};
 use shoal_transport::{ActionRegistry, Handler, RemoteError, ReplyStream, Request, Transport};
 use tracing::{info, warn};
 
+use crate::config::CLUSTER_MANAGER_TIMEOUT;
 use crate::error::{ApiError, ApiResult};
 use crate::metadata::IndexMetadata;
 use crate::node::{Node, NodeConfig};
-
-/// How long a metadata change may wait for the cluster manager (OpenSearch's
-/// `cluster_manager_timeout` default).
-pub const CLUSTER_MANAGER_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl From<ClusterError> for ApiError {
     fn from(e: ClusterError) -> ApiError {
@@ -224,8 +221,9 @@ fn starting() -> BoxFuture<'static, Result<Bytes, RemoteError>> {
 }
 
 impl NodeHandler {
-    pub fn attach(&self, node: &Arc<Node>) {
-        let _ = self.data_layer.set(crate::rpc::data_layer_actions(node));
+    /// Hands the data-layer actions to the transport, once the node they act on exists.
+    pub(crate) fn attach(&self, data_layer: ActionRegistry) {
+        let _ = self.data_layer.set(data_layer);
     }
 }
 
@@ -292,6 +290,26 @@ impl Node {
                 }
             }
         });
+    }
+}
+
+/// The node publishes the metadata changes its index services make.
+impl crate::index_service::MetadataPublisher for Node {
+    fn node_name(&self) -> String {
+        self.config.node_name.clone()
+    }
+
+    fn check_metadata_write(&self, index: &str) -> ApiResult<()> {
+        self.blocks()
+            .check_index(crate::blocks::BlockLevel::MetadataWrite, index)
+    }
+
+    fn publish_index(&self, meta: IndexMetadata) -> ApiResult<()> {
+        Node::publish_index(self, meta, false).map(|_| ())
+    }
+
+    fn wait_applied(&self, timeout: Duration, check: &mut dyn FnMut() -> bool) {
+        self.wait_until_applied(timeout, |_, _| check().then_some(()));
     }
 }
 

@@ -1,11 +1,16 @@
 //! The node's own settings: `config/shoal.yml` and `-E key=value`, as the node starts with them.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::settings::{self, FlatSettings};
+
+/// How long a metadata change may wait for the cluster manager (OpenSearch's
+/// `cluster_manager_timeout` default).
+pub const CLUSTER_MANAGER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Node settings, from `config/shoal.yml` and `-E key=value`.
 #[derive(Debug, Clone)]

@@ -33,12 +33,3 @@ pub(crate) use failpoint;
 pub(crate) trait Scope {
     fn node_name(&self) -> String;
 }
-
-#[cfg(feature = "failpoints")]
-impl Scope for std::sync::Weak<crate::node::Node> {
-    fn node_name(&self) -> String {
-        self.upgrade()
-            .map(|node| node.config.node_name.clone())
-            .unwrap_or_default()
-    }
-}

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use shoal_engine::{Engine, EngineConfig};
@@ -55,6 +55,31 @@ fn mapping_of(meta: &IndexMetadata, installed: Option<&Installed>) -> ApiResult<
     }
 }
 
+/// What an index service needs of its node to change its own metadata (a dynamic mapping
+/// update): the node checks the blocks, publishes through the cluster manager and applies.
+/// A trait the node implements, so that the index service, which the core's registry holds,
+/// depends on no node; it is held weakly, so an index never keeps a stopped node alive.
+pub trait MetadataPublisher: Send + Sync {
+    /// The node's name (failpoints are scoped by it).
+    fn node_name(&self) -> String;
+    /// Refuses a metadata write that the cluster's or the index's blocks forbid.
+    fn check_metadata_write(&self, index: &str) -> ApiResult<()>;
+    /// Publishes a change of an index's metadata and waits until this node applied it.
+    fn publish_index(&self, meta: IndexMetadata) -> ApiResult<()>;
+    /// Waits until `check` holds, checking after each cluster state this node applies, or
+    /// until `timeout`.
+    fn wait_applied(&self, timeout: Duration, check: &mut dyn FnMut() -> bool);
+}
+
+#[cfg(feature = "failpoints")]
+impl crate::failpoints::Scope for Weak<dyn MetadataPublisher> {
+    fn node_name(&self) -> String {
+        self.upgrade()
+            .map(|node| node.node_name())
+            .unwrap_or_default()
+    }
+}
+
 pub struct IndexService {
     installed: RwLock<Installed>,
     /// The local copies by shard number; `None` where no copy of the shard is on this node.
@@ -68,7 +93,7 @@ pub struct IndexService {
     retired_recoveries: Mutex<BTreeMap<(usize, String), RecoveryProgress>>,
     paths: NodePaths,
     /// Publishes metadata changes through the cluster manager.
-    node: std::sync::Weak<crate::node::Node>,
+    node: Weak<dyn MetadataPublisher>,
 }
 
 impl IndexService {
@@ -77,7 +102,7 @@ impl IndexService {
     pub fn new(
         meta: Arc<IndexMetadata>,
         paths: NodePaths,
-        node: std::sync::Weak<crate::node::Node>,
+        node: Weak<dyn MetadataPublisher>,
     ) -> ApiResult<IndexService> {
         let shards = meta.settings().number_of_shards();
         Ok(IndexService {
@@ -415,7 +440,7 @@ impl IndexService {
             .ok_or_else(|| ApiError::new(503, "node_closed_exception", "node is shutting down"))?;
         // Every refusal means another change landed, so the retries make progress; they end
         // at the cluster manager timeout like any other metadata change.
-        let deadline = Instant::now() + crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT;
+        let deadline = Instant::now() + crate::config::CLUSTER_MANAGER_TIMEOUT;
         loop {
             // The one copy of a change: the edit needs an owned value to publish.
             let mut updated = IndexMetadata::clone(&self.meta());
@@ -425,17 +450,16 @@ impl IndexService {
             let name = updated.name.clone();
             // Publishing waits until this node's applier has installed the agreed metadata
             // (with the cluster manager's primary terms), so there is nothing left to install here.
-            match node.publish_index(updated, false) {
-                Ok(_) => return Ok(self.meta()),
+            match node.publish_index(updated) {
+                Ok(()) => return Ok(self.meta()),
                 Err(e)
                     if e.error_type == shoal_state::STALE_INDEX_METADATA
                         && Instant::now() < deadline =>
                 {
                     tracing::debug!(index = %name, based_on, "index metadata changed meanwhile; editing the newer copy");
-                    node.wait_until_applied(
-                        crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,
-                        |_, _| (self.with_meta(|m| m.version) > based_on).then_some(()),
-                    );
+                    node.wait_applied(crate::config::CLUSTER_MANAGER_TIMEOUT, &mut || {
+                        self.with_meta(|m| m.version) > based_on
+                    });
                 }
                 Err(e) => return Err(e),
             }
@@ -474,8 +498,7 @@ impl IndexService {
         }
         // A dynamic mapping update is a metadata write (OpenSearch's auto put-mapping).
         if let Some(node) = self.node.upgrade() {
-            node.blocks()
-                .check_index(crate::blocks::BlockLevel::MetadataWrite, &self.name())?;
+            node.check_metadata_write(&self.name())?;
         }
         self.update_meta(|meta| {
             // Merged again on the copy being published: it may be newer than the one above.

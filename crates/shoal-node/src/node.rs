@@ -16,6 +16,7 @@ use crate::metadata::{AliasMetadata, IndexMetadata, IndexState, NodePaths};
 use crate::read::ReadService;
 use crate::routing::{validate_index_name, wildcard_match};
 use crate::settings::{self, FlatSettings};
+use crate::write::{WriteRoles, WriteService};
 
 pub use crate::config::NodeConfig;
 pub use crate::core::ResolveOptions;
@@ -41,6 +42,8 @@ pub struct Node {
     pub core: Arc<NodeCore>,
     /// Searches, counts, scrolls and gets.
     pub reads: Arc<ReadService>,
+    /// Writes this node coordinates, and the shard bulks forwarded to it.
+    pub writes: Arc<WriteService>,
     pub(crate) recoveries: crate::replication::recovery::Recoveries,
     /// Keeps a runtime alive when the node was started outside of one (tests).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -52,6 +55,21 @@ pub struct Node {
     /// The applier's per-copy tasks (set when the applier starts).
     pub(crate) copy_tasks:
         std::sync::OnceLock<crate::pressure::shard_tasks::ShardTasks<crate::applier::CopyKey>>,
+}
+
+/// The registry of every data-layer action of `node`, filled by the modules and services
+/// that own them.
+fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
+    let mut actions = crate::rpc::NodeActions::new(Arc::downgrade(node), node.pressure.clone());
+    crate::write::register_actions(&mut actions, &node.writes);
+    crate::broadcast::register_actions(&mut actions);
+    crate::replication::replica::register_actions(&mut actions);
+    crate::replication::promotion::register_actions(&mut actions);
+    crate::replication::recovery::register_actions(&mut actions);
+    crate::segrep::register_actions(&mut actions);
+    crate::cluster_api::register_actions(&mut actions);
+    crate::read::register_actions(&mut actions, &node.reads);
+    actions.into_registry()
 }
 
 impl std::ops::Deref for Node {
@@ -104,8 +122,13 @@ impl Node {
             runtime,
             pressure,
         }));
-        let node = Arc::new(Node {
+        // The write service reaches the node's primary role weakly: no reference cycle.
+        let node = Arc::new_cyclic(|node| Node {
             reads: Arc::new(ReadService::new(core.clone())),
+            writes: Arc::new(WriteService::new(
+                core.clone(),
+                node.clone() as std::sync::Weak<dyn WriteRoles>,
+            )),
             core,
             recoveries: Default::default(),
             own_runtime: Mutex::new(own_runtime),
@@ -114,7 +137,7 @@ impl Node {
             transport_server: Mutex::new(Some(server)),
             copy_tasks: Default::default(),
         });
-        handler.attach(&node);
+        handler.attach(data_layer_actions(&node));
         node.cluster.set_promotion_advisor(Arc::new(
             crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node)),
         ));
@@ -217,29 +240,6 @@ impl Node {
         Ok(self.cluster_settings())
     }
 
-    /// Whether `action.auto_create_index` allows creating `name` on first write.
-    pub fn auto_create_allowed(&self, name: &str) -> bool {
-        let value = self
-            .cluster_setting("action.auto_create_index")
-            .unwrap_or_else(|| "true".into());
-        match value.as_str() {
-            "true" => true,
-            "false" => false,
-            patterns => {
-                for pattern in patterns.split(',').map(str::trim) {
-                    if let Some(p) = pattern.strip_prefix('-') {
-                        if wildcard_match(p, name) {
-                            return false;
-                        }
-                    } else if wildcard_match(pattern.trim_start_matches('+'), name) {
-                        return true;
-                    }
-                }
-                false
-            }
-        }
-    }
-
     /// Creates an index from a create-index body (`settings`, `mappings`, `aliases`).
     pub fn create_index(&self, name: &str, body: &Value) -> ApiResult<Arc<IndexService>> {
         validate_index_name(name)?;
@@ -325,7 +325,7 @@ impl Node {
         // allocated): other index creations and deletions on this node must not queue behind it.
         drop(_guard);
         info!(index = %name, shards, "index created");
-        self.wait_for_primaries(name, crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT);
+        self.wait_for_primaries(name, crate::config::CLUSTER_MANAGER_TIMEOUT);
         self.require_index(name)
     }
 
@@ -372,10 +372,7 @@ impl Node {
             Ok(())
         })?;
         drop(_guard);
-        self.wait_for_primaries(
-            &service.name(),
-            crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT,
-        );
+        self.wait_for_primaries(&service.name(), crate::config::CLUSTER_MANAGER_TIMEOUT);
         Ok(())
     }
 

@@ -3,8 +3,10 @@
 //! run on a bounded pool (`pressure`).
 //!
 //! Every module that owns an action declares it (a [`shoal_transport::Action`]: name, request
-//! and response types, or a [`WireAction`] for a body with its own framing) and registers its handler through [`NodeActions`]; there is no central
-//! dispatch.
+//! and response types, or a [`WireAction`] for a body with its own framing) and registers its
+//! handler through [`NodeActions`]; there is no central dispatch. Nothing here knows the node
+//! or its services: [`NodeActions`] is generic over what its handlers act on, and the node
+//! lists its actions where it wires its services (`crate::node`).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -16,7 +18,6 @@ use shoal_transport::{ActionRegistry, RemoteError, TransportError, WireAction, W
 
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
-use crate::node::Node;
 
 /// A request in flight to another node; resolves to its (typed) reply.
 pub(crate) type Pending<T = Bytes> = tokio::task::JoinHandle<ApiResult<T>>;
@@ -126,20 +127,36 @@ async fn serve_action_blocking<S: Send + Sync + 'static, T: Send + 'static>(
         .map_err(ApiError::into_remote)
 }
 
-/// The data-layer actions of a node, as each owning module registers them.
-pub(crate) struct NodeActions {
+/// The data-layer actions of a node, as each owning module registers them. `N` is what the
+/// handlers of [`NodeActions::register`] act on (the node, while its blocks are not yet all
+/// services); a service registers its own handlers with [`NodeActions::register_on`].
+pub(crate) struct NodeActions<N> {
     registry: ActionRegistry,
-    node: Weak<Node>,
+    node: Weak<N>,
     pressure: Arc<crate::pressure::Pressure>,
 }
 
-impl NodeActions {
+impl<N: Send + Sync + 'static> NodeActions<N> {
+    /// An empty registry whose handlers run on the pools of `pressure`.
+    pub(crate) fn new(node: Weak<N>, pressure: Arc<crate::pressure::Pressure>) -> NodeActions<N> {
+        NodeActions {
+            registry: ActionRegistry::new(),
+            node,
+            pressure,
+        }
+    }
+
+    /// The registry the transport dispatches to.
+    pub(crate) fn into_registry(self) -> ActionRegistry {
+        self.registry
+    }
+
     /// Registers the handler of `A`: a blocking function of the node and the typed request.
     pub(crate) fn register<A: WireAction>(
         &mut self,
-        handler: fn(&Node, A::Request) -> ApiResult<A::Response>,
+        handler: fn(&N, A::Request) -> ApiResult<A::Response>,
     ) {
-        self.register_on::<A, Node>(self.node.clone(), handler);
+        self.register_on::<A, N>(self.node.clone(), handler);
     }
 
     /// Registers the handler of `A` on a service: a blocking function of the service and the
@@ -161,13 +178,13 @@ impl NodeActions {
     }
 }
 
-impl NodeActions {
+impl<N: Send + Sync + 'static> NodeActions<N> {
     /// Registers the handler of the streaming action `A`: it checks the request and answers
     /// the stream at once (cheap work only: it runs on the transport's thread; each item's
     /// work goes to a pool), or refuses it.
     pub(crate) fn register_stream<A: WireStreamAction>(
         &mut self,
-        handler: fn(&Arc<Node>, A::Request) -> ApiResult<BoxStream<'static, ApiResult<A::Item>>>,
+        handler: fn(&Arc<N>, A::Request) -> ApiResult<BoxStream<'static, ApiResult<A::Item>>>,
     ) {
         let node = self.node.clone();
         self.registry
@@ -184,24 +201,6 @@ impl NodeActions {
 
 pub(crate) fn node_closed() -> RemoteError {
     RemoteError::new(503, "node_closed_exception", "node is starting or stopping")
-}
-
-/// The registry of every data-layer action of `node`, filled by the modules that own them.
-pub(crate) fn data_layer_actions(node: &Arc<Node>) -> ActionRegistry {
-    let mut actions = NodeActions {
-        registry: ActionRegistry::new(),
-        node: Arc::downgrade(node),
-        pressure: node.pressure.clone(),
-    };
-    crate::write::forward::register_actions(&mut actions);
-    crate::broadcast::register_actions(&mut actions);
-    crate::replication::replica::register_actions(&mut actions);
-    crate::replication::promotion::register_actions(&mut actions);
-    crate::replication::recovery::register_actions(&mut actions);
-    crate::segrep::register_actions(&mut actions);
-    crate::cluster_api::register_actions(&mut actions);
-    crate::read::register_actions(&mut actions, &node.reads);
-    actions.registry
 }
 
 /// A node left the cluster while a request to it was in flight.

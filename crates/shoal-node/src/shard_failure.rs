@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use shoal_state::{ClusterState, Command, ShardRouting};
 use tracing::{info, warn};
 
-use crate::cluster_bridge::CLUSTER_MANAGER_TIMEOUT;
+use crate::config::CLUSTER_MANAGER_TIMEOUT;
 use crate::error::ApiError;
 use crate::index_service::IndexService;
 use crate::node::Node;

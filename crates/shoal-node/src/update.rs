@@ -220,6 +220,7 @@ impl Node {
             request: write_request,
         };
         let outcome = self
+            .writes
             .execute_writes(vec![write], options)
             .pop()
             .expect("one result")?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::Router;
-use shoal_node::cluster_api::resolve_node_selectors;
+use shoal_node::core::node_selectors::resolve_node_selectors;
 use shoal_node::{ApiResult, Node};
 
 use crate::cat::{col, n, t, Cell, Column, Table};

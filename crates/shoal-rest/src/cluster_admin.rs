@@ -442,7 +442,7 @@ fn described_eligible_nodes(node: &Node, description: &str) -> ApiResult<Vec<Str
     let state = node.cluster_state();
     let selectors = split_list(Some(description));
     let ids: Vec<String> =
-        shoal_node::cluster_api::resolve_node_selectors(&state, &node.node_id, &selectors)
+        shoal_node::core::node_selectors::resolve_node_selectors(&state, &node.node_id, &selectors)
             .into_iter()
             .filter(|id| {
                 state
@@ -594,8 +594,11 @@ pub async fn nodes_info(
     let flat_settings = params.flag("flat_settings");
     let body = blocking(move || {
         let state = node.cluster_state();
-        let ids =
-            shoal_node::cluster_api::resolve_node_selectors(&state, &node.node_id, &selectors);
+        let ids = shoal_node::core::node_selectors::resolve_node_selectors(
+            &state,
+            &node.node_id,
+            &selectors,
+        );
         let mut nodes = Map::new();
         let mut failures = Vec::new();
         for (id, answer) in node.nodes_info(&state, &ids, timeout) {

@@ -114,7 +114,8 @@ pub async fn index_doc(
     };
     let _in_flight = node.pressure.indexing.coordinating(body.len() as u64)?;
     let outcome = blocking(move || {
-        node.execute_writes(vec![write], &options)
+        node.writes
+            .execute_writes(vec![write], &options)
             .pop()
             .expect("one result")
     })
@@ -146,7 +147,8 @@ pub async fn delete_doc(node: Arc<Node>, index: String, id: String, params: Para
     // Deleting from a missing index is a 404, never an auto-create.
     blocking(move || node2.resolve_single_for_read(&index).map(|_| ())).await?;
     let outcome = blocking(move || {
-        node.execute_writes(vec![write], &options)
+        node.writes
+            .execute_writes(vec![write], &options)
             .pop()
             .expect("one result")
     })
@@ -440,7 +442,7 @@ fn execute_bulk(
         let writes: Vec<DocWrite> = batch.iter().map(|(_, _, w)| w.clone()).collect();
         let mut opts = options.clone();
         opts.require_alias = require_alias;
-        let results = node.execute_writes(writes, &opts);
+        let results = node.writes.execute_writes(writes, &opts);
         for ((slot, action, write), result) in batch.drain(..).zip(results) {
             rendered[slot] = Some(render_item(
                 action,

@@ -16,14 +16,14 @@
 pub mod decide;
 mod tasks;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use shoal_state::ClusterState;
 use tracing::warn;
 
 use crate::error::ApiResult;
-use crate::index_service::IndexService;
+use crate::index_service::{IndexService, MetadataPublisher};
 use crate::metadata::IndexMetadata;
 use crate::node::Node;
 use crate::pressure::shard_tasks::ShardTasks;
@@ -254,7 +254,7 @@ impl Node {
         let service = Arc::new(IndexService::new(
             state_meta.clone(),
             self.paths.clone(),
-            Arc::downgrade(self),
+            Arc::downgrade(self) as Weak<dyn MetadataPublisher>,
         )?);
         self.insert_index(name, service.clone());
         Ok(service)

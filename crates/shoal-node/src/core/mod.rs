@@ -8,6 +8,7 @@
 //! registry in [`indices`].
 
 pub mod indices;
+pub mod node_selectors;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -144,11 +144,11 @@ pub async fn run_on<T: Send + 'static>(
 
 /// The pool a node-to-node action runs on, and whether it may be rejected.
 pub fn pool_for_action(action: &str) -> (&'static str, Admission) {
-    use crate::replication;
-    let replication_work = action == replication::replica::ACTION_REPLICA_OPS
-        || action == replication::promotion::ACTION_LOCAL_CHECKPOINT
-        || action.starts_with(replication::recovery::ACTION_PREFIX)
-        || action.starts_with(crate::segrep::ACTION_PREFIX);
+    use crate::replication::action_names;
+    let replication_work = action == action_names::REPLICA_OPS
+        || action == action_names::LOCAL_CHECKPOINT
+        || action.starts_with(action_names::RECOVERY_PREFIX)
+        || action.starts_with(action_names::SEGREP_PREFIX);
     if replication_work {
         (settings::REPLICATION, Admission::Force)
     } else {

@@ -173,7 +173,7 @@ fn hash_of(key: &str, shard: usize) -> usize {
 /// The node ids `_only_nodes:` / `_prefer_nodes:` name (ids, names and `attr:value`, with
 /// wildcards: the node selectors of `_nodes`).
 fn selected_nodes(state: &ClusterState, local_node: &str, specs: &[String]) -> BTreeSet<String> {
-    crate::cluster_api::resolve_node_selectors(state, local_node, specs)
+    crate::core::node_selectors::resolve_node_selectors(state, local_node, specs)
         .into_iter()
         .collect()
 }

@@ -37,6 +37,20 @@ use serde::{Deserialize, Serialize};
 use shoal_replication::ReplicationTracker;
 use shoal_state::{ClusterState, ShardState};
 
+/// The names of the node-to-node actions of replication work: they run on the `replication`
+/// pool and are never rejected ([`crate::pressure::pool_for_action`]), so client work cannot
+/// starve a copy. Declared here, apart from the handlers, so the pools need not know them.
+pub mod action_names {
+    /// A primary's batch of operations to a copy ([`super::replica::ReplicaOpsAction`]).
+    pub const REPLICA_OPS: &str = "indices:data/write/bulk[s][r]";
+    /// A copy's local checkpoint ([`super::promotion::LocalCheckpointAction`]).
+    pub const LOCAL_CHECKPOINT: &str = "internal:index/shard/local_checkpoint";
+    /// What every peer recovery action's name starts with ([`super::recovery`]).
+    pub const RECOVERY_PREFIX: &str = "internal:index/shard/recovery/";
+    /// What every segment replication action's name starts with ([`crate::segrep`]).
+    pub const SEGREP_PREFIX: &str = "internal:index/shard/replication/";
+}
+
 /// The replication state of one local shard copy.
 pub struct ShardReplication {
     pub allocation_id: String,

@@ -7,15 +7,12 @@
 //! index, a copy failed or moved), until the index is deleted. A record shows while the
 //! cluster state assigns its copy (its allocation id) to this node.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-
-use crate::error::ApiResult;
-use crate::node::{now_millis, Node};
+use shoal_cluster::now_millis;
 
 /// The recovery records a node holds for some indices (`_recovery`, `_cat/recovery`).
 pub struct RecoveryListAction;
@@ -164,138 +161,5 @@ pub fn percent(done: u64, total: u64) -> f64 {
         100.0
     } else {
         (done as f64 * 1000.0 / total as f64).round() / 10.0
-    }
-}
-
-impl Node {
-    /// Starts the record of a peer recovery into this node (replacing the one of an earlier
-    /// attempt of the same copy); the copy adopts it once it opens.
-    pub(crate) fn record_recovery(&self, record: RecoveryRecord) -> RecoveryProgress {
-        let progress = RecoveryProgress::new(record);
-        let allocation_id = progress.allocation_id();
-        self.recoveries
-            .targets
-            .lock()
-            .insert(allocation_id, progress.clone());
-        progress
-    }
-
-    /// Updates the record of a running peer recovery of that copy.
-    pub(crate) fn update_recovery(
-        &self,
-        index: &str,
-        shard: usize,
-        allocation_id: &str,
-        f: impl FnOnce(&mut RecoveryRecord),
-    ) {
-        let progress = self.recoveries.targets.lock().get(allocation_id).cloned();
-        if let Some(progress) = progress {
-            progress.update(|r| {
-                if r.index == index && r.shard == shard {
-                    f(r)
-                }
-            });
-        }
-    }
-
-    /// A peer recovery ended (done, failed or cancelled): its record stays with the copy if it
-    /// opened with it, else with the index.
-    pub(crate) fn end_recovery_record(
-        &self,
-        service: &crate::index_service::IndexService,
-        shard: usize,
-        allocation_id: &str,
-    ) {
-        let Some(progress) = self.recoveries.targets.lock().remove(allocation_id) else {
-            return;
-        };
-        let adopted = service
-            .copy(shard)
-            .ok()
-            .and_then(|copy| copy.recovery())
-            .is_some_and(|held| held.same(&progress));
-        if !adopted {
-            service.keep_recovery(shard, progress);
-        }
-    }
-
-    /// This node's records for these indices, the latest per shard copy held here.
-    fn local_recoveries(&self, indices: &[String]) -> Vec<RecoveryRecord> {
-        let state = self.cluster_state();
-        // By (index, shard, allocation id); a running recovery's record replaces the copy's
-        // (an earlier attempt), which replaces a retired one.
-        let mut records: BTreeMap<(String, usize, String), RecoveryRecord> = BTreeMap::new();
-        let mut keep = |record: RecoveryRecord| {
-            let key = (
-                record.index.clone(),
-                record.shard,
-                record.allocation_id.clone(),
-            );
-            records.insert(key, record);
-        };
-        for service in indices.iter().filter_map(|name| self.index(name)) {
-            service.recovery_records().into_iter().for_each(&mut keep);
-        }
-        let running: Vec<RecoveryRecord> = self
-            .recoveries
-            .targets
-            .lock()
-            .values()
-            .map(RecoveryProgress::snapshot)
-            .collect();
-        running
-            .into_iter()
-            .filter(|r| indices.contains(&r.index))
-            .for_each(&mut keep);
-        let mut latest: BTreeMap<(String, usize), RecoveryRecord> = BTreeMap::new();
-        for record in records.into_values() {
-            // Only copies still assigned here (a failed or moved copy's record is history).
-            let assigned = state
-                .copies(&record.index, record.shard as u32)
-                .iter()
-                .any(|c| {
-                    c.allocation_id.as_deref() == Some(record.allocation_id.as_str())
-                        && c.node.as_deref() == Some(self.node_id.as_str())
-                });
-            if assigned {
-                latest.insert((record.index.clone(), record.shard), record);
-            }
-        }
-        latest.into_values().collect()
-    }
-
-    /// The recovery records of these indices from every node.
-    pub fn recoveries(&self, indices: &[String]) -> Vec<RecoveryRecord> {
-        let state = self.cluster_state();
-        let body = crate::rpc::json_bytes(&indices);
-        let timeout = Duration::from_secs(10);
-        let pending: Vec<_> = state
-            .nodes
-            .values()
-            .filter(|n| n.id != self.node_id)
-            .map(|n| {
-                let address = n.transport_address.clone();
-                let pending =
-                    self.send_encoded::<RecoveryListAction>(&address, body.clone(), timeout);
-                (address, pending)
-            })
-            .collect();
-        let mut records = self.local_recoveries(indices);
-        for (address, reply) in pending {
-            match self.wait_unless_gone(&address, reply) {
-                Ok(remote) => records.extend(remote),
-                Err(e) => tracing::debug!(error = %e, "a node's recovery records are missing"),
-            }
-        }
-        records
-            .sort_by(|a, b| (&a.index, a.shard, !a.primary).cmp(&(&b.index, b.shard, !b.primary)));
-        records
-    }
-
-    pub(crate) fn handle_recovery_list(
-        &self,
-        indices: Vec<String>,
-    ) -> ApiResult<Vec<RecoveryRecord>> {
-        Ok(self.local_recoveries(&indices))
     }
 }

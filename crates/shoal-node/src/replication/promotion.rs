@@ -19,7 +19,7 @@ use crate::node::Node;
 /// The cluster manager asks a copy for its local checkpoint before choosing whom to promote.
 pub struct LocalCheckpointAction;
 impl shoal_transport::Action for LocalCheckpointAction {
-    const NAME: &'static str = "internal:index/shard/local_checkpoint";
+    const NAME: &'static str = super::action_names::LOCAL_CHECKPOINT;
     type Request = CheckpointRequest;
     type Response = CheckpointReply;
 }
@@ -27,7 +27,7 @@ impl shoal_transport::Action for LocalCheckpointAction {
 pub const ACTION_LOCAL_CHECKPOINT: &str = <LocalCheckpointAction as shoal_transport::Action>::NAME;
 const ASK_TIMEOUT: Duration = Duration::from_millis(300);
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
     actions.register::<LocalCheckpointAction>(Node::handle_local_checkpoint);
 }
 

@@ -16,7 +16,7 @@ pub const ACTION_REPLICA_OPS: &str = <ReplicaOpsAction as WireAction>::NAME;
 /// `crate::wire`): the batch as JSON, then the documents' sources as they are.
 pub struct ReplicaOpsAction;
 impl WireAction for ReplicaOpsAction {
-    const NAME: &'static str = "indices:data/write/bulk[s][r]";
+    const NAME: &'static str = super::action_names::REPLICA_OPS;
     type Request = ReplicaFrame;
     type Response = ReplicaReply;
 
@@ -47,7 +47,7 @@ pub struct ReplicaFrame {
     pub sources: Vec<Option<Bytes>>,
 }
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
     actions.register::<ReplicaOpsAction>(Node::handle_replica_batch);
 }
 

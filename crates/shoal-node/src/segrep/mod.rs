@@ -34,7 +34,7 @@ pub mod target;
 
 /// Every segment-replication action name starts with this (they run on the `replication`
 /// pool, like recoveries).
-pub const ACTION_PREFIX: &str = "internal:index/shard/replication/";
+pub const ACTION_PREFIX: &str = crate::replication::action_names::SEGREP_PREFIX;
 
 /// The primary tells a replica it has a newer checkpoint (after a refresh).
 pub struct PublishCheckpointAction;
@@ -83,7 +83,7 @@ crate::transfer::peer::file_stream_action!(
     min_version = 1
 );
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
     actions.register::<PublishCheckpointAction>(Node::handle_published_checkpoint);
     actions.register::<CheckpointInfoAction>(Node::serve_checkpoint_info);
     actions.register::<ReleaseCheckpointAction>(Node::release_pinned_checkpoint);

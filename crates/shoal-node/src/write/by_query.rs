@@ -55,7 +55,7 @@ impl Node {
             writes.truncate(max as usize);
         }
         let total = writes.len();
-        let results = self.execute_writes(
+        let results = self.writes.execute_writes(
             writes,
             &WriteOptions {
                 refresh: request.refresh,

@@ -1,6 +1,6 @@
-//! The coordinator role of a write: route each item to its shard, apply the shard batches
-//! whose primary is here ([`Node::write_on_primary`]), forward the others to their primaries'
-//! nodes (`forward.rs`) and merge the answers.
+//! The coordinator role of a write ([`WriteService`]): route each item to its shard, apply the
+//! shard batches whose primary is here (the primary role, [`super::WriteRoles`]), forward the
+//! others to their primaries' nodes (`forward.rs`) and merge the answers.
 //!
 //! The reroute phase (OpenSearch's `TransportReplicationAction` has one): an item whose primary
 //! could not be reached, or was no longer the primary, is sent again once this node has
@@ -13,14 +13,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use shoal_engine::Engine;
 
 use crate::blocks::BlockLevel;
 use crate::documents::{auto_id, DocWrite, LocalItem, Refresh, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
-use crate::node::Node;
+use crate::routing::wildcard_match;
+use crate::write::WriteService;
 
 /// The longest a rerouted item waits for a newer cluster state before it is sent again anyway
 /// (a primary may become reachable without a new state: a connection that came back).
@@ -39,7 +39,7 @@ pub(crate) struct Target {
 /// Per item of a batch: where its last attempt was routed.
 pub(crate) type Targets = Vec<Option<Target>>;
 
-impl Node {
+impl WriteService {
     /// Executes writes; one result per item, in order. Items that failed because their
     /// primary moved or could not be reached are rerouted until the request's `timeout`.
     pub fn execute_writes(
@@ -47,7 +47,7 @@ impl Node {
         mut items: Vec<DocWrite>,
         options: &WriteOptions,
     ) -> Vec<ApiResult<WriteOutcome>> {
-        if let Err(blocked) = self.blocks().check_global(BlockLevel::Write) {
+        if let Err(blocked) = self.core.blocks().check_global(BlockLevel::Write) {
             return items.iter().map(|_| Err(blocked.clone())).collect();
         }
         // Ids are given once, so every attempt of an item writes the same document.
@@ -57,7 +57,7 @@ impl Node {
         let mut targets: Targets = vec![None; items.len()];
         let mut todo: Vec<usize> = (0..items.len()).collect();
         for attempt in 0.. {
-            let seen = self.cluster.state().version;
+            let seen = self.core.cluster_state().version;
             let batch = todo
                 .iter()
                 .map(|&slot| (slot, items[slot].attempt(attempt > 0)))
@@ -129,10 +129,7 @@ impl Node {
             refuse_remote(&mut routed, results, targets);
         }
         let forwarded = self.forward_writes(routed.remote, options);
-        let mut touched: Vec<Arc<Engine>> = Vec::new();
-        for ((_, shard), group) in group_by_shard(routed.local) {
-            touched.extend(self.write_on_primary(shard, group, options, results));
-        }
+        let touched = self.write_on_local_primaries_of(routed.local, options, results);
         if options.refresh != Refresh::False {
             for engine in touched {
                 if let Err(e) = engine.refresh() {
@@ -141,6 +138,31 @@ impl Node {
             }
         }
         self.merge_forwarded(forwarded, results);
+    }
+
+    /// Applies the items whose primary is here, shard by shard, through the primary role;
+    /// returns the engines written to.
+    fn write_on_local_primaries_of(
+        &self,
+        local: Vec<(usize, Arc<IndexService>, usize, DocWrite)>,
+        options: &WriteOptions,
+        results: &mut Slots,
+    ) -> Vec<Arc<Engine>> {
+        let roles = match self.roles() {
+            Ok(roles) => roles,
+            Err(e) => {
+                for (slot, ..) in local {
+                    results[slot] = Some(Err(e.clone()));
+                }
+                return Vec::new();
+            }
+        };
+        group_by_shard(local)
+            .into_iter()
+            .filter_map(|((_, shard), group)| {
+                roles.write_on_primary(shard, group, options, results)
+            })
+            .collect()
     }
 }
 
@@ -186,7 +208,7 @@ struct Routed {
     remote: BTreeMap<String, Vec<(usize, DocWrite)>>,
 }
 
-impl Node {
+impl WriteService {
     /// Resolves each item's index and shard; items whose primary is here are parsed (with
     /// their mapping updates), the others grouped by the node holding their primary.
     fn route_writes(
@@ -196,7 +218,7 @@ impl Node {
         results: &mut Slots,
         targets: &mut Targets,
     ) -> Routed {
-        let blocks = self.blocks();
+        let blocks = self.core.blocks();
         let mut services: HashMap<String, ApiResult<Arc<IndexService>>> = HashMap::new();
         // Where each shard's primary is, looked up once per shard of the batch.
         let mut primaries: HashMap<(String, usize), ApiResult<Option<String>>> = HashMap::new();
@@ -272,7 +294,7 @@ impl Node {
         require_alias: bool,
         may_create: bool,
     ) -> ApiResult<Arc<IndexService>> {
-        if let Some(service) = self.resolve_write_index(name)? {
+        if let Some(service) = self.core.resolve_write_index(name)? {
             if require_alias && service.name() == name {
                 return Err(require_alias_error(name));
             }
@@ -287,11 +309,35 @@ impl Node {
         if !may_create || !self.auto_create_allowed(name) {
             return Err(ApiError::index_not_found(name));
         }
-        match self.create_index(name, &Value::Null) {
+        match self.roles()?.create_index(name) {
             Ok(service) => Ok(service),
             // Another request created it meanwhile.
-            Err(e) if e.kind == ErrorKind::Conflict => self.require_index(name),
+            Err(e) if e.kind == ErrorKind::Conflict => self.core.require_index(name),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Whether `action.auto_create_index` allows creating `name` on first write.
+    pub fn auto_create_allowed(&self, name: &str) -> bool {
+        let value = self
+            .core
+            .cluster_setting("action.auto_create_index")
+            .unwrap_or_else(|| "true".into());
+        match value.as_str() {
+            "true" => true,
+            "false" => false,
+            patterns => {
+                for pattern in patterns.split(',').map(str::trim) {
+                    if let Some(p) = pattern.strip_prefix('-') {
+                        if wildcard_match(p, name) {
+                            return false;
+                        }
+                    } else if wildcard_match(pattern.trim_start_matches('+'), name) {
+                        return true;
+                    }
+                }
+                false
+            }
         }
     }
 }
@@ -357,10 +403,11 @@ fn give_up(
     .caused_by(last)));
 }
 
-impl Node {
+impl WriteService {
     /// Waits until this node has applied a cluster state newer than version `seen`, or `until`.
     fn wait_for_state_after(&self, seen: u64, until: Instant) {
         let wait = until.saturating_duration_since(Instant::now());
-        self.wait_until_applied(wait, |_, applied| (applied > seen).then_some(()));
+        self.core
+            .wait_until_applied(wait, |_, applied| (applied > seen).then_some(()));
     }
 }

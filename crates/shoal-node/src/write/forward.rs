@@ -2,13 +2,14 @@
 //! bulk action that carries a batch there, and waiting for its answer.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::documents::{DocWrite, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult, ErrorKind};
-use crate::node::Node;
 use crate::replication::active_shards::DEFAULT_WRITE_TIMEOUT;
-use crate::rpc::Pending;
+use crate::rpc::{NodeActions, Pending};
+use crate::write::WriteService;
 
 /// How much longer than the request's remaining time a coordinator waits for a forwarded
 /// batch: the receiver answers when its own wait ends, and the answer needs time to travel.
@@ -23,8 +24,13 @@ impl shoal_transport::Action for ShardBulkAction {
     type Response = Vec<ApiResult<WriteOutcome>>;
 }
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions) {
-    actions.register::<ShardBulkAction>(Node::handle_shard_bulk);
+/// Registers the shard bulk handler: it runs on this node's [`WriteService`].
+pub(crate) fn register_actions<N: Send + Sync + 'static>(
+    actions: &mut NodeActions<N>,
+    writes: &Arc<WriteService>,
+) {
+    actions
+        .register_on::<ShardBulkAction, _>(Arc::downgrade(writes), WriteService::handle_shard_bulk);
 }
 
 /// A batch of writes forwarded to the node holding the primaries they route to.
@@ -56,7 +62,7 @@ pub(crate) struct Sent {
 
 pub(crate) type Forwarded = Vec<Sent>;
 
-impl Node {
+impl WriteService {
     /// `None` when the primary of the shard is open on this node; the primary's transport
     /// address otherwise. Waits for an inactive primary (a promotion in progress) until the
     /// request's deadline.
@@ -66,16 +72,17 @@ impl Node {
         shard: usize,
         options: &WriteOptions,
     ) -> ApiResult<Option<String>> {
-        let located = self.wait_until_applied(options.remaining_time(), |state, _| {
+        let core = &self.core;
+        let located = core.wait_until_applied(options.remaining_time(), |state, _| {
             let Some(primary) = state.primary(index, shard as u32).filter(|p| p.is_active()) else {
                 // Not in the cluster state (yet): let the local path answer.
                 return (!state.metadata.indices.contains_key(index)).then_some(None);
             };
             let node = primary.node.as_deref().unwrap_or_default();
-            if node == self.node_id {
+            if node == core.node_id {
                 // The latest state may name this copy primary before the applier made it one
                 // (term, tracker): wait for that, or it would write under the old term.
-                let ready = self.index(index).is_some_and(|s| {
+                let ready = core.index(index).is_some_and(|s| {
                     s.shard(shard).is_ok()
                         && s.replication(shard)
                             .is_some_and(|r| r.tracker.lock().is_primary_mode())
@@ -107,7 +114,7 @@ impl Node {
                     options: options.clone(),
                 };
                 let timeout = options.remaining_time() + ANSWER_MARGIN;
-                let pending = self.send::<ShardBulkAction>(&address, &bulk, timeout);
+                let pending = self.core.send::<ShardBulkAction>(&address, &bulk, timeout);
                 Sent {
                     address,
                     slots,
@@ -125,7 +132,7 @@ impl Node {
         forwarded
             .into_iter()
             .map(|sent| {
-                let outcome = self.wait_unless_gone(&sent.address, sent.pending);
+                let outcome = self.core.wait_unless_gone(&sent.address, sent.pending);
                 (sent.slots, outcome)
             })
             .collect()
@@ -138,7 +145,7 @@ impl Node {
     /// newer writes of the same documents.
     fn handle_shard_bulk(&self, bulk: ShardBulk) -> ApiResult<Vec<ApiResult<WriteOutcome>>> {
         // Primary bytes from another coordinator; over the limit every item of it gets 429.
-        let _in_flight = self.pressure.indexing.primary(bulk.source_bytes())?;
+        let _in_flight = self.core.pressure.indexing.primary(bulk.source_bytes())?;
         // The budget counts from now: every wait here (primary mode, active copies) ends at
         // the same deadline instead of each taking the whole budget.
         let options = bulk

@@ -14,6 +14,7 @@ use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
 use crate::replication::primary::ReplicationSummary;
 use crate::write::coordinator::Slots;
+use crate::write::WriteRoles;
 
 /// The shard batch being written, as the steps after parsing see it.
 struct Batch<'a> {
@@ -28,6 +29,24 @@ struct Applied {
     outcomes: Vec<Result<shoal_engine::OpResult, shoal_engine::EngineError>>,
     /// Acknowledged only if this holds: the primary's fsync and the replication both done.
     durable: ApiResult<ReplicationSummary>,
+}
+
+/// The node is the write service's primary role (and creates the indices a first write
+/// names).
+impl WriteRoles for Node {
+    fn write_on_primary(
+        &self,
+        shard: usize,
+        group: Vec<LocalItem>,
+        options: &WriteOptions,
+        results: &mut Slots,
+    ) -> Option<Arc<Engine>> {
+        Node::write_on_primary(self, shard, group, options, results)
+    }
+
+    fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
+        Node::create_index(self, name, &serde_json::Value::Null)
+    }
 }
 
 impl Node {

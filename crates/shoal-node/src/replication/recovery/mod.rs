@@ -41,6 +41,7 @@ use crate::transfer::FileMeta;
 use shoal_transport::{Action, WireAction, WireStreamAction};
 
 mod files;
+mod records;
 mod source;
 use source::Outgoing;
 
@@ -59,7 +60,7 @@ impl Action for StartAction {
 }
 
 /// What every recovery action's name starts with (they run on the `replication` pool).
-pub const ACTION_PREFIX: &str = "internal:index/shard/recovery/";
+pub const ACTION_PREFIX: &str = super::action_names::RECOVERY_PREFIX;
 
 crate::transfer::peer::file_stream_action!(
     /// A file of the pinned commit from an offset on, streamed in chunks of raw bytes. A
@@ -103,7 +104,7 @@ impl Action for FinalizeAction {
     type Response = FinalizeReply;
 }
 
-pub(crate) fn register_actions(actions: &mut NodeActions) {
+pub(crate) fn register_actions(actions: &mut NodeActions<Node>) {
     actions.register::<StartAction>(Node::serve_start);
     actions.register::<FileChunkAction>(Node::serve_chunk);
     actions.register_stream::<FileStreamAction>(source::serve_file_stream);
