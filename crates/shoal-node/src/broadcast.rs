@@ -323,7 +323,7 @@ impl Node {
             shard,
             allocation_id: replication.allocation_id.clone(),
         };
-        self.sync_segments(&target)
+        self.sync_segments(target)
     }
 
     /// Serves a broadcast from another coordinator.

@@ -316,8 +316,13 @@ impl Engine {
     fn delete_files<'a>(&self, files: impl Iterator<Item = &'a PathBuf>) {
         let dir = self.config.index_dir();
         for file in files {
-            if let Err(e) = std::fs::remove_file(dir.join(file)) {
-                warn!(file = %file.display(), error = %e, "cannot delete a replaced segment file");
+            match std::fs::remove_file(dir.join(file)) {
+                Ok(()) => {}
+                // tantivy lists a delete file for every segment, also one that has none.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(file = %file.display(), error = %e, "cannot delete a replaced segment file")
+                }
             }
         }
     }

@@ -60,6 +60,15 @@ impl shoal_transport::Action for ReleaseCheckpointAction {
     type Response = ();
 }
 
+/// The primary asks a replica to copy its current checkpoint now and answers once it has
+/// (a write with `refresh=true|wait_for`).
+pub struct SegmentsSyncAction;
+impl shoal_transport::Action for SegmentsSyncAction {
+    const NAME: &'static str = "internal:index/shard/replication/segments_sync";
+    type Request = CopyTarget;
+    type Response = ();
+}
+
 /// A replica searches a newer checkpoint (lag statistics on the primary).
 pub struct VisibleCheckpointAction;
 impl shoal_transport::Action for VisibleCheckpointAction {
@@ -87,6 +96,7 @@ pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
     actions.register::<PublishCheckpointAction>(Node::handle_published_checkpoint);
     actions.register::<CheckpointInfoAction>(Node::serve_checkpoint_info);
     actions.register::<ReleaseCheckpointAction>(Node::release_pinned_checkpoint);
+    actions.register::<SegmentsSyncAction>(Node::sync_segments);
     actions.register::<VisibleCheckpointAction>(Node::handle_visible_checkpoint);
     actions.register::<ReplicaRowsAction>(Node::serve_replica_rows);
     actions.register_stream::<FileStreamAction>(source::serve_file_stream);

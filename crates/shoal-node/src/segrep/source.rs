@@ -19,6 +19,8 @@ use crate::transfer::ByteStream;
 /// A pinned checkpoint nobody read from for this long belongs to a replica that went away.
 const ABANDONED_AFTER: Duration = Duration::from_secs(300);
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a write with `refresh=true` waits for a replica to copy the refreshed commit.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A checkpoint's files, hard-linked into a directory of their own so merges on the primary
 /// cannot delete them while a replica copies them.
@@ -72,6 +74,17 @@ impl Node {
             }));
     }
 
+    /// Publishes the checkpoint of a copy that has just become the primary of a
+    /// segment-replicated shard (OpenSearch force-publishes after a promotion too).
+    pub(crate) fn publish_after_promotion(&self, service: &IndexService, shard: usize) {
+        if !service.with_meta(|m| crate::metadata::IndexMetadataExt::settings(m).segment_replication()) {
+            return;
+        }
+        if let Err(e) = self.publish_checkpoint(&service.name(), &service.uuid(), shard) {
+            tracing::warn!(index = %service.name(), shard, error = %e, "checkpoint of a new primary not published");
+        }
+    }
+
     /// Tells every replica of the local primary of `shard` about its current checkpoint.
     fn publish_checkpoint(&self, index: &str, uuid: &str, shard: usize) -> ApiResult<()> {
         let shard_id = shoal_types::ShardId::new(uuid.to_string(), shard as u32);
@@ -105,6 +118,7 @@ impl Node {
                 );
             }
         }
+        tracing::debug!(index, shard, version = checkpoint.version, targets = ?targets, "publishing checkpoint");
         for allocation_id in targets {
             let Some(address) =
                 crate::replication::copy_address(&state, index, shard, &allocation_id)
@@ -125,6 +139,36 @@ impl Node {
             drop(self.send::<PublishCheckpointAction>(&address, &published, PUBLISH_TIMEOUT));
         }
         Ok(())
+    }
+
+    /// Has every replica of the local primary of `shard` copy its current checkpoint, and
+    /// waits for them (each at most [`SYNC_TIMEOUT`]). A replica that cannot is left to the
+    /// next publication: the write is durable either way.
+    pub(crate) fn sync_segment_replicas(&self, service: &IndexService, shard: usize) {
+        let Some(replication) = service.replication(shard) else {
+            return;
+        };
+        let targets = replication.tracker.lock().replication_targets();
+        let state = self.cluster_state();
+        let (index, uuid) = (service.name(), service.uuid());
+        let pending: Vec<_> = targets
+            .into_iter()
+            .filter_map(|allocation_id| {
+                let address = crate::replication::copy_address(&state, &index, shard, &allocation_id)?;
+                let target = CopyTarget {
+                    index: index.clone(),
+                    index_uuid: uuid.clone(),
+                    shard,
+                    allocation_id,
+                };
+                Some((address.clone(), self.send::<super::SegmentsSyncAction>(&address, &target, SYNC_TIMEOUT)))
+            })
+            .collect();
+        for (address, reply) in pending {
+            if let Err(e) = self.wait_unless_gone(&address, reply) {
+                tracing::debug!(index, shard, error = %e, "a segment replica did not sync after a refresh");
+            }
+        }
     }
 
     /// Pins the current checkpoint of the local primary for a replica's copy.

@@ -27,8 +27,11 @@ impl Node {
     /// task runs for this copy already (it picks the newest up when done with the current
     /// one). Runs on the `replication` pool; the primary does not wait for the answer.
     pub(super) fn handle_published_checkpoint(&self, published: PublishedCheckpoint) -> ApiResult<()> {
-        let copy = self.segment_replica(&published.target)?;
+        let copy = self.segment_replica(&published.target).inspect_err(|e| {
+            tracing::debug!(index = %published.target.index, shard = published.target.shard, error = %e, "published checkpoint not for a segment replica here");
+        })?;
         let wanted = (published.primary_term, published.version);
+        tracing::debug!(index = %published.target.index, shard = published.target.shard, ?wanted, copying = copy.shard.segrep.copying.load(Ordering::Acquire), "checkpoint published to this replica");
         {
             let mut newest = copy.shard.segrep.published.lock();
             if newest.is_none_or(|have| have < wanted) {
@@ -43,7 +46,8 @@ impl Node {
 
     /// Brings a replica to its primary's current checkpoint now (a `_refresh`), after any
     /// copy task that runs for it; then catches up on what was published meanwhile.
-    pub(crate) fn sync_segments(&self, target: &CopyTarget) -> ApiResult<()> {
+    pub(crate) fn sync_segments(&self, target: CopyTarget) -> ApiResult<()> {
+        let target = &target;
         let copy = self.segment_replica(target)?;
         let state = &copy.shard.segrep;
         let deadline = std::time::Instant::now() + CALL_TIMEOUT;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use shoal_engine::Engine;
 
 use crate::blocks::BlockLevel;
-use crate::documents::{auto_id, DocWrite, LocalItem, Refresh, WriteOptions, WriteOutcome};
+use crate::documents::{auto_id, DocWrite, LocalItem, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
 use crate::routing::wildcard_match;
@@ -129,14 +129,9 @@ impl WriteService {
             refuse_remote(&mut routed, results, targets);
         }
         let forwarded = self.forward_writes(routed.remote, options);
-        let touched = self.write_on_local_primaries_of(routed.local, options, results);
-        if options.refresh != Refresh::False {
-            for engine in touched {
-                if let Err(e) = engine.refresh() {
-                    tracing::warn!(error = %e, "refresh after write failed");
-                }
-            }
-        }
+        // `refresh=true|wait_for` is the primary role's: it refreshes after replicating, and
+        // has segment replicas copy the commit (`Node::refresh_for_request`).
+        self.write_on_local_primaries_of(routed.local, options, results);
         self.merge_forwarded(forwarded, results);
     }
 

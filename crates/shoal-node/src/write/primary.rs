@@ -98,7 +98,7 @@ impl Node {
         }
         // The permit is held until the batch is replicated: the primary's term cannot be
         // bumped between applying the batch and sending it to the copies.
-        let (engine, _permit) = match service
+        let (engine, permit) = match service
             .copy(shard)
             .and_then(|copy| Ok((copy.engine().clone(), copy.acquire_primary_permit()?)))
         {
@@ -121,7 +121,24 @@ impl Node {
         };
         let applied = self.apply_and_replicate(batch, ops, write_slot, options);
         answer_items(&service, shard, slots, ids, applied, options, results);
+        drop(permit);
+        if options.refresh != Refresh::False {
+            self.refresh_for_request(&service, shard, &engine);
+        }
         Some(engine)
+    }
+
+    /// `refresh=true|wait_for`: the write is searchable on the primary, and on its segment
+    /// replicas too once each has copied the commit (Shoal keeps read-after-write on every
+    /// copy under SEGMENT; document replication refreshes replicas with the batch).
+    fn refresh_for_request(&self, service: &IndexService, shard: usize, engine: &Engine) {
+        if let Err(e) = engine.refresh() {
+            tracing::warn!(index = %service.name(), shard, error = %e, "refresh after write failed");
+            return;
+        }
+        if service.with_meta(|m| m.settings().segment_replication()) {
+            self.sync_segment_replicas(service, shard);
+        }
     }
 
     fn apply_and_replicate(
