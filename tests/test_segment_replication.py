@@ -161,3 +161,17 @@ def test_cat_segments_shows_the_same_segments_on_every_copy(cluster3):
     primary = sorted(segments["p"])
     replicas = sorted(segments["r"])
     assert replicas == sorted(primary * 2), rows
+
+
+def test_a_write_with_refresh_true_is_searchable_on_every_replica_when_it_answers(cluster3):
+    create_segment_index(cluster3, "raw", shards=1, replicas=2)
+    for n in range(5):
+        r = cluster3.http(n % 3).put(f"/raw/_doc/w{n}", {"n": n}, params={"refresh": "true"})
+        assert r.status_code == 201, r.text
+        for node_id in node_ids(cluster3).values():
+            assert f"w{n}" in ids_on_node(cluster3, "raw", node_id), (n, node_id)
+    lines = [line for n in range(20) for line in ({"index": {"_id": f"b{n}"}}, {"n": n})]
+    r = cluster3.http(0).bulk(lines, path="/raw/_bulk", params={"refresh": "wait_for"})
+    assert r.status_code == 200 and not r.json()["errors"], r.text
+    for node_id in node_ids(cluster3).values():
+        assert len(ids_on_node(cluster3, "raw", node_id)) == 25, node_id
