@@ -400,6 +400,7 @@ def products3(http):
 # transport error instead of a retry on the promoted copy.
 TRANSPORT_ERROR_TYPES = ("connect_transport_exception", "node_not_connected_exception",
                          "node_closed_exception", "receive_timeout_transport_exception")
+# (plain `transport_exception` is matched as an answer's type too: a broken connection)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -410,8 +411,10 @@ def transport_errors_answered(root: Path) -> list[str]:
     for log in root.rglob("node.log"):
         for line in log.read_text(errors="replace").splitlines():
             line = ANSI.sub("", line)
+            # The answer's own type: an `unavailable_shards_exception` caused by a connect
+            # error (the request timed out waiting for a primary) is the right answer.
             if ("request failed" in line or "bulk item failed" in line) and any(
-                    t in line for t in TRANSPORT_ERROR_TYPES):
+                    f"error_type={t}" in line for t in TRANSPORT_ERROR_TYPES + ("transport_exception",)):
                 found.append(f"{log.relative_to(root).parts[0]}: {line.strip()}")
     return found
 

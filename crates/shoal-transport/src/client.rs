@@ -235,8 +235,27 @@ fn classify_status(addr: &str, local_cluster_uuid: &str, status: &Status) -> Tra
             addr: addr.to_string(),
             reason: status.message().to_string(),
         },
+        // A connection torn down mid-request (a node shutting down, say) reaches tonic as an
+        // HTTP/2 error it reports as `Internal`: the peer did not answer, it is unreachable.
+        Code::Internal if is_http2_failure(status) => TransportError::Unreachable {
+            addr: addr.to_string(),
+            reason: status.message().to_string(),
+        },
         _ => protocol_error(addr, status),
     }
+}
+
+/// Whether the status comes from the HTTP/2 layer (a broken stream or connection) rather than
+/// from the handler on the other side.
+fn is_http2_failure(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.downcast_ref::<h2::Error>().is_some() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// True when the request failed because its connection was already closed when it was sent:
@@ -317,5 +336,27 @@ impl ReplyReader {
                 &status,
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_broken_at_the_http2_layer_is_unreachable_and_a_handler_error_is_not() {
+        for reason in [h2::Reason::INTERNAL_ERROR, h2::Reason::PROTOCOL_ERROR] {
+            let broken = Status::from_error(Box::new(h2::Error::from(reason)));
+            assert_eq!(broken.code(), Code::Internal);
+            assert!(
+                matches!(classify_status("n1:9300", "uuid", &broken), TransportError::Unreachable { .. }),
+                "{reason:?}"
+            );
+        }
+        let answered = Status::internal("the handler failed");
+        assert!(!matches!(
+            classify_status("n1:9300", "uuid", &answered),
+            TransportError::Unreachable { .. }
+        ));
     }
 }
