@@ -15,11 +15,6 @@
 //! The source side is [`source`], the target side [`target`]. A promoted replica opens an
 //! index writer and indexes what it only logged ([`ensure_writer`]) before it resyncs.
 
-use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use shoal_engine::{Engine, SegmentCheckpoint};
 
@@ -31,6 +26,8 @@ pub mod pressure;
 pub mod source;
 pub mod stats;
 pub mod target;
+
+pub use crate::shard::segrep::CopyState;
 
 /// Every segment-replication action name starts with this (they run on the `replication`
 /// pool, like recoveries).
@@ -124,51 +121,6 @@ pub struct CheckpointInfo {
     /// Names the pinned files on the primary (file streams and the release use it).
     pub session: String,
     pub checkpoint: SegmentCheckpoint,
-}
-
-/// The segment-replication state of one local copy: as a primary, the checkpoints pinned for
-/// copies in progress; as a replica, what it was told and what it installed.
-#[derive(Default)]
-pub struct CopyState {
-    /// The refresh listener that publishes checkpoints is on the engine.
-    pub(crate) publisher_installed: AtomicBool,
-    /// A publication is queued (later refreshes ride on it).
-    pub(crate) publish_queued: AtomicBool,
-    pub(crate) pinned: Mutex<HashMap<String, Arc<source::Pinned>>>,
-    /// The newest (term, version) a primary published to this replica.
-    pub(crate) published: Mutex<Option<(i64, u64)>>,
-    /// The (term, version) this replica searches.
-    pub(crate) installed: Mutex<Option<(i64, u64)>>,
-    /// A copy task runs for this replica.
-    pub(crate) copying: AtomicBool,
-    /// As a primary: how far behind each replica is, by allocation id.
-    pub(crate) replicas: Mutex<stats::ReplicaLags>,
-    /// As a primary: writes refused because too many replicas were stale.
-    pub(crate) rejected: std::sync::atomic::AtomicU64,
-    /// As a primary: when its replicas were last checked for failing as stale.
-    stale_checked: Mutex<Option<std::time::Instant>>,
-}
-
-impl CopyState {
-    /// Whether `every` passed since the last stale-replica check (and starts the next period).
-    pub(crate) fn stale_check_due(&self, every: std::time::Duration) -> bool {
-        let now = std::time::Instant::now();
-        let mut last = self.stale_checked.lock();
-        if last.is_some_and(|at| now.duration_since(at) < every) {
-            return false;
-        }
-        *last = Some(now);
-        true
-    }
-
-    pub fn rejected_requests(&self) -> u64 {
-        self.rejected.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Whether the replica has installed `(term, version)` or a newer checkpoint.
-    pub fn has_installed(&self, wanted: (i64, u64)) -> bool {
-        self.installed.lock().is_some_and(|have| have >= wanted)
-    }
 }
 
 /// Gives a promoted segment replica an index writer: the operations it only logged are

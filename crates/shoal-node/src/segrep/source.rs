@@ -6,13 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use shoal_engine::{Engine, SegmentCheckpoint};
+use shoal_engine::Engine;
 
 use super::{CheckpointInfo, CopyTarget, PublishCheckpointAction, PublishedCheckpoint};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::node::Node;
+use crate::shard::segrep::Pinned;
 use crate::transfer::peer::{serve_file, FileStreamRequest, ServedFiles};
 use crate::transfer::ByteStream;
 
@@ -22,31 +22,16 @@ const PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a write with `refresh=true` waits for a replica to copy the refreshed commit.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A checkpoint's files, hard-linked into a directory of their own so merges on the primary
-/// cannot delete them while a replica copies them.
-pub struct Pinned {
-    dir: PathBuf,
-    checkpoint: SegmentCheckpoint,
-    last_used: Mutex<Instant>,
-}
+/// A pinned checkpoint as the file stream serves it.
+struct ServedPin(Arc<Pinned>);
 
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl ServedFiles for Pinned {
+impl ServedFiles for ServedPin {
     fn path(&self, name: &str) -> Option<PathBuf> {
-        self.checkpoint
-            .files
-            .iter()
-            .any(|f| f.name == name)
-            .then(|| self.dir.join(name))
+        self.0.path(name)
     }
 
     fn touch(&self) {
-        *self.last_used.lock() = Instant::now();
+        self.0.touch();
     }
 }
 
@@ -194,7 +179,7 @@ impl Node {
             .join("segrep")
             .join(session.rsplit('/').next().unwrap_or_default());
         let pinned = Arc::new(pin_checkpoint(copy.engine(), dir)?);
-        let checkpoint = pinned.checkpoint.clone();
+        let checkpoint = pinned.checkpoint().clone();
         copy.shard
             .segrep
             .pinned
@@ -275,13 +260,7 @@ fn pin_checkpoint(engine: &Engine, dir: PathBuf) -> ApiResult<Pinned> {
             .iter()
             .try_for_each(|f| std::fs::hard_link(index_dir.join(&f.name), dir.join(&f.name)));
         match linked {
-            Ok(()) => {
-                return Ok(Pinned {
-                    dir,
-                    checkpoint,
-                    last_used: Mutex::new(Instant::now()),
-                })
-            }
+            Ok(()) => return Ok(Pinned::new(dir, checkpoint)),
             Err(e) => last_error = Some(e),
         }
     }
@@ -289,11 +268,11 @@ fn pin_checkpoint(engine: &Engine, dir: PathBuf) -> ApiResult<Pinned> {
     Err(ApiError::from(last_error.expect("an attempt failed")))
 }
 
-fn drop_abandoned_pins(state: &super::CopyState) {
+fn drop_abandoned_pins(state: &crate::shard::segrep::CopyState) {
     state
         .pinned
         .lock()
-        .retain(|_, pinned| pinned.last_used.lock().elapsed() < ABANDONED_AFTER);
+        .retain(|_, pinned| pinned.idle_for() < ABANDONED_AFTER);
 }
 
 fn not_the_primary(target: &CopyTarget) -> ApiError {
@@ -318,5 +297,5 @@ pub(super) fn serve_file_stream(
         .pressure
         .pool(crate::pressure::settings::REPLICATION)
         .clone();
-    serve_file(pinned, request, pool)
+    serve_file(Arc::new(ServedPin(pinned)), request, pool)
 }

@@ -3,62 +3,15 @@
 //! from a checkpoint's publication to the replica's report that it searches it (never while
 //! nothing is pending: an idle replica is not behind).
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::{CopyTarget, VisibleCheckpointAction};
+use crate::shard::segrep::ReplicaLag;
 use crate::error::ApiResult;
 use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
-
-/// One replica's progress, kept by its primary.
-#[derive(Debug, Default)]
-pub struct ReplicaLag {
-    /// Published and not yet searched by the replica: (version, published at, bytes).
-    pending: Vec<(u64, Instant, u64)>,
-    /// (version, bytes) of what the replica searches.
-    visible: Option<(u64, u64)>,
-    last_completed: Option<Duration>,
-}
-
-impl ReplicaLag {
-    /// A checkpoint was published to the replica.
-    pub fn published(&mut self, version: u64, length: u64, now: Instant) {
-        let newer = self.pending.last().is_none_or(|(v, _, _)| *v < version)
-            && self.visible.is_none_or(|(v, _)| v < version);
-        if newer {
-            self.pending.push((version, now, length));
-        }
-    }
-
-    /// The replica searches `version` now: every checkpoint up to it is done; the lag of the
-    /// newest of them is the last completed one.
-    pub fn visible(&mut self, version: u64, length: u64, now: Instant) {
-        let done = self.pending.partition_point(|(v, _, _)| *v <= version);
-        if let Some((_, published, _)) = self.pending.get(done.wrapping_sub(1)) {
-            self.last_completed = Some(now.duration_since(*published));
-        }
-        self.pending.drain(..done);
-        self.visible = Some((version, length));
-    }
-
-    pub fn checkpoints_behind(&self) -> usize {
-        self.pending.len()
-    }
-
-    pub fn current_lag(&self, now: Instant) -> Duration {
-        self.pending
-            .first()
-            .map_or(Duration::ZERO, |(_, at, _)| now.duration_since(*at))
-    }
-
-    pub fn bytes_behind(&self) -> u64 {
-        let latest = self.pending.last().map_or(0, |(_, _, len)| *len);
-        latest.saturating_sub(self.visible.map_or(0, |(_, len)| len))
-    }
-}
 
 /// A row of `_cat/segment_replication`: one replica of a primary on the node that answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -154,7 +107,7 @@ impl Node {
                         bytes_behind: lag.map_or(0, ReplicaLag::bytes_behind),
                         current_lag_ms: lag.map_or(0, |l| l.current_lag(now).as_millis() as u64),
                         last_completed_lag_ms: lag
-                            .and_then(|l| l.last_completed)
+                            .and_then(ReplicaLag::last_completed)
                             .map(|d| d.as_millis() as u64),
                         rejected_requests: rejected,
                     });
@@ -191,41 +144,5 @@ impl Node {
         }
         rows.sort_by(|a, b| (&a.index, a.shard, &a.target_node).cmp(&(&b.index, b.shard, &b.target_node)));
         rows
-    }
-}
-
-/// The lag of every replica of a primary copy, by allocation id.
-pub type ReplicaLags = BTreeMap<String, ReplicaLag>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lag_runs_from_publication_to_the_report_and_not_while_nothing_is_pending() {
-        let start = Instant::now();
-        let at = |ms: u64| start + Duration::from_millis(ms);
-        let mut lag = ReplicaLag::default();
-        assert_eq!((lag.checkpoints_behind(), lag.current_lag(at(500))), (0, Duration::ZERO));
-        lag.published(1, 100, at(0));
-        lag.published(2, 300, at(200));
-        lag.published(2, 300, at(250));
-        assert_eq!(lag.checkpoints_behind(), 2);
-        assert_eq!(lag.current_lag(at(400)), Duration::from_millis(400));
-        assert_eq!(lag.bytes_behind(), 300);
-
-        // The replica copied checkpoint 1 only.
-        lag.visible(1, 100, at(450));
-        assert_eq!(lag.last_completed, Some(Duration::from_millis(450)));
-        assert_eq!((lag.checkpoints_behind(), lag.bytes_behind()), (1, 200));
-        assert_eq!(lag.current_lag(at(500)), Duration::from_millis(300));
-
-        // It went straight to a newer one than published (the primary's current one).
-        lag.visible(3, 350, at(600));
-        assert_eq!(lag.last_completed, Some(Duration::from_millis(400)));
-        assert_eq!((lag.checkpoints_behind(), lag.bytes_behind()), (0, 0));
-        assert_eq!(lag.current_lag(at(10_000)), Duration::ZERO, "an idle replica is not behind");
-        lag.published(3, 350, at(700));
-        assert_eq!(lag.checkpoints_behind(), 0, "what it searches is not pending");
     }
 }

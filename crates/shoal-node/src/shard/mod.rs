@@ -8,6 +8,7 @@
 
 pub mod lookup;
 pub mod schedule;
+pub mod segrep;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,7 +45,7 @@ pub struct IndexShard {
     /// write again (they fail as moved and their coordinators reroute them to the target).
     relocated: std::sync::atomic::AtomicBool,
     /// Segment replication: checkpoints pinned (primary), copied and installed (replica).
-    pub segrep: crate::segrep::CopyState,
+    pub segrep: segrep::CopyState,
 }
 
 impl IndexShard {
