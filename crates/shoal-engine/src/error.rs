@@ -21,6 +21,8 @@ pub enum EngineError {
     Corrupted(String),
     /// A segment-replication checkpoint of an older primary term: its primary was deposed, and
     /// its segments may hold operations the new primary never had.
-    #[error("checkpoint of primary term [{checkpoint}] is older than this copy's term [{current}]")]
+    #[error(
+        "checkpoint of primary term [{checkpoint}] is older than this copy's term [{current}]"
+    )]
     StaleCheckpoint { checkpoint: i64, current: i64 },
 }

@@ -283,7 +283,11 @@ fn a_replica_counts_only_what_it_logged_and_refuses_a_deposed_primarys_checkpoin
         primary.sync_to(&result.unwrap().location.unwrap()).unwrap();
     }
     refresh_and_copy(&primary, &replica);
-    assert_eq!(docs(&replica), 8, "the replica searches the primary's commit");
+    assert_eq!(
+        docs(&replica),
+        8,
+        "the replica searches the primary's commit"
+    );
     assert_eq!(
         replica.local_checkpoint(),
         4,
@@ -298,6 +302,9 @@ fn a_replica_counts_only_what_it_logged_and_refuses_a_deposed_primarys_checkpoin
     copy_files(&stale, &primary, &replica);
     assert!(matches!(
         replica.install_checkpoint(&stale),
-        Err(EngineError::StaleCheckpoint { checkpoint: 1, current: 2 })
+        Err(EngineError::StaleCheckpoint {
+            checkpoint: 1,
+            current: 2
+        })
     ));
 }

@@ -292,7 +292,9 @@ impl Node {
         for (name, shard, engine) in self.local_copies(&request.indices) {
             let done = match request.op {
                 BroadcastOp::SyncSegments if !engine.is_writer_less() => continue,
-                BroadcastOp::SyncSegments => self.sync_local_segments(&request.indices, &name, shard),
+                BroadcastOp::SyncSegments => {
+                    self.sync_local_segments(&request.indices, &name, shard)
+                }
                 op => run_op(&engine, op),
             };
             match done {
@@ -323,7 +325,7 @@ impl Node {
             shard,
             allocation_id: replication.allocation_id.clone(),
         };
-        self.sync_segments(target)
+        self.segrep.sync_segments(target)
     }
 
     /// Serves a broadcast from another coordinator.

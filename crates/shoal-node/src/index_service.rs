@@ -120,7 +120,12 @@ impl IndexService {
     /// open already; keeps the primary term current (a bump waits for the writes in flight).
     /// A copy that is not the primary of a segment-replicated index opens without an index
     /// writer (it copies the primary's segments); it gets one when promoted.
-    pub fn ensure_shard_open(&self, shard: usize, primary_term: i64, primary: bool) -> ApiResult<()> {
+    pub fn ensure_shard_open(
+        &self,
+        shard: usize,
+        primary_term: i64,
+        primary: bool,
+    ) -> ApiResult<()> {
         if let Some(copy) = self.shards.read().get(shard).cloned().flatten() {
             if copy.engine().primary_term() < primary_term {
                 crate::failpoints::failpoint!(self.node, "before_term_bump");

@@ -44,6 +44,8 @@ pub struct Node {
     pub reads: Arc<ReadService>,
     /// Writes this node coordinates, and the shard bulks forwarded to it.
     pub writes: Arc<WriteService>,
+    /// Segment replication (`index.replication.type: SEGMENT`).
+    pub segrep: Arc<crate::segrep::SegrepService>,
     pub(crate) recoveries: crate::replication::recovery::Recoveries,
     /// Keeps a runtime alive when the node was started outside of one (tests).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -66,7 +68,10 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     crate::replication::replica::register_actions(&mut actions);
     crate::replication::promotion::register_actions(&mut actions);
     crate::replication::recovery::register_actions(&mut actions);
-    crate::segrep::register_actions(&mut actions);
+    crate::segrep::register_actions(&mut actions, &node.segrep);
+    actions.register_stream::<crate::segrep::FileStreamAction>(|node, request| {
+        node.segrep.serve_file_stream(request)
+    });
     crate::cluster_api::register_actions(&mut actions);
     crate::read::register_actions(&mut actions, &node.reads);
     actions.into_registry()
@@ -125,6 +130,7 @@ impl Node {
         // The write service reaches the node's primary role weakly: no reference cycle.
         let node = Arc::new_cyclic(|node| Node {
             reads: Arc::new(ReadService::new(core.clone())),
+            segrep: Arc::new(crate::segrep::SegrepService::new(core.clone())),
             writes: Arc::new(WriteService::new(
                 core.clone(),
                 node.clone() as std::sync::Weak<dyn WriteRoles>,

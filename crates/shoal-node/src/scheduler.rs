@@ -48,7 +48,9 @@ fn run_due_work(node: &Arc<Node>) {
                 checkpoint_sync: settings.global_checkpoint_sync_interval(),
             }
         });
-        node.fail_stale_segment_replicas(&index);
+        for (shard, allocation_id, term) in node.segrep.stale_replicas_to_fail(&index) {
+            fail_stale_segment_replica(node, &index, shard, allocation_id, term);
+        }
         for (shard, copy) in index.local_copies() {
             let due = copy.take_due_work(&intervals);
             node.maintain_retention_leases(&index, shard);
@@ -77,4 +79,31 @@ fn run_engine_work(index: &IndexService, engine: &Engine, due: Due) {
             warn!(index = %index.name(), error = %e, "scheduled flush failed");
         }
     }
+}
+
+/// Fails a segment replica behind for longer than `segrep.replication.time.limit`, on the
+/// `replication` pool (it waits for the cluster manager).
+fn fail_stale_segment_replica(
+    node: &Arc<Node>,
+    index: &IndexService,
+    shard: usize,
+    allocation_id: String,
+    term: i64,
+) {
+    let (node2, index) = (node.clone(), index.name());
+    let pool = node
+        .pressure
+        .pool(crate::pressure::settings::REPLICATION)
+        .clone();
+    let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+        let error = crate::error::ApiError::new(
+            503,
+            "replication_failed_exception",
+            "replica too far behind primary, marking as stale",
+        );
+        if let Err(e) = node2.fail_copy(&index, shard, &allocation_id, term, &error) {
+            warn!(index, shard, allocation_id, error = %e, "could not fail a stale segment replica");
+        }
+    });
+    debug_assert!(queued.is_ok(), "forced work is never rejected");
 }

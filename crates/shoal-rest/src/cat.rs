@@ -680,7 +680,8 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
 pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let services =
+            node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
         let state = node.cluster_state();
         for ((name, shard, node_id), segments) in node.copy_segments(&services) {
             let Some(copy) = state
@@ -691,7 +692,10 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
             else {
                 continue;
             };
-            let ip = state.nodes.get(&node_id).map_or(String::new(), |n| n.host.clone());
+            let ip = state
+                .nodes
+                .get(&node_id)
+                .map_or(String::new(), |n| n.host.clone());
             {
                 for seg in segments {
                     rows.push(vec![

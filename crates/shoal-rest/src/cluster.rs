@@ -507,10 +507,15 @@ fn shard_sections(
         };
         let mut section = metric_filtered(stats::stats_section(service, engine_stats), metric);
         if let Value::Object(map) = &mut section {
-            map.insert("routing".into(), json!({"state": routing.state.as_str(), "primary": routing.primary,
-                "node": node_id, "relocating_node": routing.relocating_node}));
+            map.insert(
+                "routing".into(),
+                json!({"state": routing.state.as_str(), "primary": routing.primary,
+                "node": node_id, "relocating_node": routing.relocating_node}),
+            );
         }
-        let entry = shards.entry(number.to_string()).or_insert_with(|| json!([]));
+        let entry = shards
+            .entry(number.to_string())
+            .or_insert_with(|| json!([]));
         if let Value::Array(list) = entry {
             list.push(section);
         }

@@ -56,6 +56,7 @@ async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResu
         let state = node.cluster_state();
         let time = |ms: u64| time_cell(ms, time_unit.as_deref());
         let rows = node
+            .segrep
             .replica_rows(indices)
             .into_iter()
             .filter(|r| !active_only || r.checkpoints_behind > 0)
@@ -79,11 +80,21 @@ async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResu
                 col!("shardId", ["s"], true, "shard id"),
                 col!("target_node", ["tnode"], true, "target node name"),
                 col!("target_host", ["thost"], true, "target host"),
-                col!("checkpoints_behind", ["cpb"], true, "checkpoints behind primary"),
+                col!(
+                    "checkpoints_behind",
+                    ["cpb"],
+                    true,
+                    "checkpoints behind primary"
+                ),
                 col!("bytes_behind", ["bb"], true, "bytes behind primary"),
                 col!("current_lag", ["clag"], true, "current lag"),
                 col!("last_completed_lag", ["lcl"], true, "last completed lag"),
-                col!("rejected_requests", ["rr"], true, "count of rejected requests for the replication group"),
+                col!(
+                    "rejected_requests",
+                    ["rr"],
+                    true,
+                    "count of rejected requests for the replication group"
+                ),
             ],
             rows,
         })

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+mod common;
+
+use serde_json::json;
 use shoal_test_cluster::TestCluster;
 
-const GREEN: Duration = Duration::from_secs(60);
 const HIT: Duration = Duration::from_secs(15);
 
 /// Before the fetch phase retried, this search failed with 503 "fetch phase failed": its
@@ -15,22 +16,7 @@ const HIT: Duration = Duration::from_secs(15);
 #[test]
 fn a_search_whose_query_phase_node_dies_before_the_fetch_answers_in_full_from_another_copy() {
     let mut cluster = TestCluster::start(3);
-    let client = cluster.client(0);
-    client.create_index(
-        "reads",
-        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 1}}),
-    );
-    cluster.wait_green(GREEN);
-    let docs: Vec<(String, Value)> = (0..20)
-        .map(|n| (format!("d{n}"), json!({"value": n})))
-        .collect();
-    client.bulk("reads", &docs).expect("bulk").ok();
-    client.refresh("reads");
-
-    let primary = cluster.primary_of("reads", 0).expect("a primary");
-    let coordinator = (0..3)
-        .find(|&i| i != primary && !cluster.replicas_of("reads", 0).contains(&i))
-        .expect("a node without a copy");
+    let (primary, coordinator) = common::one_shard_and_a_spare_node(&cluster, "reads");
     // The query phase reads the primary's copy; the coordinator stops before fetching.
     let paused = cluster.pause_at(coordinator, "search_before_fetch");
     let searcher = {
@@ -51,7 +37,10 @@ fn a_search_whose_query_phase_node_dies_before_the_fetch_answers_in_full_from_an
 
     cluster.kill(primary);
     paused.release();
-    let answer = searcher.join().expect("search thread").expect("search answered");
+    let answer = searcher
+        .join()
+        .expect("search thread")
+        .expect("search answered");
 
     assert_eq!(answer.status, 200, "the search failed: {}", answer.body);
     let body = &answer.body;

@@ -4,35 +4,19 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
 use serde_json::{json, Value};
 use shoal_test_cluster::{Response, TestCluster};
 
-const GREEN: Duration = Duration::from_secs(60);
 /// Far below the shard-read (120 s) and broadcast (600 s) timeouts a read used to wait out.
 const ANSWERED_WITHIN: Duration = Duration::from_secs(30);
 
 #[test]
 fn reads_sent_to_a_frozen_node_answer_from_another_copy_once_it_is_removed() {
     let cluster = TestCluster::start(3);
-    let client = cluster.client(0);
-    client.create_index(
-        "reads",
-        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 1}}),
-    );
-    cluster.wait_green(GREEN);
-    let docs: Vec<(String, Value)> = (0..20)
-        .map(|n| (format!("d{n}"), json!({"value": n})))
-        .collect();
-    client.bulk("reads", &docs).expect("bulk").ok();
-    client.refresh("reads");
-    let primary = cluster.primary_of("reads", 0).expect("a primary");
-    let coordinator = (0..3)
-        .find(|&i| i != primary && !cluster.replicas_of("reads", 0).contains(&i))
-        .expect("a node without a copy");
-    let prefer = format!(
-        "preference=_prefer_nodes:{}",
-        cluster.node(primary).node_id
-    );
+    let (primary, coordinator) = common::one_shard_and_a_spare_node(&cluster, "reads");
+    let prefer = format!("preference=_prefer_nodes:{}", cluster.node(primary).node_id);
 
     cluster.freeze(primary);
     let client = cluster.client(coordinator);

@@ -54,10 +54,16 @@ fn a_primary_refuses_writes_while_its_segment_replica_is_stale_and_takes_them_on
     assert!(write_until(&writer, 201, Duration::from_secs(5), &mut n).is_some());
 
     // The replica can no longer fetch checkpoints: every publication leaves it further behind.
-    cluster.drop_action(replica, "internal:index/shard/replication/get_checkpoint_info");
+    cluster.drop_action(
+        replica,
+        "internal:index/shard/replication/get_checkpoint_info",
+    );
     let refused = write_until(&writer, 429, Duration::from_secs(30), &mut n)
         .expect("writes were refused once the replica was stale");
-    assert_eq!(refused["error"]["type"], "rejected_execution_exception", "{refused}");
+    assert_eq!(
+        refused["error"]["type"], "rejected_execution_exception",
+        "{refused}"
+    );
     let reason = refused["error"]["reason"].as_str().unwrap_or_default();
     assert!(
         reason.starts_with("rejected execution on primary shard:[pressed][0] Stale Replicas: ["),

@@ -349,7 +349,10 @@ mod tests {
             let broken = Status::from_error(Box::new(h2::Error::from(reason)));
             assert_eq!(broken.code(), Code::Internal);
             assert!(
-                matches!(classify_status("n1:9300", "uuid", &broken), TransportError::Unreachable { .. }),
+                matches!(
+                    classify_status("n1:9300", "uuid", &broken),
+                    TransportError::Unreachable { .. }
+                ),
                 "{reason:?}"
             );
         }

@@ -231,13 +231,12 @@ impl Engine {
         // What this copy counts as processed stays what it logged itself: the commit may hold
         // operations of its primary it was never sent (still in flight, or never acknowledged
         // if that primary is deposed), and a new primary's resync must still reach it for them.
-        let local_checkpoint = checkpoint
-            .local_checkpoint
-            .min(state.tracker.checkpoint());
+        let local_checkpoint = checkpoint.local_checkpoint.min(state.tracker.checkpoint());
         let first_retained = self.first_retained_seq_no(local_checkpoint);
         self.history_complete_from
             .fetch_max(first_retained, Ordering::AcqRel);
-        let payload = self.replica_payload(checkpoint, local_checkpoint, state.tracker.max_seq_no())?;
+        let payload =
+            self.replica_payload(checkpoint, local_checkpoint, state.tracker.max_seq_no())?;
         let meta = with_payload(&checkpoint.meta, &payload)?;
         let written = self
             .index
@@ -292,7 +291,9 @@ impl Engine {
             local_checkpoint,
             max_seq_no: checkpoint.max_seq_no.max(logged_max_seq_no),
             translog_uuid: self.translog.uuid().to_string(),
-            translog_generation: self.translog.min_generation_for_seq_no(local_checkpoint + 1),
+            translog_generation: self
+                .translog
+                .min_generation_for_seq_no(local_checkpoint + 1),
             global_checkpoint: self.global_checkpoint(),
             history_uuid: primary.history_uuid,
             history_complete_from: self.history_complete_from(),

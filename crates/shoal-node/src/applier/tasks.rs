@@ -72,7 +72,7 @@ impl Node {
         let term = state.primary_term(&copy.index, copy.shard).unwrap_or(1) as i64;
         crate::failpoints::failpoint!(self, "applier_before_open");
         service.ensure_shard_open(shard, term, copy.primary)?;
-        self.install_checkpoint_publisher(service, shard);
+        self.segrep.install_checkpoint_publisher(service, shard);
         let local = service.copy(shard)?;
         // An index closed and opened again: its copies keep the record of their recovery.
         service.restore_recovery(shard, &local, &allocation_id);

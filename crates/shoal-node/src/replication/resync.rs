@@ -100,7 +100,7 @@ impl Node {
         self.lease_history_to_copies(service, shard, engine, replication);
         // The commit a promoted segment replica made of what it only logged was not published
         // (it was not the primary yet): its replicas copy it now, not at the next write.
-        self.publish_after_promotion(service, shard);
+        self.segrep.publish_after_promotion(service, shard);
         let mut tracker = replication.tracker.lock();
         for (target, local_checkpoint) in &resynced.copies {
             tracker.update_local_checkpoint(target, *local_checkpoint);

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
-use crate::node::Node;
 use crate::settings::parse_byte_size;
 
 pub const MAX_BYTES_PER_SEC: &str = "indices.recovery.max_bytes_per_sec";
@@ -121,7 +121,7 @@ impl RateLimiter {
     }
 }
 
-impl Node {
+impl NodeCore {
     /// The recovery limits as the cluster settings say now (defaults when unset; a value
     /// that does not parse, which validation keeps out, counts as the default).
     pub(crate) fn recovery_limits(&self) -> RecoveryLimits {

@@ -15,12 +15,15 @@
 //! The source side is [`source`], the target side [`target`]. A promoted replica opens an
 //! index writer and indexes what it only logged ([`ensure_writer`]) before it resyncs.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use shoal_engine::{Engine, SegmentCheckpoint};
 
+use crate::core::NodeCore;
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
-use crate::node::Node;
+use crate::replication::throttle::RateLimiter;
 
 pub mod pressure;
 pub mod source;
@@ -89,14 +92,47 @@ crate::transfer::peer::file_stream_action!(
     min_version = 1
 );
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
-    actions.register::<PublishCheckpointAction>(Node::handle_published_checkpoint);
-    actions.register::<CheckpointInfoAction>(Node::serve_checkpoint_info);
-    actions.register::<ReleaseCheckpointAction>(Node::release_pinned_checkpoint);
-    actions.register::<SegmentsSyncAction>(Node::sync_segments);
-    actions.register::<VisibleCheckpointAction>(Node::handle_visible_checkpoint);
-    actions.register::<ReplicaRowsAction>(Node::serve_replica_rows);
-    actions.register_stream::<FileStreamAction>(source::serve_file_stream);
+/// Registers the segment replication actions this node serves (the file stream is registered
+/// by the node, whose stream registration takes it).
+pub(crate) fn register_actions<N: Send + Sync + 'static>(
+    actions: &mut crate::rpc::NodeActions<N>,
+    service: &Arc<SegrepService>,
+) {
+    let weak = Arc::downgrade(service);
+    actions.register_on::<PublishCheckpointAction, _>(
+        weak.clone(),
+        SegrepService::handle_published_checkpoint,
+    );
+    actions
+        .register_on::<CheckpointInfoAction, _>(weak.clone(), SegrepService::serve_checkpoint_info);
+    actions.register_on::<ReleaseCheckpointAction, _>(
+        weak.clone(),
+        SegrepService::release_pinned_checkpoint,
+    );
+    actions.register_on::<SegmentsSyncAction, _>(weak.clone(), SegrepService::sync_segments);
+    actions.register_on::<VisibleCheckpointAction, _>(
+        weak.clone(),
+        SegrepService::handle_visible_checkpoint,
+    );
+    actions.register_on::<ReplicaRowsAction, _>(weak, SegrepService::serve_replica_rows);
+}
+
+/// Segment replication on this node: publishing and pinning checkpoints as a primary,
+/// copying and installing them as a replica, lag and backpressure. It holds the node's core
+/// and its own rate limiter (`indices.replication.max_bytes_per_sec` paces segment copies
+/// apart from recoveries, as in OpenSearch).
+pub struct SegrepService {
+    core: Arc<NodeCore>,
+    limiter: RateLimiter,
+}
+
+impl SegrepService {
+    pub fn new(core: Arc<NodeCore>) -> SegrepService {
+        SegrepService {
+            core,
+            limiter: RateLimiter::default(),
+        }
+    }
 }
 
 /// The copy a segment-replication message is about.

@@ -9,13 +9,12 @@
 //! behind for longer than `segrep.replication.time.limit` (0: never) is failed.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::SegrepService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
 use crate::shard::IndexShard;
 
 pub const ENABLED: &str = "segrep.pressure.enabled";
@@ -33,14 +32,10 @@ struct Limits {
     stale_share: f64,
 }
 
-impl Node {
+impl SegrepService {
     /// Refuses a write to the local primary of `shard` when too many of its segment replicas
     /// are stale (and `segrep.pressure.enabled`); counts the refusal.
-    pub(crate) fn check_segment_replication_pressure(
-        &self,
-        service: &IndexService,
-        shard: usize,
-    ) -> ApiResult<()> {
+    pub(crate) fn check_pressure(&self, service: &IndexService, shard: usize) -> ApiResult<()> {
         if !self.setting_is(ENABLED, "true")
             || !service.with_meta(|m| m.settings().segment_replication())
         {
@@ -72,61 +67,41 @@ impl Node {
         .with_kind(crate::error::ErrorKind::Rejected))
     }
 
-    /// Fails the replicas of local segment-replicated primaries that have been behind for
-    /// longer than `segrep.replication.time.limit` (scheduler; each copy every 30 s).
-    pub(crate) fn fail_stale_segment_replicas(self: &Arc<Self>, service: &Arc<IndexService>) {
+    /// The replicas of this node's segment-replicated primaries of `service` that have been
+    /// behind for longer than `segrep.replication.time.limit` (0: never), each primary looked
+    /// at every 30 s: (shard, allocation id, primary term). The node fails them.
+    pub(crate) fn stale_replicas_to_fail(
+        &self,
+        service: &IndexService,
+    ) -> Vec<(usize, String, i64)> {
         let limit = self
+            .core
             .cluster_setting(REPLICATION_TIME_LIMIT)
             .and_then(|text| crate::settings::parse_time(&text).ok().flatten());
         let Some(limit) = limit.filter(|l| !l.is_zero()) else {
-            return;
+            return Vec::new();
         };
         if !service.with_meta(|m| m.settings().segment_replication()) {
-            return;
+            return Vec::new();
         }
+        let mut stale = Vec::new();
         for (shard, copy) in service.local_copies() {
             if !copy.segrep.stale_check_due(STALE_CHECK_EVERY) {
                 continue;
             }
-            let Some(replication) = copy.replication() else {
+            let Some(targets) = copy.primary_targets() else {
                 continue;
             };
-            let targets = {
-                let tracker = replication.tracker.lock();
-                if !tracker.is_primary_mode() {
-                    continue;
-                }
-                tracker.replication_targets()
-            };
+            let term = copy.engine().primary_term();
             for allocation_id in stale_replicas(&copy, &targets, 0, limit) {
-                self.fail_stale_replica(service, shard, &copy, allocation_id);
+                stale.push((shard, allocation_id, term));
             }
         }
-    }
-
-    fn fail_stale_replica(
-        self: &Arc<Self>,
-        service: &Arc<IndexService>,
-        shard: usize,
-        copy: &IndexShard,
-        allocation_id: String,
-    ) {
-        let (node, index, term) = (self.clone(), service.name(), copy.engine().primary_term());
-        let pool = self
-            .pressure
-            .pool(crate::pressure::settings::REPLICATION)
-            .clone();
-        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
-            let error = ApiError::new(503, "replication_failed_exception", "replica too far behind primary, marking as stale");
-            if let Err(e) = node.fail_copy(&index, shard, &allocation_id, term, &error) {
-                tracing::warn!(index, shard, allocation_id, error = %e, "could not fail a stale segment replica");
-            }
-        });
-        debug_assert!(queued.is_ok(), "forced work is never rejected");
+        stale
     }
 
     fn pressure_limits(&self) -> Limits {
-        let setting = |key: &str| self.cluster_setting(key).unwrap_or_default();
+        let setting = |key: &str| self.core.cluster_setting(key).unwrap_or_default();
         Limits {
             checkpoints: setting(CHECKPOINT_LIMIT).parse().unwrap_or(4),
             time: crate::settings::parse_time(&setting(TIME_LIMIT))
@@ -138,7 +113,7 @@ impl Node {
     }
 
     fn setting_is(&self, key: &str, value: &str) -> bool {
-        self.cluster_setting(key).is_some_and(|v| v == value)
+        self.core.cluster_setting(key).is_some_and(|v| v == value)
     }
 }
 

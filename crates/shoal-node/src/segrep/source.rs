@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use shoal_engine::Engine;
 
+use super::SegrepService;
 use super::{CheckpointInfo, CopyTarget, PublishCheckpointAction, PublishedCheckpoint};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::node::Node;
 use crate::shard::segrep::Pinned;
 use crate::transfer::peer::{serve_file, FileStreamRequest, ServedFiles};
 use crate::transfer::ByteStream;
@@ -35,7 +35,7 @@ impl ServedFiles for ServedPin {
     }
 }
 
-impl Node {
+impl SegrepService {
     /// Puts the checkpoint publisher on a segment-replicated copy's engine, once: every
     /// commit of the copy, while it is the primary, tells its replicas.
     pub(crate) fn install_checkpoint_publisher(
@@ -46,7 +46,8 @@ impl Node {
         let Ok(copy) = service.copy(shard) else {
             return;
         };
-        if !service.with_meta(|m| crate::metadata::IndexMetadataExt::settings(m).segment_replication())
+        if !service
+            .with_meta(|m| crate::metadata::IndexMetadataExt::settings(m).segment_replication())
             || copy.segrep.publisher_installed.swap(true, Ordering::AcqRel)
         {
             return;
@@ -62,7 +63,9 @@ impl Node {
     /// Publishes the checkpoint of a copy that has just become the primary of a
     /// segment-replicated shard (OpenSearch force-publishes after a promotion too).
     pub(crate) fn publish_after_promotion(&self, service: &IndexService, shard: usize) {
-        if !service.with_meta(|m| crate::metadata::IndexMetadataExt::settings(m).segment_replication()) {
+        if !service
+            .with_meta(|m| crate::metadata::IndexMetadataExt::settings(m).segment_replication())
+        {
             return;
         }
         if let Err(e) = self.publish_checkpoint(&service.name(), &service.uuid(), shard) {
@@ -73,24 +76,20 @@ impl Node {
     /// Tells every replica of the local primary of `shard` about its current checkpoint.
     fn publish_checkpoint(&self, index: &str, uuid: &str, shard: usize) -> ApiResult<()> {
         let shard_id = shoal_types::ShardId::new(uuid.to_string(), shard as u32);
-        let copy = self.local_copy(index, &shard_id, None)?;
-        copy.shard.segrep.publish_queued.store(false, Ordering::Release);
-        let Some(replication) = copy.replication.clone() else {
+        let copy = self.core.local_copy(index, &shard_id, None)?;
+        copy.shard
+            .segrep
+            .publish_queued
+            .store(false, Ordering::Release);
+        let Some(targets) = copy.shard.primary_targets() else {
             return Ok(());
-        };
-        let targets = {
-            let tracker = replication.tracker.lock();
-            if !tracker.is_primary_mode() {
-                return Ok(());
-            }
-            tracker.replication_targets()
         };
         drop_abandoned_pins(&copy.shard.segrep);
         if targets.is_empty() {
             return Ok(());
         }
         let checkpoint = copy.engine().segment_checkpoint()?;
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         {
             let now = Instant::now();
             let mut lags = copy.shard.segrep.replicas.lock();
@@ -121,7 +120,10 @@ impl Node {
                 version: checkpoint.version,
             };
             // Not waited for: a replica that misses one catches up with the next.
-            drop(self.send::<PublishCheckpointAction>(&address, &published, PUBLISH_TIMEOUT));
+            drop(
+                self.core
+                    .send::<PublishCheckpointAction>(&address, &published, PUBLISH_TIMEOUT),
+            );
         }
         Ok(())
     }
@@ -134,23 +136,28 @@ impl Node {
             return;
         };
         let targets = replication.tracker.lock().replication_targets();
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let (index, uuid) = (service.name(), service.uuid());
         let pending: Vec<_> = targets
             .into_iter()
             .filter_map(|allocation_id| {
-                let address = crate::replication::copy_address(&state, &index, shard, &allocation_id)?;
+                let address =
+                    crate::replication::copy_address(&state, &index, shard, &allocation_id)?;
                 let target = CopyTarget {
                     index: index.clone(),
                     index_uuid: uuid.clone(),
                     shard,
                     allocation_id,
                 };
-                Some((address.clone(), self.send::<super::SegmentsSyncAction>(&address, &target, SYNC_TIMEOUT)))
+                Some((
+                    address.clone(),
+                    self.core
+                        .send::<super::SegmentsSyncAction>(&address, &target, SYNC_TIMEOUT),
+                ))
             })
             .collect();
         for (address, reply) in pending {
-            if let Err(e) = self.wait_unless_gone(&address, reply) {
+            if let Err(e) = self.core.wait_unless_gone(&address, reply) {
                 tracing::debug!(index, shard, error = %e, "a segment replica did not sync after a refresh");
             }
         }
@@ -159,7 +166,7 @@ impl Node {
     /// Pins the current checkpoint of the local primary for a replica's copy.
     pub(super) fn serve_checkpoint_info(&self, target: CopyTarget) -> ApiResult<CheckpointInfo> {
         let shard_id = shoal_types::ShardId::new(target.index_uuid.clone(), target.shard as u32);
-        let copy = self.local_copy(&target.index, &shard_id, None)?;
+        let copy = self.core.local_copy(&target.index, &shard_id, None)?;
         let primary = copy
             .replication
             .as_ref()
@@ -174,6 +181,7 @@ impl Node {
             uuid::Uuid::new_v4().simple()
         );
         let dir = self
+            .core
             .paths
             .shard_dir(&target.index_uuid, target.shard)
             .join("segrep")
@@ -215,25 +223,35 @@ impl Node {
     fn copy_of_session(&self, session: &str) -> Option<Arc<crate::shard::IndexShard>> {
         let mut parts = session.split('/');
         let (uuid, shard) = (parts.next()?, parts.next()?.parse::<usize>().ok()?);
-        let service = self.all_indices().into_iter().find(|s| s.uuid() == uuid)?;
+        let service = self
+            .core
+            .all_indices()
+            .into_iter()
+            .find(|s| s.uuid() == uuid)?;
         service.copy(shard).ok()
     }
 }
 
 /// Queues one publication for the shard on the `replication` pool (never on the refreshing
 /// thread: the checkpoint reads new files' checksums); refreshes while one is queued ride on it.
-fn queue_publication(node: &Weak<Node>, index: &str, uuid: &str, shard: usize) {
+fn queue_publication(node: &Weak<SegrepService>, index: &str, uuid: &str, shard: usize) {
     let Some(node) = node.upgrade() else {
         return;
     };
     let shard_id = shoal_types::ShardId::new(uuid.to_string(), shard as u32);
-    let Ok(copy) = node.local_copy(index, &shard_id, None) else {
+    let Ok(copy) = node.core.local_copy(index, &shard_id, None) else {
         return;
     };
-    if copy.shard.segrep.publish_queued.swap(true, Ordering::AcqRel) {
+    if copy
+        .shard
+        .segrep
+        .publish_queued
+        .swap(true, Ordering::AcqRel)
+    {
         return;
     }
     let pool = node
+        .core
         .pressure
         .pool(crate::pressure::settings::REPLICATION)
         .clone();
@@ -287,15 +305,15 @@ fn not_the_primary(target: &CopyTarget) -> ApiError {
     .with_kind(crate::error::ErrorKind::Moved)
 }
 
-/// Streams a file of a pinned checkpoint; chunks are read on the `replication` pool.
-pub(super) fn serve_file_stream(
-    node: &Arc<Node>,
-    request: FileStreamRequest,
-) -> ApiResult<ByteStream> {
-    let pinned = node.pinned(&request.session)?;
-    let pool = node
-        .pressure
-        .pool(crate::pressure::settings::REPLICATION)
-        .clone();
-    serve_file(Arc::new(ServedPin(pinned)), request, pool)
+impl SegrepService {
+    /// Streams a file of a pinned checkpoint; chunks are read on the `replication` pool.
+    pub(crate) fn serve_file_stream(&self, request: FileStreamRequest) -> ApiResult<ByteStream> {
+        let pinned = self.pinned(&request.session)?;
+        let pool = self
+            .core
+            .pressure
+            .pool(crate::pressure::settings::REPLICATION)
+            .clone();
+        serve_file(Arc::new(ServedPin(pinned)), request, pool)
+    }
 }

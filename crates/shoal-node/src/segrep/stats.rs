@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::SegrepService;
 use super::{CopyTarget, VisibleCheckpointAction};
-use crate::shard::segrep::ReplicaLag;
 use crate::error::ApiResult;
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
+use crate::shard::segrep::ReplicaLag;
 
 /// A row of `_cat/segment_replication`: one replica of a primary on the node that answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -35,12 +35,12 @@ pub struct VisibleCheckpoint {
     pub length: u64,
 }
 
-impl Node {
+impl SegrepService {
     /// A replica searches a newer checkpoint (on its primary).
     pub(super) fn handle_visible_checkpoint(&self, visible: VisibleCheckpoint) -> ApiResult<()> {
         let target = &visible.target;
         let shard_id = shoal_types::ShardId::new(target.index_uuid.clone(), target.shard as u32);
-        let copy = self.local_copy(&target.index, &shard_id, None)?;
+        let copy = self.core.local_copy(&target.index, &shard_id, None)?;
         if copy.engine().primary_term() == visible.primary_term {
             copy.shard
                 .segrep
@@ -54,22 +54,30 @@ impl Node {
     }
 
     /// Tells the primary this replica searches `checkpoint` now (not waited for).
-    pub(super) fn report_visible(&self, address: &str, target: &CopyTarget, checkpoint: &shoal_engine::SegmentCheckpoint) {
+    pub(super) fn report_visible(
+        &self,
+        address: &str,
+        target: &CopyTarget,
+        checkpoint: &shoal_engine::SegmentCheckpoint,
+    ) {
         let visible = VisibleCheckpoint {
             target: target.clone(),
             primary_term: checkpoint.primary_term,
             version: checkpoint.version,
             length: checkpoint.length(),
         };
-        drop(self.send::<VisibleCheckpointAction>(address, &visible, Duration::from_secs(30)));
+        drop(
+            self.core
+                .send::<VisibleCheckpointAction>(address, &visible, Duration::from_secs(30)),
+        );
     }
 
     /// The replicas of this node's segment-replicated primaries of `indices` (all: `None`).
     pub fn local_replica_rows(&self, indices: Option<&[String]>) -> Vec<ReplicaRow> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let now = Instant::now();
         let mut rows = Vec::new();
-        for service in self.all_indices() {
+        for service in self.core.all_indices() {
             let name = service.name();
             if indices.is_some_and(|wanted| !wanted.contains(&name))
                 || !service.with_meta(|m| m.settings().segment_replication())
@@ -77,15 +85,8 @@ impl Node {
                 continue;
             }
             for (shard, copy) in service.local_copies() {
-                let Some(replication) = copy.replication() else {
+                let Some(targets) = copy.primary_targets() else {
                     continue;
-                };
-                let targets = {
-                    let tracker = replication.tracker.lock();
-                    if !tracker.is_primary_mode() {
-                        continue;
-                    }
-                    tracker.replication_targets()
                 };
                 let lags = copy.segrep.replicas.lock();
                 let rejected = copy.segrep.rejected_requests();
@@ -118,31 +119,42 @@ impl Node {
     }
 
     /// Serves another node's `_cat/segment_replication`.
-    pub(super) fn serve_replica_rows(&self, indices: Option<Vec<String>>) -> ApiResult<Vec<ReplicaRow>> {
+    pub(super) fn serve_replica_rows(
+        &self,
+        indices: Option<Vec<String>>,
+    ) -> ApiResult<Vec<ReplicaRow>> {
         Ok(self.local_replica_rows(indices.as_deref()))
     }
 
     /// The replica rows of every node (a node that does not answer leaves its primaries out).
     pub fn replica_rows(&self, indices: Option<Vec<String>>) -> Vec<ReplicaRow> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let pending: Vec<_> = state
             .nodes
             .values()
-            .filter(|n| n.id != self.node_id)
+            .filter(|n| n.id != self.core.node_id)
             .map(|n| {
                 let address = n.transport_address.clone();
-                let reply = self.send::<super::ReplicaRowsAction>(&address, &indices, Duration::from_secs(10));
+                let reply = self.core.send::<super::ReplicaRowsAction>(
+                    &address,
+                    &indices,
+                    Duration::from_secs(10),
+                );
                 (address, reply)
             })
             .collect();
         let mut rows = self.local_replica_rows(indices.as_deref());
         for (address, reply) in pending {
-            match self.wait_unless_gone(&address, reply) {
+            match self.core.wait_unless_gone(&address, reply) {
                 Ok(remote) => rows.extend(remote),
-                Err(e) => tracing::warn!(error = %e, "a node's segment replication rows are missing"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a node's segment replication rows are missing")
+                }
             }
         }
-        rows.sort_by(|a, b| (&a.index, a.shard, &a.target_node).cmp(&(&b.index, b.shard, &b.target_node)));
+        rows.sort_by(|a, b| {
+            (&a.index, a.shard, &a.target_node).cmp(&(&b.index, b.shard, &b.target_node))
+        });
         rows
     }
 }

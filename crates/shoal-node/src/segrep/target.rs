@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use shoal_engine::SegmentCheckpoint;
 
+use super::SegrepService;
 use super::{
     position, CheckpointInfo, CheckpointInfoAction, CopyTarget, FileStreamAction,
     PublishedCheckpoint, ReleaseCheckpointAction,
 };
 use crate::error::{ApiError, ApiResult};
-use crate::node::Node;
 use crate::shard::lookup::LocalCopy;
 use crate::transfer::peer::PeerSource;
 use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl};
@@ -21,12 +21,14 @@ use crate::transfer::FileMeta;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-
-impl Node {
+impl SegrepService {
     /// A primary published a checkpoint: remember it, and copy until current unless a copy
     /// task runs for this copy already (it picks the newest up when done with the current
     /// one). Runs on the `replication` pool; the primary does not wait for the answer.
-    pub(super) fn handle_published_checkpoint(&self, published: PublishedCheckpoint) -> ApiResult<()> {
+    pub(super) fn handle_published_checkpoint(
+        &self,
+        published: PublishedCheckpoint,
+    ) -> ApiResult<()> {
         let copy = self.segment_replica(&published.target).inspect_err(|e| {
             tracing::debug!(index = %published.target.index, shard = published.target.shard, error = %e, "published checkpoint not for a segment replica here");
         })?;
@@ -99,10 +101,15 @@ impl Node {
     /// One round: the primary's current checkpoint, its files, installed here.
     pub(crate) fn replicate_once(&self, target: &CopyTarget, copy: &LocalCopy) -> ApiResult<()> {
         let (primary_id, address) = self.primary_of(target)?;
-        let info = self.call::<CheckpointInfoAction>(&address, target, CALL_TIMEOUT)?;
+        let info = self
+            .core
+            .call::<CheckpointInfoAction>(&address, target, CALL_TIMEOUT)?;
         let outcome = self.copy_checkpoint(target, copy, (&primary_id, &address), &info);
         // Released whatever happened: the pin only costs disk space on the primary.
-        drop(self.send::<ReleaseCheckpointAction>(&address, &info.session, CALL_TIMEOUT));
+        drop(
+            self.core
+                .send::<ReleaseCheckpointAction>(&address, &info.session, CALL_TIMEOUT),
+        );
         outcome
     }
 
@@ -119,11 +126,11 @@ impl Node {
             return Ok(());
         }
         let source = PeerSource::<FileStreamAction> {
-            transport: self.transport.clone(),
+            transport: self.core.transport.clone(),
             node: primary_id.to_string(),
             address: address.to_string(),
             session: info.session.clone(),
-            chunk_bytes: self.recovery_limits().chunk_bytes,
+            chunk_bytes: self.core.recovery_limits().chunk_bytes,
             idle_timeout: CALL_TIMEOUT,
             action: PhantomData,
         };
@@ -132,17 +139,20 @@ impl Node {
         let transfer = FileTransfer {
             dir: &index_dir,
             source: &source,
-            runtime: &self.runtime,
-            limiter: &self.recoveries.limiter,
+            runtime: &self.core.runtime,
+            limiter: &self.limiter,
             control: &control,
             // Files of one name never change on the primary: other bytes here are damage.
             differing: Differing::Fail,
-            files_in_flight: self.recovery_limits().concurrent_chunks,
+            files_in_flight: self.core.recovery_limits().concurrent_chunks,
         };
         let stats = transfer.run(&file_list(checkpoint)).map_err(|e| {
-            if e.error_type == "corrupt_index_exception" {
-                copy.engine()
-                    .fail_engine(format!("segment replication found a damaged file: {}", e.reason));
+            // A damaged file (or a copy already failed): the copy is reported and recovered.
+            if e.kind == crate::error::ErrorKind::CopyFailed {
+                copy.engine().fail_engine(format!(
+                    "segment replication found a damaged file: {}",
+                    e.reason
+                ));
             }
             e
         })?;
@@ -165,7 +175,9 @@ impl Node {
     fn segment_replica(&self, target: &CopyTarget) -> ApiResult<LocalCopy> {
         let shard_id = shoal_types::ShardId::new(target.index_uuid.clone(), target.shard as u32);
         let allocation = shoal_types::AllocationId::from(target.allocation_id.as_str());
-        let copy = self.local_copy(&target.index, &shard_id, Some(&allocation))?;
+        let copy = self
+            .core
+            .local_copy(&target.index, &shard_id, Some(&allocation))?;
         if !copy.engine().is_writer_less() {
             return Err(ApiError::new(
                 409,
@@ -181,17 +193,25 @@ impl Node {
 
     /// The node of the shard's active primary (id, transport address).
     fn primary_of(&self, target: &CopyTarget) -> ApiResult<(String, String)> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         state
             .primary(&target.index, target.shard as u32)
             .filter(|p| p.is_active())
             .and_then(|p| p.node.clone())
-            .and_then(|id| state.nodes.get(&id).map(|n| (id, n.transport_address.clone())))
+            .and_then(|id| {
+                state
+                    .nodes
+                    .get(&id)
+                    .map(|n| (id, n.transport_address.clone()))
+            })
             .ok_or_else(|| {
                 ApiError::new(
                     503,
                     "no_shard_available_action_exception",
-                    format!("[{}][{}] no active primary to copy segments from", target.index, target.shard),
+                    format!(
+                        "[{}][{}] no active primary to copy segments from",
+                        target.index, target.shard
+                    ),
                 )
             })
     }
@@ -200,9 +220,9 @@ impl Node {
     /// then the recovery limit.
     fn replication_bytes_per_sec(&self) -> Option<u64> {
         use crate::replication::throttle::{parse_rate, REPLICATION_MAX_BYTES_PER_SEC};
-        match self.cluster_setting(REPLICATION_MAX_BYTES_PER_SEC) {
+        match self.core.cluster_setting(REPLICATION_MAX_BYTES_PER_SEC) {
             Some(text) if !matches!(text.trim(), "-1" | "-1b") => parse_rate(&text).ok().flatten(),
-            _ => self.recovery_limits().bytes_per_sec,
+            _ => self.core.recovery_limits().bytes_per_sec,
         }
     }
 }
@@ -222,7 +242,7 @@ fn file_list(checkpoint: &SegmentCheckpoint) -> Vec<FileMeta> {
 
 /// A copy task's side of its file transfer.
 struct CopyControl<'a> {
-    node: &'a Node,
+    node: &'a SegrepService,
     copy: &'a LocalCopy,
 }
 

@@ -67,7 +67,9 @@ fn explicit_kind(key: &str) -> Option<Kind> {
         | "cluster.routing.allocation.balance.index"
         | "cluster.routing.allocation.balance.threshold" => Kind::Float { min: 0.0 },
         REPLICATION_STRATEGY => Kind::Enum(
-            |v| format!("No enum constant org.opensearch.indices.replication.common.ReplicationType.{v}"),
+            |v| {
+                format!("No enum constant org.opensearch.indices.replication.common.ReplicationType.{v}")
+            },
             &["document", "segment"],
         ),
         "cluster.routing.allocation.enable" | "index.routing.allocation.enable" => Kind::Enum(

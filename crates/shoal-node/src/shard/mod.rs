@@ -77,6 +77,15 @@ impl IndexShard {
         &self.engine
     }
 
+    /// The copies this copy replicates to, while it acts as the primary (`None` otherwise).
+    pub fn primary_targets(&self) -> Option<Vec<String>> {
+        let replication = self.replication()?;
+        let tracker = replication.tracker.lock();
+        tracker
+            .is_primary_mode()
+            .then(|| tracker.replication_targets())
+    }
+
     /// The copy's replication state, once the applier has set it up.
     pub fn replication(&self) -> Option<Arc<ShardReplication>> {
         self.replication.lock().clone()

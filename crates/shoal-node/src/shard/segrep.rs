@@ -168,7 +168,10 @@ mod tests {
         let start = Instant::now();
         let at = |ms: u64| start + Duration::from_millis(ms);
         let mut lag = ReplicaLag::default();
-        assert_eq!((lag.checkpoints_behind(), lag.current_lag(at(500))), (0, Duration::ZERO));
+        assert_eq!(
+            (lag.checkpoints_behind(), lag.current_lag(at(500))),
+            (0, Duration::ZERO)
+        );
         lag.published(1, 100, at(0));
         lag.published(2, 300, at(200));
         lag.published(2, 300, at(250));
@@ -186,8 +189,16 @@ mod tests {
         lag.visible(3, 350, at(600));
         assert_eq!(lag.last_completed, Some(Duration::from_millis(400)));
         assert_eq!((lag.checkpoints_behind(), lag.bytes_behind()), (0, 0));
-        assert_eq!(lag.current_lag(at(10_000)), Duration::ZERO, "an idle replica is not behind");
+        assert_eq!(
+            lag.current_lag(at(10_000)),
+            Duration::ZERO,
+            "an idle replica is not behind"
+        );
         lag.published(3, 350, at(700));
-        assert_eq!(lag.checkpoints_behind(), 0, "what it searches is not pending");
+        assert_eq!(
+            lag.checkpoints_behind(),
+            0,
+            "what it searches is not pending"
+        );
     }
 }

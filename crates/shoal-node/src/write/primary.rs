@@ -69,7 +69,7 @@ impl Node {
             fail_all(group, e, results);
             return None;
         }
-        if let Err(e) = self.check_segment_replication_pressure(&service, shard) {
+        if let Err(e) = self.segrep.check_pressure(&service, shard) {
             fail_all(group, e, results);
             return None;
         }
@@ -137,7 +137,7 @@ impl Node {
             return;
         }
         if service.with_meta(|m| m.settings().segment_replication()) {
-            self.sync_segment_replicas(service, shard);
+            self.segrep.sync_segment_replicas(service, shard);
         }
     }
 

@@ -353,7 +353,7 @@ impl Node {
         // primary searches now (the recovery's commit may be older).
         match engine.is_writer_less() {
             false => engine.refresh().map(|_| ())?,
-            true => self.sync_segments(crate::segrep::CopyTarget {
+            true => self.segrep.sync_segments(crate::segrep::CopyTarget {
                 index: service.name(),
                 index_uuid: service.uuid(),
                 shard,
