@@ -145,6 +145,11 @@ def test_cat_segment_replication_lists_every_replica_and_its_lag(cluster3):
     assert text.splitlines()[0].split() == ["shardId", "target_node", "target_host", "checkpoints_behind",
                                             "bytes_behind", "current_lag", "last_completed_lag",
                                             "rejected_requests"], text
+    for i in range(3):
+        stats = cluster3.get("/_nodes/stats", i).json()["nodes"]
+        for node in stats.values():
+            replication = node["indices"]["segments"]["segment_replication"]
+            assert replication == {"max_bytes_behind": 0, "total_bytes_behind": 0, "max_replication_lag": 0}, replication
     r = cluster3.http(0).get("/_cat/segment_replication", params={"detailed": "true"})
     assert r.status_code == 400 and "detailed" in r.text, r.text
 

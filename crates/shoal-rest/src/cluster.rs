@@ -357,6 +357,17 @@ pub async fn put_settings(node: Arc<Node>, params: Params, body: axum::body::Byt
     )
 }
 
+/// How far behind the replicas of this node's segment-replicated primaries are (OpenSearch's
+/// `segments.segment_replication`: bytes, and the lag in milliseconds).
+fn segment_replication_stats(node: &Node) -> Value {
+    let rows = node.segrep.local_replica_rows(None);
+    json!({
+        "max_bytes_behind": rows.iter().map(|r| r.bytes_behind).max().unwrap_or(0),
+        "total_bytes_behind": rows.iter().map(|r| r.bytes_behind).sum::<u64>(),
+        "max_replication_lag": rows.iter().map(|r| r.current_lag_ms).max().unwrap_or(0),
+    })
+}
+
 /// `GET /_nodes/stats`: process, os, fs and indices sections (no JVM).
 pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
     let body = blocking(move || {
@@ -364,6 +375,9 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
         for service in node.all_indices() {
             let s = stats::sum_engine_stats(&service);
             stats::add_sections(&mut indices, &stats::stats_section(&service, &s));
+        }
+        if let Some(segments) = indices.get_mut("segments").and_then(Value::as_object_mut) {
+            segments.insert("segment_replication".into(), segment_replication_stats(&node));
         }
         let process = process_stats();
         let fs = fs_stats(&node.paths.data);
