@@ -13,8 +13,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shoal_engine::Engine;
-
 use crate::blocks::BlockLevel;
 use crate::documents::{auto_id, DocWrite, LocalItem, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult, ErrorKind};
@@ -135,29 +133,25 @@ impl WriteService {
         self.merge_forwarded(forwarded, results);
     }
 
-    /// Applies the items whose primary is here, shard by shard, through the primary role;
-    /// returns the engines written to.
+    /// Applies the items whose primary is here, shard by shard, through the primary role.
     fn write_on_local_primaries_of(
         &self,
         local: Vec<(usize, Arc<IndexService>, usize, DocWrite)>,
         options: &WriteOptions,
         results: &mut Slots,
-    ) -> Vec<Arc<Engine>> {
+    ) {
         let roles = match self.roles() {
             Ok(roles) => roles,
             Err(e) => {
                 for (slot, ..) in local {
                     results[slot] = Some(Err(e.clone()));
                 }
-                return Vec::new();
+                return;
             }
         };
-        group_by_shard(local)
-            .into_iter()
-            .filter_map(|((_, shard), group)| {
-                roles.write_on_primary(shard, group, options, results)
-            })
-            .collect()
+        for ((_, shard), group) in group_by_shard(local) {
+            roles.write_on_primary(shard, group, options, results);
+        }
     }
 }
 

@@ -15,8 +15,6 @@ pub mod primary;
 
 use std::sync::{Arc, Weak};
 
-use shoal_engine::Engine;
-
 use crate::core::NodeCore;
 use crate::documents::{LocalItem, WriteOptions};
 use crate::error::{ApiError, ApiResult};
@@ -30,15 +28,15 @@ pub(crate) use forward::register_actions;
 /// creation (a first write may create its index). The node implements it; the service holds
 /// it weakly, so a service never keeps a stopped node alive.
 pub(crate) trait WriteRoles: Send + Sync {
-    /// Applies one shard's batch on this node's primary and fills its items' slots; returns
-    /// the engine when anything was applied (the coordinator refreshes it if asked).
+    /// Applies one shard's batch on this node's primary and fills its items' slots; the
+    /// primary refreshes (and has its segment replicas copy) when the request asks.
     fn write_on_primary(
         &self,
         shard: usize,
         group: Vec<LocalItem>,
         options: &WriteOptions,
         results: &mut Slots,
-    ) -> Option<Arc<Engine>>;
+    );
 
     /// Creates an index with default settings and mappings (auto-create on first write).
     fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>>;

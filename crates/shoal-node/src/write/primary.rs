@@ -34,31 +34,15 @@ struct Applied {
 /// The node is the write service's primary role (and creates the indices a first write
 /// names).
 impl WriteRoles for Node {
+    /// Applies one shard's batch here and fills its items' slots; refreshes when the request
+    /// asks (see [`Node::refresh_for_request`]).
     fn write_on_primary(
         &self,
         shard: usize,
         group: Vec<LocalItem>,
         options: &WriteOptions,
         results: &mut Slots,
-    ) -> Option<Arc<Engine>> {
-        Node::write_on_primary(self, shard, group, options, results)
-    }
-
-    fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
-        Node::create_index(self, name, &serde_json::Value::Null)
-    }
-}
-
-impl Node {
-    /// Applies one shard's batch here and fills its items' slots; returns the engine when
-    /// anything was applied (the coordinator refreshes it if the request asks).
-    pub(crate) fn write_on_primary(
-        &self,
-        shard: usize,
-        group: Vec<LocalItem>,
-        options: &WriteOptions,
-        results: &mut Slots,
-    ) -> Option<Arc<Engine>> {
+    ) {
         let service = group[0].1.clone();
         let fail_all = |group: Vec<LocalItem>, e: ApiError, results: &mut Slots| {
             for (slot, _, _) in group {
@@ -67,11 +51,11 @@ impl Node {
         };
         if let Err(e) = self.wait_for_active_shards(&service, shard, options, group.len()) {
             fail_all(group, e, results);
-            return None;
+            return;
         }
         if let Err(e) = self.segrep.check_pressure(&service, shard) {
             fail_all(group, e, results);
-            return None;
+            return;
         }
         // The shard-level half of the write holds a `write` slot while it parses and applies;
         // a full queue fails the shard's items with 429.
@@ -80,7 +64,7 @@ impl Node {
             Ok(slot) => slot,
             Err(e) => {
                 fail_all(group, e, results);
-                return None;
+                return;
             }
         };
         // Parsed before the permit is taken: a new field's mapping update waits for this
@@ -94,7 +78,7 @@ impl Node {
             })
             .collect();
         if prepared.is_empty() {
-            return None;
+            return;
         }
         // The permit is held until the batch is replicated: the primary's term cannot be
         // bumped between applying the batch and sending it to the copies.
@@ -107,7 +91,7 @@ impl Node {
                 for p in prepared {
                     results[p.slot] = Some(Err(e.clone()));
                 }
-                return None;
+                return;
             }
         };
         let (slots, ids_ops): (Vec<usize>, Vec<(String, WriteOp)>) =
@@ -125,9 +109,14 @@ impl Node {
         if options.refresh != Refresh::False {
             self.refresh_for_request(&service, shard, &engine);
         }
-        Some(engine)
     }
 
+    fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
+        Node::create_index(self, name, &serde_json::Value::Null)
+    }
+}
+
+impl Node {
     /// `refresh=true|wait_for`: the write is searchable on the primary, and on its segment
     /// replicas too once each has copied the commit (Shoal keeps read-after-write on every
     /// copy under SEGMENT; document replication refreshes replicas with the batch).
