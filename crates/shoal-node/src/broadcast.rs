@@ -13,7 +13,7 @@ use crate::error::ApiResult;
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
-use crate::rpc::{json_bytes, NodeActions, Pending};
+use crate::rpc::NodeActions;
 
 /// Runs a refresh, flush or force merge on the node's copies of some indices.
 pub struct BroadcastAction;
@@ -154,36 +154,26 @@ impl Node {
     }
 
     /// One round of `request` on every node holding copies of its indices.
+    /// A node that does not answer (gone, frozen) holds copies that count as not successful.
     fn broadcast_once(&self, request: &NodeRequest, total: usize) -> BroadcastSummary {
-        let pending = self.send_to_holders::<BroadcastAction>(&request.indices, request);
+        let holders = self.holder_addresses(&request.indices);
+        let asked =
+            self.ask::<BroadcastAction>(holders, request, BROADCAST_TIMEOUT, "broadcast results");
         let local = self.broadcast_locally(request);
         let mut summary = BroadcastSummary {
             total,
             successful: local.successful,
             failures: local.failures,
         };
-        for (address, reply) in pending {
-            match self.wait_unless_gone(&address, reply) {
-                Ok(reply) => {
-                    summary.successful += reply.successful;
-                    summary.failures.extend(reply.failures);
-                }
-                // A node that is gone holds copies that count as not successful.
-                Err(e) => tracing::debug!(error = %e, "broadcast to a node failed"),
-            }
+        for reply in self.answers(asked) {
+            summary.successful += reply.successful;
+            summary.failures.extend(reply.failures);
         }
         summary
     }
 
-    /// Sends `request` to every other node holding an active copy of these indices; the
-    /// replies come with the address each went to. A node that leaves the cluster before it
-    /// answers (frozen, say) is not waited for: its copies count as not successful.
-    fn send_to_holders<A: shoal_transport::Action>(
-        &self,
-        indices: &IndexIds,
-        request: &A::Request,
-    ) -> Vec<(String, Pending<A::Response>)> {
-        let body = json_bytes(request);
+    /// The transport addresses of the other nodes holding an active copy of these indices.
+    fn holder_addresses(&self, indices: &IndexIds) -> Vec<String> {
         let state = self.cluster_state();
         let holders: BTreeSet<&str> = indices
             .iter()
@@ -196,11 +186,7 @@ impl Node {
         holders
             .into_iter()
             .filter_map(|node| state.nodes.get(node))
-            .map(|node| {
-                let address = node.transport_address.clone();
-                let pending = self.send_encoded::<A>(&address, body.clone(), BROADCAST_TIMEOUT);
-                (address, pending)
-            })
+            .map(|node| node.transport_address.clone())
             .collect()
     }
 
@@ -220,18 +206,15 @@ impl Node {
     }
 
     /// The statistics of every active copy of these indices, from the nodes holding them
-    /// (a node that does not answer leaves its copies out).
+    /// (a node that does not answer leaves its copies out: `_cat/shards` then shows them
+    /// without doc counts).
     pub fn copy_stats(&self, services: &[Arc<IndexService>]) -> CopyStats {
         let indices = index_ids(services);
-        let pending = self.send_to_holders::<ShardStatsAction>(&indices, &indices);
+        let holders = self.holder_addresses(&indices);
+        let asked =
+            self.ask::<ShardStatsAction>(holders, &indices, BROADCAST_TIMEOUT, "copy statistics");
         let mut stats = self.local_copy_stats(&indices);
-        for (address, reply) in pending {
-            match self.wait_unless_gone(&address, reply) {
-                Ok(remote) => stats.extend(remote),
-                // Warned, not hidden: `_cat/shards` then shows those copies without doc counts.
-                Err(e) => tracing::warn!(error = %e, "a node's copy statistics are missing"),
-            }
-        }
+        stats.extend(self.answers(asked).into_iter().flatten());
         stats
     }
 
@@ -239,14 +222,11 @@ impl Node {
     /// node that does not answer leaves its copies out).
     pub fn copy_segments(&self, services: &[Arc<IndexService>]) -> CopySegments {
         let indices = index_ids(services);
-        let pending = self.send_to_holders::<ShardSegmentsAction>(&indices, &indices);
+        let holders = self.holder_addresses(&indices);
+        let asked =
+            self.ask::<ShardSegmentsAction>(holders, &indices, BROADCAST_TIMEOUT, "segments");
         let mut segments = self.local_copy_segments(&indices);
-        for (address, reply) in pending {
-            match self.wait_unless_gone(&address, reply) {
-                Ok(remote) => segments.extend(remote),
-                Err(e) => tracing::warn!(error = %e, "a node's segments are missing"),
-            }
-        }
+        segments.extend(self.answers(asked).into_iter().flatten());
         segments
     }
 

@@ -19,6 +19,13 @@ use shoal_transport::{ActionRegistry, RemoteError, TransportError, WireAction, W
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 
+/// One request in flight to several nodes (see [`NodeCore::ask`]).
+pub(crate) struct Asked<T> {
+    pending: Vec<(String, Pending<T>)>,
+    /// What the nodes send back, for the log line of one that does not.
+    what: &'static str,
+}
+
 /// A request in flight to another node; resolves to its (typed) reply.
 pub(crate) type Pending<T = Bytes> = tokio::task::JoinHandle<ApiResult<T>>;
 
@@ -60,6 +67,60 @@ impl NodeCore {
         let (transport, address) = (self.transport.clone(), address.to_string());
         self.runtime
             .spawn(async move { Ok(transport.send_encoded::<A>(&address, body, timeout).await?) })
+    }
+
+    /// Sends one request to every node at `addresses` at once (encoded once); collect the
+    /// answers with [`NodeCore::answers`] after doing this node's own part meanwhile.
+    pub(crate) fn ask<A: WireAction>(
+        &self,
+        addresses: Vec<String>,
+        request: &A::Request,
+        timeout: Duration,
+        what: &'static str,
+    ) -> Asked<A::Response> {
+        let pending = match A::encode_request(request) {
+            Ok(body) => addresses
+                .into_iter()
+                .map(|address| {
+                    let reply = self.send_encoded::<A>(&address, body.clone(), timeout);
+                    (address, reply)
+                })
+                .collect(),
+            Err(e) => {
+                tracing::error!(action = A::NAME, error = %e, "cannot encode a request");
+                Vec::new()
+            }
+        };
+        Asked { pending, what }
+    }
+
+    /// The answers of the nodes asked with [`NodeCore::ask`]. A node that fails, or leaves the
+    /// cluster before it answers, is left out, and its absence logged.
+    pub(crate) fn answers<T: Send + 'static>(&self, asked: Asked<T>) -> Vec<T> {
+        let what = asked.what;
+        asked
+            .pending
+            .into_iter()
+            .filter_map(
+                |(address, reply)| match self.wait_unless_gone(&address, reply) {
+                    Ok(answer) => Some(answer),
+                    Err(e) => {
+                        tracing::warn!(node = %address, error = %e, "a node's {what} are missing");
+                        None
+                    }
+                },
+            )
+            .collect()
+    }
+
+    /// The transport addresses of every other node of the cluster.
+    pub(crate) fn other_node_addresses(&self) -> Vec<String> {
+        self.cluster_state()
+            .nodes
+            .values()
+            .filter(|n| n.id != self.node_id)
+            .map(|n| n.transport_address.clone())
+            .collect()
     }
 
     /// Waits for a request sent to the node at `address`, unless that node leaves the cluster

@@ -128,30 +128,14 @@ impl SegrepService {
 
     /// The replica rows of every node (a node that does not answer leaves its primaries out).
     pub fn replica_rows(&self, indices: Option<Vec<String>>) -> Vec<ReplicaRow> {
-        let state = self.core.cluster_state();
-        let pending: Vec<_> = state
-            .nodes
-            .values()
-            .filter(|n| n.id != self.core.node_id)
-            .map(|n| {
-                let address = n.transport_address.clone();
-                let reply = self.core.send::<super::ReplicaRowsAction>(
-                    &address,
-                    &indices,
-                    Duration::from_secs(10),
-                );
-                (address, reply)
-            })
-            .collect();
+        let asked = self.core.ask::<super::ReplicaRowsAction>(
+            self.core.other_node_addresses(),
+            &indices,
+            Duration::from_secs(10),
+            "segment replication rows",
+        );
         let mut rows = self.local_replica_rows(indices.as_deref());
-        for (address, reply) in pending {
-            match self.core.wait_unless_gone(&address, reply) {
-                Ok(remote) => rows.extend(remote),
-                Err(e) => {
-                    tracing::warn!(error = %e, "a node's segment replication rows are missing")
-                }
-            }
-        }
+        rows.extend(self.core.answers(asked).into_iter().flatten());
         rows.sort_by(|a, b| {
             (&a.index, a.shard, &a.target_node).cmp(&(&b.index, b.shard, &b.target_node))
         });

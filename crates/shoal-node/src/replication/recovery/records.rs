@@ -108,27 +108,14 @@ impl Node {
 
     /// The recovery records of these indices from every node.
     pub fn recoveries(&self, indices: &[String]) -> Vec<RecoveryRecord> {
-        let state = self.cluster_state();
-        let body = crate::rpc::json_bytes(&indices);
-        let timeout = Duration::from_secs(10);
-        let pending: Vec<_> = state
-            .nodes
-            .values()
-            .filter(|n| n.id != self.node_id)
-            .map(|n| {
-                let address = n.transport_address.clone();
-                let pending =
-                    self.send_encoded::<RecoveryListAction>(&address, body.clone(), timeout);
-                (address, pending)
-            })
-            .collect();
+        let asked = self.ask::<RecoveryListAction>(
+            self.other_node_addresses(),
+            &indices.to_vec(),
+            Duration::from_secs(10),
+            "recovery records",
+        );
         let mut records = self.local_recoveries(indices);
-        for (address, reply) in pending {
-            match self.wait_unless_gone(&address, reply) {
-                Ok(remote) => records.extend(remote),
-                Err(e) => tracing::debug!(error = %e, "a node's recovery records are missing"),
-            }
-        }
+        records.extend(self.answers(asked).into_iter().flatten());
         records
             .sort_by(|a, b| (&a.index, a.shard, !a.primary).cmp(&(&b.index, b.shard, !b.primary)));
         records
