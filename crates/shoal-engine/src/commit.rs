@@ -54,6 +54,14 @@ impl CommitPayload {
 
     /// Parses a payload; `None` if it is not one or does not match its checksum. Payloads
     /// written before the checksum existed are bare JSON and are taken as they are.
+    /// The payload a tantivy `meta.json` carries (`None`: not a Shoal commit, or unreadable).
+    pub fn from_meta_json(meta: &str) -> Option<CommitPayload> {
+        let meta: serde_json::Value = serde_json::from_str(meta).ok()?;
+        meta.get("payload")?
+            .as_str()
+            .and_then(CommitPayload::from_json)
+    }
+
     pub fn from_json(text: &str) -> Option<CommitPayload> {
         let body = match text.strip_prefix(CHECKSUM_PREFIX) {
             Some(rest) => {

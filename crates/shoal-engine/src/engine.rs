@@ -523,13 +523,6 @@ impl Engine {
         Ok(self.translog.snapshot(from_seq_no, to_seq_no)?)
     }
 
-    /// Segment-replication replicas log operations without indexing them.
-    pub fn append_translog_only(&self, op: &Operation) -> Result<Location, EngineError> {
-        let location = self.translog.add(op)?;
-        self.state.lock().tracker.mark_processed(op.seq_no);
-        Ok(location)
-    }
-
     /// The files of the last commit with their lengths (segment replication and file-based
     /// recovery compare these).
     pub fn commit_files(&self) -> Result<Vec<(String, u64)>, EngineError> {

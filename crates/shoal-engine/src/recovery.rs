@@ -75,11 +75,7 @@ pub fn snapshot_commit(engine: &Engine, dir: &Path) -> Result<CommitSnapshot, En
 /// The commit payload recorded in a `meta.json` in `dir`.
 pub fn read_payload(dir: &Path) -> Result<CommitPayload, EngineError> {
     let text = std::fs::read_to_string(dir.join("meta.json"))?;
-    let meta: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| EngineError::Corrupted(format!("meta.json: {e}")))?;
-    meta.get("payload")
-        .and_then(serde_json::Value::as_str)
-        .and_then(CommitPayload::from_json)
+    CommitPayload::from_meta_json(&text)
         .ok_or_else(|| EngineError::Corrupted("the commit has no Shoal payload".into()))
 }
 

@@ -202,7 +202,7 @@ impl Engine {
     }
 
     /// Makes a copied checkpoint this replica's commit and searches it: the files must
-    /// already be in the index directory (copied and verified by the caller). The commit is
+    /// already be in the index directory, copied, verified and fsynced by the caller. The commit is
     /// written with this copy's own translog in its payload, the reader moves to it, the
     /// operations it holds leave the translog (down to what the global checkpoint and
     /// retention leases still need), and the files only the previous commit used are deleted.
@@ -253,8 +253,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Every file of the checkpoint is in the index directory with its length, and on disk
-    /// for good (the commit written next names them).
+    /// Every file of the checkpoint is in the index directory with its length. Making them
+    /// durable is the copier's part (the file transfer fsyncs each file it writes, once):
+    /// syncing every file again at each install would repeat that work at every refresh.
     fn check_copied_files(&self, checkpoint: &SegmentCheckpoint) -> Result<(), EngineError> {
         let dir = self.config.index_dir();
         for file in &checkpoint.files {
@@ -268,7 +269,6 @@ impl Engine {
                     file.name, length, file.length
                 )));
             }
-            std::fs::File::open(&path)?.sync_all()?;
         }
         Ok(())
     }
@@ -281,12 +281,9 @@ impl Engine {
         local_checkpoint: i64,
         logged_max_seq_no: i64,
     ) -> Result<CommitPayload, EngineError> {
-        let primary = serde_json::from_str::<serde_json::Value>(&checkpoint.meta)
-            .ok()
-            .and_then(|meta| meta["payload"].as_str().and_then(CommitPayload::from_json))
-            .ok_or_else(|| {
-                EngineError::Corrupted("the copied commit has no Shoal payload".into())
-            })?;
+        let primary = CommitPayload::from_meta_json(&checkpoint.meta).ok_or_else(|| {
+            EngineError::Corrupted("the copied commit has no Shoal payload".into())
+        })?;
         Ok(CommitPayload {
             local_checkpoint,
             max_seq_no: checkpoint.max_seq_no.max(logged_max_seq_no),
