@@ -88,6 +88,33 @@ pub struct QueryPhase<'a> {
     pub now: i64,
 }
 
+impl<'a> QueryPhase<'a> {
+    /// The query phase of a request's first (or only) page, on whichever copies the plan
+    /// picks. Search contexts are kept for the fetch phase only when `fetch`.
+    pub fn first_page(
+        body: &'a Value,
+        params: &'a HashMap<String, String>,
+        parsed: Arc<SearchRequest>,
+        mode: QueryMode,
+        fetch: bool,
+    ) -> QueryPhase<'a> {
+        QueryPhase {
+            body,
+            params,
+            parsed,
+            mode,
+            keep_alive: if fetch {
+                super::fetch::FETCH_KEEP_ALIVE
+            } else {
+                Duration::ZERO
+            },
+            readers: None,
+            from: None,
+            now: shoal_cluster::now_millis(),
+        }
+    }
+}
+
 /// What every shard answered: results (in shard order) or failures.
 pub struct QueryOutcome {
     pub results: Vec<ShardResult>,

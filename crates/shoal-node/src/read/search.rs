@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 use shoal_cluster::now_millis;
@@ -14,7 +14,7 @@ use shoal_query::{dsl, QueryContext, QueryError};
 use super::actions::QueryMode;
 use super::coordinator::{PlannedShard, QueryOutcome, QueryPhase, Reader, ShardFailure};
 use super::copies::{parse_preference, Preference};
-use super::fetch::{PhaseError, FETCH_KEEP_ALIVE};
+use super::fetch::PhaseError;
 use super::scroll::{parse_keep_alive, ScrollContext};
 use super::ReadService;
 use crate::core::ResolveOptions;
@@ -138,20 +138,16 @@ impl ReadService {
             check_result_window(&request, &shards)?;
         }
         let needs_fetch = scroll.is_some() || request.size > 0 || request.aggs.is_some();
-        let phase = QueryPhase {
+        let mut phase = QueryPhase::first_page(
             body,
             params,
-            parsed: request.clone(),
-            mode: QueryMode::Search,
-            keep_alive: scroll.unwrap_or(if needs_fetch {
-                FETCH_KEEP_ALIVE
-            } else {
-                Duration::ZERO
-            }),
-            readers: None,
-            from: None,
-            now: now_millis(),
-        };
+            request.clone(),
+            QueryMode::Search,
+            needs_fetch,
+        );
+        if let Some(keep_alive) = scroll {
+            phase.keep_alive = keep_alive;
+        }
         let (response, readers) = self.query_then_fetch(&shards, &phase, |shards, outcome| {
             let outcome = outcome_checked(outcome, &scope)?;
             self.render_search(shards, &request, outcome, scroll.is_some(), started)
@@ -245,16 +241,7 @@ impl ReadService {
         let search_body = Value::Object(search_body);
         let request = Arc::new(SearchRequest::parse(&search_body, params)?);
         let shards = self.search_shards(indices, &scope)?;
-        let phase = QueryPhase {
-            body: &search_body,
-            params,
-            parsed: request,
-            mode: QueryMode::Count,
-            keep_alive: Duration::ZERO,
-            readers: None,
-            from: None,
-            now: now_millis(),
-        };
+        let phase = QueryPhase::first_page(&search_body, params, request, QueryMode::Count, false);
         let outcome = outcome_checked(self.query_phase(&shards, &phase), &scope)?;
         let count: u64 = outcome.results.iter().map(|r| r.total_hits).sum();
         let mut response = json!({"count": count, "_shards": {"total": shards.len(), "successful": outcome.results.len(), "skipped": 0, "failed": outcome.failures.len()}});

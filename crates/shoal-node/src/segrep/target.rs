@@ -34,12 +34,7 @@ impl SegrepService {
         })?;
         let wanted = (published.primary_term, published.version);
         tracing::debug!(index = %published.target.index, shard = published.target.shard, ?wanted, copying = copy.shard.segrep.copying.load(Ordering::Acquire), "checkpoint published to this replica");
-        {
-            let mut newest = copy.shard.segrep.published.lock();
-            if newest.is_none_or(|have| have < wanted) {
-                *newest = Some(wanted);
-            }
-        }
+        copy.shard.segrep.note_published(wanted);
         if !copy.shard.segrep.copying.swap(true, Ordering::AcqRel) {
             self.copy_until_current(&published.target, &copy);
         }
@@ -73,19 +68,11 @@ impl SegrepService {
     fn copy_until_current(&self, target: &CopyTarget, copy: &LocalCopy) {
         let state = &copy.shard.segrep;
         loop {
-            let behind = state
-                .published
-                .lock()
-                .is_some_and(|wanted| !state.has_installed(wanted));
-            if !behind {
+            if !state.is_behind() {
                 state.copying.store(false, Ordering::Release);
                 // A publication that came in after the check but before the flag cleared
                 // found the task running; look once more.
-                let missed = state
-                    .published
-                    .lock()
-                    .is_some_and(|wanted| !state.has_installed(wanted));
-                if missed && !state.copying.swap(true, Ordering::AcqRel) {
+                if state.is_behind() && !state.copying.swap(true, Ordering::AcqRel) {
                     continue;
                 }
                 return;

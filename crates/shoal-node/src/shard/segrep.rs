@@ -51,6 +51,21 @@ impl CopyState {
         self.rejected.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Remembers that the primary published `(term, version)` to this replica.
+    pub fn note_published(&self, position: (i64, u64)) {
+        let mut newest = self.published.lock();
+        if newest.is_none_or(|have| have < position) {
+            *newest = Some(position);
+        }
+    }
+
+    /// Whether the primary published a checkpoint this replica has not installed yet.
+    pub fn is_behind(&self) -> bool {
+        self.published
+            .lock()
+            .is_some_and(|wanted| !self.has_installed(wanted))
+    }
+
     /// Whether the replica has installed `(term, version)` or a newer checkpoint.
     pub fn has_installed(&self, wanted: (i64, u64)) -> bool {
         self.installed.lock().is_some_and(|have| have >= wanted)

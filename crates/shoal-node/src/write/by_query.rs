@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -15,10 +15,9 @@ use tantivy::DocAddress;
 
 use crate::documents::{DocWrite, Refresh, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult};
-use crate::node::{now_millis, Node};
+use crate::node::Node;
 use crate::read::actions::QueryMode;
 use crate::read::coordinator::{PlannedShard, QueryOutcome, QueryPhase};
-use crate::read::fetch::FETCH_KEEP_ALIVE;
 use crate::read::search::{forbid_closed, outcome_checked, SearchScope};
 
 /// What a by-query request asks for, beyond the query.
@@ -79,20 +78,8 @@ impl Node {
             query_body.insert("query".into(), query.clone());
         }
         let query_body = Value::Object(query_body);
-        let phase = QueryPhase {
-            body: &query_body,
-            params,
-            parsed: Arc::new(SearchRequest::parse(&query_body, params)?),
-            mode: QueryMode::AllHits,
-            keep_alive: if update {
-                FETCH_KEEP_ALIVE
-            } else {
-                Duration::ZERO
-            },
-            readers: None,
-            from: None,
-            now: now_millis(),
-        };
+        let parsed = Arc::new(SearchRequest::parse(&query_body, params)?);
+        let phase = QueryPhase::first_page(&query_body, params, parsed, QueryMode::AllHits, update);
         let mut whole = scope.clone();
         whole.allow_partial_results = false;
         self.reads.query_then_fetch(shards, &phase, |_, outcome| {
