@@ -399,8 +399,8 @@ def products3(http):
 # What a client must never get for a node that went away (issue 17): the coordinating node's
 # transport error instead of a retry on the promoted copy.
 TRANSPORT_ERROR_TYPES = ("connect_transport_exception", "node_not_connected_exception",
-                         "node_closed_exception", "receive_timeout_transport_exception")
-# (plain `transport_exception` is matched as an answer's type too: a broken connection)
+                         "node_closed_exception", "receive_timeout_transport_exception",
+                         "transport_exception")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -414,7 +414,7 @@ def transport_errors_answered(root: Path) -> list[str]:
             # The answer's own type: an `unavailable_shards_exception` caused by a connect
             # error (the request timed out waiting for a primary) is the right answer.
             if ("request failed" in line or "bulk item failed" in line) and any(
-                    f"error_type={t}" in line for t in TRANSPORT_ERROR_TYPES + ("transport_exception",)):
+                    f"error_type={t} " in line for t in TRANSPORT_ERROR_TYPES):
                 found.append(f"{log.relative_to(root).parts[0]}: {line.strip()}")
     return found
 

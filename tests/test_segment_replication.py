@@ -26,8 +26,9 @@ def create_segment_index(c: ShoalCluster, name: str, shards: int, replicas: int)
     c.wait_for_status("green")
 
 
-def copies(c: ShoalCluster, index: str) -> list[dict]:
-    return c.get(f"/_cat/shards/{index}", format="json", h="shard,prirep,state,node,id").json()
+def copies(c: ShoalCluster, index: str, i: int | None = None) -> list[dict]:
+    """Rows of `_cat/shards` for `index`, as node `i` (any node: `None`) sees them."""
+    return c.get(f"/_cat/shards/{index}", i, format="json", h="shard,prirep,state,node").json()
 
 
 def node_ids(c: ShoalCluster) -> dict[str, str]:
@@ -109,7 +110,7 @@ def test_a_promoted_replica_keeps_every_acknowledged_write(cluster3):
     cluster3.kill(victim)
 
     def promoted():
-        rows = copies_from(cluster3, "promo", survivor)
+        rows = copies(cluster3, "promo", survivor)
         return any(r["prirep"] == "p" and r["state"] == "STARTED" and r["node"] != primary["node"] for r in rows)
 
     wait_for(promoted, timeout=60, what="the replica promoted")
@@ -120,10 +121,6 @@ def test_a_promoted_replica_keeps_every_acknowledged_write(cluster3):
     for n in (0, 99, 100, 149):
         got = cluster3.http(survivor).get(f"/promo/_doc/{n}")
         assert got.status_code == 200, (n, got.text)
-
-
-def copies_from(c: ShoalCluster, index: str, i: int) -> list[dict]:
-    return c.get(f"/_cat/shards/{index}", i, format="json", h="shard,prirep,state,node").json()
 
 
 def test_cat_segment_replication_lists_every_replica_and_its_lag(cluster3):
@@ -137,7 +134,7 @@ def test_cat_segment_replication_lists_every_replica_and_its_lag(cluster3):
 
     rows = wait_for(caught_up, timeout=10, what="both replicas caught up")
     assert sorted(r["shardId"] for r in rows) == ["[lag][0]", "[lag][1]"], rows
-    replica_nodes = {(int(r["shard"]), r["node"]) for r in copies_from(cluster3, "lag", 0) if r["prirep"] == "r"}
+    replica_nodes = {(int(r["shard"]), r["node"]) for r in copies(cluster3, "lag", 0) if r["prirep"] == "r"}
     assert {(int(r["shardId"][6]), r["target_node"]) for r in rows} == replica_nodes, rows
     assert all(r["bytes_behind"] == "0b" and r["current_lag"] == "0s" for r in rows), rows
     assert all(r["last_completed_lag"] is not None for r in rows), rows

@@ -247,7 +247,11 @@ impl Engine {
         *self.history_uuid.lock() = payload.history_uuid.clone();
         drop(state);
         self.trim_translog(first_retained)?;
-        let current = self.index.load_metas()?.list_segment_files();
+        let current: HashSet<PathBuf> = checkpoint
+            .files
+            .iter()
+            .map(|f| PathBuf::from(&f.name))
+            .collect();
         self.delete_files(previous.difference(&current));
         self.notify_refresh_listeners();
         Ok(())
