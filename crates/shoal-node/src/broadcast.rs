@@ -136,7 +136,7 @@ impl Node {
         let mut summary = self.broadcast_once(&request, total);
         let segment_replicated: Vec<_> = services
             .iter()
-            .filter(|s| s.with_meta(|m| m.settings().segment_replication()))
+            .filter(|s| s.is_segment_replicated())
             .cloned()
             .collect();
         if matches!(op, BroadcastOp::Refresh) && !segment_replicated.is_empty() {

@@ -207,6 +207,11 @@ impl IndexService {
             .doc)
     }
 
+    /// `index.replication.type: SEGMENT`: replicas copy the primary's segments.
+    pub fn is_segment_replicated(&self) -> bool {
+        self.with_meta(|m| m.settings().segment_replication())
+    }
+
     /// Where the files of `shard` live on this node.
     pub fn shard_engine_config(&self, shard: usize) -> EngineConfig {
         self.engine_config(&self.meta(), shard)

@@ -153,7 +153,7 @@ impl Engine {
             return ops.iter().map(|_| refused()).collect();
         }
         let mut results = Vec::with_capacity(ops.len());
-        let mut logged = Vec::new();
+        let (mut slots, mut operations) = (Vec::new(), Vec::new());
         for op in ops {
             let (operation, kind) = translog_operation(op);
             let (seq_no, term, version) =
@@ -162,16 +162,18 @@ impl Engine {
                 results.push(Ok(noop_result(seq_no, term, version)));
                 continue;
             }
-            logged.push((results.len(), operation));
+            slots.push(results.len());
+            operations.push(operation);
             results.push(Ok(not_yet_located(kind, seq_no, term, version)));
         }
-        let operations: Vec<Operation> = logged.iter().map(|(_, op)| op.clone()).collect();
         if operations.is_empty() {
             return results;
         }
         match self.translog.add_batch(&operations) {
             Ok(locations) => {
-                for ((slot, operation), location) in logged.into_iter().zip(locations) {
+                for ((slot, operation), location) in
+                    slots.into_iter().zip(&operations).zip(locations)
+                {
                     state.tracker.mark_processed(operation.seq_no);
                     if let Some(Ok(result)) = results.get_mut(slot) {
                         result.location = Some(location);

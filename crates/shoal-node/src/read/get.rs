@@ -9,7 +9,6 @@ use super::copies::{ordered_copies, Preference};
 use super::ReadService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::metadata::IndexMetadataExt;
 
 impl ReadService {
     /// Gets a document from a copy of its shard (local first by default), moving on to the
@@ -30,7 +29,7 @@ impl ReadService {
             &self.core.node_id,
             0,
         )?;
-        let segment_replicated = service.with_meta(|m| m.settings().segment_replication());
+        let segment_replicated = service.is_segment_replicated();
         if *preference == Preference::Default && request.realtime && segment_replicated {
             // A segment replica sees what it copied, not its latest operations: a realtime
             // get asks the primary (a replica answers only while the primary cannot).

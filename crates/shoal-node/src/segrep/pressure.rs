@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use super::SegrepService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::metadata::IndexMetadataExt;
 use crate::shard::IndexShard;
 
 pub const ENABLED: &str = "segrep.pressure.enabled";
@@ -36,9 +35,7 @@ impl SegrepService {
     /// Refuses a write to the local primary of `shard` when too many of its segment replicas
     /// are stale (and `segrep.pressure.enabled`); counts the refusal.
     pub(crate) fn check_pressure(&self, service: &IndexService, shard: usize) -> ApiResult<()> {
-        if !self.setting_is(ENABLED, "true")
-            || !service.with_meta(|m| m.settings().segment_replication())
-        {
+        if !self.setting_is(ENABLED, "true") || !service.is_segment_replicated() {
             return Ok(());
         }
         let copy = service.copy(shard)?;
@@ -81,7 +78,7 @@ impl SegrepService {
         let Some(limit) = limit.filter(|l| !l.is_zero()) else {
             return Vec::new();
         };
-        if !service.with_meta(|m| m.settings().segment_replication()) {
+        if !service.is_segment_replicated() {
             return Vec::new();
         }
         let mut stale = Vec::new();

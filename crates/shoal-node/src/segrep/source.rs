@@ -46,8 +46,7 @@ impl SegrepService {
         let Ok(copy) = service.copy(shard) else {
             return;
         };
-        if !service
-            .with_meta(|m| crate::metadata::IndexMetadataExt::settings(m).segment_replication())
+        if !service.is_segment_replicated()
             || copy.segrep.publisher_installed.swap(true, Ordering::AcqRel)
         {
             return;
@@ -63,9 +62,7 @@ impl SegrepService {
     /// Publishes the checkpoint of a copy that has just become the primary of a
     /// segment-replicated shard (OpenSearch force-publishes after a promotion too).
     pub(crate) fn publish_after_promotion(&self, service: &IndexService, shard: usize) {
-        if !service
-            .with_meta(|m| crate::metadata::IndexMetadataExt::settings(m).segment_replication())
-        {
+        if !service.is_segment_replicated() {
             return;
         }
         if let Err(e) = self.publish_checkpoint(&service.name(), &service.uuid(), shard) {
@@ -103,19 +100,9 @@ impl SegrepService {
             }
         }
         tracing::debug!(index, shard, version = checkpoint.version, targets = ?targets, "publishing checkpoint");
-        for allocation_id in targets {
-            let Some(address) =
-                crate::replication::copy_address(&state, index, shard, &allocation_id)
-            else {
-                continue;
-            };
+        for (address, target) in copy_targets(&state, (index, uuid, shard), targets) {
             let published = PublishedCheckpoint {
-                target: CopyTarget {
-                    index: index.to_string(),
-                    index_uuid: uuid.to_string(),
-                    shard,
-                    allocation_id,
-                },
+                target,
                 primary_term: checkpoint.primary_term,
                 version: checkpoint.version,
             };
@@ -132,28 +119,18 @@ impl SegrepService {
     /// waits for them (each at most [`SYNC_TIMEOUT`]). A replica that cannot is left to the
     /// next publication: the write is durable either way.
     pub(crate) fn sync_segment_replicas(&self, service: &IndexService, shard: usize) {
-        let Some(replication) = service.replication(shard) else {
+        let Some(targets) = service.copy(shard).ok().and_then(|c| c.primary_targets()) else {
             return;
         };
-        let targets = replication.tracker.lock().replication_targets();
-        let state = self.core.cluster_state();
         let (index, uuid) = (service.name(), service.uuid());
-        let pending: Vec<_> = targets
+        let state = self.core.cluster_state();
+        let pending: Vec<_> = copy_targets(&state, (&index, &uuid, shard), targets)
             .into_iter()
-            .filter_map(|allocation_id| {
-                let address =
-                    crate::replication::copy_address(&state, &index, shard, &allocation_id)?;
-                let target = CopyTarget {
-                    index: index.clone(),
-                    index_uuid: uuid.clone(),
-                    shard,
-                    allocation_id,
-                };
-                Some((
-                    address.clone(),
+            .map(|(address, target)| {
+                let reply =
                     self.core
-                        .send::<super::SegmentsSyncAction>(&address, &target, SYNC_TIMEOUT),
-                ))
+                        .send::<super::SegmentsSyncAction>(&address, &target, SYNC_TIMEOUT);
+                (address, reply)
             })
             .collect();
         for (address, reply) in pending {
@@ -230,6 +207,28 @@ impl SegrepService {
             .find(|s| s.uuid() == uuid)?;
         service.copy(shard).ok()
     }
+}
+
+/// The transport address of each of a primary's replication targets (by allocation id), with
+/// the message target naming that copy; a copy the state no longer places is left out.
+fn copy_targets(
+    state: &shoal_state::ClusterState,
+    (index, uuid, shard): (&str, &str, usize),
+    allocation_ids: Vec<String>,
+) -> Vec<(String, CopyTarget)> {
+    allocation_ids
+        .into_iter()
+        .filter_map(|allocation_id| {
+            let address = crate::replication::copy_address(state, index, shard, &allocation_id)?;
+            let target = CopyTarget {
+                index: index.to_string(),
+                index_uuid: uuid.to_string(),
+                shard,
+                allocation_id,
+            };
+            Some((address, target))
+        })
+        .collect()
 }
 
 /// Queues one publication for the shard on the `replication` pool (never on the refreshing

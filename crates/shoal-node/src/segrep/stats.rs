@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use super::SegrepService;
 use super::{CopyTarget, VisibleCheckpointAction};
 use crate::error::ApiResult;
-use crate::metadata::IndexMetadataExt;
 use crate::shard::segrep::ReplicaLag;
 
 /// A row of `_cat/segment_replication`: one replica of a primary on the node that answered.
@@ -80,7 +79,7 @@ impl SegrepService {
         for service in self.core.all_indices() {
             let name = service.name();
             if indices.is_some_and(|wanted| !wanted.contains(&name))
-                || !service.with_meta(|m| m.settings().segment_replication())
+                || !service.is_segment_replicated()
             {
                 continue;
             }

@@ -125,7 +125,7 @@ impl Node {
             tracing::warn!(index = %service.name(), shard, error = %e, "refresh after write failed");
             return;
         }
-        if service.with_meta(|m| m.settings().segment_replication()) {
+        if service.is_segment_replicated() {
             self.segrep.sync_segment_replicas(service, shard);
         }
     }
