@@ -162,6 +162,7 @@ fn recovery_source_text(source: RecoverySource, bootstrap_new_history_uuid: bool
             format!("existing store recovery; bootstrap_history_uuid={bootstrap_new_history_uuid}")
         }
         RecoverySource::Peer => "peer recovery".to_string(),
+        RecoverySource::RemoteStore => "remote store recovery".to_string(),
     }
 }
 

@@ -112,7 +112,8 @@ pub fn initialize(
         RecoverySource::Peer
     };
     copy.recovery_source = Some(recovery);
-    if copy.primary && recovery == RecoverySource::ExistingStore {
+    // A restored primary writes above every term its data was written in.
+    if copy.primary && matches!(recovery, RecoverySource::ExistingStore | RecoverySource::RemoteStore) {
         bump_primary_term(state, &at.index, at.shard);
     }
     true

@@ -212,6 +212,11 @@ impl IndexService {
         self.with_meta(|m| m.settings().segment_replication())
     }
 
+    /// Whether the index keeps its segments and translog in the remote store.
+    pub fn is_remote_store(&self) -> bool {
+        self.with_meta(|m| m.settings().remote_store())
+    }
+
     /// Where the files of `shard` live on this node.
     pub fn shard_engine_config(&self, shard: usize) -> EngineConfig {
         self.engine_config(&self.meta(), shard)

@@ -19,6 +19,7 @@ pub mod metadata;
 pub mod node;
 pub mod pressure;
 pub mod read;
+pub mod remote;
 pub mod replication;
 pub mod routing;
 mod rpc;

@@ -46,6 +46,8 @@ pub struct Node {
     pub writes: Arc<WriteService>,
     /// Segment replication (`index.replication.type: SEGMENT`).
     pub segrep: Arc<crate::segrep::SegrepService>,
+    /// Remote-backed storage (`node.attr.remote_store.*`).
+    pub remote: Arc<crate::remote::RemoteStoreService>,
     pub(crate) recoveries: crate::replication::recovery::Recoveries,
     /// Keeps a runtime alive when the node was started outside of one (tests).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -69,6 +71,7 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     crate::replication::promotion::register_actions(&mut actions);
     crate::replication::recovery::register_actions(&mut actions);
     crate::segrep::register_actions(&mut actions, &node.segrep);
+    crate::remote::stats::register_actions(&mut actions, &node.remote);
     actions.register_stream::<crate::segrep::FileStreamAction>(|node, request| {
         node.segrep.serve_file_stream(request)
     });
@@ -93,6 +96,7 @@ impl Node {
             &config.node_name,
             &config.settings,
         )?);
+        let repositories = crate::remote::RemoteRepositories::from_node_settings(&config.settings)?;
         let paths = NodePaths {
             data: config.data_path.clone(),
         };
@@ -128,9 +132,11 @@ impl Node {
             pressure,
         }));
         // The write service reaches the node's primary role weakly: no reference cycle.
+        let remote = Arc::new(crate::remote::RemoteStoreService::new(core.clone(), repositories));
         let node = Arc::new_cyclic(|node| Node {
             reads: Arc::new(ReadService::new(core.clone())),
-            segrep: Arc::new(crate::segrep::SegrepService::new(core.clone())),
+            segrep: crate::segrep::SegrepService::new(core.clone(), remote.clone()),
+            remote,
             writes: Arc::new(WriteService::new(
                 core.clone(),
                 node.clone() as std::sync::Weak<dyn WriteRoles>,
@@ -267,6 +273,7 @@ impl Node {
                 flat.insert(key.clone(), value.clone());
             }
         }
+        self.remote.apply_index_defaults(&mut flat)?;
         settings::apply_replication_strategy(&self.config.settings, &mut flat)?;
         let mapping =
             Mapping::from_json(body.get("mappings").unwrap_or(&Value::Null)).map_err(|e| {

@@ -57,6 +57,9 @@ fn run_due_work(node: &Arc<Node>) {
             if due.checkpoint_sync {
                 node.sync_global_checkpoint(&index, shard);
             }
+            if due.sync && index.is_remote_store() && copy.primary_targets().is_some() {
+                node.remote.queue_translog_upload(&index, shard);
+            }
             run_engine_work(&index, copy.engine(), due);
         }
     }

@@ -289,6 +289,7 @@ fn routing_json(copy: &shoal_state::ShardRouting) -> Value {
             shoal_state::RecoverySource::EmptyStore => "EMPTY_STORE",
             shoal_state::RecoverySource::ExistingStore => "EXISTING_STORE",
             shoal_state::RecoverySource::Peer => "PEER",
+            shoal_state::RecoverySource::RemoteStore => "REMOTE_STORE",
         };
         v["recovery_source"] = json!({"type": kind});
     }

@@ -14,6 +14,7 @@ mod request;
 mod response;
 mod router;
 mod search;
+mod remote_store;
 mod segment_replication;
 mod server;
 mod thread_pools;

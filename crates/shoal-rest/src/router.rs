@@ -68,6 +68,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(crate::cluster_admin::routes())
         .merge(crate::recovery::routes())
         .merge(crate::segment_replication::routes())
+        .merge(crate::remote_store::routes())
         .merge(cat_routes())
         .merge(search_routes())
         .merge(document_routes())

@@ -119,6 +119,10 @@ impl ClusterState {
                 self.disk_usage.insert(node_id.clone(), *usage);
             }
             Command::Reroute { .. } | Command::Tick => {}
+            Command::RestoreRemoteStore {
+                indices,
+                all_shards,
+            } => self.restore_remote_store(indices, *all_shards, now)?,
         }
         self.version += 1;
         Ok(())
@@ -352,6 +356,53 @@ impl ClusterState {
     fn is_stale_primary_term(&self, index: &str, shard: u32, term: Option<u64>) -> bool {
         let current = self.primary_term(index, shard);
         matches!((term, current), (Some(term), Some(current)) if term < current)
+    }
+
+    /// Puts the shards to restore back to unassigned, the primary to be restored from the
+    /// remote store (its term bumped when allocated) and no copy in sync until it starts.
+    fn restore_remote_store(
+        &mut self,
+        indices: &[String],
+        all_shards: bool,
+        now: i64,
+    ) -> Result<(), StateError> {
+        for name in indices {
+            let Some(meta) = self.metadata.indices.get_mut(name) else {
+                return Err(StateError::new(
+                    404,
+                    "index_not_found_exception",
+                    format!("no such index [{name}]"),
+                ));
+            };
+            meta.normalize();
+            if all_shards {
+                meta.state = crate::metadata::IndexState::Open;
+            }
+            let shards = meta.number_of_shards() as usize;
+            let replicas = meta.number_of_replicas();
+            let info = UnassignedInfo::new(UnassignedReason::ExistingIndexRestored, now);
+            let table = self
+                .routing
+                .entry(name.clone())
+                .or_insert_with(|| IndexRoutingTable { shards: vec![Vec::new(); shards] });
+            table.shards.resize(shards, Vec::new());
+            for (shard, copies) in table.shards.iter_mut().enumerate() {
+                let active_primary = copies.iter().any(|c| c.primary && c.is_active());
+                if active_primary && !all_shards {
+                    continue;
+                }
+                let mut primary = ShardRouting::unassigned(name, shard as u32, true, info.clone());
+                primary.recovery_source = Some(RecoverySource::RemoteStore);
+                *copies = vec![primary];
+                for _ in 0..replicas {
+                    copies.push(ShardRouting::unassigned(name, shard as u32, false, info.clone()));
+                }
+                if let Some(meta) = self.metadata.indices.get_mut(name) {
+                    meta.in_sync_allocations[shard].clear();
+                }
+            }
+        }
+        Ok(())
     }
 
     fn shard_started(&mut self, index: &str, shard: u32, allocation_id: &str) {

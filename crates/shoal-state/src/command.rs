@@ -135,6 +135,13 @@ pub enum Command {
     },
     /// Re-runs allocation (delayed shards whose delay expired).
     Tick,
+    /// `_remotestore/_restore`: the shards of `indices` (every shard with `all_shards`, which
+    /// also opens the closed indices; else those without an active primary) get a primary
+    /// restored from the remote store, and their other copies start over from it.
+    RestoreRemoteStore {
+        indices: Vec<String>,
+        all_shards: bool,
+    },
 }
 
 impl Command {
@@ -156,6 +163,7 @@ impl Command {
             Command::Reroute { .. } => "cluster-reroute",
             Command::DiskUsage { .. } => "disk-usage",
             Command::Tick => "reroute-delayed",
+            Command::RestoreRemoteStore { .. } => "remote-store-restore",
         }
     }
 }

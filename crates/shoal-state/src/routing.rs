@@ -38,6 +38,8 @@ pub enum UnassignedReason {
     ManualAllocation,
     /// `allocate_empty_primary` replaced a lost primary with an empty one.
     ForcedEmptyPrimary,
+    /// `_remotestore/_restore` restores the shard from the remote store.
+    ExistingIndexRestored,
 }
 
 impl UnassignedReason {
@@ -54,6 +56,7 @@ impl UnassignedReason {
             UnassignedReason::ReinitializeReplica => "REINITIALIZED",
             UnassignedReason::ManualAllocation => "MANUAL_ALLOCATION",
             UnassignedReason::ForcedEmptyPrimary => "FORCED_EMPTY_PRIMARY",
+            UnassignedReason::ExistingIndexRestored => "EXISTING_INDEX_RESTORED",
         }
     }
 }
@@ -106,6 +109,8 @@ pub enum RecoverySource {
     ExistingStore,
     /// A replica or relocation target copying from the primary (or the relocation source).
     Peer,
+    /// A primary restored from the remote store (`POST _remotestore/_restore`).
+    RemoteStore,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

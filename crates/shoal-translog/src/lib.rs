@@ -17,6 +17,7 @@
 //! Writes go straight to the OS page cache (no userspace buffering), fsyncs are
 //! shared between concurrent callers of [`Translog::sync_to`] (group commit).
 
+mod batch;
 mod checkpoint;
 mod error;
 mod failed_dirs;
@@ -34,6 +35,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub use batch::{decode_batch, encode_batch};
 pub use error::{Result, TranslogError};
 pub use operation::{OpKind, Operation};
 pub use snapshot::Snapshot;

@@ -71,7 +71,17 @@ impl Node {
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         let term = state.primary_term(&copy.index, copy.shard).unwrap_or(1) as i64;
         crate::failpoints::failpoint!(self, "applier_before_open");
+        let restoring = copy.primary
+            && copy.state == ShardState::Initializing
+            && copy.recovery_source == Some(shoal_state::RecoverySource::RemoteStore)
+            && service.copy(shard).is_err();
+        if restoring {
+            self.remote.download_store(service, shard, term)?;
+        }
         service.ensure_shard_open(shard, term, copy.primary)?;
+        if restoring {
+            self.remote.replay_translog(service, shard)?;
+        }
         self.segrep.install_checkpoint_publisher(service, shard);
         let local = service.copy(shard)?;
         // An index closed and opened again: its copies keep the record of their recovery.
@@ -123,6 +133,7 @@ impl Node {
         }
         let kind = match copy.recovery_source {
             Some(shoal_state::RecoverySource::ExistingStore) => RecoveryType::ExistingStore,
+            Some(shoal_state::RecoverySource::RemoteStore) => RecoveryType::RemoteStore,
             _ => RecoveryType::EmptyStore,
         };
         let mut record = RecoveryRecord::new(

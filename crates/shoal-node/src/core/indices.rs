@@ -27,6 +27,16 @@ impl NodeCore {
             .ok_or_else(|| ApiError::index_not_found(name))
     }
 
+    /// An index by uuid (a renamed or recreated index has another), or 404.
+    pub fn index_by_uuid(&self, uuid: &str) -> ApiResult<Arc<IndexService>> {
+        self.indices
+            .read()
+            .values()
+            .find(|s| s.uuid() == uuid)
+            .cloned()
+            .ok_or_else(|| ApiError::index_not_found(uuid))
+    }
+
     /// Whether an index of this node has an alias called `name`.
     pub(crate) fn is_alias(&self, name: &str) -> bool {
         self.indices

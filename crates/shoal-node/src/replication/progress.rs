@@ -30,6 +30,7 @@ pub enum RecoveryType {
     EmptyStore,
     ExistingStore,
     Peer,
+    RemoteStore,
 }
 
 impl RecoveryType {
@@ -38,6 +39,7 @@ impl RecoveryType {
             RecoveryType::EmptyStore => "empty_store",
             RecoveryType::ExistingStore => "existing_store",
             RecoveryType::Peer => "peer",
+            RecoveryType::RemoteStore => "remote_store",
         }
     }
 }

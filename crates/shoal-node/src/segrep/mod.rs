@@ -23,6 +23,7 @@ use shoal_engine::{Engine, SegmentCheckpoint};
 use crate::core::NodeCore;
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
+use crate::remote::RemoteStoreService;
 use crate::replication::throttle::RateLimiter;
 
 pub mod pressure;
@@ -124,14 +125,21 @@ pub(crate) fn register_actions<N: Send + Sync + 'static>(
 pub struct SegrepService {
     core: Arc<NodeCore>,
     limiter: RateLimiter,
+    /// Remote-backed indices publish only uploaded checkpoints, and their replicas copy from
+    /// the repository.
+    remote: Arc<RemoteStoreService>,
+    /// Itself, for work it schedules (a publication retried after a failed upload).
+    me: std::sync::Weak<SegrepService>,
 }
 
 impl SegrepService {
-    pub fn new(core: Arc<NodeCore>) -> SegrepService {
-        SegrepService {
+    pub fn new(core: Arc<NodeCore>, remote: Arc<RemoteStoreService>) -> Arc<SegrepService> {
+        Arc::new_cyclic(|me| SegrepService {
             core,
             limiter: RateLimiter::default(),
-        }
+            remote,
+            me: me.clone(),
+        })
     }
 }
 

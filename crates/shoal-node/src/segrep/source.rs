@@ -82,10 +82,17 @@ impl SegrepService {
             return Ok(());
         };
         drop_abandoned_pins(&copy.shard.segrep);
+        let service = self.core.index_by_uuid(uuid)?;
+        // A remote-backed primary publishes only what its replicas can read from the
+        // repository (and uploads even without replicas: the repository is a copy too).
+        let checkpoint = match service.is_remote_store() {
+            true => self.upload_or_retry(&service, shard, &copy.shard)?,
+            false if targets.is_empty() => return Ok(()),
+            false => copy.engine().segment_checkpoint()?,
+        };
         if targets.is_empty() {
             return Ok(());
         }
-        let checkpoint = copy.engine().segment_checkpoint()?;
         let state = self.core.cluster_state();
         {
             let now = Instant::now();
@@ -231,6 +238,43 @@ fn copy_targets(
         .collect()
 }
 
+impl SegrepService {
+    /// Uploads the primary's checkpoint; a failure is retried with backoff by a later
+    /// publication (refreshes and local searches go on meanwhile).
+    fn upload_or_retry(
+        self: &SegrepService,
+        service: &Arc<IndexService>,
+        shard: usize,
+        copy: &crate::shard::IndexShard,
+    ) -> ApiResult<shoal_engine::SegmentCheckpoint> {
+        self.remote
+            .upload_current_checkpoint(service, shard, copy)
+            .inspect_err(|e| {
+                let failures = crate::shard::remote::UploadStats::get(
+                    &copy.remote.stats.consecutive_segment_failures,
+                );
+                let backoff = upload_backoff(failures);
+                tracing::warn!(index = %service.name(), shard, error = %e, retry_in_ms = backoff.as_millis() as u64, "segment upload to the remote store failed");
+                self.retry_publication(service, shard, backoff);
+            })
+    }
+
+    fn retry_publication(&self, service: &IndexService, shard: usize, after: Duration) {
+        let node = self.me.clone();
+        let (index, uuid) = (service.name(), service.uuid());
+        self.core.runtime.spawn(async move {
+            tokio::time::sleep(after).await;
+            queue_publication(&node, &index, &uuid, shard);
+        });
+    }
+}
+
+/// 1 s after the first failure, doubling up to a minute.
+fn upload_backoff(consecutive_failures: u64) -> Duration {
+    let exponent = consecutive_failures.saturating_sub(1).min(6) as u32;
+    Duration::from_secs(2u64.pow(exponent)).min(Duration::from_secs(60))
+}
+
 /// Queues one publication for the shard on the `replication` pool (never on the refreshing
 /// thread: the checkpoint reads new files' checksums); refreshes while one is queued ride on it.
 fn queue_publication(node: &Weak<SegrepService>, index: &str, uuid: &str, shard: usize) {
@@ -265,7 +309,7 @@ fn queue_publication(node: &Weak<SegrepService>, index: &str, uuid: &str, shard:
 
 /// Hard-links the files of the engine's current checkpoint under `dir`. A merge can commit
 /// and delete a file between listing and linking: listing again sees the new commit.
-fn pin_checkpoint(engine: &Engine, dir: PathBuf) -> ApiResult<Pinned> {
+pub(crate) fn pin_checkpoint(engine: &Engine, dir: PathBuf) -> ApiResult<Pinned> {
     let index_dir = engine.config().index_dir();
     let mut last_error = None;
     for _ in 0..5 {

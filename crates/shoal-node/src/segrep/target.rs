@@ -88,6 +88,9 @@ impl SegrepService {
     /// One round: the primary's current checkpoint, its files, installed here.
     pub(crate) fn replicate_once(&self, target: &CopyTarget, copy: &LocalCopy) -> ApiResult<()> {
         let (primary_id, address) = self.primary_of(target)?;
+        if self.core.index_by_uuid(&target.index_uuid)?.is_remote_store() {
+            return self.copy_from_repository(target, copy, &address);
+        }
         let info = self
             .core
             .call::<CheckpointInfoAction>(&address, target, CALL_TIMEOUT)?;
@@ -121,11 +124,55 @@ impl SegrepService {
             idle_timeout: CALL_TIMEOUT,
             action: PhantomData,
         };
+        self.install_from(target, copy, address, checkpoint, &source)
+    }
+
+    /// One round of a remote-backed replica: the newest checkpoint its primary uploaded,
+    /// copied from the repository (the primary sends no segment bytes).
+    fn copy_from_repository(
+        &self,
+        target: &CopyTarget,
+        copy: &LocalCopy,
+        primary_address: &str,
+    ) -> ApiResult<()> {
+        let Some((repository, keys, checkpoint)) =
+            self.remote.newest_checkpoint(&target.index_uuid, target.shard)?
+        else {
+            return Ok(());
+        };
+        if copy.shard.segrep.has_installed(position(&checkpoint)) {
+            // Uploads come before publications, so this is a listing that lags: the copy
+            // task stops here and the next publication tries again.
+            return Err(ApiError::new(
+                503,
+                "replication_failed_exception",
+                format!(
+                    "[{}][{}] the remote store has nothing newer than what this copy installed",
+                    target.index, target.shard
+                ),
+            ));
+        }
+        let source = crate::remote::segments::RemoteSource { repository, keys };
+        self.install_from(target, copy, primary_address, &checkpoint, &source)?;
+        copy.shard.remote.stats.segment_downloads.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Copies a checkpoint's files this copy lacks from `source`, then installs it.
+    fn install_from(
+        &self,
+        target: &CopyTarget,
+        copy: &LocalCopy,
+        address: &str,
+        checkpoint: &SegmentCheckpoint,
+        source: &dyn crate::transfer::FileSource,
+    ) -> ApiResult<()> {
+        let state = &copy.shard.segrep;
         let control = CopyControl { node: self, copy };
         let index_dir = copy.engine().config().index_dir();
         let transfer = FileTransfer {
             dir: &index_dir,
-            source: &source,
+            source,
             runtime: &self.core.runtime,
             limiter: &self.limiter,
             control: &control,

@@ -562,6 +562,20 @@ impl IndexSettings<'_> {
     }
 
     /// `index.replication.type: SEGMENT`: replicas copy the primary's segments.
+    /// `index.remote_store.enabled`: segments and translog also go to the node's repositories.
+    pub fn remote_store(&self) -> bool {
+        self.get_or_default("index.remote_store.enabled") == "true"
+    }
+
+    /// `index.remote_store.translog.buffer_interval`: translog uploads are at least this far
+    /// apart (a write waits for the next one).
+    pub fn translog_buffer_interval(&self) -> Duration {
+        parse_time(&self.get_or_default("index.remote_store.translog.buffer_interval"))
+            .ok()
+            .flatten()
+            .unwrap_or(Duration::from_millis(650))
+    }
+
     pub fn segment_replication(&self) -> bool {
         self.get_or_default("index.replication.type")
             .eq_ignore_ascii_case("SEGMENT")

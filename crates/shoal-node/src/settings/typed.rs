@@ -520,6 +520,11 @@ const HONOURED_INDEX: &[&str] = &[
     "index.codec",
     "index.codec.compression_level",
     "index.replication.type",
+    // Written by Shoal on a node with a remote store (remote/mod.rs); a user may not set them.
+    "index.remote_store.enabled",
+    "index.remote_store.segment.repository",
+    "index.remote_store.translog.repository",
+    "index.remote_store.translog.buffer_interval",
     "index.max_result_window",
     "index.blocks.read_only",
     "index.blocks.read",

@@ -7,6 +7,7 @@
 //! term.
 
 pub mod lookup;
+pub mod remote;
 pub mod schedule;
 pub mod segrep;
 
@@ -46,6 +47,8 @@ pub struct IndexShard {
     relocated: std::sync::atomic::AtomicBool,
     /// Segment replication: checkpoints pinned (primary), copied and installed (replica).
     pub segrep: segrep::CopyState,
+    /// Remote-backed storage: what the repository holds of this copy (as its primary).
+    pub remote: remote::RemoteCopyState,
 }
 
 impl IndexShard {
@@ -66,6 +69,7 @@ impl IndexShard {
             schedule: Mutex::new(Schedule::new(Instant::now())),
             relocated: std::sync::atomic::AtomicBool::new(false),
             segrep: Default::default(),
+            remote: Default::default(),
         }
     }
 

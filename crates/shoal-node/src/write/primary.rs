@@ -130,6 +130,23 @@ impl Node {
         }
     }
 
+    /// A remote-backed primary acknowledges only what its translog repository holds.
+    fn upload_translog(
+        &self,
+        service: &IndexService,
+        shard: usize,
+        outcomes: &[Result<shoal_engine::OpResult, shoal_engine::EngineError>],
+    ) -> ApiResult<()> {
+        let Some(max_seq_no) = outcomes.iter().flatten().map(|r| r.seq_no).max() else {
+            return Ok(());
+        };
+        if !service.is_remote_store() {
+            return Ok(());
+        }
+        let copy = service.copy(shard)?;
+        self.remote.sync_translog(service, shard, &copy, max_seq_no)
+    }
+
     fn apply_and_replicate(
         &self,
         batch: Batch<'_>,
@@ -173,9 +190,10 @@ impl Node {
             service.with_meta(|m| m.settings().durability()),
             max_location,
         ) {
-            (Durability::Request, Some(location)) => {
-                engine.sync_to(&location).map_err(ApiError::from)
-            }
+            (Durability::Request, Some(location)) => engine
+                .sync_to(&location)
+                .map_err(ApiError::from)
+                .and_then(|()| self.upload_translog(service, shard, &outcomes)),
             _ => Ok(()),
         };
         let durable = match (fsynced, &replication, in_flight) {

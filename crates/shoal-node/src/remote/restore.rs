@@ -1,0 +1,177 @@
+//! Restoring from the remote store (`POST _remotestore/_restore`): the cluster state puts the
+//! chosen shards back to unassigned with a primary to restore; the node that gets such a
+//! primary downloads the newest metadata file's segments, opens them, and replays the
+//! translog batches above them, so every acknowledged write is back.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use shoal_state::Command;
+
+use super::layout::ShardKeys;
+use super::segments::RemoteSource;
+use super::RemoteStoreService;
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::replication::{ReplicaOp, ReplicaOpHeader};
+use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl};
+use crate::transfer::FileMeta;
+
+/// How long `wait_for_completion=true` waits for the restored primaries.
+const RESTORE_WAIT: Duration = Duration::from_secs(1800);
+
+/// What `_remotestore/_restore` was asked.
+#[derive(Debug, Clone)]
+pub struct RestoreRequest {
+    pub indices: Vec<String>,
+    pub restore_all_shards: bool,
+    pub wait_for_completion: bool,
+}
+
+impl RemoteStoreService {
+    /// Validates a restore, has the cluster manager reset the shards, and (when asked) waits
+    /// for their primaries; answers OpenSearch's body.
+    pub fn restore(&self, request: RestoreRequest) -> ApiResult<Value> {
+        self.repositories()?;
+        if request.indices.is_empty() {
+            return Err(ApiError::bad_request(
+                "[indices] is required: name the indices to restore from the remote store",
+            ));
+        }
+        let state = self.core.cluster_state();
+        for name in &request.indices {
+            let meta = state
+                .metadata
+                .indices
+                .get(name)
+                .ok_or_else(|| ApiError::index_not_found(name))?;
+            let remote = meta.settings.get("index.remote_store.enabled").and_then(Value::as_str);
+            if remote != Some("true") {
+                return Err(ApiError::bad_request(format!(
+                    "cannot restore index [{name}] because remote store is not enabled for it"
+                )));
+            }
+            let open = meta.state == shoal_state::IndexState::Open;
+            if request.restore_all_shards && open {
+                return Err(ApiError::bad_request(format!(
+                    "cannot restore index [{name}] because an open index with same name/uuid already exists in the cluster. Close the existing index to restore all its shards"
+                )));
+            }
+        }
+        let command = Command::RestoreRemoteStore {
+            indices: request.indices.clone(),
+            all_shards: request.restore_all_shards,
+        };
+        self.core.runtime.block_on(
+            self.core
+                .cluster
+                .propose(command, crate::config::CLUSTER_MANAGER_TIMEOUT),
+        )?;
+        tracing::info!(indices = ?request.indices, all_shards = request.restore_all_shards, "remote store restore started");
+        if !request.wait_for_completion {
+            return Ok(json!({ "accepted": true }));
+        }
+        let mut total = 0;
+        let mut failed = 0;
+        for name in &request.indices {
+            let shards = self.core.cluster_state().metadata.indices.get(name).map_or(0, |m| m.number_of_shards() as usize);
+            total += shards;
+            if !self.core.wait_for_primaries(name, RESTORE_WAIT) {
+                failed += shards;
+            }
+        }
+        Ok(json!({
+            "remote_store": {
+                "indices": request.indices,
+                "shards": { "total": total, "failed": failed, "successful": total - failed }
+            }
+        }))
+    }
+
+    /// Fills the local store of a primary to restore with the newest remote checkpoint (an
+    /// empty store when the shard never uploaded one), before the engine opens it.
+    pub(crate) fn download_store(&self, service: &IndexService, shard: usize, term: i64) -> ApiResult<u64> {
+        let repository = self.repositories()?.segment.clone();
+        let keys = ShardKeys::new(&service.uuid(), shard);
+        let config = service.shard_engine_config(shard);
+        let _ = std::fs::remove_dir_all(&config.path);
+        std::fs::create_dir_all(config.index_dir())?;
+        let Some((key, metadata)) = self.newest_metadata(&repository, &keys)? else {
+            tracing::info!(index = %service.name(), shard, "nothing uploaded for this shard yet: it restores empty and replays its translog");
+            return Ok(0);
+        };
+        let files: Vec<FileMeta> = metadata
+            .checkpoint
+            .files
+            .iter()
+            .map(|f| FileMeta { name: f.name.clone(), length: f.length, crc32c: f.checksum })
+            .collect();
+        let source = RemoteSource { repository, keys };
+        let limits = self.core.recovery_limits();
+        let limiter = crate::replication::throttle::RateLimiter::default();
+        let transfer = FileTransfer {
+            dir: &config.index_dir(),
+            source: &source,
+            runtime: &self.core.runtime,
+            limiter: &limiter,
+            control: &Unthrottled,
+            differing: Differing::Replace,
+            files_in_flight: limits.concurrent_chunks,
+        };
+        let stats = transfer.run(&files)?;
+        std::fs::write(config.index_dir().join("meta.json"), &metadata.checkpoint.meta)?;
+        shoal_engine::recovery::bind_recovered_store(&config, term)?;
+        tracing::info!(index = %service.name(), shard, metadata = %key, files = stats.files_copied, bytes = stats.bytes_copied, "segments restored from the remote store");
+        Ok(stats.bytes_copied)
+    }
+
+    /// Replays the translog batches above the restored commit into the newly opened primary,
+    /// then fills the gaps (operations never acknowledged) so its checkpoint can advance.
+    pub(crate) fn replay_translog(&self, service: &IndexService, shard: usize) -> ApiResult<usize> {
+        let copy = service.copy(shard)?;
+        let engine = copy.engine();
+        let keys = ShardKeys::new(&service.uuid(), shard);
+        let ops = self.remote_operations(&keys, engine.local_checkpoint())?;
+        let replayed = ops.len();
+        let writes: Vec<_> = ops
+            .into_iter()
+            .map(|op| {
+                let ReplicaOp { header, source } = ReplicaOp::from_translog(op);
+                to_write(service, engine, &header, source)
+            })
+            .collect();
+        for result in engine.apply(writes, shoal_engine::Origin::Replica) {
+            result.map_err(ApiError::from)?;
+        }
+        engine.sync_translog()?;
+        let filled = engine.fill_seq_no_gaps(engine.primary_term())?;
+        engine.refresh()?;
+        tracing::info!(index = %service.name(), shard, replayed, filled, local_checkpoint = engine.local_checkpoint(), "translog restored from the remote store");
+        Ok(replayed)
+    }
+}
+
+fn to_write(
+    service: &IndexService,
+    engine: &shoal_engine::Engine,
+    header: &ReplicaOpHeader,
+    source: Vec<u8>,
+) -> shoal_engine::WriteOp {
+    crate::replication::replica::replica_write(service, engine.schema(), header, source, true)
+}
+
+/// A restore copies at full speed: nothing else runs on the shard yet.
+struct Unthrottled;
+
+impl TransferControl for Unthrottled {
+    fn check(&self) -> ApiResult<()> {
+        Ok(())
+    }
+
+    fn max_bytes_per_sec(&self) -> Option<u64> {
+        None
+    }
+
+    fn progress(&self, _event: Progress<'_>) {}
+}
+

@@ -1,0 +1,262 @@
+//! Segments in the remote store: a primary uploads each refresh's new files and then a
+//! metadata file naming the checkpoint; replicas and restores read the newest metadata file
+//! and copy the files they lack from the repository.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
+use shoal_engine::SegmentCheckpoint;
+use shoal_storage::Repository;
+
+use super::layout::{now_millis, SegmentMetadata, ShardKeys, METADATA_PREFIX};
+use super::{storage_error, RemoteStoreService, METADATA_RETENTION};
+use crate::error::{ApiError, ApiResult};
+use crate::index_service::IndexService;
+use crate::shard::remote::UploadStats;
+use crate::shard::IndexShard;
+use crate::transfer::{ByteStream, FileMeta, FileSource};
+
+/// Garbage is collected after every this many uploads of a copy (listing and reading the
+/// retained metadata files at every refresh would cost more than the space it frees).
+const COLLECT_EVERY: u64 = 10;
+
+impl RemoteStoreService {
+    /// Uploads the local primary's current checkpoint (the files the repository lacks, then a
+    /// metadata file) and returns it: replicas may be told about it once this returns.
+    pub(crate) fn upload_current_checkpoint(
+        &self,
+        service: &IndexService,
+        shard: usize,
+        copy: &IndexShard,
+    ) -> ApiResult<SegmentCheckpoint> {
+        let repository = &self.repositories()?.segment;
+        let keys = ShardKeys::new(&service.uuid(), shard);
+        let state = &copy.remote;
+        let _one_at_a_time = state.segment_upload.lock();
+        let pin_dir = self
+            .core
+            .paths
+            .shard_dir(&service.uuid(), shard)
+            .join("remote-upload")
+            .join(uuid::Uuid::new_v4().simple().to_string());
+        let pinned = crate::segrep::source::pin_checkpoint(copy.engine(), pin_dir)?;
+        let checkpoint = pinned.checkpoint().clone();
+        let position = crate::segrep::position(&checkpoint);
+        if *state.uploaded_checkpoint.lock() == Some(position) {
+            return Ok(checkpoint);
+        }
+        self.learn_uploaded_files(repository, &keys, copy)?;
+        let missing: Vec<_> = {
+            let uploaded = state.uploaded.lock();
+            checkpoint
+                .files
+                .iter()
+                .filter(|f| uploaded.get(&f.name) != Some(&(f.length, f.checksum)))
+                .cloned()
+                .collect()
+        };
+        let stats = &state.stats;
+        UploadStats::add(&stats.segment_uploads_started, 1);
+        stats
+            .bytes_lag
+            .store(missing.iter().map(|f| f.length).sum(), Ordering::Relaxed);
+        let started = Instant::now();
+        let uploaded = self.upload_files(repository, &keys, &pinned, &missing, copy);
+        let uploaded = uploaded.and_then(|bytes| {
+            self.upload_metadata(repository, &keys, &checkpoint)?;
+            Ok(bytes)
+        });
+        UploadStats::add(&stats.segment_upload_millis, started.elapsed().as_millis() as u64);
+        let bytes = match uploaded {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                UploadStats::add(&stats.segment_uploads_failed, 1);
+                UploadStats::add(&stats.consecutive_segment_failures, 1);
+                return Err(e);
+            }
+        };
+        UploadStats::add(&stats.segment_uploads_succeeded, 1);
+        UploadStats::add(&stats.segment_bytes_uploaded, bytes);
+        stats.consecutive_segment_failures.store(0, Ordering::Relaxed);
+        stats.bytes_lag.store(0, Ordering::Relaxed);
+        stats.last_segment_upload_at.store(now_millis(), Ordering::Relaxed);
+        *state.uploaded_checkpoint.lock() = Some(position);
+        tracing::debug!(index = %service.name(), shard, version = checkpoint.version, files = missing.len(), bytes, "segments uploaded");
+        if UploadStats::get(&stats.segment_uploads_succeeded) % COLLECT_EVERY == 0 {
+            if let Err(e) = self.collect_garbage(&keys, copy) {
+                tracing::warn!(index = %service.name(), shard, error = %e, "remote store garbage not collected");
+            }
+        }
+        Ok(checkpoint)
+    }
+
+    fn upload_files(
+        &self,
+        repository: &Repository,
+        keys: &ShardKeys,
+        pinned: &crate::shard::segrep::Pinned,
+        files: &[shoal_engine::StoreFile],
+        copy: &IndexShard,
+    ) -> ApiResult<u64> {
+        let mut bytes = 0;
+        for file in files {
+            let path = pinned.path(&file.name).ok_or_else(|| {
+                ApiError::internal(format!("pinned checkpoint lacks [{}]", file.name))
+            })?;
+            bytes += self.block_on(repository.put_file(&keys.segment_file(&file.name), &path))?;
+            copy.remote
+                .uploaded
+                .lock()
+                .insert(file.name.clone(), (file.length, file.checksum));
+        }
+        Ok(bytes)
+    }
+
+    fn upload_metadata(
+        &self,
+        repository: &Repository,
+        keys: &ShardKeys,
+        checkpoint: &SegmentCheckpoint,
+    ) -> ApiResult<()> {
+        let metadata = SegmentMetadata {
+            checkpoint: checkpoint.clone(),
+            node: self.core.node_id.clone(),
+            uploaded_at_millis: now_millis(),
+        };
+        let bytes = serde_json::to_vec(&metadata).map_err(|e| ApiError::internal(e.to_string()))?;
+        let key = keys.metadata_file(checkpoint, metadata.uploaded_at_millis);
+        self.block_on(repository.put(&key, Bytes::from(bytes)))
+    }
+
+    /// A primary new to the shard learns which files the repository already holds from the
+    /// newest metadata file, so it uploads only what is new (and a file of the same name but
+    /// other bytes is caught as damage rather than overwritten).
+    fn learn_uploaded_files(
+        &self,
+        repository: &Repository,
+        keys: &ShardKeys,
+        copy: &IndexShard,
+    ) -> ApiResult<()> {
+        if copy.remote.uploaded_known.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if let Some((_, metadata)) = self.newest_metadata(repository, keys)? {
+            let mut uploaded = copy.remote.uploaded.lock();
+            for file in metadata.checkpoint.files {
+                uploaded.insert(file.name, (file.length, file.checksum));
+            }
+        }
+        copy.remote.uploaded_known.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The newest checkpoint uploaded for a shard, with where to read its files.
+    pub(crate) fn newest_checkpoint(
+        &self,
+        index_uuid: &str,
+        shard: usize,
+    ) -> ApiResult<Option<(Repository, ShardKeys, SegmentCheckpoint)>> {
+        let repository = self.repositories()?.segment.clone();
+        let keys = ShardKeys::new(index_uuid, shard);
+        let newest = self.newest_metadata(&repository, &keys)?;
+        Ok(newest.map(|(_, metadata)| (repository, keys, metadata.checkpoint)))
+    }
+
+    /// The shard's newest metadata file (its key and content), if it has one.
+    pub(crate) fn newest_metadata(
+        &self,
+        repository: &Repository,
+        keys: &ShardKeys,
+    ) -> ApiResult<Option<(String, SegmentMetadata)>> {
+        let names = self.metadata_keys(repository, keys)?;
+        let Some(newest) = names.last() else {
+            return Ok(None);
+        };
+        Ok(Some((newest.clone(), self.read_metadata(repository, newest)?)))
+    }
+
+    /// The shard's metadata file keys, oldest first.
+    fn metadata_keys(&self, repository: &Repository, keys: &ShardKeys) -> ApiResult<Vec<String>> {
+        let mut names: Vec<String> = self
+            .block_on(repository.list(&keys.metadata_folder()))?
+            .into_iter()
+            .map(|o| o.key)
+            .filter(|k| k.rsplit('/').next().is_some_and(|n| n.starts_with(METADATA_PREFIX)))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn read_metadata(&self, repository: &Repository, key: &str) -> ApiResult<SegmentMetadata> {
+        let bytes = self.block_on(repository.get(key))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::new(
+                500,
+                "corrupt_index_exception",
+                format!("remote metadata file [{key}] cannot be read: {e}"),
+            )
+        })
+    }
+
+    /// Keeps the newest `cluster.remote_store.index.segment_metadata.retention.max_count`
+    /// metadata files, the segment files they name, and the translog batches above the
+    /// oldest kept checkpoint; deletes the rest.
+    fn collect_garbage(&self, keys: &ShardKeys, copy: &IndexShard) -> ApiResult<()> {
+        let repositories = self.repositories()?;
+        let repository = &repositories.segment;
+        let retain = self
+            .core
+            .cluster_setting(METADATA_RETENTION)
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(10)
+            .max(1);
+        let names = self.metadata_keys(repository, keys)?;
+        let (old, kept) = names.split_at(names.len().saturating_sub(retain));
+        let mut referenced = std::collections::HashSet::new();
+        let mut oldest_kept_checkpoint = i64::MAX;
+        for key in kept {
+            let metadata = self.read_metadata(repository, key)?;
+            oldest_kept_checkpoint = oldest_kept_checkpoint.min(metadata.checkpoint.local_checkpoint);
+            referenced.extend(metadata.checkpoint.files.into_iter().map(|f| f.name));
+        }
+        for key in old {
+            self.block_on(repository.delete(key))?;
+        }
+        let data = self.block_on(repository.list(&keys.segment_data_folder()))?;
+        let mut deleted = 0;
+        for object in data {
+            let name = object.key.rsplit('/').next().unwrap_or_default().to_string();
+            if !referenced.contains(&name) {
+                self.block_on(repository.delete(&object.key))?;
+                copy.remote.uploaded.lock().remove(&name);
+                deleted += 1;
+            }
+        }
+        let batches = self.delete_translog_below(&repositories.translog, keys, oldest_kept_checkpoint)?;
+        tracing::debug!(metadata = old.len(), files = deleted, translog_batches = batches, "remote store garbage collected");
+        Ok(())
+    }
+}
+
+/// A shard's segment files in a repository, as a file transfer reads them.
+pub struct RemoteSource {
+    pub repository: Repository,
+    pub keys: ShardKeys,
+}
+
+impl FileSource for RemoteSource {
+    fn open(&self, file: &FileMeta, offset: u64) -> BoxFuture<'static, ApiResult<ByteStream>> {
+        let (repository, key) = (self.repository.clone(), self.keys.segment_file(&file.name));
+        Box::pin(async move {
+            let stream = repository.get_stream(&key, offset).await.map_err(storage_error)?;
+            Ok(stream.map_err(storage_error).boxed())
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.repository.describe()
+    }
+}
