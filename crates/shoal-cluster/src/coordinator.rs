@@ -115,6 +115,10 @@ impl Cluster {
             heartbeat_interval: (election_min / 4).max(50),
             election_timeout_min: election_min,
             election_timeout_max: election_min * 2,
+            // A node whose disk was lost and replaced comes back with the same raft id and an
+            // empty log: the leader must start replicating to it from scratch, not stop
+            // (without this its raft core panics and the whole cluster loses its manager).
+            allow_log_reversion: Some(true),
             ..Default::default()
         }
         .validate()

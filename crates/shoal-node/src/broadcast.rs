@@ -275,6 +275,9 @@ impl Node {
                 BroadcastOp::SyncSegments => {
                     self.sync_local_segments(&request.indices, &name, shard)
                 }
+                BroadcastOp::Refresh => {
+                    run_op(&engine, BroadcastOp::Refresh).and_then(|()| self.upload_refreshed(&name, shard))
+                }
                 op => run_op(&engine, op),
             };
             match done {
@@ -286,6 +289,19 @@ impl Node {
             }
         }
         reply
+    }
+
+    /// A remote-backed primary has what it just refreshed uploaded before `_refresh` goes on
+    /// to its replicas (they copy from the repository).
+    fn upload_refreshed(&self, name: &str, shard: usize) -> ApiResult<()> {
+        let Some(service) = self.index(name).filter(|s| s.is_remote_store()) else {
+            return Ok(());
+        };
+        let copy = service.copy(shard)?;
+        if copy.primary_targets().is_none() {
+            return Ok(());
+        }
+        self.remote.upload_current_checkpoint(&service, shard, &copy).map(|_| ())
     }
 
     /// Brings the local segment replica of `name`/`shard` to its primary's latest checkpoint.

@@ -143,8 +143,10 @@ impl ClusterState {
             .filter(|n| n.id != node.id && n.transport_address == node.transport_address)
             .map(|n| n.id.clone())
             .collect();
+        // The older incarnation has left: its copies go with it (they are failed, promoted
+        // elsewhere or left unassigned), never kept on a node the state no longer lists.
         for id in stale {
-            self.nodes.remove(&id);
+            self.node_left(&id, "a new node took its address", &[], now);
         }
         self.nodes.insert(node.id.clone(), node);
     }

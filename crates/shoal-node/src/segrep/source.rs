@@ -126,9 +126,19 @@ impl SegrepService {
     /// waits for them (each at most [`SYNC_TIMEOUT`]). A replica that cannot is left to the
     /// next publication: the write is durable either way.
     pub(crate) fn sync_segment_replicas(&self, service: &IndexService, shard: usize) {
-        let Some(targets) = service.copy(shard).ok().and_then(|c| c.primary_targets()) else {
+        let Ok(copy) = service.copy(shard) else {
             return;
         };
+        let Some(targets) = copy.primary_targets() else {
+            return;
+        };
+        // Remote-backed replicas copy from the repository: what they sync to must be there.
+        if service.is_remote_store() {
+            if let Err(e) = self.remote.upload_current_checkpoint(service, shard, &copy) {
+                tracing::warn!(index = %service.name(), shard, error = %e, "segments not uploaded before a replica sync");
+                return;
+            }
+        }
         let (index, uuid) = (service.name(), service.uuid());
         let state = self.core.cluster_state();
         let pending: Vec<_> = copy_targets(&state, (&index, &uuid, shard), targets)

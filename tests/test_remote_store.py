@@ -1,0 +1,214 @@
+"""Remote-backed storage on real processes: a primary uploads its segments and (with
+`durability: request`) every acknowledged write's translog to a repository, replicas copy
+segments from the repository, and `_remotestore/_restore` brings back every acknowledged write
+after every data node and its disk is gone. Runs over an `fs` repository and over S3 (a moto
+server the test starts).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+
+from cluster import ShoalCluster
+from conftest import free_port
+from util import wait_for
+
+pytestmark = pytest.mark.cluster
+
+REPO = "node.attr.remote_store.repository.r1"
+
+
+def fs_repository(tmp_path) -> dict:
+    return {f"{REPO}.type": "fs", f"{REPO}.settings.location": str(tmp_path / "repo")}
+
+
+@pytest.fixture
+def s3_server(tmp_path):
+    """A moto S3 server on a free port, with a bucket `shoal`."""
+    port = free_port()
+    log = open(tmp_path / "moto.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    def up() -> bool:
+        try:
+            return requests.get(url, timeout=1).status_code < 500
+        except requests.RequestException:
+            return False
+
+    try:
+        wait_for(up, timeout=60, what="moto server")
+        r = requests.put(f"{url}/shoal", timeout=10)
+        assert r.status_code == 200, r.text
+        yield url
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+
+
+def s3_repository(url: str) -> dict:
+    return {f"{REPO}.type": "s3", f"{REPO}.settings.bucket": "shoal", f"{REPO}.settings.endpoint": url,
+            f"{REPO}.settings.path_style_access": "true", f"{REPO}.settings.region": "us-east-1",
+            f"{REPO}.settings.access_key": "test", f"{REPO}.settings.secret_key": "test",
+            f"{REPO}.settings.base_path": "cluster-a"}
+
+
+def remote_settings(repository: dict) -> dict:
+    return {"node.attr.remote_store.segment.repository": "r1",
+            "node.attr.remote_store.translog.repository": "r1", **repository}
+
+
+def write_under_load(c: ShoalCluster, index: str, seconds: float, writers: int = 2) -> set[str]:
+    """Bulk writers on every data node for `seconds`; returns the ids acknowledged."""
+    acked: set[str] = set()
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def writer(w: int) -> None:
+        http = c.http(1 + w % (len(c.nodes) - 1))
+        n = 0
+        while time.monotonic() < stop:
+            ids = [f"w{w}-{n + k}" for k in range(20)]
+            n += 20
+            lines = []
+            for doc_id in ids:
+                lines += [{"index": {"_index": index, "_id": doc_id}}, {"writer": w, "n": doc_id}]
+            try:
+                r = http.bulk(lines)
+            except requests.RequestException:
+                continue
+            if r.status_code != 200:
+                continue
+            with lock:
+                acked.update(item["index"]["_id"] for item in r.json()["items"]
+                             if item["index"]["status"] in (200, 201))
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return acked
+
+
+def ids_in(c: ShoalCluster, index: str) -> set[str]:
+    r = c.http(0).post(f"/{index}/_search", {"size": 10000, "_source": False, "query": {"match_all": {}}})
+    assert r.status_code == 200, r.text
+    return {hit["_id"] for hit in r.json()["hits"]["hits"]}
+
+
+def node_ids(c: ShoalCluster) -> set[str]:
+    return set(c.get("/_nodes", 0).json()["nodes"])
+
+
+def lose_every_data_node(c: ShoalCluster, data_nodes: list[int]) -> None:
+    """kill -9 the data nodes, delete their data directories, start them empty, and wait
+    until the cluster has only the new incarnations (the old ones took their copies along)."""
+    old = node_ids(c) - {c.get("/_nodes/_local", 0).json()["nodes"].popitem()[0]}
+    for i in data_nodes:
+        c.kill(i)
+    for i in data_nodes:
+        shutil.rmtree(c.nodes[i].data)
+        c.nodes[i].data.mkdir()
+    for i in data_nodes:
+        c.nodes[i].start()
+    wait_for(lambda: not (node_ids(c) & old) and len(node_ids(c)) == len(c.nodes), timeout=60,
+             what="the new data nodes replacing the old ones")
+
+
+def restore_after_losing_every_copy(c: ShoalCluster, index: str) -> None:
+    r = c.http(0).put(f"/{index}", {"settings": {"number_of_shards": 2, "number_of_replicas": 1,
+                                                 "index.translog.durability": "request",
+                                                 "index.remote_store.translog.buffer_interval": "20ms",
+                                                 "index.refresh_interval": "300ms"}})
+    assert r.status_code == 200, r.text
+    c.wait_for_status("green")
+    settings = c.get(f"/{index}/_settings", flat_settings="true").json()[index]["settings"]
+    assert settings["index.replication.type"] == "SEGMENT"
+    assert settings["index.remote_store.enabled"] == "true"
+    acked = write_under_load(c, index, seconds=4)
+    assert len(acked) > 200, f"too few writes acknowledged: {len(acked)}"
+
+    lose_every_data_node(c, [1, 2])
+    health = c.health(0)
+    assert health["status"] == "red" and health["active_primary_shards"] == 0, health
+    started = time.monotonic()
+    r = c.http(0).post("/_remotestore/_restore", {"indices": [index]}, params={"wait_for_completion": "true"})
+    assert r.status_code == 200, r.text
+    assert r.json()["remote_store"]["shards"] == {"total": 2, "failed": 0, "successful": 2}, r.text
+    c.wait_for_status("green", timeout=120)
+    restore_seconds = time.monotonic() - started
+    c.http(0).post(f"/{index}/_refresh")
+    restored = ids_in(c, index)
+    lost = acked - restored
+    print(f"[figure] remote store restore: {len(acked)} acknowledged, {len(lost)} lost, "
+          f"{len(restored)} restored, {restore_seconds:.1f}s to green")
+    assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {sorted(lost)[:5]}"
+
+
+def test_every_acknowledged_write_comes_back_from_an_fs_repository_after_every_data_node_is_lost(tmp_path):
+    roles = ["cluster_manager", "data,ingest", "data,ingest"]
+    with ShoalCluster(tmp_path, 3, roles=roles, settings=remote_settings(fs_repository(tmp_path))) as c:
+        restore_after_losing_every_copy(c, "logs")
+
+
+def test_every_acknowledged_write_comes_back_from_s3_after_every_data_node_is_lost(tmp_path, s3_server):
+    roles = ["cluster_manager", "data,ingest", "data,ingest"]
+    with ShoalCluster(tmp_path, 3, roles=roles, settings=remote_settings(s3_repository(s3_server))) as c:
+        restore_after_losing_every_copy(c, "events")
+        listed = requests.get(f"{s3_server}/shoal?list-type=2&prefix=cluster-a/", timeout=10).text
+        assert "segments/metadata/metadata__" in listed and "translog/data/" in listed
+
+
+def test_replicas_copy_segments_from_the_repository_and_match_the_primary(tmp_path):
+    with ShoalCluster(tmp_path, 2, settings=remote_settings(fs_repository(tmp_path))) as c:
+        r = c.http(0).put("/docs", {"settings": {"number_of_shards": 1, "number_of_replicas": 1}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green")
+        lines = []
+        for n in range(200):
+            lines += [{"index": {"_index": "docs", "_id": str(n)}}, {"n": n}]
+        assert c.http(1).bulk(lines).status_code == 200
+        r = c.http(0).post("/docs/_refresh")
+        assert r.status_code == 200 and r.json()["_shards"]["failed"] == 0, r.text
+        stats = c.get("/_remotestore/stats/docs").json()
+        copies = stats["indices"]["docs"]["shards"]["0"]
+        primary = next(x for x in copies if x["routing"]["primary"])
+        replica = next(x for x in copies if not x["routing"]["primary"])
+        assert primary["segment"]["upload"]["total_uploads"]["succeeded"] >= 1, primary
+        assert primary["translog"]["upload"]["total_uploads"]["succeeded"] >= 1, primary
+        assert replica["segment"]["download"]["total_downloads"]["succeeded"] >= 1, replica
+        for node in c.get("/_nodes").json()["nodes"]:
+            r = c.http(0).get("/docs/_count", params={"preference": f"_only_nodes:{node}"})
+            assert r.json()["count"] == 200, (node, r.text)
+
+
+def test_a_remote_backed_node_refuses_what_contradicts_the_remote_store(tmp_path):
+    with ShoalCluster(tmp_path, 1, settings=remote_settings(fs_repository(tmp_path))) as c:
+        r = c.http(0).put("/d", {"settings": {"index.replication.type": "DOCUMENT"}})
+        assert r.status_code == 400 and "should be set to SEGMENT" in r.text, r.text
+        r = c.http(0).put("/e", {"settings": {"index.remote_store.enabled": True}})
+        assert r.status_code == 400 and "can not be set explicitly" in r.text, r.text
+        r = c.http(0).post("/_remotestore/_restore", {"indices": ["missing"]})
+        assert r.status_code == 404, r.text
+        c.http(0).put("/open", {"settings": {"number_of_replicas": 0}})
+        r = c.http(0).post("/_remotestore/_restore", {"indices": ["open"]}, params={"restore_all_shards": "true"})
+        assert r.status_code == 400 and "Close the existing index" in r.text, r.text
+        r = c.http(0).post("/_remotestore/_restore", {"indices": ["open"]}, params={"bogus": "1"})
+        assert r.status_code == 400 and "[bogus]" in r.text, r.text
+
+
+def test_a_node_with_a_wrong_remote_store_setting_does_not_start(tmp_path):
+    settings = remote_settings(fs_repository(tmp_path))
+    settings[f"{REPO}.settings.compress"] = "true"
+    with pytest.raises(Exception):
+        with ShoalCluster(tmp_path, 1, settings=settings):
+            pass
