@@ -392,3 +392,25 @@ fn an_index_metadata_update_made_on_a_stale_copy_is_refused_not_applied() {
         serde_json::json!("5s")
     );
 }
+
+/// A node whose disk was replaced comes back with a new id on its old address: the old
+/// incarnation's copies leave the state with it (promoted elsewhere or unassigned), never
+/// kept STARTED on a node the state no longer lists.
+#[test]
+fn a_new_node_on_an_old_nodes_address_takes_the_old_nodes_copies_out() {
+    let mut state = cluster(three_zones());
+    create_index(&mut state, 0, "logs", 3, 1, &[]);
+    settle(&mut state, 0);
+    let old = state.nodes["n2"].clone();
+    let mut replacement = data_node("n2-new", "b");
+    replacement.transport_address = old.transport_address.clone();
+    apply(&mut state, 10, Command::NodeJoin(replacement));
+    assert!(!state.nodes.contains_key("n2"));
+    for copies in state.routing["logs"].shards.iter() {
+        for copy in copies {
+            assert_ne!(copy.node.as_deref(), Some("n2"), "a copy stayed on the old node: {copy:?}");
+        }
+    }
+    settle(&mut state, 100_000);
+    assert_eq!(state.health(None).status, HealthStatus::Green);
+}
