@@ -5,7 +5,8 @@ import os
 
 import rolling
 
-LABEL = {"shoal": "Shoal", "opensearch": "OpenSearch 2.18", "raw-tantivy": "raw tantivy"}
+LABEL = {"shoal": "Shoal", "shoal-remote": "Shoal (remote store)", "opensearch": "OpenSearch 2.18",
+         "raw-tantivy": "raw tantivy"}
 
 
 def n(v, kind):
@@ -178,7 +179,9 @@ def render_search(doc):
 def render_replicated(doc):
     lines = header(doc)
     sy = doc.get("systems", {})
-    s_modes, o_modes = sy.get("shoal", {}).get("modes", {}), sy.get("opensearch", {}).get("modes", {})
+    # A remote-backed Shoal runs as its own cluster; its modes are Shoal's too.
+    s_modes = {**sy.get("shoal", {}).get("modes", {}), **sy.get("shoal-remote", {}).get("modes", {})}
+    o_modes = sy.get("opensearch", {}).get("modes", {})
     rows = []
     for mode in dict.fromkeys(list(s_modes) + list(o_modes)):
         s = s_modes.get(mode, {}).get("summary", {})
@@ -239,7 +242,7 @@ def render(doc):
 
 # ------------------------------------------------------------------ plots
 
-COLORS = {"shoal": "#1f77b4", "opensearch": "#ff7f0e", "raw-tantivy": "#2ca02c"}
+COLORS = {"shoal": "#1f77b4", "shoal-remote": "#9467bd", "opensearch": "#ff7f0e", "raw-tantivy": "#2ca02c"}
 
 
 def _plt():

@@ -407,18 +407,32 @@ def scenario_search(ctx):
 # ---------------------------------------------------------------- multi-node
 
 
+def remote_store_settings():
+    """A remote-backed Shoal node: segments and translog in an `fs` repository (fresh per run)."""
+    location = os.path.join(TMP, "shoal-remote-repo")
+    shutil.rmtree(location, ignore_errors=True)
+    prefix = "node.attr.remote_store"
+    return {f"{prefix}.segment.repository": "bench", f"{prefix}.translog.repository": "bench",
+            f"{prefix}.repository.bench.type": "fs", f"{prefix}.repository.bench.settings.location": location}
+
+
 def start_cluster(name, n=2):
-    """A fresh n-node cluster of `name` on loopback; returns its nodes and the seconds to green."""
+    """A fresh n-node cluster of `name` on loopback; returns its nodes and the seconds to green.
+    `shoal-remote` is Shoal with remote-backed storage (every index remote-backed)."""
     if name == "opensearch":
         names = [f"os-{i}" for i in range(n)]
         seeds = [f"127.0.0.1:{9371 + i}" for i in range(n)]
         nodes = [OpenSearch(port=9271 + i, transport=9371 + i, tag=f"os-cluster-{i}", node_name=names[i],
                             cluster="os-bench-cluster", seeds=seeds, masters=names) for i in range(n)]
     else:
-        names = [f"shoal-{i}" for i in range(n)]
-        seeds = [f"127.0.0.1:{9501 + i}" for i in range(n)]
-        nodes = [Shoal(port=9401 + i, transport=9501 + i, tag=f"shoal-cluster-{i}", node_name=names[i],
-                       cluster="shoal-bench-cluster", seeds=seeds, masters=names) for i in range(n)]
+        remote = name == "shoal-remote"
+        offset = 20 if remote else 0
+        names = [f"{name}-{i}" for i in range(n)]
+        seeds = [f"127.0.0.1:{9501 + offset + i}" for i in range(n)]
+        extra = remote_store_settings() if remote else {}
+        nodes = [Shoal(port=9401 + offset + i, transport=9501 + offset + i, tag=f"{name}-cluster-{i}",
+                       node_name=names[i], cluster=f"{name}-bench-cluster", seeds=seeds, masters=names,
+                       extra=extra) for i in range(n)]
     t0 = time.monotonic()
     for node in nodes:
         node.start(fresh=True)
@@ -440,7 +454,8 @@ def start_cluster(name, n=2):
 # (mode label, replication type, replicas, systems that have it)
 REPLICATED_MODES = [("DOCUMENT, 0 replicas", "DOCUMENT", 0, ("shoal", "opensearch")),
                     ("DOCUMENT, 1 replica", "DOCUMENT", 1, ("shoal", "opensearch")),
-                    ("SEGMENT, 1 replica", "SEGMENT", 1, ("shoal", "opensearch"))]
+                    ("SEGMENT, 1 replica", "SEGMENT", 1, ("shoal", "opensearch")),
+                    ("SEGMENT+remote(fs), 1 replica", "SEGMENT", 1, ("shoal-remote",))]
 
 
 def replicated_once(nodes, body, max_docs):
@@ -467,14 +482,15 @@ def scenario_ingest_replicated(ctx):
     base = load_index_body("debian")
     clusters = {}
     try:
-        for name in ctx.systems:
+        systems = list(ctx.systems) + (["shoal-remote"] if "shoal" in ctx.systems else [])
+        for name in systems:
             clusters[name], formed = start_cluster(name, 2)
             result["systems"][name] = {"cluster_formed_s": round(formed, 2), "modes": {}}
         result["config"] = {"nodes": 2, "shards": 1, "clients": 2, "max_docs": ctx.debian_docs, "runs": ctx.runs}
         for r in range(ctx.warmup + ctx.runs):
-            for label, kind, replicas, systems in REPLICATED_MODES:
-                for name in ctx.systems:
-                    if name not in systems:
+            for label, kind, replicas, has_mode in REPLICATED_MODES:
+                for name in systems:
+                    if name not in has_mode:
                         continue
                     body = with_settings(base, number_of_replicas=replicas, **{"replication.type": kind})
                     row = replicated_once(clusters[name], body, ctx.debian_docs)

@@ -184,8 +184,9 @@ class Shoal(System):
     label = "Shoal"
 
     def __init__(self, port=9400, tag="shoal", transport=None, node_name="shoal-bench",
-                 cluster="shoal-bench", seeds=None, masters=None):
+                 cluster="shoal-bench", seeds=None, masters=None, extra=None):
         super().__init__(port)
+        self.extra = dict(extra or {})
         self.dir = os.path.join(TMP, tag)
         self.proc = None
         self.logfile = None
@@ -217,6 +218,8 @@ class Shoal(System):
             args += ["-E", f"transport.port={self.transport}",
                      "-E", f"discovery.seed_hosts={','.join(self.seeds)}",
                      "-E", f"cluster.initial_cluster_manager_nodes={','.join(self.masters)}"]
+        for key, value in self.extra.items():
+            args += ["-E", f"{key}={value}"]
         self.proc = subprocess.Popen(
             args, stdout=self.logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=dict(os.environ, RUST_LOG=os.environ.get("SHOAL_BENCH_RUST_LOG", "warn")))

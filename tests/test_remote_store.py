@@ -7,6 +7,7 @@ server the test starts).
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -29,29 +30,34 @@ def fs_repository(tmp_path) -> dict:
     return {f"{REPO}.type": "fs", f"{REPO}.settings.location": str(tmp_path / "repo")}
 
 
-@pytest.fixture
-def s3_server(tmp_path):
-    """A moto S3 server on a free port, with a bucket `shoal`."""
-    port = free_port()
-    log = open(tmp_path / "moto.log", "w")
+def start_moto(tmp_path, port: int) -> subprocess.Popen:
+    """A moto S3 server on `port` with a bucket `shoal`."""
+    log = open(tmp_path / f"moto-{port}.log", "a")
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+
     def up() -> bool:
         try:
             return requests.get(url, timeout=1).status_code < 500
         except requests.RequestException:
             return False
 
+    wait_for(up, timeout=60, what="moto server")
+    r = requests.put(f"{url}/shoal", timeout=10)
+    assert r.status_code == 200, r.text
+    return proc
+
+
+@pytest.fixture
+def s3_server(tmp_path):
+    port = free_port()
+    proc = start_moto(tmp_path, port)
     try:
-        wait_for(up, timeout=60, what="moto server")
-        r = requests.put(f"{url}/shoal", timeout=10)
-        assert r.status_code == 200, r.text
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.kill()
         proc.wait()
-        log.close()
 
 
 def s3_repository(url: str) -> dict:
@@ -166,6 +172,91 @@ def test_every_acknowledged_write_comes_back_from_s3_after_every_data_node_is_lo
         restore_after_losing_every_copy(c, "events")
         listed = requests.get(f"{s3_server}/shoal?list-type=2&prefix=cluster-a/", timeout=10).text
         assert "segments/metadata/metadata__" in listed and "translog/data/" in listed
+
+
+def test_a_cluster_that_lost_every_node_and_disk_comes_back_from_its_repositories(tmp_path):
+    """kill -9 every node, delete every data directory, start fresh nodes: the cluster's
+    metadata comes back from the state repository (red), and `_remotestore/_restore` brings
+    back every acknowledged write."""
+    settings = {**remote_settings(fs_repository(tmp_path)),
+                "node.attr.remote_store.state.repository": "r1",
+                "cluster.remote_store.state.enabled": "true"}
+    with ShoalCluster(tmp_path, 3, settings=settings) as c:
+        r = c.http(0).put("/orders", {"settings": {"number_of_shards": 2, "number_of_replicas": 1,
+                                                   "index.remote_store.translog.buffer_interval": "20ms"},
+                                      "mappings": {"properties": {"writer": {"type": "integer"}}}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green")
+        r = c.http(0).put("/_cluster/settings", {"persistent": {"cluster.max_shards_per_node": 1234}})
+        assert r.status_code == 200, r.text
+        acked = write_under_load(c, "orders", seconds=4)
+        assert len(acked) > 200, f"too few writes acknowledged: {len(acked)}"
+        time.sleep(1)  # the cluster manager uploads metadata changes within a tick
+
+        for i in range(3):
+            c.kill(i)
+        for node in c.nodes:
+            shutil.rmtree(node.data)
+            node.data.mkdir()
+        for node in c.nodes:
+            node.start()
+        c.wait_for_nodes(3)
+        wait_for(lambda: c.http(0).get("/orders").status_code == 200, timeout=60,
+                 what="the index metadata back from the state repository")
+        assert c.health(0)["status"] == "red"
+        mapping = c.get("/orders/_mapping").json()["orders"]["mappings"]
+        assert mapping["properties"]["writer"]["type"] == "integer", mapping
+        persistent = c.get("/_cluster/settings").json()["persistent"]
+        assert persistent["cluster"]["max_shards_per_node"] == "1234", persistent
+
+        r = c.http(0).post("/_remotestore/_restore", {"indices": ["orders"]},
+                           params={"wait_for_completion": "true"})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green", timeout=120)
+        c.http(0).post("/orders/_refresh")
+        restored = ids_in(c, "orders")
+        lost = acked - restored
+        print(f"[figure] full cluster loss: {len(acked)} acknowledged, {len(lost)} lost after restore")
+        assert not lost, f"{len(lost)} acknowledged writes lost, e.g. {sorted(lost)[:5]}"
+
+
+def test_writes_are_refused_while_segment_uploads_fail_and_resume_when_the_store_is_back(tmp_path):
+    """Remote segment backpressure: with the S3 server down, uploads fail in a row and writes
+    answer 429 with OpenSearch's reason; with it back they are accepted again."""
+    port = free_port()
+    moto = start_moto(tmp_path, port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with ShoalCluster(tmp_path, 1, settings=remote_settings(s3_repository(url))) as c:
+            r = c.http(0).put("/metrics", {"settings": {"number_of_replicas": 0, "refresh_interval": "100ms",
+                                                        "index.translog.durability": "async"}})
+            assert r.status_code == 200, r.text
+            c.wait_for_status("green")
+
+            def bulk_statuses() -> list[tuple[int, str]]:
+                lines = []
+                for _ in range(5):
+                    lines += [{"index": {"_index": "metrics"}}, {"v": 1}]
+                items = c.http(0).bulk(lines).json()["items"]
+                return [(i["index"]["status"], json.dumps(i["index"].get("error", ""))) for i in items]
+
+            assert all(status == 201 for status, _ in bulk_statuses())
+            moto.kill()
+            moto.wait()
+            rejected = wait_for(lambda: [e for status, e in bulk_statuses() if status == 429], timeout=90,
+                                interval=0.2, what="writes refused while uploads fail")
+            assert "remote segments lagging behind local segments" in rejected[0], rejected
+            assert "failure_streak_count" in rejected[0], rejected
+            stats = c.get("/_remotestore/stats/metrics").json()["indices"]["metrics"]["shards"]["0"][0]
+            upload = stats["segment"]["upload"]
+            assert upload["consecutive_failure_count"] >= 5 and upload["backpressure_rejection_count"] >= 1, upload
+
+            moto = start_moto(tmp_path, port)
+            wait_for(lambda: all(status == 201 for status, _ in bulk_statuses()), timeout=90, interval=0.5,
+                     what="writes accepted once the store is back")
+    finally:
+        moto.kill()
+        moto.wait()
 
 
 def test_replicas_copy_segments_from_the_repository_and_match_the_primary(tmp_path):

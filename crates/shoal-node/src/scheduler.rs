@@ -28,6 +28,7 @@ pub fn spawn(node: Weak<Node>) {
             let Some(node) = node.upgrade() else { return };
             node.fail_failed_engines();
             node.resend_failure_reports();
+            node.remote.maintain_cluster_state();
             run_due_work(&node);
         })
         .expect("spawning the scheduler thread");

@@ -123,6 +123,9 @@ impl ClusterState {
                 indices,
                 all_shards,
             } => self.restore_remote_store(indices, *all_shards, now)?,
+            Command::RestoreClusterMetadata { metadata, source } => {
+                self.restore_cluster_metadata(metadata.as_ref(), source.as_deref(), now)
+            }
         }
         self.version += 1;
         Ok(())
@@ -405,6 +408,59 @@ impl ClusterState {
             }
         }
         Ok(())
+    }
+
+    /// A fresh cluster takes the indices and persistent settings an earlier cluster of its
+    /// name uploaded; a cluster that already has indices keeps its own. Either way the check
+    /// is recorded, so it happens once in a cluster's life.
+    fn restore_cluster_metadata(
+        &mut self,
+        metadata: Option<&crate::metadata::RestorableMetadata>,
+        source: Option<&str>,
+        now: i64,
+    ) {
+        if self.metadata.customs.contains_key(crate::metadata::REMOTE_STATE_CHECKED) {
+            return;
+        }
+        let restore = metadata.filter(|_| self.metadata.indices.is_empty());
+        self.metadata.customs.insert(
+            crate::metadata::REMOTE_STATE_CHECKED.to_string(),
+            serde_json::json!({
+                "restored_from": restore.and(source),
+                "restored_indices": restore.map_or(0, |m| m.indices.len()),
+            }),
+        );
+        let Some(restored) = restore else {
+            return;
+        };
+        for (key, value) in &restored.persistent_settings {
+            self.metadata
+                .persistent_settings
+                .entry(key.clone())
+                .or_insert_with(|| value.clone());
+        }
+        let info = UnassignedInfo::new(UnassignedReason::ClusterRecovered, now);
+        for meta in &restored.indices {
+            let mut meta = meta.clone();
+            meta.normalize();
+            // Red until restored: no node holds these copies any more, and the primary waits
+            // for `_remotestore/_restore` (or for a node with its data to come back).
+            let table = IndexRoutingTable {
+                shards: (0..meta.number_of_shards())
+                    .map(|shard| {
+                        let mut primary = ShardRouting::unassigned(&meta.name, shard, true, info.clone());
+                        primary.recovery_source = Some(RecoverySource::ExistingStore);
+                        let mut copies = vec![primary];
+                        for _ in 0..meta.number_of_replicas() {
+                            copies.push(ShardRouting::unassigned(&meta.name, shard, false, info.clone()));
+                        }
+                        copies
+                    })
+                    .collect(),
+            };
+            self.routing.insert(meta.name.clone(), table);
+            self.metadata.indices.insert(meta.name.clone(), meta);
+        }
     }
 
     fn shard_started(&mut self, index: &str, shard: u32, allocation_id: &str) {

@@ -142,6 +142,14 @@ pub enum Command {
         indices: Vec<String>,
         all_shards: bool,
     },
+    /// The first cluster manager of a cluster with a remote state repository looked for the
+    /// metadata an earlier cluster of the same name uploaded: a fresh cluster takes its indices
+    /// (red until restored from the remote store) and persistent settings. Applied once.
+    RestoreClusterMetadata {
+        metadata: Option<crate::metadata::RestorableMetadata>,
+        /// The repository object it came from (shown in the state).
+        source: Option<String>,
+    },
 }
 
 impl Command {
@@ -164,6 +172,7 @@ impl Command {
             Command::DiskUsage { .. } => "disk-usage",
             Command::Tick => "reroute-delayed",
             Command::RestoreRemoteStore { .. } => "remote-store-restore",
+            Command::RestoreClusterMetadata { .. } => "remote-cluster-state-restore",
         }
     }
 }

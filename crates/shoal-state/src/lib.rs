@@ -17,7 +17,10 @@ mod settings;
 pub use apply::{StateError, STALE_INDEX_METADATA};
 pub use command::{Command, PromotionChoice, Proposal, RerouteCommand, VotingExclusion};
 pub use health::{ClusterHealth, HealthStatus, IndexHealth, ShardHealth};
-pub use metadata::{AliasMetadata, IndexMetadata, IndexMetadataMap, IndexState, Metadata};
+pub use metadata::{
+    AliasMetadata, IndexMetadata, IndexMetadataMap, IndexState, Metadata, RestorableMetadata,
+    REMOTE_STATE_CHECKED,
+};
 pub use node::{DiscoveryNode, DiskUsage, Role};
 pub use routing::{
     IndexRoutingTable, RecoverySource, ShardRouting, ShardState, UnassignedInfo, UnassignedReason,

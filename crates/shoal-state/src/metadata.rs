@@ -133,6 +133,29 @@ pub struct Metadata {
     pub customs: BTreeMap<String, Value>,
 }
 
+/// What a cluster keeps of its metadata in a remote state repository, to come back after
+/// the loss of every node: its indices and persistent settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestorableMetadata {
+    pub cluster_uuid: String,
+    pub persistent_settings: BTreeMap<String, Value>,
+    pub indices: Vec<IndexMetadata>,
+}
+
+/// The key in [`Metadata::customs`] that records that a cluster looked for remote metadata.
+pub const REMOTE_STATE_CHECKED: &str = "remote_cluster_state";
+
+impl Metadata {
+    /// The part of the metadata a remote state repository keeps.
+    pub fn restorable(&self, cluster_uuid: &str) -> RestorableMetadata {
+        RestorableMetadata {
+            cluster_uuid: cluster_uuid.to_string(),
+            persistent_settings: self.persistent_settings.clone(),
+            indices: self.indices.values().map(|m| m.as_ref().clone()).collect(),
+        }
+    }
+}
+
 /// The metadata of every index by name. Each entry is shared between successive cluster states
 /// and with the nodes that installed it: a command that changes one index copies that index's
 /// metadata alone ([`IndexMetadataMap::get_mut`] copies on write), so a node can keep the

@@ -240,7 +240,15 @@ fn open_s3(name: &str, s3: &S3Settings) -> StorageResult<Arc<dyn ObjectStore>> {
     if let Some(token) = &s3.session_token {
         builder = builder.with_token(token);
     }
+    // A failed request is retried here a few times only: the callers retry with their own
+    // backoff and report the failure meanwhile (a write must not hang for minutes).
+    let retry = object_store::RetryConfig {
+        backoff: object_store::BackoffConfig::default(),
+        max_retries: 3,
+        retry_timeout: std::time::Duration::from_secs(15),
+    };
     let store = builder
+        .with_retry(retry)
         .build()
         .map_err(|e| StorageError::Settings(format!("[{name}] {e}")))?;
     Ok(Arc::new(store))

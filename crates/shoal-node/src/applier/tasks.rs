@@ -11,6 +11,10 @@ use crate::index_service::IndexService;
 use crate::node::Node;
 use crate::shard::IndexShard;
 
+fn now_millis() -> i64 {
+    crate::remote::layout::now_millis() as i64
+}
+
 impl Node {
     pub(super) fn run_copy_action(
         self: &Arc<Self>,
@@ -75,12 +79,14 @@ impl Node {
             && copy.state == ShardState::Initializing
             && copy.recovery_source == Some(shoal_state::RecoverySource::RemoteStore)
             && service.copy(shard).is_err();
-        if restoring {
-            self.remote.download_store(service, shard, term)?;
-        }
+        let restored = match restoring {
+            true => Some((self.remote.download_store(service, shard, term)?, now_millis())),
+            false => None,
+        };
         service.ensure_shard_open(shard, term, copy.primary)?;
-        if restoring {
-            self.remote.replay_translog(service, shard)?;
+        if let Some((files, started)) = restored {
+            let replayed = self.remote.replay_translog(service, shard)?;
+            self.record_remote_restore(copy, &service.copy(shard)?, files, replayed, started);
         }
         self.segrep.install_checkpoint_publisher(service, shard);
         let local = service.copy(shard)?;
@@ -119,6 +125,39 @@ impl Node {
             self.report_started(copy);
         }
         Ok(())
+    }
+
+    /// A primary restored from the remote store shows in `_cat/recovery` with what it
+    /// downloaded and replayed.
+    fn record_remote_restore(
+        &self,
+        copy: &ShardRouting,
+        local: &IndexShard,
+        files: crate::transfer::target::TransferStats,
+        replayed: usize,
+        started: i64,
+    ) {
+        use crate::replication::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
+        let allocation_id = copy.allocation_id.clone().unwrap_or_default();
+        let mut record = RecoveryRecord::new(
+            &copy.index,
+            copy.shard as usize,
+            &allocation_id,
+            true,
+            RecoveryType::RemoteStore,
+            &self.node_id,
+        );
+        record.start_millis = started;
+        record.files_total = (files.files_copied + files.files_reused) as u64;
+        record.files_recovered = files.files_copied as u64;
+        record.files_reused = files.files_reused as u64;
+        record.bytes_total = files.bytes_copied + files.bytes_reused;
+        record.bytes_recovered = files.bytes_copied;
+        record.bytes_reused = files.bytes_reused;
+        record.ops_total = replayed as u64;
+        record.ops_recovered = replayed as u64;
+        record.finish();
+        local.set_recovery(RecoveryProgress::new(record));
     }
 
     /// A primary initialized from its own store (new or existing) shows in `_cat/recovery`.

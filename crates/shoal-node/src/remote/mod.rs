@@ -15,6 +15,7 @@
 //! in [`layout`]; segments in [`segments`], translog in [`translog`], restores in [`restore`].
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -24,7 +25,9 @@ use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::settings::FlatSettings;
 
+pub mod cluster_state;
 pub mod layout;
+pub mod pressure;
 pub mod restore;
 pub mod segments;
 pub mod stats;
@@ -92,11 +95,23 @@ impl RemoteRepositories {
 pub struct RemoteStoreService {
     core: Arc<NodeCore>,
     repositories: Option<RemoteRepositories>,
+    /// The cluster state version whose metadata the remote state repository holds.
+    state_seen: AtomicU64,
+    /// A remote cluster state round runs.
+    state_busy: AtomicBool,
+    /// Hash of the metadata last uploaded (an unchanged metadata is not uploaded again).
+    state_uploaded_hash: AtomicU64,
 }
 
 impl RemoteStoreService {
     pub fn new(core: Arc<NodeCore>, repositories: Option<RemoteRepositories>) -> RemoteStoreService {
-        RemoteStoreService { core, repositories }
+        RemoteStoreService {
+            core,
+            repositories,
+            state_seen: AtomicU64::new(u64::MAX),
+            state_busy: AtomicBool::new(false),
+            state_uploaded_hash: AtomicU64::new(0),
+        }
     }
 
     pub fn is_enabled(&self) -> bool {

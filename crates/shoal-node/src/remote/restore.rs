@@ -14,7 +14,7 @@ use super::RemoteStoreService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::replication::{ReplicaOp, ReplicaOpHeader};
-use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl};
+use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl, TransferStats};
 use crate::transfer::FileMeta;
 
 /// How long `wait_for_completion=true` waits for the restored primaries.
@@ -90,7 +90,12 @@ impl RemoteStoreService {
 
     /// Fills the local store of a primary to restore with the newest remote checkpoint (an
     /// empty store when the shard never uploaded one), before the engine opens it.
-    pub(crate) fn download_store(&self, service: &IndexService, shard: usize, term: i64) -> ApiResult<u64> {
+    pub(crate) fn download_store(
+        &self,
+        service: &IndexService,
+        shard: usize,
+        term: i64,
+    ) -> ApiResult<TransferStats> {
         let repository = self.repositories()?.segment.clone();
         let keys = ShardKeys::new(&service.uuid(), shard);
         let config = service.shard_engine_config(shard);
@@ -98,7 +103,7 @@ impl RemoteStoreService {
         std::fs::create_dir_all(config.index_dir())?;
         let Some((key, metadata)) = self.newest_metadata(&repository, &keys)? else {
             tracing::info!(index = %service.name(), shard, "nothing uploaded for this shard yet: it restores empty and replays its translog");
-            return Ok(0);
+            return Ok(TransferStats::default());
         };
         let files: Vec<FileMeta> = metadata
             .checkpoint
@@ -122,7 +127,7 @@ impl RemoteStoreService {
         std::fs::write(config.index_dir().join("meta.json"), &metadata.checkpoint.meta)?;
         shoal_engine::recovery::bind_recovered_store(&config, term)?;
         tracing::info!(index = %service.name(), shard, metadata = %key, files = stats.files_copied, bytes = stats.bytes_copied, "segments restored from the remote store");
-        Ok(stats.bytes_copied)
+        Ok(stats)
     }
 
     /// Replays the translog batches above the restored commit into the newly opened primary,

@@ -60,6 +60,7 @@ impl RemoteStoreService {
         };
         let stats = &state.stats;
         UploadStats::add(&stats.segment_uploads_started, 1);
+        let _ = stats.pending_since.compare_exchange(0, now_millis(), Ordering::AcqRel, Ordering::Relaxed);
         stats
             .bytes_lag
             .store(missing.iter().map(|f| f.length).sum(), Ordering::Relaxed);
@@ -82,6 +83,7 @@ impl RemoteStoreService {
         UploadStats::add(&stats.segment_bytes_uploaded, bytes);
         stats.consecutive_segment_failures.store(0, Ordering::Relaxed);
         stats.bytes_lag.store(0, Ordering::Relaxed);
+        stats.pending_since.store(0, Ordering::Relaxed);
         stats.last_segment_upload_at.store(now_millis(), Ordering::Relaxed);
         *state.uploaded_checkpoint.lock() = Some(position);
         tracing::debug!(index = %service.name(), shard, version = checkpoint.version, files = missing.len(), bytes, "segments uploaded");

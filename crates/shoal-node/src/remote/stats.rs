@@ -133,6 +133,7 @@ fn segment_stats(copy: &IndexShard, primary: bool) -> Value {
             "refresh_time_lag_in_millis": lag_millis,
             "bytes_lag": s.bytes_lag.load(Ordering::Relaxed),
             "consecutive_failure_count": get(&s.consecutive_segment_failures),
+            "backpressure_rejection_count": get(&s.rejections),
             "total_uploads": {
                 "started": get(&s.segment_uploads_started),
                 "succeeded": get(&s.segment_uploads_succeeded),

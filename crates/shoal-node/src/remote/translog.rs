@@ -16,7 +16,6 @@ use super::layout::{translog_batch_range, ShardKeys};
 use super::RemoteStoreService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::metadata::IndexMetadataExt;
 use crate::shard::remote::UploadStats;
 use crate::shard::IndexShard;
 
@@ -61,7 +60,7 @@ impl RemoteStoreService {
         state.in_progress = true;
         let wait = state
             .last_started
-            .map(|at| service.with_meta(|m| m.settings().translog_buffer_interval()).saturating_sub(at.elapsed()))
+            .map(|at| self.buffer_interval(service).saturating_sub(at.elapsed()))
             .unwrap_or_default();
         let from = state.uploaded_to.unwrap_or(-1) + 1;
         drop(state);
@@ -91,6 +90,17 @@ impl RemoteStoreService {
         };
         upload.done.notify_all();
         result
+    }
+
+    /// `index.remote_store.translog.buffer_interval`, or the cluster's
+    /// `cluster.remote_store.translog.buffer_interval` when the index names none.
+    fn buffer_interval(&self, service: &IndexService) -> Duration {
+        const KEY: &str = "index.remote_store.translog.buffer_interval";
+        let text = service
+            .with_meta(|m| m.setting(KEY))
+            .or_else(|| self.core.cluster_setting("cluster.remote_store.translog.buffer_interval"));
+        text.and_then(|t| crate::settings::parse_time(&t).ok().flatten())
+            .unwrap_or(Duration::from_millis(650))
     }
 
     /// `durability: async`: the operations logged so far go up in the background (on the

@@ -279,10 +279,11 @@ impl SegrepService {
     }
 }
 
-/// 1 s after the first failure, doubling up to a minute.
+/// 200 ms after the first failure, doubling up to 30 s (a store back up is used again soon;
+/// a store down for long is not hammered).
 fn upload_backoff(consecutive_failures: u64) -> Duration {
-    let exponent = consecutive_failures.saturating_sub(1).min(6) as u32;
-    Duration::from_secs(2u64.pow(exponent)).min(Duration::from_secs(60))
+    let exponent = consecutive_failures.saturating_sub(1).min(8) as u32;
+    (Duration::from_millis(200) * 2u32.pow(exponent)).min(Duration::from_secs(30))
 }
 
 /// Queues one publication for the shard on the `replication` pool (never on the refreshing

@@ -567,15 +567,6 @@ impl IndexSettings<'_> {
         self.get_or_default("index.remote_store.enabled") == "true"
     }
 
-    /// `index.remote_store.translog.buffer_interval`: translog uploads are at least this far
-    /// apart (a write waits for the next one).
-    pub fn translog_buffer_interval(&self) -> Duration {
-        parse_time(&self.get_or_default("index.remote_store.translog.buffer_interval"))
-            .ok()
-            .flatten()
-            .unwrap_or(Duration::from_millis(650))
-    }
-
     pub fn segment_replication(&self) -> bool {
         self.get_or_default("index.replication.type")
             .eq_ignore_ascii_case("SEGMENT")

@@ -62,6 +62,10 @@ fn explicit_kind(key: &str) -> Option<Kind> {
         "cluster.max_shards_per_node" | "cluster.max_voting_config_exclusions" => int(1),
         "index.allocation.max_retries" => int(0),
         "segrep.pressure.checkpoint.limit" => int(1),
+        "cluster.remote_store.index.segment_metadata.retention.max_count" => int(1),
+        "remote_store.segment.pressure.consecutive_failures.limit" => int(1),
+        "remote_store.segment.pressure.bytes_lag.variance_factor"
+        | "remote_store.segment.pressure.time_lag.variance_factor" => Kind::Float { min: 1.0 },
         "segrep.pressure.replica.stale.limit" => Kind::Float { min: 0.0 },
         "cluster.routing.allocation.balance.shard"
         | "cluster.routing.allocation.balance.index"
@@ -446,6 +450,13 @@ const HONOURED_CLUSTER: &[&str] = &[
     "indices.recovery.max_concurrent_file_chunks",
     "indices.recovery.recovery_activity_timeout",
     "indices.replication.max_bytes_per_sec",
+    // remote/segments.rs and remote/translog.rs.
+    "cluster.remote_store.index.segment_metadata.retention.max_count",
+    "cluster.remote_store.translog.buffer_interval",
+    "remote_store.segment.pressure.enabled",
+    "remote_store.segment.pressure.consecutive_failures.limit",
+    "remote_store.segment.pressure.bytes_lag.variance_factor",
+    "remote_store.segment.pressure.time_lag.variance_factor",
     "segrep.pressure.enabled",
     "segrep.pressure.checkpoint.limit",
     "segrep.pressure.time.limit",
@@ -470,6 +481,8 @@ pub const RESTRICT_REPLICATION_TYPE: &str = "cluster.index.restrict.replication.
 /// Node settings read at start only.
 const HONOURED_NODE: &[&str] = &[
     REPLICATION_STRATEGY,
+    // remote/cluster_state.rs: the cluster's metadata in the state repository.
+    "cluster.remote_store.state.enabled",
     RESTRICT_REPLICATION_TYPE,
     "cluster.name",
     "cluster.initial_cluster_manager_nodes",

@@ -62,6 +62,10 @@ pub struct UploadStats {
     pub translog_upload_millis: AtomicU64,
     /// Millis since the epoch of the last successful segment upload.
     pub last_segment_upload_at: AtomicU64,
+    /// Millis since the epoch when the oldest upload not yet succeeded started (0: none).
+    pub pending_since: AtomicU64,
+    /// Writes refused by remote segment backpressure.
+    pub rejections: AtomicU64,
     /// Bytes refreshed locally but not uploaded yet (the size of the pending checkpoint's new
     /// files when the last upload attempt started).
     pub bytes_lag: AtomicU64,

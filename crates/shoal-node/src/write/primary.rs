@@ -53,7 +53,8 @@ impl WriteRoles for Node {
             fail_all(group, e, results);
             return;
         }
-        if let Err(e) = self.segrep.check_pressure(&service, shard) {
+        let pressure = self.segrep.check_pressure(&service, shard);
+        if let Err(e) = pressure.and_then(|()| self.remote.check_pressure(&service, shard)) {
             fail_all(group, e, results);
             return;
         }
