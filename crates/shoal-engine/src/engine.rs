@@ -33,10 +33,13 @@ pub type ParseDocument<'a> = dyn Fn(&str, &[u8]) -> Result<TantivyDocument, Mapp
 pub type RefreshListener = Arc<dyn Fn(&Engine) + Send + Sync>;
 
 mod apply;
+mod merged;
 mod nrt;
 mod open;
 mod ops;
 
+pub(crate) use merged::MergeHook;
+pub use merged::{MergedSegment, MergedSegmentListener};
 pub use nrt::{SegmentCheckpoint, StoreFile};
 use open::dir_size;
 pub use ops::{DocRequest, GetResult, OpResult, OpResultKind, Origin, VersionType, WriteOp};
@@ -99,8 +102,9 @@ pub struct Engine {
     failure: Mutex<Option<String>>,
     /// Corruption found by reads and merges; see [`crate::store`].
     pub(crate) integrity: Integrity,
-    /// Checksums of this primary's segment files, for segment-replication checkpoints.
-    checksums: nrt::ChecksumCache,
+    /// The `_source` plugin's merge hook (merged segments before their commit) and the
+    /// checksums of this primary's segment files, for segment-replication checkpoints.
+    merge_hook: MergeHook,
 }
 
 impl Engine {
@@ -665,8 +669,9 @@ const CLOSED_REASON: &str = "shard closed";
 pub(crate) fn open_or_create_index(
     dir: &Path,
     codec: SourceCodec,
+    hook: &MergeHook,
 ) -> Result<(Index, ShardSchema), EngineError> {
-    let plugin = Arc::new(SourceStorePlugin::new(codec));
+    let plugin = hook.plugin(Arc::new(SourceStorePlugin::new(codec)));
     let index = if dir.join("meta.json").exists() {
         let mut index = Index::open_in_dir(dir)?;
         index.register_plugin(plugin);

@@ -12,7 +12,8 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         std::fs::create_dir_all(config.index_dir())?;
         std::fs::create_dir_all(config.translog_dir())?;
-        let (index, schema) = open_or_create_index(&config.index_dir(), config.codec)?;
+        let merge_hook = MergeHook::new(config.index_dir());
+        let (index, schema) = open_or_create_index(&config.index_dir(), config.codec, &merge_hook)?;
         let payload = index
             .load_metas()?
             .payload
@@ -71,7 +72,7 @@ impl Engine {
             refresh_listeners: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             integrity,
-            checksums: Default::default(),
+            merge_hook,
         };
         // A replica's translog holds what it logged above the copied commit; only a writer
         // indexes it (on promotion).
