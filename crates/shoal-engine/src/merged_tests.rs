@@ -109,3 +109,45 @@ fn a_replica_given_the_merged_files_first_has_every_file_of_the_merge_commit() {
     replica.install_checkpoint(&after).unwrap();
     assert_eq!(docs(&replica), 30);
 }
+
+#[test]
+fn a_force_merge_under_continuous_writes_merges_what_was_there_and_returns() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let primary = Arc::new(open_primary(a.path()));
+    let replica = Arc::new(open_replica(b.path()));
+    for batch in 0..4 {
+        write(&primary, &replica, batch * 10..batch * 10 + 10);
+        primary.refresh().unwrap();
+    }
+    // Every merge takes a while (a slow pre-copy): refreshes add segments meanwhile.
+    let slow: MergedSegmentListener =
+        Arc::new(|_: &MergedSegment| std::thread::sleep(std::time::Duration::from_millis(200)));
+    primary.set_merged_segment_listener(slow);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (primary, replica, stop) = (primary.clone(), replica.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 40;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                write(&primary, &replica, n..n + 5);
+                primary.refresh().unwrap();
+                n += 5;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    primary.force_merge(1).unwrap();
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    writer.join().unwrap();
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    let largest = primary
+        .index()
+        .searchable_segment_metas()
+        .unwrap()
+        .iter()
+        .map(|m| m.num_docs())
+        .max();
+    assert!(largest >= Some(40), "the first 40 documents are in one segment: {largest:?}");
+}

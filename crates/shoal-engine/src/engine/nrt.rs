@@ -362,6 +362,7 @@ impl Engine {
                 &self.index,
                 &self.config,
                 &self.integrity,
+                &self.merge_hook,
             )?);
             let committed = self
                 .index

@@ -73,6 +73,7 @@ impl Node {
         crate::failpoints::failpoint!(self, "applier_before_open");
         service.ensure_shard_open(shard, term, copy.primary)?;
         self.segrep.install_checkpoint_publisher(service, shard);
+        self.segrep.install_merge_warmer(service, shard);
         let local = service.copy(shard)?;
         // An index closed and opened again: its copies keep the record of their recovery.
         service.restore_recovery(shard, &local, &allocation_id);

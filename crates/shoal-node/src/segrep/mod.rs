@@ -25,6 +25,7 @@ use crate::error::ApiResult;
 use crate::index_service::IndexService;
 use crate::replication::throttle::RateLimiter;
 
+pub mod precopy;
 pub mod pressure;
 pub mod source;
 pub mod stats;
@@ -114,16 +115,22 @@ pub(crate) fn register_actions<N: Send + Sync + 'static>(
         weak.clone(),
         SegrepService::handle_visible_checkpoint,
     );
+    actions.register_on::<precopy::PublishMergedSegmentAction, _>(
+        weak.clone(),
+        SegrepService::receive_merged_segment,
+    );
     actions.register_on::<ReplicaRowsAction, _>(weak, SegrepService::serve_replica_rows);
 }
 
 /// Segment replication on this node: publishing and pinning checkpoints as a primary,
 /// copying and installing them as a replica, lag and backpressure. It holds the node's core
 /// and its own rate limiter (`indices.replication.max_bytes_per_sec` paces segment copies
-/// apart from recoveries, as in OpenSearch).
+/// apart from recoveries, as in OpenSearch), and one for merged-segment pre-copies.
 pub struct SegrepService {
     core: Arc<NodeCore>,
     limiter: RateLimiter,
+    precopy_limiter: RateLimiter,
+    warmer: precopy::WarmerCounters,
 }
 
 impl SegrepService {
@@ -131,6 +138,8 @@ impl SegrepService {
         SegrepService {
             core,
             limiter: RateLimiter::default(),
+            precopy_limiter: RateLimiter::default(),
+            warmer: precopy::WarmerCounters::default(),
         }
     }
 }
