@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from cluster import ShoalCluster
-from util import wait_for
+from util import assert_error, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -190,3 +190,37 @@ def test_a_force_merge_under_load_makes_no_lag_spike_with_pre_copy_and_one_witho
         assert off.during_s > off.before_s + REFRESH_S + TOLERANCE_S, off
         assert received_on > 10 << 20, received_on
         assert received_off == 0, received_off
+
+
+@pytest.mark.parametrize("key,value", [
+    ("indices.replication.merges.warmer.enabled", "maybe"),
+    ("indices.replication.merges.warmer.max_bytes_per_sec", "fast"),
+    ("indices.replication.merges.warmer.min_segment_size_threshold", "big"),
+    ("indices.replication.merges.warmer.timeout", "soon"),
+])
+def test_a_bad_warmer_setting_is_refused_with_a_400(http, key, value):
+    r = http.put("/_cluster/settings", {"persistent": {key: value}})
+    err = assert_error(r, 400, "illegal_argument_exception")
+    assert value in err["reason"], err
+    stored = http.get("/_cluster/settings", params={"flat_settings": "true"}).json()["persistent"]
+    assert key not in stored, stored
+
+
+def test_warmer_settings_are_dynamic_with_shoal_defaults(http):
+    defaults = http.get("/_cluster/settings", params={"flat_settings": "true", "include_defaults": "true"}).json()
+    assert {k: v for k, v in defaults["defaults"].items() if ".merges.warmer." in k} == {
+        "indices.replication.merges.warmer.enabled": "true",
+        "indices.replication.merges.warmer.max_bytes_per_sec": "-1b",
+        "indices.replication.merges.warmer.min_segment_size_threshold": "2mb",
+        "indices.replication.merges.warmer.timeout": "15m",
+    }
+    values = {"indices.replication.merges.warmer.enabled": "false",
+              "indices.replication.merges.warmer.max_bytes_per_sec": "20mb",
+              "indices.replication.merges.warmer.min_segment_size_threshold": "0b",
+              "indices.replication.merges.warmer.timeout": "30s"}
+    r = http.put("/_cluster/settings", {"persistent": values})
+    assert r.status_code == 200, r.text
+    stored = http.get("/_cluster/settings", params={"flat_settings": "true"}).json()["persistent"]
+    assert {k: stored[k] for k in values} == values
+    r = http.put("/_cluster/settings", {"persistent": {k: None for k in values}})
+    assert r.status_code == 200, r.text

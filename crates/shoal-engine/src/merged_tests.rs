@@ -104,7 +104,12 @@ fn a_replica_given_the_merged_files_first_has_every_file_of_the_merge_commit() {
     let on_replica = replica.config().index_dir();
     for file in &after.files {
         let (length, checksum) = store::checksum_file(&on_replica.join(&file.name)).unwrap();
-        assert_eq!((length, checksum), (file.length, file.checksum), "{}", file.name);
+        assert_eq!(
+            (length, checksum),
+            (file.length, file.checksum),
+            "{}",
+            file.name
+        );
     }
     replica.install_checkpoint(&after).unwrap();
     assert_eq!(docs(&replica), 30);
@@ -149,5 +154,8 @@ fn a_force_merge_under_continuous_writes_merges_what_was_there_and_returns() {
         .iter()
         .map(|m| m.num_docs())
         .max();
-    assert!(largest >= Some(40), "the first 40 documents are in one segment: {largest:?}");
+    assert!(
+        largest >= Some(40),
+        "the first 40 documents are in one segment: {largest:?}"
+    );
 }

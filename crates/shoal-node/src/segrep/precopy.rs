@@ -198,7 +198,13 @@ impl SegrepService {
     /// replica and waits for them (at most the warmer timeout), unless pre-copy is off, the
     /// segment is below the threshold, or there is no replica. A failure only means the
     /// segment travels with the next checkpoint, as without pre-copy.
-    fn precopy_merged_segment(&self, index: &str, uuid: &str, shard: usize, merged: &MergedSegment) {
+    fn precopy_merged_segment(
+        &self,
+        index: &str,
+        uuid: &str,
+        shard: usize,
+        merged: &MergedSegment,
+    ) {
         let settings = self.warmer_settings();
         if !settings.enabled || merged.length() < settings.min_segment_size {
             return;
@@ -213,12 +219,19 @@ impl SegrepService {
         let started = Instant::now();
         add(&self.warmer.invocations, 1);
         add(&self.warmer.ongoing, 1);
-        let outcome =
-            self.send_merged_segment((index, uuid, shard), &copy, targets, merged, settings.timeout);
+        let outcome = self.send_merged_segment(
+            (index, uuid, shard),
+            &copy,
+            targets,
+            merged,
+            settings.timeout,
+        );
         self.warmer.ongoing.fetch_sub(1, Ordering::Relaxed);
         add(&self.warmer.time_ms, millis_since(started));
         match outcome {
-            Ok(bytes) => tracing::debug!(index, shard, segment = %merged.segment, bytes = merged.length(), bytes_copied = bytes, took_ms = millis_since(started), "merged segment pre-copied"),
+            Ok(bytes) => {
+                tracing::debug!(index, shard, segment = %merged.segment, bytes = merged.length(), bytes_copied = bytes, took_ms = millis_since(started), "merged segment pre-copied")
+            }
             Err(e) => {
                 add(&self.warmer.failures, 1);
                 tracing::warn!(index, shard, segment = %merged.segment, error = %e, "merged segment not pre-copied to every replica; it travels with the next checkpoint");
@@ -251,7 +264,9 @@ impl SegrepService {
                     files: files.clone(),
                     timeout_ms: timeout.as_millis() as u64,
                 };
-                let reply = self.core.send::<PublishMergedSegmentAction>(&address, &request, timeout);
+                let reply = self
+                    .core
+                    .send::<PublishMergedSegmentAction>(&address, &request, timeout);
                 (address, reply)
             })
             .collect();
@@ -335,7 +350,12 @@ impl<'a> PinnedMerge<'a> {
         files: Vec<StoreFile>,
     ) -> ApiResult<PinnedMerge<'a>> {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let dir = node.core.paths.shard_dir(uuid, shard).join("segrep").join(&id);
+        let dir = node
+            .core
+            .paths
+            .shard_dir(uuid, shard)
+            .join("segrep")
+            .join(&id);
         std::fs::create_dir_all(&dir)?;
         let index_dir = copy.engine().config().index_dir();
         let pinned = Pinned::new(dir.clone(), merged_checkpoint(copy.engine(), files));
@@ -374,7 +394,10 @@ fn merged_checkpoint(engine: &Engine, files: Vec<StoreFile>) -> SegmentCheckpoin
 impl SegrepService {
     /// A primary sends a merged segment ahead of its commit: copy the files this replica
     /// lacks into its index directory. Runs on the `replication` pool.
-    pub(super) fn receive_merged_segment(&self, request: MergedSegmentCopy) -> ApiResult<PreCopied> {
+    pub(super) fn receive_merged_segment(
+        &self,
+        request: MergedSegmentCopy,
+    ) -> ApiResult<PreCopied> {
         let started = Instant::now();
         let outcome = self.fetch_merged_segment(&request);
         match &outcome {
@@ -416,10 +439,13 @@ impl SegrepService {
             })
             .collect();
         let id = request.session.rsplit('/').next().unwrap_or_default();
-        let staging = Staging::create(&self.core.paths.shard_dir(
-            &request.target.index_uuid,
-            request.target.shard,
-        ), id)?;
+        let staging = Staging::create(
+            &self
+                .core
+                .paths
+                .shard_dir(&request.target.index_uuid, request.target.shard),
+            id,
+        )?;
         let (primary_id, address) = self.primary_of(&request.target)?;
         let source = PeerSource::<FileStreamAction> {
             transport: self.core.transport.clone(),
