@@ -24,6 +24,7 @@
 //! checkpoint named long after they arrived (the merge was abandoned, or merged away again
 //! before the replica installed it) are deleted after a later install.
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -510,19 +511,12 @@ impl SegrepService {
         if precopied.is_empty() {
             return;
         }
-        let expired = self.warmer_settings().timeout + ORPHAN_MARGIN;
+        let expired_after = self.warmer_settings().timeout + ORPHAN_MARGIN;
         let index_dir = copy.engine().config().index_dir();
-        precopied.retain(|name, received| {
-            if checkpoint.files.iter().any(|f| &f.name == name) {
-                return false;
-            }
-            if received.elapsed() < expired {
-                return true;
-            }
+        for name in abandoned_precopies(&mut precopied, checkpoint, expired_after, Instant::now()) {
             tracing::info!(file = %name, "deleting a pre-copied merged file no checkpoint named");
             let _ = std::fs::remove_file(index_dir.join(name));
-            false
-        });
+        }
     }
 
     /// `indices.replication.merges.warmer.max_bytes_per_sec` (`0`: unthrottled), unless unset or
@@ -536,6 +530,30 @@ impl SegrepService {
             _ => self.replication_bytes_per_sec(),
         }
     }
+}
+
+/// Settles the pre-copied files against an installed checkpoint: those it names belong to
+/// the commit now and are forgotten; those it does not name and that arrived more than
+/// `expired_after` before `now` are forgotten and returned (to delete); the rest stay.
+fn abandoned_precopies(
+    precopied: &mut HashMap<String, Instant>,
+    checkpoint: &SegmentCheckpoint,
+    expired_after: Duration,
+    now: Instant,
+) -> Vec<String> {
+    let mut abandoned = Vec::new();
+    precopied.retain(|name, received| {
+        if checkpoint.files.iter().any(|f| &f.name == name) {
+            return false;
+        }
+        if now.saturating_duration_since(*received) < expired_after {
+            return true;
+        }
+        abandoned.push(name.clone());
+        false
+    });
+    abandoned.sort();
+    abandoned
 }
 
 /// Whether `dir` has a file of `file`'s name and length already (a checkpoint copy got it
@@ -595,4 +613,69 @@ impl TransferControl for PrecopyControl<'_> {
     }
 
     fn progress(&self, _event: Progress<'_>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checkpoint_of(names: &[&str]) -> SegmentCheckpoint {
+        SegmentCheckpoint {
+            primary_term: 1,
+            version: 7,
+            local_checkpoint: 9,
+            max_seq_no: 9,
+            files: names
+                .iter()
+                .map(|name| StoreFile {
+                    name: name.to_string(),
+                    length: 10,
+                    checksum: 1,
+                })
+                .collect(),
+            meta: String::new(),
+        }
+    }
+
+    #[test]
+    fn pre_copied_files_become_the_commits_or_are_abandoned_only_after_the_timeout() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut precopied: HashMap<String, Instant> = [
+            ("a.idx", at(0)),
+            ("a.src", at(0)),
+            ("b.idx", at(0)),
+            ("c.idx", at(50)),
+        ]
+        .into_iter()
+        .map(|(name, when)| (name.to_string(), when))
+        .collect();
+        let expired_after = Duration::from_secs(60);
+
+        // Installed before the timeout: what it names is the commit's; nothing is abandoned.
+        let first = checkpoint_of(&["a.idx", "a.src", "old.idx"]);
+        assert!(abandoned_precopies(&mut precopied, &first, expired_after, at(30)).is_empty());
+        let mut left: Vec<_> = precopied.keys().cloned().collect();
+        left.sort();
+        assert_eq!(left, ["b.idx", "c.idx"]);
+
+        // Later: b's merge never reached a commit; c is still young.
+        let later = checkpoint_of(&["a.idx", "a.src"]);
+        assert_eq!(
+            abandoned_precopies(&mut precopied, &later, expired_after, at(90)),
+            ["b.idx"]
+        );
+        assert_eq!(precopied.keys().collect::<Vec<_>>(), ["c.idx"]);
+    }
+
+    #[test]
+    fn warmer_counters_report_opensearch_names() {
+        let counters = WarmerCounters::default();
+        add(&counters.invocations, 2);
+        add(&counters.bytes_received, 1024);
+        let json = serde_json::to_value(counters.stats()).unwrap();
+        assert_eq!(json["total_invocations_count"], 2);
+        assert_eq!(json["total_bytes_received"], 1024);
+        assert_eq!(json["ongoing_count"], 0);
+    }
 }
