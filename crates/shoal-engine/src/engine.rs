@@ -33,10 +33,14 @@ pub type ParseDocument<'a> = dyn Fn(&str, &[u8]) -> Result<TantivyDocument, Mapp
 pub type RefreshListener = Arc<dyn Fn(&Engine) + Send + Sync>;
 
 mod apply;
+mod merged;
 mod nrt;
 mod open;
 mod ops;
 
+use merged::ForceMergeSet;
+pub(crate) use merged::MergeHook;
+pub use merged::{MergedSegment, MergedSegmentListener};
 pub use nrt::{SegmentCheckpoint, StoreFile};
 use open::dir_size;
 pub use ops::{DocRequest, GetResult, OpResult, OpResultKind, Origin, VersionType, WriteOp};
@@ -99,8 +103,9 @@ pub struct Engine {
     failure: Mutex<Option<String>>,
     /// Corruption found by reads and merges; see [`crate::store`].
     pub(crate) integrity: Integrity,
-    /// Checksums of this primary's segment files, for segment-replication checkpoints.
-    checksums: nrt::ChecksumCache,
+    /// The `_source` plugin's merge hook (merged segments before their commit) and the
+    /// checksums of this primary's segment files, for segment-replication checkpoints.
+    merge_hook: MergeHook,
 }
 
 impl Engine {
@@ -395,7 +400,9 @@ impl Engine {
         self.translog.stats().uncommitted_size_in_bytes > self.config.flush_threshold_size
     }
 
-    /// Merges down to at most `max_num_segments` segments (blocking).
+    /// Merges the segments searchable when the call starts down to at most `max_num_segments`
+    /// (blocking). As Lucene's `forceMerge`, segments later refreshes add are not its concern:
+    /// under continuous writes a loop over every segment would never end.
     pub fn force_merge(&self, max_num_segments: usize) -> Result<(), EngineError> {
         // A replica's segments are the primary's: it merges by copying the merged segment.
         if self.is_writer_less() {
@@ -403,11 +410,28 @@ impl Engine {
         }
         self.refresh()?;
         let max_num_segments = max_num_segments.max(1);
+        let _paused = self.merge_hook.pause_background_merges();
+        let mut set = ForceMergeSet::new(self.searchable_segment_ids()?);
         // Background merges may hold some of the segments: wait for them and try again.
         let deadline = Instant::now() + std::time::Duration::from_secs(600);
         loop {
-            let mut metas = self.index.searchable_segment_metas()?;
-            let has_deletes = metas.iter().any(|m| m.num_deleted_docs() > 0);
+            let current = self.searchable_segment_ids()?;
+            // Merges the policy started before the pause end first: racing them rewrites the
+            // same segments twice and throws one result away.
+            if self.merge_hook.background_merges_running(&current) && Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+            set.observe(&current);
+            let mut metas: Vec<_> = self
+                .index
+                .searchable_segment_metas()?
+                .into_iter()
+                .filter(|m| set.is_target(&m.id()))
+                .collect();
+            let has_deletes = metas
+                .iter()
+                .any(|m| m.num_deleted_docs() > 0 && !set.is_own_merge(&m.id()));
             if metas.len() <= max_num_segments && !has_deletes {
                 return Ok(());
             }
@@ -428,7 +452,8 @@ impl Engine {
             let outcome = future.wait();
             self.counters.merge_current.fetch_sub(1, Ordering::Relaxed);
             match outcome {
-                Ok(_) => {
+                Ok(merged) => {
+                    set.merged(&ids, merged.map(|m| m.id()));
                     Counters::add(&self.counters.merge_total, 1);
                     Counters::add(&self.counters.merge_docs, docs);
                     Counters::add(
@@ -443,6 +468,15 @@ impl Engine {
             }
             self.reader.reload()?;
         }
+    }
+
+    fn searchable_segment_ids(&self) -> Result<Vec<tantivy::index::SegmentId>, EngineError> {
+        Ok(self
+            .index
+            .searchable_segment_metas()?
+            .iter()
+            .map(|m| m.id())
+            .collect())
     }
 
     /// A point-in-time searcher over refreshed data.
@@ -652,11 +686,12 @@ impl VersionMap {
     }
 }
 
-/// tantivy refuses to merge segments that a background merge is already rewriting.
+/// tantivy refuses to merge segments that a background merge is already rewriting, or that
+/// one has just replaced (listed a moment before the merge was asked for).
 fn is_busy_segment_error(error: &tantivy::TantivyError) -> bool {
-    error
-        .to_string()
-        .contains("could not be found in the SegmentManager")
+    let text = error.to_string();
+    text.contains("could not be found in the SegmentManager")
+        || text.contains("not all uncommitted or committed")
 }
 
 /// What a closed (not failed) engine answers with.
@@ -665,8 +700,9 @@ const CLOSED_REASON: &str = "shard closed";
 pub(crate) fn open_or_create_index(
     dir: &Path,
     codec: SourceCodec,
+    hook: &MergeHook,
 ) -> Result<(Index, ShardSchema), EngineError> {
-    let plugin = Arc::new(SourceStorePlugin::new(codec));
+    let plugin = hook.plugin(Arc::new(SourceStorePlugin::new(codec)));
     let index = if dir.join("meta.json").exists() {
         let mut index = Index::open_in_dir(dir)?;
         index.register_plugin(plugin);

@@ -23,8 +23,8 @@ pub use checkpoint::LocalCheckpointTracker;
 pub use commit::CommitPayload;
 pub use config::{set_node_indexing_budget, EngineConfig};
 pub use engine::{
-    DocRequest, Engine, GetResult, OpResult, OpResultKind, Origin, ParseDocument, RefreshListener,
-    SegmentCheckpoint, StoreFile, VersionType, WriteOp,
+    DocRequest, Engine, GetResult, MergedSegment, MergedSegmentListener, OpResult, OpResultKind,
+    Origin, ParseDocument, RefreshListener, SegmentCheckpoint, StoreFile, VersionType, WriteOp,
 };
 pub use error::EngineError;
 pub use shoal_translog::{Durability, Location, OpKind, Operation};
@@ -35,6 +35,8 @@ pub const NO_OPS_PERFORMED: i64 = -1;
 /// Sequence number meaning "unassigned".
 pub const UNASSIGNED_SEQ_NO: i64 = -2;
 
+#[cfg(test)]
+mod merged_tests;
 #[cfg(test)]
 mod nrt_tests;
 #[cfg(test)]

@@ -20,11 +20,11 @@ fn parse(id: &str, source: &[u8]) -> Result<TantivyDocument, MapperError> {
         .doc)
 }
 
-fn open_primary(dir: &Path) -> Engine {
+pub(crate) fn open_primary(dir: &Path) -> Engine {
     Engine::open(EngineConfig::new(dir.to_path_buf()), 1, &parse).unwrap()
 }
 
-fn open_replica(dir: &Path) -> Engine {
+pub(crate) fn open_replica(dir: &Path) -> Engine {
     let config = EngineConfig {
         segment_replica: true,
         ..EngineConfig::new(dir.to_path_buf())
@@ -48,7 +48,7 @@ fn index_op(id: &str, n: i64, seq_no: i64, version: i64) -> WriteOp {
 
 /// Indexes `ids` on the primary and sends the same operations to the replica, as the
 /// primary's write path does; both wait for their translogs.
-fn write(primary: &Engine, replica: &Engine, ids: std::ops::Range<i64>) {
+pub(crate) fn write(primary: &Engine, replica: &Engine, ids: std::ops::Range<i64>) {
     let ops = ids
         .clone()
         .map(|n| index_op(&format!("d{n}"), n, UNASSIGNED_SEQ_NO, 0))
@@ -73,7 +73,7 @@ fn write(primary: &Engine, replica: &Engine, ids: std::ops::Range<i64>) {
 
 /// Copies the checkpoint's files from the primary's index directory to the replica's, as a
 /// segment-replication target does before installing.
-fn copy_files(checkpoint: &SegmentCheckpoint, primary: &Engine, replica: &Engine) {
+pub(crate) fn copy_files(checkpoint: &SegmentCheckpoint, primary: &Engine, replica: &Engine) {
     let (from, to) = (primary.config().index_dir(), replica.config().index_dir());
     for file in &checkpoint.files {
         if !to.join(&file.name).exists() {
@@ -82,7 +82,7 @@ fn copy_files(checkpoint: &SegmentCheckpoint, primary: &Engine, replica: &Engine
     }
 }
 
-fn refresh_and_copy(primary: &Engine, replica: &Engine) -> SegmentCheckpoint {
+pub(crate) fn refresh_and_copy(primary: &Engine, replica: &Engine) -> SegmentCheckpoint {
     primary.refresh().unwrap();
     let checkpoint = primary.segment_checkpoint().unwrap();
     copy_files(&checkpoint, primary, replica);
@@ -90,7 +90,7 @@ fn refresh_and_copy(primary: &Engine, replica: &Engine) -> SegmentCheckpoint {
     checkpoint
 }
 
-fn docs(engine: &Engine) -> u64 {
+pub(crate) fn docs(engine: &Engine) -> u64 {
     engine.searcher().num_docs()
 }
 

@@ -12,7 +12,7 @@ use shoal_translog::{Translog, TranslogConfig};
 
 use crate::commit::CommitPayload;
 use crate::config::EngineConfig;
-use crate::engine::{open_or_create_index, Engine};
+use crate::engine::{open_or_create_index, Engine, MergeHook};
 use crate::error::EngineError;
 
 /// A commit pinned for a recovery: its files (name, length) and what it contains.
@@ -101,7 +101,8 @@ pub fn bind_recovered_store(
     // The new translog is empty: the commit's operations are in the commit only.
     payload.history_complete_from = payload.max_seq_no + 1;
     drop(translog);
-    let (index, _) = open_or_create_index(&config.index_dir(), config.codec)?;
+    let hook = MergeHook::new(config.index_dir());
+    let (index, _) = open_or_create_index(&config.index_dir(), config.codec, &hook)?;
     let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 15_000_000)?;
     let mut commit = writer.prepare_commit()?;
     commit.set_payload(&payload.to_json());

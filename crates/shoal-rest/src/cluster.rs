@@ -380,6 +380,13 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
         if let Some(segments) = indices.get_mut("segments").and_then(Value::as_object_mut) {
             segments.insert("segment_replication".into(), segment_replication_stats(&node));
         }
+        // OpenSearch 3.3+ reports its merged segment warmer under `merges`.
+        if let Some(merges) = indices.get_mut("merges").and_then(Value::as_object_mut) {
+            merges.insert(
+                "merged_segment_warmer".into(),
+                json!(node.segrep.warmer_stats()),
+            );
+        }
         let process = process_stats();
         let fs = fs_stats(&node.paths.data);
         Ok(json!({

@@ -61,6 +61,29 @@ impl SegmentCheckpoint {
 #[derive(Default)]
 pub(crate) struct ChecksumCache(Mutex<HashMap<String, (u64, u32)>>);
 
+impl ChecksumCache {
+    /// The length and crc32c of `dir/name`, read (and the footer checked) only the first
+    /// time; the error says why the file was refused.
+    pub(crate) fn checksum(&self, dir: &std::path::Path, name: &str) -> Result<(u64, u32), String> {
+        if let Some(known) = self.0.lock().get(name) {
+            return Ok(*known);
+        }
+        // Read outside the lock: a merged segment's files are checksummed on a merge thread
+        // while a publication lists the current commit's.
+        let computed = checksum_file(&dir.join(name)).map_err(|e| format!("[{name}]: {e}"))?;
+        self.0.lock().insert(name.to_string(), computed);
+        Ok(computed)
+    }
+
+    /// Forgets files that are gone: merged away (a file no commit lists but still on disk
+    /// is a merged segment waiting for its commit, whose checksum is wanted next).
+    fn forget_deleted(&self, dir: &std::path::Path, listed: &HashSet<&str>) {
+        self.0
+            .lock()
+            .retain(|name, _| listed.contains(name.as_str()) || dir.join(name).exists());
+    }
+}
+
 impl Engine {
     /// Whether this engine is a segment-replication replica (no index writer).
     pub fn is_writer_less(&self) -> bool {
@@ -106,7 +129,6 @@ impl Engine {
 
     fn store_files(&self, names: HashSet<PathBuf>) -> Result<Vec<StoreFile>, EngineError> {
         let dir = self.config.index_dir();
-        let mut cache = self.checksums.0.lock();
         let mut files = Vec::with_capacity(names.len());
         for path in names {
             // tantivy lists a delete file for every segment, also one that has none.
@@ -114,24 +136,19 @@ impl Engine {
                 continue;
             }
             let name = path.to_string_lossy().into_owned();
-            let (length, checksum) = match cache.get(&name) {
-                Some(known) => *known,
-                None => {
-                    let computed = checksum_file(&dir.join(&path))
-                        .map_err(|e| self.fail_corrupted(format!("[{name}]: {e}")))?;
-                    cache.insert(name.clone(), computed);
-                    computed
-                }
-            };
+            let (length, checksum) = self
+                .merge_hook
+                .checksums
+                .checksum(&dir, &name)
+                .map_err(|reason| self.fail_corrupted(reason))?;
             files.push(StoreFile {
                 name,
                 length,
                 checksum,
             });
         }
-        // Files merged away are gone for good: forget them.
         let listed: HashSet<&str> = files.iter().map(|f| f.name.as_str()).collect();
-        cache.retain(|name, _| listed.contains(name.as_str()));
+        self.merge_hook.checksums.forget_deleted(&dir, &listed);
         files.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(files)
     }
@@ -345,6 +362,7 @@ impl Engine {
                 &self.index,
                 &self.config,
                 &self.integrity,
+                &self.merge_hook,
             )?);
             let committed = self
                 .index

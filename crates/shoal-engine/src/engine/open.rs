@@ -12,7 +12,8 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         std::fs::create_dir_all(config.index_dir())?;
         std::fs::create_dir_all(config.translog_dir())?;
-        let (index, schema) = open_or_create_index(&config.index_dir(), config.codec)?;
+        let merge_hook = MergeHook::new(config.index_dir());
+        let (index, schema) = open_or_create_index(&config.index_dir(), config.codec, &merge_hook)?;
         let payload = index
             .load_metas()?
             .payload
@@ -37,7 +38,7 @@ impl Engine {
         let history_complete_from = payload.as_ref().map_or(0, |p| p.history_complete_from);
         let writer = match config.segment_replica {
             true => None,
-            false => Some(new_writer(&index, &config, &integrity)?),
+            false => Some(new_writer(&index, &config, &integrity, &merge_hook)?),
         };
         let source_cache = Arc::new(SourceReaderCache::new());
         let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
@@ -71,7 +72,7 @@ impl Engine {
             refresh_listeners: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             integrity,
-            checksums: Default::default(),
+            merge_hook,
         };
         // A replica's translog holds what it logged above the copied commit; only a writer
         // indexes it (on promotion).
@@ -182,6 +183,7 @@ pub(super) fn new_writer(
     index: &Index,
     config: &EngineConfig,
     integrity: &Integrity,
+    hook: &MergeHook,
 ) -> Result<IndexWriter, EngineError> {
     let threads = config.indexing_threads.max(1);
     let writer: IndexWriter =
@@ -189,11 +191,11 @@ pub(super) fn new_writer(
     let mut policy = LogMergePolicy::default();
     // Reclaim space from updated/deleted documents instead of ignoring deletes when merging.
     policy.set_del_docs_ratio_before_merge(0.3);
-    writer.set_merge_policy(Box::new(VerifyingMergePolicy::new(
+    writer.set_merge_policy(hook.pausable(Box::new(VerifyingMergePolicy::new(
         Box::new(policy),
         index.clone(),
         integrity.clone(),
-    )));
+    ))));
     Ok(writer)
 }
 

@@ -86,9 +86,11 @@ impl Node {
         service.ensure_shard_open(shard, term, copy.primary)?;
         if let Some((files, started)) = restored {
             let replayed = self.remote.replay_translog(service, shard)?;
-            self.record_remote_restore(copy, &service.copy(shard)?, files, replayed, started);
+            let local = service.copy(shard)?;
+            self.record_remote_restore(copy, &local, files, replayed, started);
         }
         self.segrep.install_checkpoint_publisher(service, shard);
+        self.segrep.install_merge_warmer(service, shard);
         let local = service.copy(shard)?;
         // An index closed and opened again: its copies keep the record of their recovery.
         service.restore_recovery(shard, &local, &allocation_id);

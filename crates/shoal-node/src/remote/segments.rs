@@ -48,37 +48,16 @@ impl RemoteStoreService {
         if *state.uploaded_checkpoint.lock() == Some(position) {
             return Ok(checkpoint);
         }
-        self.learn_uploaded_files(repository, &keys, copy)?;
-        let missing: Vec<_> = {
-            let uploaded = state.uploaded.lock();
-            checkpoint
-                .files
-                .iter()
-                .filter(|f| uploaded.get(&f.name) != Some(&(f.length, f.checksum)))
-                .cloned()
-                .collect()
-        };
         let stats = &state.stats;
         UploadStats::add(&stats.segment_uploads_started, 1);
         let _ = stats.pending_since.compare_exchange(0, now_millis(), Ordering::AcqRel, Ordering::Relaxed);
-        stats
-            .bytes_lag
-            .store(missing.iter().map(|f| f.length).sum(), Ordering::Relaxed);
         let started = Instant::now();
-        let uploaded = self.upload_files(repository, &keys, &pinned, &missing, copy);
-        let uploaded = uploaded.and_then(|bytes| {
-            self.upload_metadata(repository, &keys, &checkpoint)?;
-            Ok(bytes)
-        });
+        let uploaded = self.upload_pinned(repository, &keys, &pinned, copy);
         UploadStats::add(&stats.segment_upload_millis, started.elapsed().as_millis() as u64);
-        let bytes = match uploaded {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                UploadStats::add(&stats.segment_uploads_failed, 1);
-                UploadStats::add(&stats.consecutive_segment_failures, 1);
-                return Err(e);
-            }
-        };
+        let (files, bytes) = uploaded.inspect_err(|_| {
+            UploadStats::add(&stats.segment_uploads_failed, 1);
+            UploadStats::add(&stats.consecutive_segment_failures, 1);
+        })?;
         UploadStats::add(&stats.segment_uploads_succeeded, 1);
         UploadStats::add(&stats.segment_bytes_uploaded, bytes);
         stats.consecutive_segment_failures.store(0, Ordering::Relaxed);
@@ -86,13 +65,40 @@ impl RemoteStoreService {
         stats.pending_since.store(0, Ordering::Relaxed);
         stats.last_segment_upload_at.store(now_millis(), Ordering::Relaxed);
         *state.uploaded_checkpoint.lock() = Some(position);
-        tracing::debug!(index = %service.name(), shard, version = checkpoint.version, files = missing.len(), bytes, "segments uploaded");
+        tracing::debug!(index = %service.name(), shard, version = checkpoint.version, files, bytes, "segments uploaded");
         if UploadStats::get(&stats.segment_uploads_succeeded) % COLLECT_EVERY == 0 {
             if let Err(e) = self.collect_garbage(&keys, copy) {
                 tracing::warn!(index = %service.name(), shard, error = %e, "remote store garbage not collected");
             }
         }
         Ok(checkpoint)
+    }
+
+    /// Uploads the pinned checkpoint's files the repository lacks, then its metadata file;
+    /// returns how many files and bytes went up.
+    fn upload_pinned(
+        &self,
+        repository: &Repository,
+        keys: &ShardKeys,
+        pinned: &crate::shard::segrep::Pinned,
+        copy: &IndexShard,
+    ) -> ApiResult<(usize, u64)> {
+        self.learn_uploaded_files(repository, keys, copy)?;
+        let checkpoint = pinned.checkpoint();
+        let missing: Vec<_> = {
+            let uploaded = copy.remote.uploaded.lock();
+            checkpoint
+                .files
+                .iter()
+                .filter(|f| uploaded.get(&f.name) != Some(&(f.length, f.checksum)))
+                .cloned()
+                .collect()
+        };
+        let lag = missing.iter().map(|f| f.length).sum();
+        copy.remote.stats.bytes_lag.store(lag, Ordering::Relaxed);
+        let bytes = self.upload_files(repository, keys, pinned, &missing, copy)?;
+        self.upload_metadata(repository, keys, checkpoint)?;
+        Ok((missing.len(), bytes))
     }
 
     fn upload_files(

@@ -18,6 +18,8 @@ use crate::settings::parse_byte_size;
 pub const MAX_BYTES_PER_SEC: &str = "indices.recovery.max_bytes_per_sec";
 /// Segment replication's own rate; `-1` (the default) takes the recovery rate.
 pub const REPLICATION_MAX_BYTES_PER_SEC: &str = "indices.replication.max_bytes_per_sec";
+/// The merged-segment pre-copy's own rate; `-1` (the default) takes the replication rate.
+pub const WARMER_MAX_BYTES_PER_SEC: &str = "indices.replication.merges.warmer.max_bytes_per_sec";
 pub const CHUNK_SIZE: &str = "indices.recovery.chunk_size";
 pub const MAX_CONCURRENT_FILE_CHUNKS: &str = "indices.recovery.max_concurrent_file_chunks";
 
@@ -76,7 +78,9 @@ pub fn validate(key: &str, value: &serde_json::Value) -> ApiResult<()> {
         other => other.to_string(),
     };
     match key {
-        MAX_BYTES_PER_SEC | REPLICATION_MAX_BYTES_PER_SEC => parse_rate(&text).map(drop),
+        MAX_BYTES_PER_SEC | REPLICATION_MAX_BYTES_PER_SEC | WARMER_MAX_BYTES_PER_SEC => {
+            parse_rate(&text).map(drop)
+        }
         CHUNK_SIZE => parse_chunk_size(&text).map(drop),
         MAX_CONCURRENT_FILE_CHUNKS => parse_concurrent_chunks(&text).map(drop),
         _ => Ok(()),

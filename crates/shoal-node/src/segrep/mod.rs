@@ -26,6 +26,7 @@ use crate::index_service::IndexService;
 use crate::remote::RemoteStoreService;
 use crate::replication::throttle::RateLimiter;
 
+pub mod precopy;
 pub mod pressure;
 pub mod source;
 pub mod stats;
@@ -115,13 +116,17 @@ pub(crate) fn register_actions<N: Send + Sync + 'static>(
         weak.clone(),
         SegrepService::handle_visible_checkpoint,
     );
+    actions.register_on::<precopy::PublishMergedSegmentAction, _>(
+        weak.clone(),
+        SegrepService::receive_merged_segment,
+    );
     actions.register_on::<ReplicaRowsAction, _>(weak, SegrepService::serve_replica_rows);
 }
 
 /// Segment replication on this node: publishing and pinning checkpoints as a primary,
 /// copying and installing them as a replica, lag and backpressure. It holds the node's core
 /// and its own rate limiter (`indices.replication.max_bytes_per_sec` paces segment copies
-/// apart from recoveries, as in OpenSearch).
+/// apart from recoveries, as in OpenSearch), and one for merged-segment pre-copies.
 pub struct SegrepService {
     core: Arc<NodeCore>,
     limiter: RateLimiter,
@@ -130,6 +135,8 @@ pub struct SegrepService {
     remote: Arc<RemoteStoreService>,
     /// Itself, for work it schedules (a publication retried after a failed upload).
     me: std::sync::Weak<SegrepService>,
+    precopy_limiter: RateLimiter,
+    warmer: precopy::WarmerCounters,
 }
 
 impl SegrepService {
@@ -137,6 +144,8 @@ impl SegrepService {
         Arc::new_cyclic(|me| SegrepService {
             core,
             limiter: RateLimiter::default(),
+            precopy_limiter: RateLimiter::default(),
+            warmer: precopy::WarmerCounters::default(),
             remote,
             me: me.clone(),
         })

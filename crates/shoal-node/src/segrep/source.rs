@@ -228,7 +228,7 @@ impl SegrepService {
 
 /// The transport address of each of a primary's replication targets (by allocation id), with
 /// the message target naming that copy; a copy the state no longer places is left out.
-fn copy_targets(
+pub(super) fn copy_targets(
     state: &shoal_state::ClusterState,
     (index, uuid, shard): (&str, &str, usize),
     allocation_ids: Vec<String>,

@@ -141,8 +141,11 @@ impl SegrepService {
             return Ok(());
         };
         if copy.shard.segrep.has_installed(position(&checkpoint)) {
-            // Uploads come before publications, so this is a listing that lags: the copy
-            // task stops here and the next publication tries again.
+            if !copy.shard.segrep.is_behind() {
+                return Ok(());
+            }
+            // Published but not listed yet (uploads come before publications, so a listing
+            // that lags): the copy task stops here and the next publication tries again.
             return Err(ApiError::new(
                 503,
                 "replication_failed_exception",
@@ -191,6 +194,7 @@ impl SegrepService {
             e
         })?;
         copy.engine().install_checkpoint(checkpoint)?;
+        self.forget_precopied(copy, checkpoint);
         *state.installed.lock() = Some(position(checkpoint));
         self.report_visible(address, target, checkpoint);
         tracing::debug!(
@@ -206,7 +210,7 @@ impl SegrepService {
     }
 
     /// The local copy a segment-replication message names, if it is a writer-less replica.
-    fn segment_replica(&self, target: &CopyTarget) -> ApiResult<LocalCopy> {
+    pub(super) fn segment_replica(&self, target: &CopyTarget) -> ApiResult<LocalCopy> {
         let shard_id = shoal_types::ShardId::new(target.index_uuid.clone(), target.shard as u32);
         let allocation = shoal_types::AllocationId::from(target.allocation_id.as_str());
         let copy = self
@@ -226,7 +230,7 @@ impl SegrepService {
     }
 
     /// The node of the shard's active primary (id, transport address).
-    fn primary_of(&self, target: &CopyTarget) -> ApiResult<(String, String)> {
+    pub(super) fn primary_of(&self, target: &CopyTarget) -> ApiResult<(String, String)> {
         let state = self.core.cluster_state();
         state
             .primary(&target.index, target.shard as u32)
@@ -252,7 +256,7 @@ impl SegrepService {
 
     /// `indices.replication.max_bytes_per_sec` (`0`: unthrottled), unless unset or `-1`:
     /// then the recovery limit.
-    fn replication_bytes_per_sec(&self) -> Option<u64> {
+    pub(super) fn replication_bytes_per_sec(&self) -> Option<u64> {
         use crate::replication::throttle::{parse_rate, REPLICATION_MAX_BYTES_PER_SEC};
         match self.core.cluster_setting(REPLICATION_MAX_BYTES_PER_SEC) {
             Some(text) if !matches!(text.trim(), "-1" | "-1b") => parse_rate(&text).ok().flatten(),

@@ -34,6 +34,12 @@ const SHOAL_EXTRA: &[&str] = &[
     "I index.version.created = 0  [IndexScope, PrivateIndex]",
     "I index.version.upgraded = 0  [IndexScope, PrivateIndex]",
     "C http.max_content_length = 100mb  [NodeScope]",
+    // OpenSearch 3.4's merged-segment warmer (crates/shoal-node/src/segrep/precopy.rs), on by
+    // default in Shoal and with a threshold sized for a lag budget, not OpenSearch's 500mb.
+    "C indices.replication.merges.warmer.enabled = true  [Dynamic, NodeScope]",
+    "C indices.replication.merges.warmer.max_bytes_per_sec = -1b  [Dynamic, NodeScope]",
+    "C indices.replication.merges.warmer.min_segment_size_threshold = 2mb  [Dynamic, NodeScope]",
+    "C indices.replication.merges.warmer.timeout = 15m  [Dynamic, NodeScope]",
 ];
 
 pub fn registry() -> &'static Registry {

@@ -33,6 +33,9 @@ pub struct CopyState {
     pub(crate) rejected: std::sync::atomic::AtomicU64,
     /// As a primary: when its replicas were last checked for failing as stale.
     stale_checked: Mutex<Option<std::time::Instant>>,
+    /// As a replica: merged-segment files received ahead of the checkpoint that names them,
+    /// and when (see `crate::segrep::precopy`).
+    pub(crate) precopied: Mutex<HashMap<String, Instant>>,
 }
 
 impl CopyState {

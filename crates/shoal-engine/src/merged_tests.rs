@@ -1,0 +1,161 @@
+//! The merged-segment hook of a primary engine: a merged segment is reported complete before
+//! any commit names it, the merge waits for the listener while refreshes go on, and a replica
+//! that received the merged files beforehand copies nothing when the merge's commit arrives.
+
+use std::collections::BTreeSet;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::nrt_tests::{copy_files, docs, open_primary, open_replica, refresh_and_copy, write};
+use crate::*;
+
+/// What the listener saw of the first merged segment.
+struct Reported {
+    files: Vec<StoreFile>,
+    length: u64,
+}
+
+/// A listener that reports the first merged segment and holds that merge until `go`.
+fn hold_first_merge(engine: &Engine) -> (mpsc::Receiver<Reported>, mpsc::Sender<()>) {
+    let (reported, reports) = mpsc::channel();
+    let (go, wait) = mpsc::channel::<()>();
+    let first = Mutex::new(Some((reported, wait)));
+    let listener: MergedSegmentListener = Arc::new(move |merged: &MergedSegment| {
+        let Some((reported, wait)) = first.lock().take() else {
+            return;
+        };
+        let files = merged.store_files().expect("complete files with footers");
+        reported
+            .send(Reported {
+                files,
+                length: merged.length(),
+            })
+            .unwrap();
+        wait.recv().unwrap();
+    });
+    assert!(engine.set_merged_segment_listener(listener));
+    (reports, go)
+}
+
+fn names(files: &[StoreFile]) -> BTreeSet<String> {
+    files.iter().map(|f| f.name.clone()).collect()
+}
+
+#[test]
+fn a_merged_segment_is_reported_before_any_commit_names_it_and_refreshes_go_on_meanwhile() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let primary = Arc::new(open_primary(a.path()));
+    let replica = open_replica(b.path());
+    for batch in 0..3 {
+        write(&primary, &replica, batch * 10..batch * 10 + 10);
+        refresh_and_copy(&primary, &replica);
+    }
+    let (reports, go) = hold_first_merge(&primary);
+    let merging = {
+        let primary = primary.clone();
+        std::thread::spawn(move || primary.force_merge(1))
+    };
+    let merged = reports.recv().unwrap();
+    assert!(merged.length > 0 && merged.files.iter().any(|f| f.name.ends_with(".src")));
+    let before = primary.segment_checkpoint().unwrap();
+    assert!(names(&before.files).is_disjoint(&names(&merged.files)));
+
+    // The merge waits for the listener; writes, refreshes and replica copies do not.
+    write(&primary, &replica, 30..40);
+    let during = refresh_and_copy(&primary, &replica);
+    assert!(during.is_ahead_of(&before));
+    assert!(names(&during.files).is_disjoint(&names(&merged.files)));
+    assert_eq!(docs(&replica), 40);
+
+    go.send(()).unwrap();
+    merging.join().unwrap().unwrap();
+    refresh_and_copy(&primary, &replica);
+    assert_eq!((docs(&primary), docs(&replica)), (40, 40));
+}
+
+#[test]
+fn a_replica_given_the_merged_files_first_has_every_file_of_the_merge_commit() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let primary = Arc::new(open_primary(a.path()));
+    let replica = open_replica(b.path());
+    for batch in 0..3 {
+        write(&primary, &replica, batch * 10..batch * 10 + 10);
+        refresh_and_copy(&primary, &replica);
+    }
+    let (reports, go) = hold_first_merge(&primary);
+    let merging = {
+        let primary = primary.clone();
+        std::thread::spawn(move || primary.force_merge(1))
+    };
+    let merged = reports.recv().unwrap();
+    // The pre-copy: the merged files reach the replica before the merge is committed.
+    let pre_copy = SegmentCheckpoint {
+        files: merged.files.clone(),
+        ..primary.segment_checkpoint().unwrap()
+    };
+    copy_files(&pre_copy, &primary, &replica);
+    go.send(()).unwrap();
+    merging.join().unwrap().unwrap();
+
+    let after = primary.segment_checkpoint().unwrap();
+    assert_eq!(names(&after.files), names(&merged.files));
+    let on_replica = replica.config().index_dir();
+    for file in &after.files {
+        let (length, checksum) = store::checksum_file(&on_replica.join(&file.name)).unwrap();
+        assert_eq!(
+            (length, checksum),
+            (file.length, file.checksum),
+            "{}",
+            file.name
+        );
+    }
+    replica.install_checkpoint(&after).unwrap();
+    assert_eq!(docs(&replica), 30);
+}
+
+#[test]
+fn a_force_merge_under_continuous_writes_merges_what_was_there_and_returns() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let primary = Arc::new(open_primary(a.path()));
+    let replica = Arc::new(open_replica(b.path()));
+    for batch in 0..4 {
+        write(&primary, &replica, batch * 10..batch * 10 + 10);
+        primary.refresh().unwrap();
+    }
+    // Every merge takes a while (a slow pre-copy): refreshes add segments meanwhile.
+    let slow: MergedSegmentListener =
+        Arc::new(|_: &MergedSegment| std::thread::sleep(std::time::Duration::from_millis(200)));
+    primary.set_merged_segment_listener(slow);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (primary, replica, stop) = (primary.clone(), replica.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 40;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                write(&primary, &replica, n..n + 5);
+                primary.refresh().unwrap();
+                n += 5;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    primary.force_merge(1).unwrap();
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    writer.join().unwrap();
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    let largest = primary
+        .index()
+        .searchable_segment_metas()
+        .unwrap()
+        .iter()
+        .map(|m| m.num_docs())
+        .max();
+    assert!(
+        largest >= Some(40),
+        "the first 40 documents are in one segment: {largest:?}"
+    );
+}
