@@ -39,12 +39,8 @@ fn hold_first_merge(engine: &Engine) -> (mpsc::Receiver<Reported>, mpsc::Sender<
     (reports, go)
 }
 
-fn names(files: &[StoreFile]) -> BTreeSet<String> {
-    files.iter().map(|f| f.name.clone()).collect()
-}
-
-#[test]
-fn a_merged_segment_is_reported_before_any_commit_names_it_and_refreshes_go_on_meanwhile() {
+/// A primary and its replica with three segments, each written and copied.
+fn three_copied_segments() -> ([tempfile::TempDir; 2], Arc<Engine>, Engine) {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let primary = Arc::new(open_primary(a.path()));
     let replica = open_replica(b.path());
@@ -52,12 +48,33 @@ fn a_merged_segment_is_reported_before_any_commit_names_it_and_refreshes_go_on_m
         write(&primary, &replica, batch * 10..batch * 10 + 10);
         refresh_and_copy(&primary, &replica);
     }
-    let (reports, go) = hold_first_merge(&primary);
+    ([a, b], primary, replica)
+}
+
+/// A force merge to one segment, stopped where its merged segment is reported (until `go`).
+fn force_merge_held_at_its_end(
+    primary: &Arc<Engine>,
+) -> (
+    std::thread::JoinHandle<Result<(), crate::EngineError>>,
+    Reported,
+    mpsc::Sender<()>,
+) {
+    let (reports, go) = hold_first_merge(primary);
     let merging = {
         let primary = primary.clone();
         std::thread::spawn(move || primary.force_merge(1))
     };
-    let merged = reports.recv().unwrap();
+    (merging, reports.recv().unwrap(), go)
+}
+
+fn names(files: &[StoreFile]) -> BTreeSet<String> {
+    files.iter().map(|f| f.name.clone()).collect()
+}
+
+#[test]
+fn a_merged_segment_is_reported_before_any_commit_names_it_and_refreshes_go_on_meanwhile() {
+    let (_dirs, primary, replica) = three_copied_segments();
+    let (merging, merged, go) = force_merge_held_at_its_end(&primary);
     assert!(merged.length > 0 && merged.files.iter().any(|f| f.name.ends_with(".src")));
     let before = primary.segment_checkpoint().unwrap();
     assert!(names(&before.files).is_disjoint(&names(&merged.files)));
@@ -77,19 +94,8 @@ fn a_merged_segment_is_reported_before_any_commit_names_it_and_refreshes_go_on_m
 
 #[test]
 fn a_replica_given_the_merged_files_first_has_every_file_of_the_merge_commit() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let primary = Arc::new(open_primary(a.path()));
-    let replica = open_replica(b.path());
-    for batch in 0..3 {
-        write(&primary, &replica, batch * 10..batch * 10 + 10);
-        refresh_and_copy(&primary, &replica);
-    }
-    let (reports, go) = hold_first_merge(&primary);
-    let merging = {
-        let primary = primary.clone();
-        std::thread::spawn(move || primary.force_merge(1))
-    };
-    let merged = reports.recv().unwrap();
+    let (_dirs, primary, replica) = three_copied_segments();
+    let (merging, merged, go) = force_merge_held_at_its_end(&primary);
     // The pre-copy: the merged files reach the replica before the merge is committed.
     let pre_copy = SegmentCheckpoint {
         files: merged.files.clone(),

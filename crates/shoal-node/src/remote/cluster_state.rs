@@ -72,15 +72,21 @@ impl RemoteStoreService {
         format!("cluster-state/{}/", self.core.config.cluster_name)
     }
 
-    /// Looks for the newest metadata of this cluster's name and proposes it (or that there is
-    /// none): a fresh cluster takes it, an existing one only records the check.
-    fn restore_cluster_metadata(&self, repository: &Repository) -> ApiResult<()> {
+    /// This cluster name's metadata files, oldest first.
+    fn uploaded_keys(&self, repository: &Repository) -> ApiResult<Vec<String>> {
         let mut keys: Vec<String> = self
             .block_on(repository.list(&self.folder()))?
             .into_iter()
             .map(|o| o.key)
             .collect();
         keys.sort();
+        Ok(keys)
+    }
+
+    /// Looks for the newest metadata of this cluster's name and proposes it (or that there is
+    /// none): a fresh cluster takes it, an existing one only records the check.
+    fn restore_cluster_metadata(&self, repository: &Repository) -> ApiResult<()> {
+        let keys = self.uploaded_keys(repository)?;
         let newest = keys.last().cloned();
         let metadata = match &newest {
             Some(key) => {
@@ -121,12 +127,7 @@ impl RemoteStoreService {
         self.block_on(repository.put(&key, Bytes::from(bytes)))?;
         self.state_uploaded_hash.store(hash, Ordering::Release);
         tracing::debug!(key, indices = metadata.indices.len(), "cluster metadata uploaded");
-        let mut keys: Vec<String> = self
-            .block_on(repository.list(&self.folder()))?
-            .into_iter()
-            .map(|o| o.key)
-            .collect();
-        keys.sort();
+        let keys = self.uploaded_keys(repository)?;
         for old in &keys[..keys.len().saturating_sub(KEPT)] {
             self.block_on(repository.delete(old))?;
         }
