@@ -544,12 +544,24 @@ fn local_engines(node: &Node) -> Vec<(String, Weak<Engine>)> {
         .collect()
 }
 
-/// A port free a moment ago (the node binds it right after).
+/// A port free a moment ago, for a node's transport (it binds it at every start). Taken below
+/// the kernel's ephemeral range (32768 and up here): a port from that range, free while its
+/// node is stopped, can become the source port of any outgoing connection, and the restart
+/// then fails with "address already in use". Each process starts at a random place and counts
+/// up, so the clusters of one test binary never share a port.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 12_000;
+    const SPAN: u32 = 20_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(u32::MAX, rand::random_range(0..SPAN), Ordering::AcqRel, Ordering::Relaxed);
+    for _ in 0..SPAN {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::AcqRel) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}..{}", FIRST + SPAN);
 }
 
 fn init_logging() {
