@@ -113,7 +113,12 @@ pub fn initialize(
     };
     copy.recovery_source = Some(recovery);
     // A restored primary writes above every term its data was written in.
-    if copy.primary && matches!(recovery, RecoverySource::ExistingStore | RecoverySource::RemoteStore) {
+    if copy.primary
+        && matches!(
+            recovery,
+            RecoverySource::ExistingStore | RecoverySource::RemoteStore
+        )
+    {
         bump_primary_term(state, &at.index, at.shard);
     }
     true

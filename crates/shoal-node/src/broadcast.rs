@@ -275,9 +275,8 @@ impl Node {
                 BroadcastOp::SyncSegments => {
                     self.sync_local_segments(&request.indices, &name, shard)
                 }
-                BroadcastOp::Refresh => {
-                    run_op(&engine, BroadcastOp::Refresh).and_then(|()| self.upload_refreshed(&name, shard))
-                }
+                BroadcastOp::Refresh => run_op(&engine, BroadcastOp::Refresh)
+                    .and_then(|()| self.upload_refreshed(&name, shard)),
                 op => run_op(&engine, op),
             };
             match done {
@@ -301,7 +300,9 @@ impl Node {
         if copy.primary_targets().is_none() {
             return Ok(());
         }
-        self.remote.upload_current_checkpoint(&service, shard, &copy).map(|_| ())
+        self.remote
+            .upload_current_checkpoint(&service, shard, &copy)
+            .map(|_| ())
     }
 
     /// Brings the local segment replica of `name`/`shard` to its primary's latest checkpoint.

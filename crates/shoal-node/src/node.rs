@@ -132,7 +132,10 @@ impl Node {
             pressure,
         }));
         // The write service reaches the node's primary role weakly: no reference cycle.
-        let remote = Arc::new(crate::remote::RemoteStoreService::new(core.clone(), repositories));
+        let remote = Arc::new(crate::remote::RemoteStoreService::new(
+            core.clone(),
+            repositories,
+        ));
         let node = Arc::new_cyclic(|node| Node {
             reads: Arc::new(ReadService::new(core.clone())),
             segrep: crate::segrep::SegrepService::new(core.clone(), remote.clone()),

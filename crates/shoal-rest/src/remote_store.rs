@@ -64,11 +64,21 @@ async fn restore(node: Arc<Node>, params: Params, body: Bytes) -> RestResult {
     check_params(
         "/_remotestore/_restore",
         &params,
-        &["restore_all_shards", "wait_for_completion", "cluster_manager_timeout", "master_timeout"],
+        &[
+            "restore_all_shards",
+            "wait_for_completion",
+            "cluster_manager_timeout",
+            "master_timeout",
+        ],
     )?;
     let body = object_body(&body)?;
-    if let Some(other) = body.as_object().and_then(|m| m.keys().find(|k| *k != "indices")) {
-        return Err(ApiError::parsing(format!("Unknown key for a START_ARRAY in [{other}]")).into());
+    if let Some(other) = body
+        .as_object()
+        .and_then(|m| m.keys().find(|k| *k != "indices"))
+    {
+        return Err(
+            ApiError::parsing(format!("Unknown key for a START_ARRAY in [{other}]")).into(),
+        );
     }
     let indices = match body.get("indices") {
         Some(Value::Array(items)) => items
@@ -89,12 +99,20 @@ async fn restore(node: Arc<Node>, params: Params, body: Bytes) -> RestResult {
 }
 
 /// `GET /_remotestore/stats/{index}[/{shard}]`.
-async fn stats(node: Arc<Node>, index: String, shard: Option<String>, params: Params) -> RestResult {
+async fn stats(
+    node: Arc<Node>,
+    index: String,
+    shard: Option<String>,
+    params: Params,
+) -> RestResult {
     check_params("/_remotestore/stats", &params, &["local", "timeout"])?;
     let shard = shard
         .map(|s| {
-            s.parse::<usize>()
-                .map_err(|_| ApiError::bad_request(format!("Failed to parse int parameter [shard_id] with value [{s}]")))
+            s.parse::<usize>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "Failed to parse int parameter [shard_id] with value [{s}]"
+                ))
+            })
         })
         .transpose()?;
     let local = params.bool_or("local", false)?;

@@ -389,7 +389,9 @@ impl ClusterState {
             let table = self
                 .routing
                 .entry(name.clone())
-                .or_insert_with(|| IndexRoutingTable { shards: vec![Vec::new(); shards] });
+                .or_insert_with(|| IndexRoutingTable {
+                    shards: vec![Vec::new(); shards],
+                });
             table.shards.resize(shards, Vec::new());
             for (shard, copies) in table.shards.iter_mut().enumerate() {
                 let active_primary = copies.iter().any(|c| c.primary && c.is_active());
@@ -400,7 +402,12 @@ impl ClusterState {
                 primary.recovery_source = Some(RecoverySource::RemoteStore);
                 *copies = vec![primary];
                 for _ in 0..replicas {
-                    copies.push(ShardRouting::unassigned(name, shard as u32, false, info.clone()));
+                    copies.push(ShardRouting::unassigned(
+                        name,
+                        shard as u32,
+                        false,
+                        info.clone(),
+                    ));
                 }
                 if let Some(meta) = self.metadata.indices.get_mut(name) {
                     meta.in_sync_allocations[shard].clear();
@@ -419,7 +426,11 @@ impl ClusterState {
         source: Option<&str>,
         now: i64,
     ) {
-        if self.metadata.customs.contains_key(crate::metadata::REMOTE_STATE_CHECKED) {
+        if self
+            .metadata
+            .customs
+            .contains_key(crate::metadata::REMOTE_STATE_CHECKED)
+        {
             return;
         }
         let restore = metadata.filter(|_| self.metadata.indices.is_empty());
@@ -448,11 +459,17 @@ impl ClusterState {
             let table = IndexRoutingTable {
                 shards: (0..meta.number_of_shards())
                     .map(|shard| {
-                        let mut primary = ShardRouting::unassigned(&meta.name, shard, true, info.clone());
+                        let mut primary =
+                            ShardRouting::unassigned(&meta.name, shard, true, info.clone());
                         primary.recovery_source = Some(RecoverySource::ExistingStore);
                         let mut copies = vec![primary];
                         for _ in 0..meta.number_of_replicas() {
-                            copies.push(ShardRouting::unassigned(&meta.name, shard, false, info.clone()));
+                            copies.push(ShardRouting::unassigned(
+                                &meta.name,
+                                shard,
+                                false,
+                                info.clone(),
+                            ));
                         }
                         copies
                     })

@@ -11,9 +11,7 @@ use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{
-    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart,
-};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use tokio::io::AsyncReadExt;
 
 use crate::error::{StorageError, StorageResult};
@@ -62,7 +60,11 @@ impl Repository {
 
     /// Names the repository in logs and errors.
     pub fn describe(&self) -> String {
-        format!("repository [{}] ({})", self.settings.name, self.settings.type_name())
+        format!(
+            "repository [{}] ({})",
+            self.settings.name,
+            self.settings.type_name()
+        )
     }
 
     fn path(&self, key: &str) -> Path {

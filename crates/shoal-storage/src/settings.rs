@@ -75,7 +75,12 @@ impl RepositorySettings {
                 known.join(", ")
             )));
         }
-        let get = |key: &str| settings.get(key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let get = |key: &str| {
+            settings
+                .get(key)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
         let kind = match kind {
             "fs" => RepositoryKind::Fs {
                 location: PathBuf::from(get("location").ok_or_else(|| {
@@ -101,7 +106,10 @@ impl RepositorySettings {
         Ok(RepositorySettings {
             name: name.to_string(),
             kind,
-            base_path: get("base_path").unwrap_or_default().trim_matches('/').to_string(),
+            base_path: get("base_path")
+                .unwrap_or_default()
+                .trim_matches('/')
+                .to_string(),
         })
     }
 
@@ -149,7 +157,9 @@ impl RepositorySettings {
 fn check_name(name: &str) -> StorageResult<()> {
     let bad = name.is_empty()
         || name.starts_with('_')
-        || name.chars().any(|c| c.is_whitespace() || "\\/*?\"<>|,#".contains(c));
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || "\\/*?\"<>|,#".contains(c));
     match bad {
         true => Err(StorageError::Settings(format!(
             "Invalid repository name [{name}]: must not be empty, start with '_', or contain whitespace or any of \\/*?\"<>|,#"

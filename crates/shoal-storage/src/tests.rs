@@ -26,16 +26,32 @@ fn fs_repository(dir: &std::path::Path, base_path: &str) -> Repository {
 fn node_attributes_describe_an_fs_and_an_s3_repository() {
     let attrs = attributes(&[
         ("node.attr.remote_store.repository.r1.type", "fs"),
-        ("node.attr.remote_store.repository.r1.settings.location", "/tmp/r1"),
+        (
+            "node.attr.remote_store.repository.r1.settings.location",
+            "/tmp/r1",
+        ),
         ("node.attr.remote_store.repository.r2.type", "s3"),
         ("node.attr.remote_store.repository.r2.settings.bucket", "b"),
-        ("node.attr.remote_store.repository.r2.settings.endpoint", "http://127.0.0.1:9000"),
-        ("node.attr.remote_store.repository.r2.settings.path_style_access", "true"),
+        (
+            "node.attr.remote_store.repository.r2.settings.endpoint",
+            "http://127.0.0.1:9000",
+        ),
+        (
+            "node.attr.remote_store.repository.r2.settings.path_style_access",
+            "true",
+        ),
     ]);
     let r1 = RepositorySettings::from_attributes(PREFIX, "r1", &attrs).unwrap();
-    assert_eq!(r1.kind, RepositoryKind::Fs { location: "/tmp/r1".into() });
+    assert_eq!(
+        r1.kind,
+        RepositoryKind::Fs {
+            location: "/tmp/r1".into()
+        }
+    );
     let r2 = RepositorySettings::from_attributes(PREFIX, "r2", &attrs).unwrap();
-    let RepositoryKind::S3(s3) = r2.kind else { panic!("s3 expected") };
+    let RepositoryKind::S3(s3) = r2.kind else {
+        panic!("s3 expected")
+    };
     assert_eq!(s3.bucket, "b");
     assert!(s3.path_style_access);
     assert_eq!(s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
@@ -45,8 +61,14 @@ fn node_attributes_describe_an_fs_and_an_s3_repository() {
 fn a_setting_shoal_does_not_act_on_is_refused_naming_it() {
     let attrs = attributes(&[
         ("node.attr.remote_store.repository.r1.type", "fs"),
-        ("node.attr.remote_store.repository.r1.settings.location", "/tmp/r1"),
-        ("node.attr.remote_store.repository.r1.settings.compress", "true"),
+        (
+            "node.attr.remote_store.repository.r1.settings.location",
+            "/tmp/r1",
+        ),
+        (
+            "node.attr.remote_store.repository.r1.settings.compress",
+            "true",
+        ),
     ]);
     let error = RepositorySettings::from_attributes(PREFIX, "r1", &attrs).unwrap_err();
     assert_eq!(error.status(), 400);
@@ -63,17 +85,32 @@ fn a_setting_shoal_does_not_act_on_is_refused_naming_it() {
 async fn objects_round_trip_list_and_delete_under_the_base_path() {
     let dir = tempfile::tempdir().unwrap();
     let repository = fs_repository(dir.path(), "cluster-a/");
-    repository.put("idx/0/meta", Bytes::from_static(b"hello")).await.unwrap();
-    repository.put("idx/1/meta", Bytes::from_static(b"other")).await.unwrap();
+    repository
+        .put("idx/0/meta", Bytes::from_static(b"hello"))
+        .await
+        .unwrap();
+    repository
+        .put("idx/1/meta", Bytes::from_static(b"other"))
+        .await
+        .unwrap();
     assert!(dir.path().join("cluster-a/idx/0/meta").exists());
     assert_eq!(&repository.get("idx/0/meta").await.unwrap()[..], b"hello");
     let mut listed = repository.list("idx/0/").await.unwrap();
     listed.sort_by(|a, b| a.key.cmp(&b.key));
-    assert_eq!(listed, vec![StoredObject { key: "idx/0/meta".into(), size: 5 }]);
+    assert_eq!(
+        listed,
+        vec![StoredObject {
+            key: "idx/0/meta".into(),
+            size: 5
+        }]
+    );
     assert_eq!(repository.delete_folder("idx/").await.unwrap(), 2);
     let missing = repository.get("idx/0/meta").await.unwrap_err();
     assert_eq!(missing.status(), 404);
-    repository.delete("idx/0/meta").await.expect("deleting what is gone is fine");
+    repository
+        .delete("idx/0/meta")
+        .await
+        .expect("deleting what is gone is fine");
 }
 
 #[tokio::test]

@@ -554,7 +554,12 @@ fn free_port() -> u16 {
     const FIRST: u32 = 12_000;
     const SPAN: u32 = 20_000;
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
-    let _ = NEXT.compare_exchange(u32::MAX, rand::random_range(0..SPAN), Ordering::AcqRel, Ordering::Relaxed);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        rand::random_range(0..SPAN),
+        Ordering::AcqRel,
+        Ordering::Relaxed,
+    );
     for _ in 0..SPAN {
         let port = (FIRST + NEXT.fetch_add(1, Ordering::AcqRel) % SPAN) as u16;
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {

@@ -408,7 +408,11 @@ fn a_new_node_on_an_old_nodes_address_takes_the_old_nodes_copies_out() {
     assert!(!state.nodes.contains_key("n2"));
     for copies in state.routing["logs"].shards.iter() {
         for copy in copies {
-            assert_ne!(copy.node.as_deref(), Some("n2"), "a copy stayed on the old node: {copy:?}");
+            assert_ne!(
+                copy.node.as_deref(),
+                Some("n2"),
+                "a copy stayed on the old node: {copy:?}"
+            );
         }
     }
     settle(&mut state, 100_000);

@@ -80,7 +80,10 @@ impl Node {
             && copy.recovery_source == Some(shoal_state::RecoverySource::RemoteStore)
             && service.copy(shard).is_err();
         let restored = match restoring {
-            true => Some((self.remote.download_store(service, shard, term)?, now_millis())),
+            true => Some((
+                self.remote.download_store(service, shard, term)?,
+                now_millis(),
+            )),
             false => None,
         };
         service.ensure_shard_open(shard, term, copy.primary)?;

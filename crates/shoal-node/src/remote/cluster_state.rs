@@ -24,12 +24,18 @@ use crate::error::{ApiError, ApiResult};
 pub const STATE_ENABLED: &str = "cluster.remote_store.state.enabled";
 /// Metadata files kept per cluster.
 const KEPT: usize = 10;
+/// How long the cluster manager waits after a failed round before the next one.
+const STATE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl RemoteStoreService {
     /// The state repository, when the node has one and the setting enables it.
     fn state_repository(&self) -> Option<&Repository> {
         let enabled = self.core.config.get(STATE_ENABLED) == Some("true");
-        self.repositories.as_ref()?.state.as_ref().filter(|_| enabled)
+        self.repositories
+            .as_ref()?
+            .state
+            .as_ref()
+            .filter(|_| enabled)
     }
 
     /// Called at every scheduler tick: on the cluster manager, checks the repository once in
@@ -44,16 +50,34 @@ impl RemoteStoreService {
         if !manager || state.version == self.state_seen.load(Ordering::Acquire) {
             return;
         }
+        // After a failure, the next round waits (the store may be down for a while).
+        if self
+            .state_retry_at
+            .lock()
+            .is_some_and(|at| std::time::Instant::now() < at)
+        {
+            return;
+        }
         if self.state_busy.swap(true, Ordering::AcqRel) {
             return;
         }
         let me = self.clone();
-        let pool = self.core.pressure.pool(crate::pressure::settings::MANAGEMENT).clone();
+        let pool = self
+            .core
+            .pressure
+            .pool(crate::pressure::settings::MANAGEMENT)
+            .clone();
         let queued = pool.spawn(crate::pressure::Admission::Force, move || {
             let done = me.state_round(&state);
             match done {
-                Ok(()) => me.state_seen.store(state.version, Ordering::Release),
-                Err(e) => tracing::warn!(error = %e, "remote cluster state not maintained; retrying"),
+                Ok(()) => {
+                    me.state_seen.store(state.version, Ordering::Release);
+                    *me.state_retry_at.lock() = None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in_s = STATE_RETRY.as_secs(), "remote cluster state not maintained");
+                    *me.state_retry_at.lock() = Some(std::time::Instant::now() + STATE_RETRY);
+                }
             }
             me.state_busy.store(false, Ordering::Release);
         });
@@ -92,23 +116,34 @@ impl RemoteStoreService {
             Some(key) => {
                 let bytes = self.block_on(repository.get(key))?;
                 let metadata: RestorableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-                    ApiError::internal(format!("remote cluster metadata [{key}] cannot be read: {e}"))
+                    ApiError::internal(format!(
+                        "remote cluster metadata [{key}] cannot be read: {e}"
+                    ))
                 })?;
                 Some(metadata)
             }
             None => None,
         };
         let indices = metadata.as_ref().map_or(0, |m| m.indices.len());
-        let command = Command::RestoreClusterMetadata { metadata, source: newest.clone() };
+        let command = Command::RestoreClusterMetadata {
+            metadata,
+            source: newest.clone(),
+        };
         self.core.runtime.block_on(
-            self.core.cluster.propose(command, crate::config::CLUSTER_MANAGER_TIMEOUT),
+            self.core
+                .cluster
+                .propose(command, crate::config::CLUSTER_MANAGER_TIMEOUT),
         )?;
         tracing::info!(source = ?newest, indices, "remote cluster state checked");
         Ok(())
     }
 
     /// Uploads the metadata if it changed since the last upload; keeps the newest files.
-    fn upload_cluster_metadata(&self, repository: &Repository, state: &ClusterState) -> ApiResult<()> {
+    fn upload_cluster_metadata(
+        &self,
+        repository: &Repository,
+        state: &ClusterState,
+    ) -> ApiResult<()> {
         let metadata = state.metadata.restorable(&state.cluster_uuid);
         let bytes = serde_json::to_vec(&metadata).map_err(|e| ApiError::internal(e.to_string()))?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -126,7 +161,11 @@ impl RemoteStoreService {
         );
         self.block_on(repository.put(&key, Bytes::from(bytes)))?;
         self.state_uploaded_hash.store(hash, Ordering::Release);
-        tracing::debug!(key, indices = metadata.indices.len(), "cluster metadata uploaded");
+        tracing::debug!(
+            key,
+            indices = metadata.indices.len(),
+            "cluster metadata uploaded"
+        );
         let keys = self.uploaded_keys(repository)?;
         for old in &keys[..keys.len().saturating_sub(KEPT)] {
             self.block_on(repository.delete(old))?;

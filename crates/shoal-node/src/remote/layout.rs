@@ -114,8 +114,14 @@ mod tests {
         };
         let mut names = vec![name(2, 1), name(1, 900), name(1, 1000), name(10, 0)];
         names.sort();
-        let order: Vec<_> = names.iter().map(|n| &n[n.find("__").unwrap()..n.find("__").unwrap() + 44]).collect();
-        assert!(names[0].contains(&format!("{:019}__{:020}", 1, 900)), "{order:?}");
+        let order: Vec<_> = names
+            .iter()
+            .map(|n| &n[n.find("__").unwrap()..n.find("__").unwrap() + 44])
+            .collect();
+        assert!(
+            names[0].contains(&format!("{:019}__{:020}", 1, 900)),
+            "{order:?}"
+        );
         assert!(names[3].contains(&format!("{:019}__", 10)), "{order:?}");
     }
 

@@ -57,12 +57,21 @@ impl RemoteRepositories {
         let attributes: BTreeMap<String, String> = settings
             .iter()
             .filter(|(k, _)| k.starts_with(ATTR_PREFIX))
-            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                )
+            })
             .collect();
         if let Some(unknown) = attributes.keys().find(|k| {
             !k.starts_with(REPOSITORY_ATTR_PREFIX)
-                && ![SEGMENT_REPOSITORY_ATTR, TRANSLOG_REPOSITORY_ATTR, STATE_REPOSITORY_ATTR]
-                    .contains(&k.as_str())
+                && ![
+                    SEGMENT_REPOSITORY_ATTR,
+                    TRANSLOG_REPOSITORY_ATTR,
+                    STATE_REPOSITORY_ATTR,
+                ]
+                .contains(&k.as_str())
         }) {
             return Err(ApiError::bad_request(format!(
                 "unknown setting [{unknown}]: the remote store takes [{SEGMENT_REPOSITORY_ATTR}], [{TRANSLOG_REPOSITORY_ATTR}], [{STATE_REPOSITORY_ATTR}] and [{REPOSITORY_ATTR_PREFIX}<name>.*]"
@@ -79,14 +88,17 @@ impl RemoteRepositories {
             }
         };
         let open = |name: &str| -> ApiResult<Repository> {
-            let settings = RepositorySettings::from_attributes(REPOSITORY_ATTR_PREFIX, name, &attributes)
-                .map_err(storage_error)?;
+            let settings =
+                RepositorySettings::from_attributes(REPOSITORY_ATTR_PREFIX, name, &attributes)
+                    .map_err(storage_error)?;
             Repository::open(settings).map_err(storage_error)
         };
         Ok(Some(RemoteRepositories {
             segment: open(&segment)?,
             translog: open(&translog)?,
-            state: named(STATE_REPOSITORY_ATTR).map(|name| open(&name)).transpose()?,
+            state: named(STATE_REPOSITORY_ATTR)
+                .map(|name| open(&name))
+                .transpose()?,
         }))
     }
 }
@@ -101,16 +113,22 @@ pub struct RemoteStoreService {
     state_busy: AtomicBool,
     /// Hash of the metadata last uploaded (an unchanged metadata is not uploaded again).
     state_uploaded_hash: AtomicU64,
+    /// After a failed round: not before this.
+    state_retry_at: parking_lot::Mutex<Option<std::time::Instant>>,
 }
 
 impl RemoteStoreService {
-    pub fn new(core: Arc<NodeCore>, repositories: Option<RemoteRepositories>) -> RemoteStoreService {
+    pub fn new(
+        core: Arc<NodeCore>,
+        repositories: Option<RemoteRepositories>,
+    ) -> RemoteStoreService {
         RemoteStoreService {
             core,
             repositories,
             state_seen: AtomicU64::new(u64::MAX),
             state_busy: AtomicBool::new(false),
             state_uploaded_hash: AtomicU64::new(0),
+            state_retry_at: parking_lot::Mutex::new(None),
         }
     }
 

@@ -80,8 +80,9 @@ impl RemoteStoreService {
             0 => 0.0,
             since => now_millis().saturating_sub(since) as f64,
         };
-        (time_lag > time_threshold)
-            .then(|| format!("time_lag:{time_lag} ms dynamic_time_lag_threshold:{time_threshold} ms"))
+        (time_lag > time_threshold).then(|| {
+            format!("time_lag:{time_lag} ms dynamic_time_lag_threshold:{time_threshold} ms")
+        })
     }
 
     fn setting(&self, key: &str) -> Option<String> {

@@ -45,7 +45,10 @@ impl RemoteStoreService {
                 .indices
                 .get(name)
                 .ok_or_else(|| ApiError::index_not_found(name))?;
-            let remote = meta.settings.get("index.remote_store.enabled").and_then(Value::as_str);
+            let remote = meta
+                .settings
+                .get("index.remote_store.enabled")
+                .and_then(Value::as_str);
             if remote != Some("true") {
                 return Err(ApiError::bad_request(format!(
                     "cannot restore index [{name}] because remote store is not enabled for it"
@@ -74,7 +77,13 @@ impl RemoteStoreService {
         let mut total = 0;
         let mut failed = 0;
         for name in &request.indices {
-            let shards = self.core.cluster_state().metadata.indices.get(name).map_or(0, |m| m.number_of_shards() as usize);
+            let shards = self
+                .core
+                .cluster_state()
+                .metadata
+                .indices
+                .get(name)
+                .map_or(0, |m| m.number_of_shards() as usize);
             total += shards;
             if !self.core.wait_for_primaries(name, RESTORE_WAIT) {
                 failed += shards;
@@ -109,7 +118,11 @@ impl RemoteStoreService {
             .checkpoint
             .files
             .iter()
-            .map(|f| FileMeta { name: f.name.clone(), length: f.length, crc32c: f.checksum })
+            .map(|f| FileMeta {
+                name: f.name.clone(),
+                length: f.length,
+                crc32c: f.checksum,
+            })
             .collect();
         let source = RemoteSource { repository, keys };
         let limits = self.core.recovery_limits();
@@ -124,7 +137,10 @@ impl RemoteStoreService {
             files_in_flight: limits.concurrent_chunks,
         };
         let stats = transfer.run(&files)?;
-        std::fs::write(config.index_dir().join("meta.json"), &metadata.checkpoint.meta)?;
+        std::fs::write(
+            config.index_dir().join("meta.json"),
+            &metadata.checkpoint.meta,
+        )?;
         shoal_engine::recovery::bind_recovered_store(&config, term)?;
         tracing::info!(index = %service.name(), shard, metadata = %key, files = stats.files_copied, bytes = stats.bytes_copied, "segments restored from the remote store");
         Ok(stats)
@@ -179,4 +195,3 @@ impl TransferControl for Unthrottled {
 
     fn progress(&self, _event: Progress<'_>) {}
 }
-

@@ -50,23 +50,35 @@ impl RemoteStoreService {
         }
         let stats = &state.stats;
         UploadStats::add(&stats.segment_uploads_started, 1);
-        let _ = stats.pending_since.compare_exchange(0, now_millis(), Ordering::AcqRel, Ordering::Relaxed);
+        let _ = stats.pending_since.compare_exchange(
+            0,
+            now_millis(),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
         let started = Instant::now();
         let uploaded = self.upload_pinned(repository, &keys, &pinned, copy);
-        UploadStats::add(&stats.segment_upload_millis, started.elapsed().as_millis() as u64);
+        UploadStats::add(
+            &stats.segment_upload_millis,
+            started.elapsed().as_millis() as u64,
+        );
         let (files, bytes) = uploaded.inspect_err(|_| {
             UploadStats::add(&stats.segment_uploads_failed, 1);
             UploadStats::add(&stats.consecutive_segment_failures, 1);
         })?;
         UploadStats::add(&stats.segment_uploads_succeeded, 1);
         UploadStats::add(&stats.segment_bytes_uploaded, bytes);
-        stats.consecutive_segment_failures.store(0, Ordering::Relaxed);
+        stats
+            .consecutive_segment_failures
+            .store(0, Ordering::Relaxed);
         stats.bytes_lag.store(0, Ordering::Relaxed);
         stats.pending_since.store(0, Ordering::Relaxed);
-        stats.last_segment_upload_at.store(now_millis(), Ordering::Relaxed);
+        stats
+            .last_segment_upload_at
+            .store(now_millis(), Ordering::Relaxed);
         *state.uploaded_checkpoint.lock() = Some(position);
         tracing::debug!(index = %service.name(), shard, version = checkpoint.version, files, bytes, "segments uploaded");
-        if UploadStats::get(&stats.segment_uploads_succeeded) % COLLECT_EVERY == 0 {
+        if UploadStats::get(&stats.segment_uploads_succeeded).is_multiple_of(COLLECT_EVERY) {
             if let Err(e) = self.collect_garbage(&keys, copy) {
                 tracing::warn!(index = %service.name(), shard, error = %e, "remote store garbage not collected");
             }
@@ -183,7 +195,10 @@ impl RemoteStoreService {
         let Some(newest) = names.last() else {
             return Ok(None);
         };
-        Ok(Some((newest.clone(), self.read_metadata(repository, newest)?)))
+        Ok(Some((
+            newest.clone(),
+            self.read_metadata(repository, newest)?,
+        )))
     }
 
     /// The shard's metadata file keys, oldest first.
@@ -192,7 +207,11 @@ impl RemoteStoreService {
             .block_on(repository.list(&keys.metadata_folder()))?
             .into_iter()
             .map(|o| o.key)
-            .filter(|k| k.rsplit('/').next().is_some_and(|n| n.starts_with(METADATA_PREFIX)))
+            .filter(|k| {
+                k.rsplit('/')
+                    .next()
+                    .is_some_and(|n| n.starts_with(METADATA_PREFIX))
+            })
             .collect();
         names.sort();
         Ok(names)
@@ -227,7 +246,8 @@ impl RemoteStoreService {
         let mut oldest_kept_checkpoint = i64::MAX;
         for key in kept {
             let metadata = self.read_metadata(repository, key)?;
-            oldest_kept_checkpoint = oldest_kept_checkpoint.min(metadata.checkpoint.local_checkpoint);
+            oldest_kept_checkpoint =
+                oldest_kept_checkpoint.min(metadata.checkpoint.local_checkpoint);
             referenced.extend(metadata.checkpoint.files.into_iter().map(|f| f.name));
         }
         for key in old {
@@ -236,15 +256,26 @@ impl RemoteStoreService {
         let data = self.block_on(repository.list(&keys.segment_data_folder()))?;
         let mut deleted = 0;
         for object in data {
-            let name = object.key.rsplit('/').next().unwrap_or_default().to_string();
+            let name = object
+                .key
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string();
             if !referenced.contains(&name) {
                 self.block_on(repository.delete(&object.key))?;
                 copy.remote.uploaded.lock().remove(&name);
                 deleted += 1;
             }
         }
-        let batches = self.delete_translog_below(&repositories.translog, keys, oldest_kept_checkpoint)?;
-        tracing::debug!(metadata = old.len(), files = deleted, translog_batches = batches, "remote store garbage collected");
+        let batches =
+            self.delete_translog_below(&repositories.translog, keys, oldest_kept_checkpoint)?;
+        tracing::debug!(
+            metadata = old.len(),
+            files = deleted,
+            translog_batches = batches,
+            "remote store garbage collected"
+        );
         Ok(())
     }
 }
@@ -259,7 +290,10 @@ impl FileSource for RemoteSource {
     fn open(&self, file: &FileMeta, offset: u64) -> BoxFuture<'static, ApiResult<ByteStream>> {
         let (repository, key) = (self.repository.clone(), self.keys.segment_file(&file.name));
         Box::pin(async move {
-            let stream = repository.get_stream(&key, offset).await.map_err(storage_error)?;
+            let stream = repository
+                .get_stream(&key, offset)
+                .await
+                .map_err(storage_error)?;
             Ok(stream.map_err(storage_error).boxed())
         })
     }

@@ -53,7 +53,10 @@ impl RemoteStoreService {
                 "Remote store is not enabled for index: [{index}]"
             )));
         }
-        let request = StatsRequest { index: index.to_string(), shard };
+        let request = StatsRequest {
+            index: index.to_string(),
+            shard,
+        };
         let addresses = match local {
             true => Vec::new(),
             false => self.core.other_node_addresses(),

@@ -50,7 +50,7 @@ impl RemoteStoreService {
                 return Err(upload_timed_out(service, shard));
             }
             // The upload this writer waited on failed; its operations are not uploaded.
-            if state.attempts != attempts && !state.uploaded_to.is_some_and(|to| to >= seq_no) {
+            if state.attempts != attempts && state.uploaded_to.is_none_or(|to| to < seq_no) {
                 if let Some(reason) = state.failure.clone() {
                     return Err(upload_failed(service, shard, &reason));
                 }
@@ -96,18 +96,35 @@ impl RemoteStoreService {
     /// `cluster.remote_store.translog.buffer_interval` when the index names none.
     fn buffer_interval(&self, service: &IndexService) -> Duration {
         const KEY: &str = "index.remote_store.translog.buffer_interval";
-        let text = service
-            .with_meta(|m| m.setting(KEY))
-            .or_else(|| self.core.cluster_setting("cluster.remote_store.translog.buffer_interval"));
+        let text = service.with_meta(|m| m.setting(KEY)).or_else(|| {
+            self.core
+                .cluster_setting("cluster.remote_store.translog.buffer_interval")
+        });
         text.and_then(|t| crate::settings::parse_time(&t).ok().flatten())
             .unwrap_or(Duration::from_millis(650))
     }
 
     /// `durability: async`: the operations logged so far go up in the background (on the
     /// `replication` pool), at the translog sync interval.
-    pub(crate) fn queue_translog_upload(self: &Arc<Self>, service: &Arc<IndexService>, shard: usize) {
+    /// One at a time per copy: while an upload runs (a slow or failing store), the next sync
+    /// interval adds nothing to the pool.
+    pub(crate) fn queue_translog_upload(
+        self: &Arc<Self>,
+        service: &Arc<IndexService>,
+        shard: usize,
+    ) {
+        let Ok(copy) = service.copy(shard) else {
+            return;
+        };
+        if copy.remote.translog.state.lock().in_progress {
+            return;
+        }
         let (me, service) = (self.clone(), service.clone());
-        let pool = self.core.pressure.pool(crate::pressure::settings::REPLICATION).clone();
+        let pool = self
+            .core
+            .pressure
+            .pool(crate::pressure::settings::REPLICATION)
+            .clone();
         let queued = pool.spawn(crate::pressure::Admission::Force, move || {
             let Ok(copy) = service.copy(shard) else {
                 return;
@@ -143,9 +160,16 @@ impl RemoteStoreService {
         let started = Instant::now();
         let bytes = shoal_translog::encode_batch(&ops);
         let length = bytes.len() as u64;
-        let key = ShardKeys::new(&service.uuid(), shard).translog_batch(engine.primary_term(), from, last);
+        let key = ShardKeys::new(&service.uuid(), shard).translog_batch(
+            engine.primary_term(),
+            from,
+            last,
+        );
         let put = self.block_on(repository.put(&key, Bytes::from(bytes)));
-        UploadStats::add(&stats.translog_upload_millis, started.elapsed().as_millis() as u64);
+        UploadStats::add(
+            &stats.translog_upload_millis,
+            started.elapsed().as_millis() as u64,
+        );
         match put {
             Ok(()) => {
                 UploadStats::add(&stats.translog_uploads_succeeded, 1);
@@ -161,7 +185,11 @@ impl RemoteStoreService {
 
     /// Every operation of the shard's translog batches above `above`, one per seq_no (the
     /// highest term wins, as in a local translog), in seq_no order.
-    pub(crate) fn remote_operations(&self, keys: &ShardKeys, above: i64) -> ApiResult<Vec<Operation>> {
+    pub(crate) fn remote_operations(
+        &self,
+        keys: &ShardKeys,
+        above: i64,
+    ) -> ApiResult<Vec<Operation>> {
         let repository = &self.repositories()?.translog;
         let mut newest: BTreeMap<i64, Operation> = BTreeMap::new();
         for object in self.block_on(repository.list(&keys.translog_folder()))? {
@@ -173,7 +201,11 @@ impl RemoteStoreService {
             }
             let bytes = self.block_on(repository.get(&object.key))?;
             let ops = shoal_translog::decode_batch(&bytes).map_err(|reason| {
-                ApiError::new(500, "translog_corrupted_exception", format!("[{}] {reason}", object.key))
+                ApiError::new(
+                    500,
+                    "translog_corrupted_exception",
+                    format!("[{}] {reason}", object.key),
+                )
             })?;
             for op in ops.into_iter().filter(|op| op.seq_no > above) {
                 match newest.get(&op.seq_no) {

@@ -88,7 +88,11 @@ impl SegrepService {
     /// One round: the primary's current checkpoint, its files, installed here.
     pub(crate) fn replicate_once(&self, target: &CopyTarget, copy: &LocalCopy) -> ApiResult<()> {
         let (primary_id, address) = self.primary_of(target)?;
-        if self.core.index_by_uuid(&target.index_uuid)?.is_remote_store() {
+        if self
+            .core
+            .index_by_uuid(&target.index_uuid)?
+            .is_remote_store()
+        {
             return self.copy_from_repository(target, copy, &address);
         }
         let info = self
@@ -135,8 +139,9 @@ impl SegrepService {
         copy: &LocalCopy,
         primary_address: &str,
     ) -> ApiResult<()> {
-        let Some((repository, keys, checkpoint)) =
-            self.remote.newest_checkpoint(&target.index_uuid, target.shard)?
+        let Some((repository, keys, checkpoint)) = self
+            .remote
+            .newest_checkpoint(&target.index_uuid, target.shard)?
         else {
             return Ok(());
         };
@@ -157,7 +162,11 @@ impl SegrepService {
         }
         let source = crate::remote::segments::RemoteSource { repository, keys };
         self.install_from(target, copy, primary_address, &checkpoint, &source)?;
-        copy.shard.remote.stats.segment_downloads.fetch_add(1, Ordering::Relaxed);
+        copy.shard
+            .remote
+            .stats
+            .segment_downloads
+            .fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
