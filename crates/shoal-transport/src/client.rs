@@ -222,6 +222,15 @@ fn status_to_error(
 }
 
 fn classify_status(addr: &str, local_cluster_uuid: &str, status: &Status) -> TransportError {
+    // A stream or connection broken at the HTTP/2 layer (a node stopping, frozen or shedding
+    // streams) means the peer did not answer, whatever code tonic maps the h2 reason to
+    // (`Internal`, `ResourceExhausted` for ENHANCE_YOUR_CALM, …): it is unreachable.
+    if is_http2_failure(status) {
+        return TransportError::Unreachable {
+            addr: addr.to_string(),
+            reason: status.message().to_string(),
+        };
+    }
     match status.code() {
         Code::FailedPrecondition => match remote_cluster_uuid(status) {
             Some(remote) => TransportError::ClusterMismatch {
@@ -232,12 +241,6 @@ fn classify_status(addr: &str, local_cluster_uuid: &str, status: &Status) -> Tra
         },
         // Connect errors, broken connections and reset streams all surface as one of these.
         Code::Unavailable | Code::Unknown | Code::Cancelled => TransportError::Unreachable {
-            addr: addr.to_string(),
-            reason: status.message().to_string(),
-        },
-        // A connection torn down mid-request (a node shutting down, say) reaches tonic as an
-        // HTTP/2 error it reports as `Internal`: the peer did not answer, it is unreachable.
-        Code::Internal if is_http2_failure(status) => TransportError::Unreachable {
             addr: addr.to_string(),
             reason: status.message().to_string(),
         },
@@ -356,6 +359,12 @@ mod tests {
                 "{reason:?}"
             );
         }
+        // ENHANCE_YOUR_CALM reaches tonic as `ResourceExhausted` (seen against a frozen node).
+        let shed = Status::from_error(Box::new(h2::Error::from(h2::Reason::ENHANCE_YOUR_CALM)));
+        assert!(matches!(
+            classify_status("n1:9300", "uuid", &shed),
+            TransportError::Unreachable { .. }
+        ));
         let answered = Status::internal("the handler failed");
         assert!(!matches!(
             classify_status("n1:9300", "uuid", &answered),
