@@ -231,25 +231,7 @@ impl ClusterState {
         }
         meta.normalize();
         let info = UnassignedInfo::new(UnassignedReason::IndexCreated, now);
-        let table = IndexRoutingTable {
-            shards: (0..meta.number_of_shards())
-                .map(|shard| {
-                    let mut primary =
-                        ShardRouting::unassigned(&meta.name, shard, true, info.clone());
-                    primary.recovery_source = Some(RecoverySource::EmptyStore);
-                    let mut copies = vec![primary];
-                    for _ in 0..meta.number_of_replicas() {
-                        copies.push(ShardRouting::unassigned(
-                            &meta.name,
-                            shard,
-                            false,
-                            info.clone(),
-                        ));
-                    }
-                    copies
-                })
-                .collect(),
-        };
+        let table = unassigned_table(&meta, &info, RecoverySource::EmptyStore);
         self.routing.insert(meta.name.clone(), table);
         self.metadata.indices.insert(meta.name.clone(), meta);
         Ok(())
@@ -383,8 +365,8 @@ impl ClusterState {
             if all_shards {
                 meta.state = crate::metadata::IndexState::Open;
             }
+            let meta = meta.clone();
             let shards = meta.number_of_shards() as usize;
-            let replicas = meta.number_of_replicas();
             let info = UnassignedInfo::new(UnassignedReason::ExistingIndexRestored, now);
             let table = self
                 .routing
@@ -398,17 +380,8 @@ impl ClusterState {
                 if active_primary && !all_shards {
                     continue;
                 }
-                let mut primary = ShardRouting::unassigned(name, shard as u32, true, info.clone());
-                primary.recovery_source = Some(RecoverySource::RemoteStore);
-                *copies = vec![primary];
-                for _ in 0..replicas {
-                    copies.push(ShardRouting::unassigned(
-                        name,
-                        shard as u32,
-                        false,
-                        info.clone(),
-                    ));
-                }
+                *copies =
+                    unassigned_copies(&meta, shard as u32, &info, RecoverySource::RemoteStore);
                 if let Some(meta) = self.metadata.indices.get_mut(name) {
                     meta.in_sync_allocations[shard].clear();
                 }
@@ -456,25 +429,7 @@ impl ClusterState {
             meta.normalize();
             // Red until restored: no node holds these copies any more, and the primary waits
             // for `_remotestore/_restore` (or for a node with its data to come back).
-            let table = IndexRoutingTable {
-                shards: (0..meta.number_of_shards())
-                    .map(|shard| {
-                        let mut primary =
-                            ShardRouting::unassigned(&meta.name, shard, true, info.clone());
-                        primary.recovery_source = Some(RecoverySource::ExistingStore);
-                        let mut copies = vec![primary];
-                        for _ in 0..meta.number_of_replicas() {
-                            copies.push(ShardRouting::unassigned(
-                                &meta.name,
-                                shard,
-                                false,
-                                info.clone(),
-                            ));
-                        }
-                        copies
-                    })
-                    .collect(),
-            };
+            let table = unassigned_table(&meta, &info, RecoverySource::ExistingStore);
             self.routing.insert(meta.name.clone(), table);
             self.metadata.indices.insert(meta.name.clone(), meta);
         }
@@ -712,4 +667,31 @@ fn promotion_candidate(
                 .position(|c| eligible(c) && c.state == ShardState::Started)
         })
         .or_else(|| copies.iter().position(eligible))
+}
+
+/// An index's routing before allocation: per shard, a primary to recover from `source` and
+/// its replicas, all unassigned for `info`'s reason.
+fn unassigned_table(
+    meta: &IndexMetadata,
+    info: &UnassignedInfo,
+    source: RecoverySource,
+) -> IndexRoutingTable {
+    IndexRoutingTable {
+        shards: (0..meta.number_of_shards())
+            .map(|shard| unassigned_copies(meta, shard, info, source))
+            .collect(),
+    }
+}
+
+fn unassigned_copies(
+    meta: &IndexMetadata,
+    shard: u32,
+    info: &UnassignedInfo,
+    source: RecoverySource,
+) -> Vec<ShardRouting> {
+    let mut primary = ShardRouting::unassigned(&meta.name, shard, true, info.clone());
+    primary.recovery_source = Some(source);
+    let replicas = (0..meta.number_of_replicas())
+        .map(|_| ShardRouting::unassigned(&meta.name, shard, false, info.clone()));
+    std::iter::once(primary).chain(replicas).collect()
 }

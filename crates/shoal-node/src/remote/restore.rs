@@ -15,7 +15,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::replication::{ReplicaOp, ReplicaOpHeader};
 use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl, TransferStats};
-use crate::transfer::FileMeta;
 
 /// How long `wait_for_completion=true` waits for the restored primaries.
 const RESTORE_WAIT: Duration = Duration::from_secs(1800);
@@ -114,16 +113,7 @@ impl RemoteStoreService {
             tracing::info!(index = %service.name(), shard, "nothing uploaded for this shard yet: it restores empty and replays its translog");
             return Ok(TransferStats::default());
         };
-        let files: Vec<FileMeta> = metadata
-            .checkpoint
-            .files
-            .iter()
-            .map(|f| FileMeta {
-                name: f.name.clone(),
-                length: f.length,
-                crc32c: f.checksum,
-            })
-            .collect();
+        let files = crate::segrep::target::file_list(&metadata.checkpoint);
         let source = RemoteSource { repository, keys };
         let limits = self.core.recovery_limits();
         let limiter = crate::replication::throttle::RateLimiter::default();

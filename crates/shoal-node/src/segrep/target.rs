@@ -275,7 +275,7 @@ impl SegrepService {
 }
 
 /// The checkpoint's files as a transfer lists them.
-fn file_list(checkpoint: &SegmentCheckpoint) -> Vec<FileMeta> {
+pub(crate) fn file_list(checkpoint: &SegmentCheckpoint) -> Vec<FileMeta> {
     checkpoint
         .files
         .iter()
