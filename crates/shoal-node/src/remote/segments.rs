@@ -36,6 +36,12 @@ impl RemoteStoreService {
         let keys = ShardKeys::new(&service.uuid(), shard);
         let state = &copy.remote;
         let _one_at_a_time = state.segment_upload.lock();
+        // `_refresh`, a replica sync and the publication all ask for the same commit: only
+        // the first pins (hard-links every file) and uploads it.
+        let current = copy.engine().segment_checkpoint()?;
+        if *state.uploaded_checkpoint.lock() == Some(crate::segrep::position(&current)) {
+            return Ok(current);
+        }
         let pin_dir = self
             .core
             .paths
