@@ -13,6 +13,7 @@ use super::segments::RemoteSource;
 use super::RemoteStoreService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::metadata::IndexMetadataExt;
 use crate::replication::{ReplicaOp, ReplicaOpHeader};
 use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl, TransferStats};
 
@@ -44,11 +45,7 @@ impl RemoteStoreService {
                 .indices
                 .get(name)
                 .ok_or_else(|| ApiError::index_not_found(name))?;
-            let remote = meta
-                .settings
-                .get("index.remote_store.enabled")
-                .and_then(Value::as_str);
-            if remote != Some("true") {
+            if !meta.settings().remote_store() {
                 return Err(ApiError::bad_request(format!(
                     "cannot restore index [{name}] because remote store is not enabled for it"
                 )));

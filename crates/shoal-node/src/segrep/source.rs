@@ -217,12 +217,7 @@ impl SegrepService {
     fn copy_of_session(&self, session: &str) -> Option<Arc<crate::shard::IndexShard>> {
         let mut parts = session.split('/');
         let (uuid, shard) = (parts.next()?, parts.next()?.parse::<usize>().ok()?);
-        let service = self
-            .core
-            .all_indices()
-            .into_iter()
-            .find(|s| s.uuid() == uuid)?;
-        service.copy(shard).ok()
+        self.core.index_by_uuid(uuid).ok()?.copy(shard).ok()
     }
 }
 
