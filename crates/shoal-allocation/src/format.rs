@@ -163,6 +163,7 @@ fn recovery_source_text(source: RecoverySource, bootstrap_new_history_uuid: bool
         }
         RecoverySource::Peer => "peer recovery".to_string(),
         RecoverySource::RemoteStore => "remote store recovery".to_string(),
+        RecoverySource::Snapshot => "snapshot recovery".to_string(),
     }
 }
 

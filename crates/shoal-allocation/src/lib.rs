@@ -30,6 +30,7 @@ use shoal_state::{ClusterState, RerouteCommand, StateError};
 pub use context::{AllocationContext, NodeStats, RoutingStats};
 pub use decision::{DebugMode, Decision, DecisionKind, Decisions, LabeledDecision};
 pub use explain::ExplainRequest;
+pub use format::time_value;
 pub use settings::AllocationSettings;
 
 /// Runs after every applied command: expires delayed replicas, applies the disk flood-stage

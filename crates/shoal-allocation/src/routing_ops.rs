@@ -116,7 +116,7 @@ pub fn initialize(
     if copy.primary
         && matches!(
             recovery,
-            RecoverySource::ExistingStore | RecoverySource::RemoteStore
+            RecoverySource::ExistingStore | RecoverySource::RemoteStore | RecoverySource::Snapshot
         )
     {
         bump_primary_term(state, &at.index, at.shard);

@@ -98,6 +98,7 @@ pub fn index_meta(name: &str, shards: u32, replicas: u32, extra: &[(&str, &str)]
         mapping_version: 1,
         settings_version: 1,
         aliases_version: 1,
+        restored_from: None,
     }
 }
 

@@ -29,6 +29,7 @@ pub mod settings;
 pub mod shard;
 pub mod shard_failure;
 pub mod shard_limit;
+pub mod snapshot;
 pub mod stats;
 pub mod transfer;
 pub mod update;

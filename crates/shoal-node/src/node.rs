@@ -48,6 +48,7 @@ pub struct Node {
     pub segrep: Arc<crate::segrep::SegrepService>,
     /// Remote-backed storage (`node.attr.remote_store.*`).
     pub remote: Arc<crate::remote::RemoteStoreService>,
+    pub snapshots: Arc<crate::snapshot::SnapshotService>,
     pub(crate) recoveries: crate::replication::recovery::Recoveries,
     /// Keeps a runtime alive when the node was started outside of one (tests).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -72,6 +73,7 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     crate::replication::recovery::register_actions(&mut actions);
     crate::segrep::register_actions(&mut actions, &node.segrep);
     crate::remote::stats::register_actions(&mut actions, &node.remote);
+    crate::snapshot::shard::register_actions(&mut actions, &node.snapshots);
     actions.register_stream::<crate::segrep::FileStreamAction>(|node, request| {
         node.segrep.serve_file_stream(request)
     });
@@ -140,6 +142,7 @@ impl Node {
             reads: Arc::new(ReadService::new(core.clone())),
             segrep: crate::segrep::SegrepService::new(core.clone(), remote.clone()),
             remote,
+            snapshots: Arc::new(crate::snapshot::SnapshotService::new(core.clone())),
             writes: Arc::new(WriteService::new(
                 core.clone(),
                 node.clone() as std::sync::Weak<dyn WriteRoles>,
@@ -335,6 +338,7 @@ impl Node {
             mapping_version: 1,
             settings_version: 1,
             aliases_version: 1,
+            restored_from: None,
         };
         self.publish_index(meta, true)?;
         // The wait for primaries can last the whole timeout (primaries that cannot be

@@ -290,6 +290,7 @@ fn routing_json(copy: &shoal_state::ShardRouting) -> Value {
             shoal_state::RecoverySource::ExistingStore => "EXISTING_STORE",
             shoal_state::RecoverySource::Peer => "PEER",
             shoal_state::RecoverySource::RemoteStore => "REMOTE_STORE",
+            shoal_state::RecoverySource::Snapshot => "SNAPSHOT",
         };
         v["recovery_source"] = json!({"type": kind});
     }

@@ -17,6 +17,7 @@ mod router;
 mod search;
 mod segment_replication;
 mod server;
+mod snapshot;
 mod thread_pools;
 
 pub use router::{router, serve};

@@ -83,8 +83,10 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
                     text(source, false),
                     text(target.clone(), true),
                     text(target, false),
-                    t("n/a"),
-                    t("n/a"),
+                    t(r.snapshot
+                        .as_ref()
+                        .map_or("n/a", |(repository, _)| repository)),
+                    t(r.snapshot.as_ref().map_or("n/a", |(_, snapshot)| snapshot)),
                     n(r.files_total as i64),
                     n(r.files_recovered as i64),
                     t(format!(
@@ -182,6 +184,19 @@ fn node_json(state: &ClusterState, id: Option<&str>) -> Value {
     }
 }
 
+/// A peer recovery's source node, or a snapshot restore's repository and snapshot.
+fn source_json(state: &ClusterState, r: &RecoveryRecord) -> Value {
+    match &r.snapshot {
+        Some((repository, snapshot)) => json!({
+            "repository": repository,
+            "snapshot": snapshot,
+            "version": "2.18.0",
+            "index": r.index,
+        }),
+        None => node_json(state, r.source_node.as_deref()),
+    }
+}
+
 fn shard_json(state: &ClusterState, r: &RecoveryRecord) -> Value {
     let millis = r.elapsed().as_millis() as u64;
     let to_recover_files = r.files_total - r.files_reused;
@@ -194,7 +209,7 @@ fn shard_json(state: &ClusterState, r: &RecoveryRecord) -> Value {
         "start_time_in_millis": r.start_millis,
         "stop_time_in_millis": r.stop_millis,
         "total_time_in_millis": millis,
-        "source": node_json(state, r.source_node.as_deref()),
+        "source": source_json(state, r),
         "target": node_json(state, Some(&r.target_node)),
         "index": {
             "size": {"total_in_bytes": r.bytes_total, "reused_in_bytes": r.bytes_reused,

@@ -18,8 +18,6 @@ use crate::router::blocking;
 type S = Arc<Node>;
 type Q = Query<std::collections::HashMap<String, String>>;
 
-const COMMON_PARAMS: &[&str] = &["pretty", "human", "error_trace", "filter_path"];
-
 pub fn routes() -> Router<S> {
     Router::new()
         .route(
@@ -42,28 +40,11 @@ pub fn routes() -> Router<S> {
         )
 }
 
-fn check_params(path: &str, params: &Params, known: &[&str]) -> Result<(), ApiError> {
-    let unknown: Vec<String> = params
-        .0
-        .keys()
-        .filter(|k| !known.contains(&k.as_str()) && !COMMON_PARAMS.contains(&k.as_str()))
-        .map(|k| format!("[{k}]"))
-        .collect();
-    match unknown.is_empty() {
-        true => Ok(()),
-        false => Err(ApiError::bad_request(format!(
-            "request [{path}] contains unrecognized parameter: {}",
-            unknown.join(", ")
-        ))),
-    }
-}
-
 /// `POST /_remotestore/_restore?restore_all_shards=&wait_for_completion=` with
 /// `{"indices": [...]}`.
 async fn restore(node: Arc<Node>, params: Params, body: Bytes) -> RestResult {
-    check_params(
+    params.refuse_unknown(
         "/_remotestore/_restore",
-        &params,
         &[
             "restore_all_shards",
             "wait_for_completion",
@@ -105,7 +86,7 @@ async fn stats(
     shard: Option<String>,
     params: Params,
 ) -> RestResult {
-    check_params("/_remotestore/stats", &params, &["local", "timeout"])?;
+    params.refuse_unknown("/_remotestore/stats", &["local", "timeout"])?;
     let shard = shard
         .map(|s| {
             s.parse::<usize>().map_err(|_| {

@@ -19,6 +19,26 @@ impl Params {
         matches!(self.get(key), Some("") | Some("true"))
     }
 
+    /// Refuses a parameter neither `known` nor common to every request (`pretty`,
+    /// `human`, `error_trace`, `filter_path`), as OpenSearch does.
+    pub fn refuse_unknown(&self, path: &str, known: &[&str]) -> ApiResult<()> {
+        const COMMON: &[&str] = &["pretty", "human", "error_trace", "filter_path"];
+        let mut unknown: Vec<String> = self
+            .0
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()) && !COMMON.contains(&k.as_str()))
+            .map(|k| format!("[{k}]"))
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        unknown.sort();
+        Err(shoal_node::ApiError::bad_request(format!(
+            "request [{path}] contains unrecognized parameter: {}",
+            unknown.join(", ")
+        )))
+    }
+
     pub fn bool_or(&self, key: &str, default: bool) -> ApiResult<bool> {
         shoal_node::error::bool_param(&self.0, key, default)
     }

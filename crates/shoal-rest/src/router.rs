@@ -69,6 +69,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(crate::recovery::routes())
         .merge(crate::segment_replication::routes())
         .merge(crate::remote_store::routes())
+        .merge(crate::snapshot::routes())
         .merge(cat_routes())
         .merge(search_routes())
         .merge(document_routes())

@@ -126,6 +126,11 @@ impl ClusterState {
             Command::RestoreClusterMetadata { metadata, source } => {
                 self.restore_cluster_metadata(metadata.as_ref(), source.as_deref(), now)
             }
+            Command::PutRepository { name, repository } => self.put_repository(name, repository),
+            Command::DeleteRepositories { names } => self.delete_repositories(names)?,
+            Command::SnapshotBegin(entry) => self.begin_snapshot(entry)?,
+            Command::SnapshotEnd { repository, uuid } => self.end_snapshot(repository, uuid),
+            Command::RestoreSnapshot { indices } => self.restore_snapshot(indices, now)?,
         }
         self.version += 1;
         Ok(())
@@ -192,6 +197,7 @@ impl ClusterState {
             return;
         }
         self.disk_usage.remove(node_id);
+        self.drop_snapshots_of(node_id);
         let lost: Vec<(String, u32, String)> = self
             .copies_on_node(node_id)
             .chain(
@@ -671,7 +677,7 @@ fn promotion_candidate(
 
 /// An index's routing before allocation: per shard, a primary to recover from `source` and
 /// its replicas, all unassigned for `info`'s reason.
-fn unassigned_table(
+pub(crate) fn unassigned_table(
     meta: &IndexMetadata,
     info: &UnassignedInfo,
     source: RecoverySource,

@@ -150,6 +150,27 @@ pub enum Command {
         /// The repository object it came from (shown in the state).
         source: Option<String>,
     },
+    /// `PUT _snapshot/{name}`: registers (or replaces) a repository.
+    PutRepository {
+        name: String,
+        repository: crate::snapshots::RepositoryMetadata,
+    },
+    /// `DELETE _snapshot/{names}`; refused while a snapshot runs in one of them.
+    DeleteRepositories {
+        names: Vec<String>,
+    },
+    /// A snapshot is created or deleted; refused while another runs in its repository.
+    SnapshotBegin(crate::snapshots::SnapshotInProgress),
+    /// The coordinator finished (or gave up) the operation.
+    SnapshotEnd {
+        repository: String,
+        uuid: String,
+    },
+    /// `_snapshot/{repo}/{snap}/_restore`: new indices whose primaries recover from the
+    /// snapshot their `restored_from` names.
+    RestoreSnapshot {
+        indices: Vec<crate::IndexMetadata>,
+    },
 }
 
 impl Command {
@@ -173,6 +194,11 @@ impl Command {
             Command::Tick => "reroute-delayed",
             Command::RestoreRemoteStore { .. } => "remote-store-restore",
             Command::RestoreClusterMetadata { .. } => "remote-cluster-state-restore",
+            Command::PutRepository { .. } => "put-repository",
+            Command::DeleteRepositories { .. } => "delete-repository",
+            Command::SnapshotBegin(_) => "snapshot-begin",
+            Command::SnapshotEnd { .. } => "snapshot-end",
+            Command::RestoreSnapshot { .. } => "restore-snapshot",
         }
     }
 }

@@ -13,6 +13,7 @@ mod metadata;
 mod node;
 mod routing;
 mod settings;
+mod snapshots;
 
 pub use apply::{StateError, STALE_INDEX_METADATA};
 pub use command::{Command, PromotionChoice, Proposal, RerouteCommand, VotingExclusion};
@@ -26,6 +27,9 @@ pub use routing::{
     IndexRoutingTable, RecoverySource, ShardRouting, ShardState, UnassignedInfo, UnassignedReason,
 };
 pub use settings::{list_value, parse_duration_millis, split_list, SettingsView};
+pub use snapshots::{
+    RepositoryMetadata, SnapshotInProgress, SnapshotOperation, SnapshotRecoverySource,
+};
 
 use std::collections::BTreeMap;
 
@@ -49,6 +53,9 @@ pub struct ClusterState {
     pub disk_usage: BTreeMap<String, DiskUsage>,
     /// Source of deterministic allocation ids.
     pub next_allocation_seq: u64,
+    /// Snapshot operations running (at most one per repository).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<SnapshotInProgress>,
 }
 
 impl ClusterState {

@@ -76,6 +76,9 @@ pub struct IndexMetadata {
     pub settings_version: u64,
     #[serde(default = "one")]
     pub aliases_version: u64,
+    /// On an index created by a snapshot restore: where its primaries take their files from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<crate::snapshots::SnapshotRecoverySource>,
 }
 
 fn one() -> u64 {
@@ -131,6 +134,9 @@ pub struct Metadata {
     /// Room for what later features keep in the state (weighted routing, decommission, CCR).
     #[serde(default)]
     pub customs: BTreeMap<String, Value>,
+    /// Snapshot repositories by name (`PUT _snapshot/{name}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub repositories: BTreeMap<String, crate::snapshots::RepositoryMetadata>,
 }
 
 /// What a cluster keeps of its metadata in a remote state repository, to come back after

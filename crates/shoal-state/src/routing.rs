@@ -40,6 +40,8 @@ pub enum UnassignedReason {
     ForcedEmptyPrimary,
     /// `_remotestore/_restore` restores the shard from the remote store.
     ExistingIndexRestored,
+    /// A snapshot restore created the index.
+    NewIndexRestored,
 }
 
 impl UnassignedReason {
@@ -57,6 +59,7 @@ impl UnassignedReason {
             UnassignedReason::ManualAllocation => "MANUAL_ALLOCATION",
             UnassignedReason::ForcedEmptyPrimary => "FORCED_EMPTY_PRIMARY",
             UnassignedReason::ExistingIndexRestored => "EXISTING_INDEX_RESTORED",
+            UnassignedReason::NewIndexRestored => "NEW_INDEX_RESTORED",
         }
     }
 }
@@ -111,6 +114,9 @@ pub enum RecoverySource {
     Peer,
     /// A primary restored from the remote store (`POST _remotestore/_restore`).
     RemoteStore,
+    /// A primary restored from a snapshot (`POST _snapshot/{repo}/{snap}/_restore`); the
+    /// index's `restored_from` names it.
+    Snapshot,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -149,6 +149,15 @@ impl Repository {
         object.bytes().await.map_err(self.failed(key))
     }
 
+    /// The size of the object under `key`, or `None` when there is none.
+    pub async fn size_of(&self, key: &str) -> StorageResult<Option<u64>> {
+        match self.store.head(&self.path(key)).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(StorageError::from_store(&self.settings.name, key, e)),
+        }
+    }
+
     /// The object under `key` from `offset` to its end, in chunks as they arrive.
     pub async fn get_stream(
         &self,

@@ -24,6 +24,7 @@ fn meta(name: &str, shards: u32, replicas: u32, state: IndexState) -> IndexMetad
         mapping_version: 1,
         settings_version: 1,
         aliases_version: 1,
+        restored_from: None,
     }
 }
 

@@ -86,11 +86,25 @@ impl Node {
             )),
             false => None,
         };
+        let from_snapshot = match restores_from_snapshot(service, copy) {
+            true => Some((
+                self.snapshots.restore_shard(service, shard, term)?,
+                now_millis(),
+            )),
+            false => None,
+        };
         service.ensure_shard_open(shard, term, copy.primary)?;
         if let Some((files, started)) = restored {
             let replayed = self.remote.replay_translog(service, shard)?;
             let local = service.copy(shard)?;
-            self.record_remote_restore(copy, &local, files, replayed, started);
+            self.record_restore(copy, &local, files, replayed, started, None);
+        }
+        if let Some(((files, source), started)) = from_snapshot {
+            let local = service.copy(shard)?;
+            // Operations the snapshot's commit skipped were never acknowledged.
+            local.engine().fill_seq_no_gaps(term)?;
+            let snapshot = Some((source.repository, source.snapshot));
+            self.record_restore(copy, &local, files, 0, started, snapshot);
         }
         self.segrep.install_checkpoint_publisher(service, shard);
         self.segrep.install_merge_warmer(service, shard);
@@ -132,15 +146,16 @@ impl Node {
         Ok(())
     }
 
-    /// A primary restored from the remote store shows in `_cat/recovery` with what it
-    /// downloaded and replayed.
-    fn record_remote_restore(
+    /// A primary restored from the remote store or a snapshot shows in `_cat/recovery` with
+    /// what it downloaded and replayed.
+    fn record_restore(
         &self,
         copy: &ShardRouting,
         local: &IndexShard,
         files: crate::transfer::target::TransferStats,
         replayed: usize,
         started: i64,
+        snapshot: Option<(String, String)>,
     ) {
         use crate::replication::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
@@ -149,9 +164,13 @@ impl Node {
             copy.shard as usize,
             &allocation_id,
             true,
-            RecoveryType::RemoteStore,
+            match snapshot {
+                Some(_) => RecoveryType::Snapshot,
+                None => RecoveryType::RemoteStore,
+            },
             &self.node_id,
         );
+        record.snapshot = snapshot;
         record.start_millis = started;
         record.files_total = (files.files_copied + files.files_reused) as u64;
         record.files_recovered = files.files_copied as u64;
@@ -178,6 +197,7 @@ impl Node {
         let kind = match copy.recovery_source {
             Some(shoal_state::RecoverySource::ExistingStore) => RecoveryType::ExistingStore,
             Some(shoal_state::RecoverySource::RemoteStore) => RecoveryType::RemoteStore,
+            Some(shoal_state::RecoverySource::Snapshot) => RecoveryType::Snapshot,
             _ => RecoveryType::EmptyStore,
         };
         let mut record = RecoveryRecord::new(
@@ -209,4 +229,13 @@ impl Node {
             tracing::info!(index = %service.name(), "index deleted");
         }
     }
+}
+
+/// A primary of a restored index starting on this node with nothing open yet: its files
+/// come from the snapshot.
+fn restores_from_snapshot(service: &IndexService, copy: &ShardRouting) -> bool {
+    copy.primary
+        && copy.state == ShardState::Initializing
+        && copy.recovery_source == Some(shoal_state::RecoverySource::Snapshot)
+        && service.copy(copy.shard as usize).is_err()
 }

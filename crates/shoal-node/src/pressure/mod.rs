@@ -142,6 +142,9 @@ pub async fn run_on<T: Send + 'static>(
     })
 }
 
+/// Node-to-node snapshot work (a primary's part of a snapshot) runs on the `snapshot` pool.
+const SNAPSHOT_PREFIX: &str = "internal:cluster/snapshot/";
+
 /// The pool a node-to-node action runs on, and whether it may be rejected.
 pub fn pool_for_action(action: &str) -> (&'static str, Admission) {
     use crate::replication::action_names;
@@ -151,6 +154,8 @@ pub fn pool_for_action(action: &str) -> (&'static str, Admission) {
         || action.starts_with(action_names::SEGREP_PREFIX);
     if replication_work {
         (settings::REPLICATION, Admission::Force)
+    } else if action.starts_with(SNAPSHOT_PREFIX) {
+        (settings::SNAPSHOT, Admission::Force)
     } else {
         (settings::TRANSPORT, Admission::Normal)
     }

@@ -20,6 +20,8 @@ pub const GENERIC: &str = "generic";
 pub const TRANSPORT: &str = "transport_shard";
 /// Replica writes, peer recovery and resync: their own budget, never rejected.
 pub const REPLICATION: &str = "replication";
+/// Shard snapshots and the coordinators of snapshots not waited for (OpenSearch's `snapshot`).
+pub const SNAPSHOT: &str = "snapshot";
 
 const FIXED: &[&str] = &[WRITE, SEARCH, GET];
 
@@ -28,7 +30,7 @@ pub fn honoured_keys() -> Vec<String> {
     let fixed = FIXED
         .iter()
         .flat_map(|p| ["size", "queue_size"].map(|k| format!("thread_pool.{p}.{k}")));
-    let scaling = [MANAGEMENT, GENERIC]
+    let scaling = [MANAGEMENT, GENERIC, SNAPSHOT]
         .iter()
         .flat_map(|p| ["core", "max", "keep_alive"].map(|k| format!("thread_pool.{p}.{k}")));
     fixed.chain(scaling).collect()
@@ -67,6 +69,12 @@ fn defaults(processors: usize) -> Vec<PoolConfig> {
         scaling(GENERIC, 4, generic_max, Duration::from_secs(30)),
         scaling(TRANSPORT, 1, generic_max, Duration::from_secs(30)),
         scaling(REPLICATION, 1, generic_max, Duration::from_secs(30)),
+        scaling(
+            SNAPSHOT,
+            1,
+            (processors / 2).clamp(1, 5),
+            Duration::from_secs(300),
+        ),
     ]
 }
 
@@ -115,7 +123,7 @@ fn apply_settings(
                 pool.queue_size = usize::try_from(queue).ok();
             }
         }
-        PoolKind::Scaling if [MANAGEMENT, GENERIC].contains(&pool.name.as_str()) => {
+        PoolKind::Scaling if [MANAGEMENT, GENERIC, SNAPSHOT].contains(&pool.name.as_str()) => {
             if let Some(core) = int("core", 0, i32::MAX as i64)? {
                 pool.core = core as usize;
             }

@@ -112,23 +112,14 @@ impl RemoteStoreService {
         };
         let files = crate::segrep::target::file_list(&metadata.checkpoint);
         let source = RemoteSource { repository, keys };
-        let limits = self.core.recovery_limits();
-        let limiter = crate::replication::throttle::RateLimiter::default();
-        let transfer = FileTransfer {
-            dir: &config.index_dir(),
-            source: &source,
-            runtime: &self.core.runtime,
-            limiter: &limiter,
-            control: &Unthrottled,
-            differing: Differing::Replace,
-            files_in_flight: limits.concurrent_chunks,
-        };
-        let stats = transfer.run(&files)?;
-        std::fs::write(
-            config.index_dir().join("meta.json"),
+        let stats = install_store(
+            &self.core,
+            &config,
+            &source,
+            &files,
             &metadata.checkpoint.meta,
+            term,
         )?;
-        shoal_engine::recovery::bind_recovered_store(&config, term)?;
         tracing::info!(index = %service.name(), shard, metadata = %key, files = stats.files_copied, bytes = stats.bytes_copied, "segments restored from the remote store");
         Ok(stats)
     }
@@ -159,6 +150,33 @@ impl RemoteStoreService {
     }
 }
 
+/// Copies a commit's files from `source` into the (empty) store of `config`, writes its
+/// `meta.json` and binds the store to a new translog of `term`: the engine can open it.
+/// Restores copy at full speed: nothing else runs on the shard yet.
+pub(crate) fn install_store(
+    core: &crate::core::NodeCore,
+    config: &shoal_engine::EngineConfig,
+    source: &dyn crate::transfer::FileSource,
+    files: &[crate::transfer::FileMeta],
+    meta_json: &str,
+    term: i64,
+) -> ApiResult<TransferStats> {
+    let limiter = crate::replication::throttle::RateLimiter::default();
+    let transfer = FileTransfer {
+        dir: &config.index_dir(),
+        source,
+        runtime: &core.runtime,
+        limiter: &limiter,
+        control: &Unthrottled,
+        differing: Differing::Replace,
+        files_in_flight: core.recovery_limits().concurrent_chunks,
+    };
+    let stats = transfer.run(files)?;
+    std::fs::write(config.index_dir().join("meta.json"), meta_json)?;
+    shoal_engine::recovery::bind_recovered_store(config, term)?;
+    Ok(stats)
+}
+
 fn to_write(
     service: &IndexService,
     engine: &shoal_engine::Engine,
@@ -168,7 +186,6 @@ fn to_write(
     crate::replication::replica::replica_write(service, engine.schema(), header, source, true)
 }
 
-/// A restore copies at full speed: nothing else runs on the shard yet.
 struct Unthrottled;
 
 impl TransferControl for Unthrottled {

@@ -31,6 +31,7 @@ pub enum RecoveryType {
     ExistingStore,
     Peer,
     RemoteStore,
+    Snapshot,
 }
 
 impl RecoveryType {
@@ -40,6 +41,7 @@ impl RecoveryType {
             RecoveryType::ExistingStore => "existing_store",
             RecoveryType::Peer => "peer",
             RecoveryType::RemoteStore => "remote_store",
+            RecoveryType::Snapshot => "snapshot",
         }
     }
 }
@@ -87,6 +89,9 @@ pub struct RecoveryRecord {
     pub bytes_recovered: u64,
     pub ops_total: u64,
     pub ops_recovered: u64,
+    /// A snapshot restore's repository and snapshot (`_cat/recovery` columns).
+    #[serde(default)]
+    pub snapshot: Option<(String, String)>,
 }
 
 impl RecoveryRecord {
@@ -117,6 +122,7 @@ impl RecoveryRecord {
             bytes_recovered: 0,
             ops_total: 0,
             ops_recovered: 0,
+            snapshot: None,
         }
     }
 

@@ -495,6 +495,8 @@ const HONOURED_NODE: &[&str] = &[
     "node.roles",
     "path.data",
     "path.logs",
+    // snapshot/repositories.rs: where `fs` snapshot repositories may be.
+    "path.repo",
     "http.host",
     "http.port",
     "network.host",
@@ -519,6 +521,9 @@ const HONOURED_NODE: &[&str] = &[
     "thread_pool.generic.core",
     "thread_pool.generic.max",
     "thread_pool.generic.keep_alive",
+    "thread_pool.snapshot.core",
+    "thread_pool.snapshot.max",
+    "thread_pool.snapshot.keep_alive",
 ];
 const HONOURED_NODE_GROUPS: &[&str] = &[
     "node.attr.",

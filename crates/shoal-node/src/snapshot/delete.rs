@@ -1,0 +1,76 @@
+//! Deleting snapshots (`DELETE _snapshot/{repo}/{names}`): the next generation stops naming
+//! them, then their own files go, then every blob no remaining snapshot names.
+
+use serde_json::{json, Value};
+use shoal_state::{Command, SnapshotInProgress, SnapshotOperation};
+
+use super::layout::{self, SnapshotDetails};
+use super::read::wildcard_match;
+use super::{snapshot_missing, SnapshotService};
+use crate::error::ApiResult;
+use crate::node::now_millis;
+
+impl SnapshotService {
+    pub fn delete_snapshots(&self, repository: &str, names: &str) -> ApiResult<Value> {
+        let opened = self.repository(repository)?;
+        let data = self.repository_data(&opened)?;
+        let mut doomed = Vec::new();
+        for part in names.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let matched: Vec<String> = data
+                .snapshots
+                .iter()
+                .filter(|s| part == "_all" || wildcard_match(part, &s.name))
+                .map(|s| s.uuid.clone())
+                .collect();
+            if matched.is_empty() && !part.contains('*') && part != "_all" {
+                return Err(snapshot_missing(repository, part));
+            }
+            doomed.extend(matched);
+        }
+        doomed.sort();
+        doomed.dedup();
+        let entry = SnapshotInProgress {
+            repository: repository.to_string(),
+            snapshot: names.to_string(),
+            uuid: crate::node::new_id(),
+            operation: SnapshotOperation::Delete,
+            coordinator: self.core.node_id.clone(),
+            start_millis: now_millis(),
+            indices: Vec::new(),
+            shards: 0,
+        };
+        self.propose(Command::SnapshotBegin(entry.clone()))?;
+        let result = self.delete_under_lock(&opened, &doomed);
+        self.end_operation(&entry);
+        let (removed, blobs) = result?;
+        tracing::info!(repository, snapshots = removed, blobs, "snapshots deleted");
+        Ok(json!({ "acknowledged": true }))
+    }
+
+    /// Returns how many snapshots and blobs went.
+    fn delete_under_lock(
+        &self,
+        repository: &shoal_storage::Repository,
+        doomed: &[String],
+    ) -> ApiResult<(usize, usize)> {
+        let mut data = self.repository_data(repository)?;
+        let before = data.snapshots.len();
+        data.snapshots.retain(|s| !doomed.contains(&s.uuid));
+        let removed = before - data.snapshots.len();
+        let kept: Vec<SnapshotDetails> = data
+            .snapshots
+            .iter()
+            .map(|s| self.snapshot_details(repository, &s.uuid))
+            .collect::<ApiResult<_>>()?;
+        self.write_repository_data(repository, data)?;
+        for uuid in doomed {
+            self.block_on(repository.delete(&layout::snapshot_key(uuid)))?;
+        }
+        let stored = self.block_on(repository.list(layout::BLOBS_FOLDER))?;
+        let garbage = layout::unreferenced_blobs(stored.iter().map(|o| o.key.as_str()), &kept);
+        for key in &garbage {
+            self.block_on(repository.delete(key))?;
+        }
+        Ok((removed, garbage.len()))
+    }
+}

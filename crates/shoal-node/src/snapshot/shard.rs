@@ -1,0 +1,116 @@
+//! A primary's part of a snapshot: flush, pin the commit (hard links, so merges may delete
+//! the files meanwhile), upload the files the repository lacks, and describe the commit.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use shoal_state::RepositoryMetadata;
+use shoal_types::ShardId;
+
+use super::layout::{ShardSnapshot, SnapshotFile};
+use super::SnapshotService;
+use crate::error::{ApiError, ApiResult};
+
+/// Asks the node holding a primary to snapshot it.
+pub struct SnapshotShardAction;
+impl shoal_transport::Action for SnapshotShardAction {
+    const NAME: &'static str = "internal:cluster/snapshot/shard";
+    type Request = ShardRequest;
+    type Response = ShardSnapshot;
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardRequest {
+    pub index: String,
+    pub shard_id: ShardId,
+    pub repository: String,
+    /// The repository as the coordinator saw it registered: a node that has not applied the
+    /// registration yet opens it all the same.
+    pub repository_meta: RepositoryMetadata,
+    pub snapshot_uuid: String,
+}
+
+pub(crate) fn register_actions<N: Send + Sync + 'static>(
+    actions: &mut crate::rpc::NodeActions<N>,
+    service: &Arc<SnapshotService>,
+) {
+    actions.register_on::<SnapshotShardAction, _>(
+        Arc::downgrade(service),
+        SnapshotService::snapshot_local_primary,
+    );
+}
+
+impl SnapshotService {
+    /// Snapshots the local primary a request names.
+    pub(crate) fn snapshot_local_primary(&self, request: ShardRequest) -> ApiResult<ShardSnapshot> {
+        let started = Instant::now();
+        let start_millis = crate::node::now_millis();
+        let copy = self
+            .core
+            .local_copy(&request.index, &request.shard_id, None)?;
+        let primary = copy
+            .replication
+            .as_ref()
+            .is_some_and(|r| r.tracker.lock().is_primary_mode());
+        if !primary {
+            return Err(ApiError::new(
+                409,
+                "shard_not_in_primary_mode_exception",
+                format!(
+                    "{} is not the primary on this node any more: the coordinator asks the new one",
+                    request.shard_id
+                ),
+            ));
+        }
+        let repository = self.open(&request.repository, &request.repository_meta)?;
+        let engine = copy.engine();
+        // The snapshot holds every operation acknowledged before it started.
+        engine.flush(true)?;
+        let pin_dir = self
+            .core
+            .paths
+            .shard_dir(
+                &request.shard_id.index_uuid,
+                request.shard_id.shard as usize,
+            )
+            .join("snapshot-pins")
+            .join(&request.snapshot_uuid);
+        let pinned = crate::segrep::source::pin_checkpoint(engine, pin_dir)?;
+        let checkpoint = pinned.checkpoint();
+        let files: Vec<SnapshotFile> = checkpoint
+            .files
+            .iter()
+            .map(|f| SnapshotFile {
+                name: f.name.clone(),
+                length: f.length,
+                checksum: f.checksum,
+            })
+            .collect();
+        let (mut incremental_files, mut incremental_bytes) = (0, 0);
+        for file in &files {
+            let key = file.blob_key();
+            if self.block_on(repository.size_of(&key))? == Some(file.length) {
+                continue;
+            }
+            let path = pinned.path(&file.name).ok_or_else(|| {
+                ApiError::internal(format!("pinned commit lacks [{}]", file.name))
+            })?;
+            self.block_on(repository.put_file(&key, &path))?;
+            incremental_files += 1;
+            incremental_bytes += file.length;
+        }
+        tracing::info!(index = %request.index, shard = request.shard_id.shard, snapshot = %request.snapshot_uuid, files = files.len(), uploaded = incremental_files, bytes = incremental_bytes, "shard snapshotted");
+        Ok(ShardSnapshot {
+            files,
+            meta_json: checkpoint.meta.clone(),
+            local_checkpoint: checkpoint.local_checkpoint,
+            max_seq_no: checkpoint.max_seq_no,
+            incremental_files,
+            incremental_bytes,
+            start_millis,
+            time_millis: started.elapsed().as_millis() as u64,
+            node_id: self.core.node_id.clone(),
+        })
+    }
+}

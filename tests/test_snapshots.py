@@ -1,0 +1,233 @@
+"""Snapshots on real processes, through opensearch-py: a snapshot taken while writers run holds
+every write acknowledged before it started, a restore under a new name gives back the same
+documents (DOCUMENT and SEGMENT indices, replicas recovered from the restored primaries), a
+second snapshot uploads only the files the first did not hold, and a delete removes every file
+no remaining snapshot needs. Over an `fs` repository and over S3 (a moto server)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
+
+from cluster import ShoalCluster
+from test_remote_store import s3_server  # noqa: F401  (a fixture)
+from util import assert_error
+
+pytestmark = pytest.mark.cluster
+
+
+def cluster(tmp_path: Path, n: int = 3) -> ShoalCluster:
+    return ShoalCluster(tmp_path, n, settings={"path.repo": str(tmp_path / "backups")})
+
+
+def documents(c: ShoalCluster, index: str) -> dict[str, dict]:
+    """Every document of an index: id → source."""
+    r = c.http(0).post(f"/{index}/_search", {"size": 10000, "query": {"match_all": {}}})
+    assert r.status_code == 200, r.text
+    return {hit["_id"]: hit["_source"] for hit in r.json()["hits"]["hits"]}
+
+
+def load(c: ShoalCluster, index: str, start: int, count: int) -> None:
+    docs = {f"d{k}": {"title": f"package {k}", "n": k, "body": "lorem ipsum " * (k % 7)}
+            for k in range(start, start + count)}
+    for batch in range(0, count, 500):
+        keys = list(docs)[batch:batch + 500]
+        c.bulk(0, index, {k: docs[k] for k in keys}, refresh="false")
+    c.http(0).post(f"/{index}/_refresh")
+
+
+def status_stats(client, repository: str, snapshot: str) -> dict:
+    status = client.snapshot.status(repository=repository, snapshot=snapshot)["snapshots"][0]
+    assert status["state"] == "SUCCESS", status
+    return status["stats"]
+
+
+def test_a_snapshot_restored_under_a_new_name_holds_the_same_documents(tmp_path):
+    with cluster(tmp_path) as c:
+        client = c.client(1)
+        client.snapshot.create_repository(repository="backups", body={"type": "fs", "settings": {"location": "nightly"}})
+        for index, kind in (("logs", "DOCUMENT"), ("events", "SEGMENT")):
+            client.indices.create(index=index, body={"settings": {
+                "number_of_shards": 2, "number_of_replicas": 1, "index.replication.type": kind}})
+        c.wait_for_status("green")
+        load(c, "logs", 0, 1500)
+        load(c, "events", 0, 700)
+        before = {index: documents(c, index) for index in ("logs", "events")}
+
+        taken = client.snapshot.create(repository="backups", snapshot="snap-1", params={"wait_for_completion": "true"})
+        info = taken["snapshot"]
+        assert info["state"] == "SUCCESS" and info["shards"] == {"total": 4, "failed": 0, "successful": 4}, info
+        assert sorted(info["indices"]) == ["events", "logs"]
+
+        client.indices.delete(index="logs")
+        restored = client.snapshot.restore(repository="backups", snapshot="snap-1",
+                                           body={"indices": "logs,events", "rename_pattern": "(.+)",
+                                                 "rename_replacement": "restored-$1"},
+                                           params={"wait_for_completion": "true"})
+        assert restored["snapshot"]["shards"] == {"total": 4, "failed": 0, "successful": 4}, restored
+        c.wait_for_status("green", timeout=120)
+        for index in ("logs", "events"):
+            assert documents(c, f"restored-{index}") == before[index], f"restored-{index} differs"
+        settings = client.indices.get_settings(index="restored-events", flat_settings=True)
+        assert settings["restored-events"]["settings"]["index.replication.type"] == "SEGMENT"
+        rows = c.get("/_cat/recovery/restored-logs", 0, h="type,repository,snapshot,stage", v="false").text.split("\n")
+        assert "snapshot backups snap-1 done" in [" ".join(r.split()) for r in rows], rows
+        # The restored index takes writes like any other, on every copy.
+        c.bulk(0, "restored-logs", {"new": {"title": "after restore"}})
+        assert client.count(index="restored-logs")["count"] == 1501
+
+
+def test_a_second_snapshot_uploads_only_the_files_the_first_did_not_hold(tmp_path):
+    with cluster(tmp_path, 1) as c:
+        client = c.client(0)
+        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "r"}})
+        client.indices.create(index="docs", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        load(c, "docs", 0, 3000)
+        client.snapshot.create(repository="r", snapshot="one", params={"wait_for_completion": "true"})
+        load(c, "docs", 3000, 100)
+        client.snapshot.create(repository="r", snapshot="two", params={"wait_for_completion": "true"})
+        first, second = status_stats(client, "r", "one"), status_stats(client, "r", "two")
+        print(f"[figure] snapshot one uploaded {first['incremental']['size_in_bytes']} bytes; "
+              f"snapshot two (100 more docs on 3000) uploaded {second['incremental']['size_in_bytes']} of "
+              f"{second['total']['size_in_bytes']} bytes, {second['incremental']['file_count']} of "
+              f"{second['total']['file_count']} files")
+        assert first["incremental"] == first["total"]
+        assert second["incremental"]["size_in_bytes"] < second["total"]["size_in_bytes"] / 2, second
+        assert 0 < second["incremental"]["file_count"] < second["total"]["file_count"], second
+
+        blobs = tmp_path / "backups" / "r" / "blobs"
+        client.snapshot.delete(repository="r", snapshot="one")
+        # Snapshot two still restores whole: the files it shares with one were kept.
+        client.snapshot.restore(repository="r", snapshot="two", body={"indices": "docs", "rename_pattern": "docs",
+                                                                      "rename_replacement": "docs-two"},
+                                params={"wait_for_completion": "true"})
+        c.wait_for_status("green")
+        assert client.count(index="docs-two")["count"] == 3100
+        assert len(list(blobs.iterdir())) == second["total"]["file_count"]
+        client.snapshot.delete(repository="r", snapshot="two")
+        # (the fs store removes a folder it emptied)
+        assert not blobs.exists() or list(blobs.iterdir()) == [], "files no snapshot names were left behind"
+        assert client.snapshot.get(repository="r", snapshot="_all")["snapshots"] == []
+
+
+def test_a_snapshot_taken_while_writers_run_holds_every_write_acknowledged_before_it(tmp_path):
+    with cluster(tmp_path) as c:
+        client = c.client(0)
+        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "live"}})
+        client.indices.create(index="stream", body={"settings": {"number_of_shards": 3, "number_of_replicas": 1}})
+        c.wait_for_status("green")
+        acked: list[tuple[float, str]] = []
+        stop = threading.Event()
+
+        def writer(w: int) -> None:
+            http, n = c.http(1 + w), 0
+            while not stop.is_set():
+                ids = [f"w{w}-{n + k}" for k in range(25)]
+                n += 25
+                lines = []
+                for doc_id in ids:
+                    lines += [json.dumps({"index": {"_index": "stream", "_id": doc_id}}), json.dumps({"w": w})]
+                r = http.post("/_bulk", "\n".join(lines) + "\n", headers={"Content-Type": "application/x-ndjson"})
+                if r.status_code == 200:
+                    done = time.monotonic()
+                    acked.extend((done, item["index"]["_id"]) for item in r.json()["items"]
+                                 if item["index"]["status"] in (200, 201))
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(2)
+        started = time.monotonic()
+        r = requests.put(c.nodes[0].url + "/_snapshot/r/under-load", params={"wait_for_completion": "true"},
+                         json={"indices": "stream"}, timeout=120)
+        time.sleep(1)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert r.status_code == 200 and r.json()["snapshot"]["state"] == "SUCCESS", r.text
+        before = {doc_id for done, doc_id in acked if done < started}
+        client.snapshot.restore(repository="r", snapshot="under-load",
+                                body={"rename_pattern": "stream", "rename_replacement": "replay"},
+                                params={"wait_for_completion": "true"})
+        c.wait_for_status("green", timeout=120)
+        restored = set(documents(c, "replay"))
+        lost = before - restored
+        print(f"[figure] snapshot under load: {len(before)} acknowledged before it started, {len(lost)} missing, "
+              f"{len(restored)} in it")
+        assert len(before) > 300 and not lost, f"{len(lost)} acknowledged writes missing, e.g. {sorted(lost)[:5]}"
+
+
+def test_a_snapshot_in_s3_restores_the_same_documents(tmp_path, s3_server):  # noqa: F811
+    with cluster(tmp_path, 2) as c:
+        client = c.client(0)
+        client.snapshot.create_repository(repository="s3r", body={"type": "s3", "settings": {
+            "bucket": "shoal", "endpoint": s3_server, "path_style_access": True, "region": "us-east-1",
+            "access_key": "test", "secret_key": "test", "base_path": "snapshots"}})
+        client.indices.create(index="orders", body={"settings": {"number_of_shards": 2, "number_of_replicas": 1}})
+        c.wait_for_status("green")
+        load(c, "orders", 0, 800)
+        before = documents(c, "orders")
+        client.snapshot.create(repository="s3r", snapshot="first", params={"wait_for_completion": "true"})
+        client.indices.delete(index="orders")
+        client.snapshot.restore(repository="s3r", snapshot="first", params={"wait_for_completion": "true"})
+        c.wait_for_status("green", timeout=120)
+        assert documents(c, "orders") == before
+        listed = requests.get(f"{s3_server}/shoal?list-type=2&prefix=snapshots/", timeout=10).text
+        assert "snapshots/blobs/" in listed and "snapshots/generations/index-" in listed
+        rows = c.get("/_cat/snapshots/s3r", 0, h="id,status,total_shards").text.split()
+        assert rows == ["first", "SUCCESS", "2"], rows
+
+
+def test_snapshot_requests_that_cannot_be_honoured_are_refused_with_the_reason(tmp_path):
+    with cluster(tmp_path, 1) as c:
+        http, client = c.http(0), c.client(0)
+        assert_error(http.put("/_snapshot/outside", {"type": "fs", "settings": {"location": "/etc"}}),
+                     400, "repository_exception", reason_re=r"doesn't match any of the locations specified by path.repo")
+        assert_error(http.put("/_snapshot/packed", {"type": "fs", "settings": {"location": "p", "compress": True}}),
+                     400, "repository_verification_exception", reason_re=r"setting \[compress\] is not supported")
+        assert_error(http.put("/_snapshot/x", {"type": "hdfs", "settings": {}}), 400,
+                     "repository_verification_exception", reason_re=r"type \[hdfs\] does not exist")
+        with pytest.raises(NotFoundError) as missing:
+            client.snapshot.get(repository="nowhere", snapshot="s")
+        assert missing.value.error == "repository_missing_exception"
+
+        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "r"}})
+        assert c.get("/_cat/repositories", 0, h="id,type").text.split() == ["r", "fs"]
+        client.indices.create(index="a", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        assert_error(http.put("/_snapshot/r/Upper", {}), 400, "invalid_snapshot_name_exception", reason_re="lowercase")
+        assert_error(http.put("/_snapshot/r/s", {"indices": "a", "wait": True}), 400, "parsing_exception",
+                     reason_re=r"\[wait\]")
+        assert_error(http.put("/_snapshot/r/s", {}, params={"wait_for_completion": "true", "bogus": "1"}), 400,
+                     "illegal_argument_exception", reason_re=r"unrecognized parameter: \[bogus\]")
+        client.snapshot.create(repository="r", snapshot="s", params={"wait_for_completion": "true"})
+        assert_error(http.put("/_snapshot/r/s", {}), 400, "invalid_snapshot_name_exception",
+                     reason_re="snapshot with the same name already exists")
+        with pytest.raises(NotFoundError) as missing:
+            client.snapshot.get(repository="r", snapshot="nope")
+        assert missing.value.error == "snapshot_missing_exception"
+        assert_error(http.post("/_snapshot/r/s/_restore", {}), 400, "snapshot_restore_exception",
+                     reason_re=r"cannot restore index \[a\] because an open index with same name already exists")
+        assert_error(http.post("/_snapshot/r/s/_restore", {"rename_pattern": "a", "rename_replacement": "b",
+                                                           "index_settings": {"index.number_of_shards": 2}}),
+                     400, "snapshot_restore_exception", reason_re=r"index.number_of_shards")
+        with pytest.raises(RequestError):
+            client.snapshot.restore(repository="r", snapshot="s", body={"storage_type": "remote_snapshot"})
+        with pytest.raises(NotFoundError):
+            client.snapshot.restore(repository="r", snapshot="s", body={"indices": "zzz"})
+        # A restore that changes what may change: replicas, and a setting removed.
+        client.snapshot.restore(repository="r", snapshot="s", body={
+            "rename_pattern": "a", "rename_replacement": "a2",
+            "index_settings": {"index.number_of_replicas": 0, "index.refresh_interval": "5s"}},
+            params={"wait_for_completion": "true"})
+        got = client.indices.get_settings(index="a2", flat_settings=True)["a2"]["settings"]
+        assert got["index.refresh_interval"] == "5s"
+        client.snapshot.delete_repository(repository="r")
+        with pytest.raises(TransportError) as gone:
+            client.snapshot.get_repository(repository="r")
+        assert gone.value.status_code == 404
