@@ -17,7 +17,7 @@ from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
 
 from cluster import ShoalCluster
 from test_remote_store import s3_server  # noqa: F401  (a fixture)
-from util import assert_error
+from util import assert_error, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -110,7 +110,12 @@ def test_a_second_snapshot_uploads_only_the_files_the_first_did_not_hold(tmp_pat
         c.wait_for_status("green")
         assert client.count(index="docs-two")["count"] == 3100
         assert len(list(blobs.iterdir())) == second["total"]["file_count"]
-        client.snapshot.delete(repository="r", snapshot="two")
+        # Not waited for: accepted at once, then listed as it runs and when done.
+        assert client.snapshot.create(repository="r", snapshot="three") == {"accepted": True}
+        wait_for(lambda: client.snapshot.get(repository="r", snapshot="three")["snapshots"][0]["state"] == "SUCCESS",
+                 timeout=30, what="the snapshot not waited for")
+        assert client.snapshot.get(repository="r", snapshot="_current")["snapshots"] == []
+        client.snapshot.delete(repository="r", snapshot="two,three")
         # (the fs store removes a folder it emptied)
         assert not blobs.exists() or list(blobs.iterdir()) == [], "files no snapshot names were left behind"
         assert client.snapshot.get(repository="r", snapshot="_all")["snapshots"] == []

@@ -159,3 +159,103 @@ impl ClusterState {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::{Command, Proposal};
+
+    fn apply(state: &mut ClusterState, command: Command) -> Result<(), StateError> {
+        state.apply(&Proposal {
+            now_millis: 1,
+            command,
+        })
+    }
+
+    fn entry(snapshot: &str, coordinator: &str) -> SnapshotInProgress {
+        SnapshotInProgress {
+            repository: "r".into(),
+            snapshot: snapshot.into(),
+            uuid: format!("{snapshot}-uuid"),
+            operation: SnapshotOperation::Create,
+            coordinator: coordinator.into(),
+            start_millis: 1,
+            indices: vec!["logs".into()],
+            shards: 1,
+        }
+    }
+
+    fn with_repository() -> ClusterState {
+        let mut state = ClusterState::new("c");
+        let repository = RepositoryMetadata {
+            kind: "fs".into(),
+            settings: [("location".to_string(), "r".to_string())].into(),
+        };
+        apply(
+            &mut state,
+            Command::PutRepository {
+                name: "r".into(),
+                repository,
+            },
+        )
+        .unwrap();
+        state
+    }
+
+    #[test]
+    fn one_snapshot_operation_runs_per_repository_and_its_end_frees_the_repository() {
+        let mut state = with_repository();
+        apply(&mut state, Command::SnapshotBegin(entry("a", "n1"))).unwrap();
+        let busy = apply(&mut state, Command::SnapshotBegin(entry("b", "n2"))).unwrap_err();
+        assert_eq!(busy.error_type, "concurrent_snapshot_execution_exception");
+        assert_eq!(busy.status, 503);
+        let in_use = apply(
+            &mut state,
+            Command::DeleteRepositories {
+                names: vec!["r".into()],
+            },
+        );
+        assert_eq!(in_use.unwrap_err().error_type, "repository_exception");
+        let end = Command::SnapshotEnd {
+            repository: "r".into(),
+            uuid: "a-uuid".into(),
+        };
+        apply(&mut state, end).unwrap();
+        apply(&mut state, Command::SnapshotBegin(entry("b", "n2"))).unwrap();
+        assert_eq!(state.snapshots.len(), 1);
+    }
+
+    #[test]
+    fn a_coordinator_that_leaves_takes_its_running_snapshots_with_it() {
+        let mut state = with_repository();
+        let node = crate::DiscoveryNode {
+            id: "n1".into(),
+            ephemeral_id: "e1".into(),
+            name: "n1".into(),
+            transport_address: "127.0.0.1:9300".into(),
+            http_address: "127.0.0.1:9200".into(),
+            host: "127.0.0.1".into(),
+            ip: "127.0.0.1".into(),
+            roles: Default::default(),
+            attributes: Default::default(),
+            version: "2.18.0".into(),
+        };
+        state.nodes.insert("n1".into(), node);
+        apply(&mut state, Command::SnapshotBegin(entry("a", "n1"))).unwrap();
+        let left = Command::NodeLeft {
+            node_id: "n1".into(),
+            reason: "killed".into(),
+            promote: vec![],
+        };
+        apply(&mut state, left).unwrap();
+        assert!(state.snapshots.is_empty());
+        apply(&mut state, Command::SnapshotBegin(entry("b", "n2"))).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_in_an_unregistered_repository_is_refused() {
+        let mut state = ClusterState::new("c");
+        let missing = apply(&mut state, Command::SnapshotBegin(entry("a", "n1"))).unwrap_err();
+        assert_eq!(missing.status, 404);
+    }
+}

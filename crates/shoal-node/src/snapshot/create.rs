@@ -109,14 +109,16 @@ impl SnapshotService {
             let pool = self
                 .core
                 .pressure
-                .pool(crate::pressure::settings::SNAPSHOT)
+                // Not the `snapshot` pool: the shards' own snapshots run there, and this
+                // waits for them (a one-thread pool would wait for itself).
+                .pool(crate::pressure::settings::GENERIC)
                 .clone();
             let spawned = pool.spawn(crate::pressure::Admission::Force, move || {
                 let _ = service.finish_snapshot(&request, &progress);
             });
             if spawned.is_err() {
                 self.end_operation(&entry);
-                return Err(ApiError::internal("the snapshot pool refused the snapshot"));
+                return Err(ApiError::internal("the generic pool refused the snapshot"));
             }
             return Ok(serde_json::json!({ "accepted": true }));
         }
