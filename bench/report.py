@@ -4,6 +4,7 @@ ratios are Shoal ÷ OpenSearch of the medians."""
 import os
 
 import rolling
+import snapshots
 
 LABEL = {"shoal": "Shoal", "shoal-remote": "Shoal (remote store)", "opensearch": "OpenSearch 2.18",
          "raw-tantivy": "raw tantivy"}
@@ -233,7 +234,8 @@ def render_recovery(doc):
 
 RENDER = {"ingest-1node": render_ingest, "codecs": render_codecs, "footprint": render_footprint,
           "search": render_search, "ingest-replicated": render_replicated, "recovery": render_recovery,
-          "rolling-restart": lambda doc: rolling.render(doc, header, table)}
+          "rolling-restart": lambda doc: rolling.render(doc, header, table),
+          "snapshots": lambda doc: snapshots.render(doc, header, table, cell, ratio, med)}
 
 
 def render(doc):

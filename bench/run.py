@@ -28,12 +28,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prep  # noqa: E402
 import report  # noqa: E402
 import rolling  # noqa: E402
+import snapshots  # noqa: E402
 from systems import (BENCH_BIN, OS_HOME, REPO, SHOAL_BIN, TMP, HttpError, OpenSearch,  # noqa: E402
                      Shoal, dir_bytes, log, make)
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(BENCH, "results")
-SCENARIOS = ["ingest-1node", "ingest-replicated", "search", "footprint", "codecs", "recovery", "rolling-restart"]
+SCENARIOS = ["ingest-1node", "ingest-replicated", "search", "footprint", "codecs", "recovery", "rolling-restart",
+             "snapshots"]
 PORTS = {"shoal": 9400, "opensearch": 9270}
 
 
@@ -639,7 +641,8 @@ def scenario_recovery(ctx):
 RUNNERS = {"ingest-1node": scenario_ingest_1node, "ingest-replicated": scenario_ingest_replicated,
            "search": scenario_search, "footprint": scenario_footprint, "codecs": scenario_codecs,
            "recovery": scenario_recovery,
-           "rolling-restart": lambda ctx: rolling.scenario(ctx, start_cluster)}
+           "rolling-restart": lambda ctx: rolling.scenario(ctx, start_cluster),
+           "snapshots": lambda ctx: snapshots.scenario(ctx, load_recovery_shard, summarize_runs)}
 
 
 def run_scenario(ctx, name):
@@ -729,6 +732,7 @@ def main():
     ap.add_argument("--rate", type=float, help="search: open-loop target rate (default 100/s)")
     ap.add_argument("--search-duration", type=float, default=20)
     ap.add_argument("--recovery-gb", type=float, default=1.0)
+    ap.add_argument("--snapshot-gb", type=float, default=0.5)
     ap.add_argument("--no-build", action="store_true", help="use the existing release binaries")
     ap.add_argument("--keep-timelines", action="store_true")
     args = ap.parse_args()

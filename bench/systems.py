@@ -283,8 +283,9 @@ class OpenSearch(System):
     label = "OpenSearch 2.18"
 
     def __init__(self, port=9270, transport=9370, tag="opensearch", node_name="os-0",
-                 cluster="os-bench", seeds=None, masters=None, heap=OS_HEAP):
+                 cluster="os-bench", seeds=None, masters=None, heap=OS_HEAP, extra=None):
         super().__init__(port)
+        self.extra = dict(extra or {})
         self.transport = transport
         self.dir = os.path.join(TMP, tag)
         self.node_name = node_name
@@ -321,6 +322,7 @@ class OpenSearch(System):
                      f"-Ecluster.initial_cluster_manager_nodes={','.join(self.masters)}"]
         else:
             args += ["-Ediscovery.type=single-node"]
+        args += [f"-E{key}={value}" for key, value in self.extra.items()]
         self.started_at = time.monotonic()
         out_path = os.path.join(self.dir, "launcher.log")
         r = run_as_os_user(args, {"OPENSEARCH_JAVA_HOME": java_home,

@@ -41,11 +41,16 @@ pub fn check(state: &ClusterState, per_node: u64, new_shards: i64) -> ApiResult<
     ))
 }
 
+/// `cluster.max_shards_per_node` as the cluster has it set (1000 when unset).
+pub fn max_shards_per_node(core: &crate::core::NodeCore) -> u64 {
+    core.cluster_setting(MAX_SHARDS_PER_NODE)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+
 impl Node {
     fn max_shards_per_node(&self) -> u64 {
-        self.cluster_setting(MAX_SHARDS_PER_NODE)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1000)
+        max_shards_per_node(&self.core)
     }
 
     /// Refuses adding `new_shards` shard copies past `cluster.max_shards_per_node`.
