@@ -8,4 +8,5 @@ mod error;
 pub mod search;
 
 pub use context::QueryContext;
+pub use dsl::glob_match;
 pub use error::QueryError;

@@ -165,6 +165,25 @@ impl NodeCore {
         })
         .is_some()
     }
+
+    /// Waits for the primaries of restored indices; answers (shards, shards whose primary
+    /// did not start in time), as a restore's `wait_for_completion` reports them.
+    pub fn wait_for_restored(&self, indices: &[String], timeout: Duration) -> (usize, usize) {
+        let (mut total, mut failed) = (0, 0);
+        for name in indices {
+            let shards = self
+                .cluster_state()
+                .metadata
+                .indices
+                .get(name)
+                .map_or(0, |m| m.number_of_shards() as usize);
+            total += shards;
+            if !self.wait_for_primaries(name, timeout) {
+                failed += shards;
+            }
+        }
+        (total, failed)
+    }
 }
 
 #[cfg(feature = "failpoints")]

@@ -70,21 +70,7 @@ impl RemoteStoreService {
         if !request.wait_for_completion {
             return Ok(json!({ "accepted": true }));
         }
-        let mut total = 0;
-        let mut failed = 0;
-        for name in &request.indices {
-            let shards = self
-                .core
-                .cluster_state()
-                .metadata
-                .indices
-                .get(name)
-                .map_or(0, |m| m.number_of_shards() as usize);
-            total += shards;
-            if !self.core.wait_for_primaries(name, RESTORE_WAIT) {
-                failed += shards;
-            }
-        }
+        let (total, failed) = self.core.wait_for_restored(&request.indices, RESTORE_WAIT);
         Ok(json!({
             "remote_store": {
                 "indices": request.indices,

@@ -295,16 +295,23 @@ pub struct RemoteSource {
 impl FileSource for RemoteSource {
     fn open(&self, file: &FileMeta, offset: u64) -> BoxFuture<'static, ApiResult<ByteStream>> {
         let (repository, key) = (self.repository.clone(), self.keys.segment_file(&file.name));
-        Box::pin(async move {
-            let stream = repository
-                .get_stream(&key, offset)
-                .await
-                .map_err(storage_error)?;
-            Ok(stream.map_err(storage_error).boxed())
-        })
+        Box::pin(async move { open_object(&repository, &key, offset).await })
     }
 
     fn describe(&self) -> String {
         self.repository.describe()
     }
+}
+
+/// An object's bytes from `offset` on, as a file transfer reads them.
+pub(crate) async fn open_object(
+    repository: &Repository,
+    key: &str,
+    offset: u64,
+) -> ApiResult<ByteStream> {
+    let stream = repository
+        .get_stream(key, offset)
+        .await
+        .map_err(storage_error)?;
+    Ok(stream.map_err(storage_error).boxed())
 }

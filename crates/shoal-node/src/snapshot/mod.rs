@@ -56,13 +56,18 @@ impl SnapshotService {
 
     /// The registered repository `name`, opened.
     pub(crate) fn repository(&self, name: &str) -> ApiResult<Repository> {
+        self.open(name, &self.registered(name)?)
+    }
+
+    /// The registration of repository `name`, or `repository_missing_exception`.
+    fn registered(&self, name: &str) -> ApiResult<RepositoryMetadata> {
         let state = self.core.cluster_state();
-        let meta = state
+        state
             .metadata
             .repositories
             .get(name)
-            .ok_or_else(|| repository_missing(name))?;
-        self.open(name, meta)
+            .cloned()
+            .ok_or_else(|| repository_missing(name))
     }
 
     fn open(&self, name: &str, meta: &RepositoryMetadata) -> ApiResult<Repository> {

@@ -188,24 +188,10 @@ fn running_info(entry: &SnapshotInProgress) -> Value {
     })
 }
 
-/// `*` matches any run of characters; everything else matches itself.
+/// `*` matches any run of characters; everything else matches itself (OpenSearch's
+/// `Regex.simpleMatch`).
 pub fn wildcard_match(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
-        return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
-        }
-    }
-    true
+    shoal_query::glob_match(pattern, text)
 }
 
 #[cfg(test)]

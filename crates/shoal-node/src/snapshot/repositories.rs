@@ -61,13 +61,8 @@ impl SnapshotService {
 
     /// `POST _snapshot/{name}/_verify`: writes, reads back and removes an object.
     pub fn verify_repository(&self, name: &str) -> ApiResult<Value> {
-        let state = self.core.cluster_state();
-        let meta = state
-            .metadata
-            .repositories
-            .get(name)
-            .ok_or_else(|| repository_missing(name))?;
-        self.verify_settings(settings_of(&self.core, name, meta)?)?;
+        let meta = self.registered(name)?;
+        self.verify_settings(settings_of(&self.core, name, &meta)?)?;
         let node = &self.core.config.node_name;
         Ok(json!({ "nodes": { self.core.node_id.clone(): { "name": node } } }))
     }

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 use shoal_state::{Command, IndexMetadata, IndexState, SnapshotRecoverySource};
 use shoal_storage::Repository;
@@ -16,7 +15,6 @@ use super::read::wildcard_match;
 use super::SnapshotService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::remote::storage_error;
 use crate::transfer::target::TransferStats;
 use crate::transfer::{ByteStream, FileMeta, FileSource};
 
@@ -92,21 +90,7 @@ impl SnapshotService {
         if !request.wait_for_completion {
             return Ok(json!({ "accepted": true }));
         }
-        let mut total = 0;
-        let mut failed = 0;
-        for name in &names {
-            let shards = self
-                .core
-                .cluster_state()
-                .metadata
-                .indices
-                .get(name)
-                .map_or(0, |m| m.number_of_shards() as usize);
-            total += shards;
-            if !self.core.wait_for_primaries(name, RESTORE_WAIT) {
-                failed += shards;
-            }
-        }
+        let (total, failed) = self.core.wait_for_restored(&names, RESTORE_WAIT);
         Ok(json!({
             "snapshot": {
                 "snapshot": details.name,
@@ -397,11 +381,7 @@ impl FileSource for BlobSource {
             let key = key.ok_or_else(|| {
                 ApiError::internal(format!("the snapshot lists no file [{name}]"))
             })?;
-            let stream = repository
-                .get_stream(&key, offset)
-                .await
-                .map_err(storage_error)?;
-            Ok(stream.map_err(storage_error).boxed())
+            crate::remote::segments::open_object(&repository, &key, offset).await
         })
     }
 

@@ -433,7 +433,7 @@ pub(crate) fn expand_fields(ctx: &QueryContext, specs: &[(String, f32)]) -> Vec<
 }
 
 /// `*`-only glob matching, as OpenSearch's `Regex.simpleMatch`.
-pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
+pub fn glob_match(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     if parts.len() == 1 {
         return pattern == text;

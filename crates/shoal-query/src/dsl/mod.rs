@@ -15,6 +15,7 @@
 mod compound;
 mod date_math;
 mod fields;
+pub use fields::glob_match;
 mod full_text;
 mod highlight;
 mod multi_match;
