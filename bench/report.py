@@ -191,11 +191,14 @@ def render_replicated(doc):
                      ratio(med(s.get("docs_per_s")), med(o.get("docs_per_s"))),
                      cell(s.get("cpu_s_per_1k_docs"), "cpu"), cell(o.get("cpu_s_per_1k_docs"), "cpu"),
                      cell(s.get("bulk_p99_ms"), "ms"), cell(o.get("bulk_p99_ms"), "ms"),
-                     cell(s.get("other_over_busier_cpu"), "ratio"), cell(o.get("other_over_busier_cpu"), "ratio")])
+                     cell(s.get("other_over_busier_cpu"), "ratio"), cell(o.get("other_over_busier_cpu"), "ratio"),
+                     cell(s.get("transport_mb_per_indexed_mb"), "ratio"),
+                     cell(o.get("transport_mb_per_indexed_mb"), "ratio")])
     if rows:
         lines += table(rows, ["mode (2 nodes, 1 shard)", "Shoal docs/s", "OS docs/s", "docs/s Shoal ÷ OS",
                               "Shoal CPU s / 1k docs", "OS CPU s / 1k docs", "Shoal bulk p99", "OS bulk p99",
-                              "Shoal replica ÷ primary CPU", "OS replica ÷ primary CPU"])
+                              "Shoal replica ÷ primary CPU", "OS replica ÷ primary CPU",
+                              "Shoal node-to-node MB / indexed MB", "OS node-to-node MB / indexed MB"])
     for name, entry in sy.items():
         if "one_replica_over_none_docs_per_s" in entry:
             lines += [f"- {name}: docs/s with 1 replica ÷ with 0 replicas = "

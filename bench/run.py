@@ -463,9 +463,14 @@ REPLICATED_MODES = [("DOCUMENT, 0 replicas", "DOCUMENT", 0, ("shoal", "opensearc
 def replicated_once(nodes, body, max_docs):
     nodes[0].recreate_index("repl", body)
     cpu0 = [n.cpu_seconds() for n in nodes]
+    tx0 = sum(n.transport_tx_bytes() for n in nodes)
     out = bench_cmd("bulk", "--url", nodes[0].url, "--index", "repl", "--file", prep.DEBIAN,
                     "--clients", 2, *(["--max-docs", max_docs] if max_docs else []))
     per_node = [n.cpu_seconds() - c0 for n, c0 in zip(nodes, cpu0)]
+    # Node-to-node bytes per MB of documents indexed: forwarded bulks, replica operations,
+    # segment files (the client talks to node 0, which may hold the replica).
+    source_mb = out["mb_per_s"] * out["docs"] / max(out["docs_per_s"], 1e-9)
+    tx_mb = (sum(n.transport_tx_bytes() for n in nodes) - tx0) / 1e6
     cpu = sum(per_node)
     nodes[0].delete_index("repl")
     # The busier node holds the primary (one shard on two nodes); the other its replica.
@@ -474,6 +479,7 @@ def replicated_once(nodes, body, max_docs):
             "cpu_s_busier_node": round(busy, 3), "cpu_s_other_node": round(idle, 3),
             "other_over_busier_cpu": round(idle / busy, 3) if busy else None,
             "cpu_s_per_1k_docs": round(cpu / max(out["docs"], 1) * 1000, 4),
+            "transport_mb_per_indexed_mb": round(tx_mb / max(source_mb, 1e-9), 3),
             "bulk_p50_ms": out["bulk_latency_ms"].get("p50"), "bulk_p99_ms": out["bulk_latency_ms"].get("p99")}
 
 
@@ -502,7 +508,7 @@ def scenario_ingest_replicated(ctx):
                         modes = result["systems"][name]["modes"]
                         modes.setdefault(label, {"runs": []})["runs"].append(row)
         keys = ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs", "bulk_p50_ms", "bulk_p99_ms",
-                "cpu_s_busier_node", "cpu_s_other_node", "other_over_busier_cpu"]
+                "cpu_s_busier_node", "cpu_s_other_node", "other_over_busier_cpu", "transport_mb_per_indexed_mb"]
         for entry in result["systems"].values():
             for mode in entry["modes"].values():
                 mode["summary"] = summarize_runs(mode["runs"], keys)

@@ -138,6 +138,11 @@ class System:
     def req(self, method, path, body=None, **kw):
         return http(method, self.url + path, body, **kw)
 
+    def transport_tx_bytes(self):
+        """Payload bytes this node sent to other nodes so far (`_nodes/stats` transport)."""
+        nodes = self.req("GET", "/_nodes/_local/stats/transport")["nodes"]
+        return next(iter(nodes.values()))["transport"]["tx_size_in_bytes"]
+
     def recreate_index(self, name, body):
         try:
             self.req("DELETE", f"/{name}")

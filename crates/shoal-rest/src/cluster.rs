@@ -413,12 +413,22 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
                 "fs": fs,
                 "thread_pool": node.pressure.stats(),
                 "indexing_pressure": node.pressure.indexing.stats(),
+                "transport": transport_stats(&node),
                 "breakers": {}, "http": {"current_open": 0, "total_opened": 0}
             }}
         }))
     })
     .await?;
     ok(body, &params)
+}
+
+/// Node-to-node messages and their payload bytes (request and reply bodies, not the framing).
+fn transport_stats(node: &Node) -> Value {
+    let counts = node.core.transport.stats();
+    json!({
+        "rx_count": counts.rx_count, "rx_size_in_bytes": counts.rx_bytes,
+        "tx_count": counts.tx_count, "tx_size_in_bytes": counts.tx_bytes,
+    })
 }
 
 fn process_stats() -> Value {

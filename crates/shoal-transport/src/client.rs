@@ -71,16 +71,16 @@ impl Transport {
     ) -> Result<Bytes, TransportError> {
         let call = Call::new(addr, action, timeout);
         self.pass_filters(&call).await?;
+        self.stats.sent(body.len());
         let (response, _pooled) = self
             .send_attempts(&call, |mut client| {
                 let request = self.wire_request(action, body.clone());
                 async move { client.invoke(request).await }
             })
             .await?;
-        response
-            .into_inner()
-            .into_result()
-            .map_err(TransportError::Remote)
+        let reply = response.into_inner();
+        self.stats.received(reply.body.len());
+        reply.into_result().map_err(TransportError::Remote)
     }
 
     /// Starts a server-streaming call. `idle_timeout` bounds the wait for the first item (a
@@ -95,6 +95,7 @@ impl Transport {
     ) -> Result<ResponseStream, TransportError> {
         let call = Call::new(addr, action, idle_timeout);
         self.pass_filters(&call).await?;
+        self.stats.sent(body.len());
         let (response, pooled) = self
             .send_attempts(&call, |mut client| {
                 let request = self.wire_request(action, body.clone());
@@ -106,7 +107,10 @@ impl Transport {
             Err(_elapsed) => return Err(call.timed_out()),
             Ok(Err(status)) => return Err(self.status_error(addr, &pooled, &status)),
             Ok(Ok(None)) => return Ok(stream::empty().boxed()),
-            Ok(Ok(Some(reply))) => reply.into_result().map_err(TransportError::Remote)?,
+            Ok(Ok(Some(reply))) => {
+                self.stats.received(reply.body.len());
+                reply.into_result().map_err(TransportError::Remote)?
+            }
         };
         let reader = ReplyReader {
             replies,
@@ -116,6 +120,7 @@ impl Transport {
             pool: self.pool.clone(),
             channel_id: pooled.id,
             local_cluster_uuid: self.cluster_uuid(),
+            stats: self.stats.clone(),
         };
         Ok(stream::once(async move { Ok(first) })
             .chain(reader.into_stream())
@@ -307,6 +312,7 @@ struct ReplyReader {
     pool: Arc<ChannelPool>,
     channel_id: u64,
     local_cluster_uuid: String,
+    stats: Arc<crate::stats::TransportStats>,
 }
 
 impl ReplyReader {
@@ -330,7 +336,10 @@ impl ReplyReader {
                 after: self.idle_timeout,
             })),
             Ok(Ok(None)) => None,
-            Ok(Ok(Some(reply))) => Some(reply.into_result().map_err(TransportError::Remote)),
+            Ok(Ok(Some(reply))) => {
+                self.stats.received(reply.body.len());
+                Some(reply.into_result().map_err(TransportError::Remote))
+            }
             Ok(Err(status)) => Some(Err(status_to_error(
                 &self.pool,
                 &self.addr,

@@ -33,6 +33,7 @@ mod error;
 mod filter;
 mod pool;
 mod server;
+mod stats;
 mod transport;
 mod version;
 mod wire;
@@ -49,6 +50,7 @@ pub use error::{RemoteError, TransportError};
 pub use filter::{DelayFilter, DropActionFilter, Filter, FilterDecision, PartitionFilter};
 pub use server::ServerHandle;
 pub use shoal_types::ErrorKind;
+pub use stats::{TransportCounts, TransportStats};
 pub use transport::{Transport, DEFAULT_TRANSPORT_PORT, MAX_MESSAGE_SIZE};
 pub use version::{ProtocolVersion, PROTOCOL_VERSION};
 

@@ -180,7 +180,9 @@ impl Rpc for RpcService {
         let action = request.action.clone();
         let handler = self.handler.clone();
         let result = guarded(&action, move || handler.handle(request)).await;
-        Ok(Response::new(reply(result)))
+        let reply = reply(result);
+        self.transport.stats.sent(reply.body.len());
+        Ok(Response::new(reply))
     }
 
     type InvokeStreamStream = BoxStream<'static, Result<WireReply, Status>>;
@@ -193,7 +195,16 @@ impl Rpc for RpcService {
         let action = request.action.clone();
         let handler = self.handler.clone();
         let replies = match guarded(&action, move || handler.handle_stream(request)).await {
-            Ok(items) => reply_stream(action, items),
+            Ok(items) => {
+                let stats = self.transport.stats.clone();
+                reply_stream(action, items)
+                    .inspect(move |item| {
+                        if let Ok(reply) = item {
+                            stats.sent(reply.body.len());
+                        }
+                    })
+                    .boxed()
+            }
             // Refusals travel in-band like any handler error.
             Err(error) => stream::once(future::ready(Ok(WireReply::err(error)))).boxed(),
         };
@@ -218,6 +229,7 @@ impl RpcService {
             );
             return Err(cluster_mismatch(&local_uuid, &wire.cluster_uuid));
         }
+        self.transport.stats.received(wire.body.len());
         Ok(Request {
             protocol: wire.protocol(),
             action: wire.action,

@@ -26,6 +26,7 @@ pub struct Transport {
     cluster_uuid: RwLock<String>,
     pub(crate) pool: Arc<ChannelPool>,
     filters: RwLock<Vec<Arc<dyn Filter>>>,
+    pub(crate) stats: Arc<crate::stats::TransportStats>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -51,6 +52,7 @@ impl Transport {
             cluster_uuid: RwLock::new(String::new()),
             pool: Arc::new(ChannelPool::default()),
             filters: RwLock::new(Vec::new()),
+            stats: Default::default(),
         })
     }
 
@@ -75,6 +77,11 @@ impl Transport {
     /// In-flight calls on it finish; the next call opens a new connection.
     pub fn disconnect(&self, addr: &str) {
         self.pool.remove(addr);
+    }
+
+    /// Messages and payload bytes sent and received so far.
+    pub fn stats(&self) -> crate::stats::TransportCounts {
+        self.stats.read()
     }
 
     pub fn add_filter(&self, filter: Arc<dyn Filter>) {

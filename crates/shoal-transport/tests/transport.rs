@@ -27,6 +27,19 @@ async fn round_trip_carries_body_and_sender() {
 }
 
 #[tokio::test]
+async fn both_sides_count_the_messages_and_payload_bytes_of_a_call() {
+    let (server, _handle, addr) = start_node("node-b").await;
+    let client = Transport::new("node-a".to_string());
+    echo(&client, &addr, b"twelve bytes").await.unwrap();
+    let sent = client.stats();
+    assert_eq!((sent.tx_count, sent.tx_bytes), (1, 12));
+    assert_eq!((sent.rx_count, sent.rx_bytes), (1, 12));
+    let served = server.stats();
+    assert_eq!((served.rx_count, served.rx_bytes), (1, 12));
+    assert_eq!((served.tx_count, served.tx_bytes), (1, 12));
+}
+
+#[tokio::test]
 async fn large_unary_message_above_grpc_default_limit() {
     let (_server, _handle, addr) = start_node("node-b").await;
     let client = Transport::new("node-a".to_string());
