@@ -45,6 +45,7 @@ pub enum DocWrite {
         index: String,
         id: Option<String>,
         routing: Option<String>,
+        #[serde(with = "crate::wire::source_json")]
         source: Vec<u8>,
         request: DocRequest,
     },

@@ -62,6 +62,50 @@ fn take_u32(bytes: &mut Bytes) -> Result<u32, String> {
     Ok(bytes.get_u32())
 }
 
+/// Serde for a document source inside a JSON message (`#[serde(with = "source_json")]`): the
+/// source's own JSON inline, `{"json": {...}}`, or `{"base64": "..."}` for bytes that are not
+/// JSON. Serde's default for `Vec<u8>` is an array of numbers, about 4 bytes a byte: a
+/// forwarded bulk cost 4.4 MB of transport per MB of documents.
+pub mod source_json {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::value::RawValue;
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Out<'a> {
+        Json(&'a RawValue),
+        Base64(String),
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum In {
+        Json(Box<RawValue>),
+        Base64(String),
+    }
+
+    pub fn serialize<S: Serializer>(source: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        let raw = std::str::from_utf8(source)
+            .ok()
+            .and_then(|text| serde_json::from_str::<&RawValue>(text).ok());
+        match raw {
+            Some(raw) => Out::Json(raw).serialize(serializer),
+            None => Out::Base64(base64::engine::general_purpose::STANDARD.encode(source))
+                .serialize(serializer),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        match In::deserialize(deserializer)? {
+            In::Json(raw) => Ok(raw.get().as_bytes().to_vec()),
+            In::Base64(text) => base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +119,25 @@ mod tests {
         assert_eq!(blobs[0].as_deref(), Some(&b"{\"a\":1}"[..]));
         assert_eq!(blobs[1], None);
         assert_eq!(blobs[2].as_deref(), Some(&b""[..]));
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Carrier {
+        #[serde(with = "source_json")]
+        source: Vec<u8>,
+    }
+
+    #[test]
+    fn a_json_source_travels_as_itself_byte_for_byte_and_other_bytes_as_base64() {
+        let source = "{ \"title\": \"café\",  \"n\": [1, 2] }".as_bytes().to_vec();
+        let carried = Carrier { source: source.clone() };
+        let encoded = serde_json::to_vec(&carried).unwrap();
+        assert!(encoded.len() < source.len() + 24, "{}", String::from_utf8_lossy(&encoded));
+        let back: Carrier = serde_json::from_slice(&encoded).unwrap();
+        assert_eq!(back, carried);
+        let binary = Carrier { source: vec![0xff, 0x00, b'{'] };
+        let back: Carrier = serde_json::from_slice(&serde_json::to_vec(&binary).unwrap()).unwrap();
+        assert_eq!(back, binary);
     }
 
     #[test]
