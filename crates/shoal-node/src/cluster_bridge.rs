@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use shoal_cluster::{CheckSettings, Cluster, ClusterConfig, ClusterError};
 use shoal_state::{ClusterState, Command, DiscoveryNode, Role};
 use shoal_transport::{ActionRegistry, Handler, RemoteError, ReplyStream, Request, Transport};
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::config::CLUSTER_MANAGER_TIMEOUT;
 use crate::error::{ApiError, ApiResult};
@@ -244,52 +244,6 @@ impl Node {
     /// Publishes index metadata through the cluster manager (create or replace).
     pub fn publish_index(&self, meta: IndexMetadata, create: bool) -> ApiResult<Arc<ClusterState>> {
         self.propose(Command::PutIndex { meta, create })
-    }
-
-    /// Tells the cluster manager a local copy failed (its recovery, say), so allocation can
-    /// place it again.
-    pub(crate) fn report_failed(self: &Arc<Self>, copy: &shoal_state::ShardRouting, reason: &str) {
-        let Some(allocation_id) = copy.allocation_id.clone() else {
-            return;
-        };
-        let cluster = self.cluster.clone();
-        let command = Command::ShardFailed {
-            index: copy.index.clone(),
-            shard: copy.shard,
-            allocation_id,
-            reason: reason.to_string(),
-            primary_term: None,
-        };
-        self.runtime.spawn(async move {
-            if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {
-                warn!(error = %e, "could not report a failed shard");
-            }
-        });
-    }
-
-    pub(crate) fn report_started(self: &Arc<Self>, copy: &shoal_state::ShardRouting) {
-        let Some(allocation_id) = copy.allocation_id.clone() else {
-            return;
-        };
-        if !self.reported_started.lock().insert(allocation_id.clone()) {
-            return;
-        }
-        let cluster = self.cluster.clone();
-        let node = Arc::downgrade(self);
-        let command = Command::ShardStarted {
-            index: copy.index.clone(),
-            shard: copy.shard,
-            allocation_id: allocation_id.clone(),
-        };
-        self.runtime.spawn(async move {
-            if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {
-                // Forgotten, so the next applied state reports it again.
-                warn!(error = %e, allocation_id, "could not report a started shard");
-                if let Some(node) = node.upgrade() {
-                    node.reported_started.lock().remove(&allocation_id);
-                }
-            }
-        });
     }
 }
 

@@ -48,10 +48,12 @@ pub struct Node {
     pub segrep: Arc<crate::segrep::SegrepService>,
     /// Remote-backed storage (`node.attr.remote_store.*`).
     pub remote: Arc<crate::remote::RemoteStoreService>,
-    pub(crate) recoveries: crate::replication::recovery::Recoveries,
+    /// Peer recoveries, as the source and as the target.
+    pub recoveries: Arc<crate::recovery::RecoveryService>,
+    /// Started and failed reports of this node's copies to the cluster manager.
+    pub(crate) reports: Arc<crate::copy_reports::CopyReports>,
     /// Keeps a runtime alive when the node was started outside of one (tests).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
-    pub(crate) reported_started: Mutex<std::collections::HashSet<String>>,
     /// Copies reported failed and copies waiting to retry their open.
     pub(crate) failed_copies: crate::shard_failure::FailedCopies,
     /// The transport server; dropping the handle would stop it.
@@ -69,7 +71,7 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     crate::broadcast::register_actions(&mut actions);
     crate::replication::replica::register_actions(&mut actions);
     crate::replication::promotion::register_actions(&mut actions);
-    crate::replication::recovery::register_actions(&mut actions);
+    crate::recovery::register_actions(&mut actions, &node.recoveries);
     crate::segrep::register_actions(&mut actions, &node.segrep);
     crate::remote::stats::register_actions(&mut actions, &node.remote);
     actions.register_stream::<crate::segrep::FileStreamAction>(|node, request| {
@@ -136,18 +138,25 @@ impl Node {
             core.clone(),
             repositories,
         ));
+        let segrep = crate::segrep::SegrepService::new(core.clone(), remote.clone());
+        let reports = Arc::new(crate::copy_reports::CopyReports::new(core.clone()));
+        let recoveries = Arc::new(crate::recovery::RecoveryService::new(
+            core.clone(),
+            segrep.clone(),
+            reports.clone(),
+        ));
         let node = Arc::new_cyclic(|node| Node {
             reads: Arc::new(ReadService::new(core.clone())),
-            segrep: crate::segrep::SegrepService::new(core.clone(), remote.clone()),
+            segrep,
             remote,
             writes: Arc::new(WriteService::new(
                 core.clone(),
                 node.clone() as std::sync::Weak<dyn WriteRoles>,
             )),
             core,
-            recoveries: Default::default(),
+            recoveries,
+            reports,
             own_runtime: Mutex::new(own_runtime),
-            reported_started: Mutex::new(Default::default()),
             failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
             copy_tasks: Default::default(),
@@ -242,7 +251,7 @@ impl Node {
             self.cluster_setting(key)
         })?;
         for (key, value) in persistent.iter().chain(transient.iter()) {
-            crate::replication::throttle::validate(key, value)?;
+            crate::recovery::throttle::validate(key, value)?;
             crate::read::search::validate_max_buckets(key, value)?;
         }
         let mut settings = self.cluster_settings();

@@ -35,7 +35,7 @@ pub fn spawn(node: Weak<Node>) {
 }
 
 fn run_due_work(node: &Arc<Node>) {
-    node.drop_abandoned_recoveries();
+    node.recoveries.drop_abandoned();
     for index in node.all_indices() {
         if !index.is_open() {
             continue;

@@ -56,7 +56,7 @@ impl Node {
             .filter(|r| r.allocation_id == allocation_id)
         {
             Some(recovered) => recovered.apply_cluster_state(state, &copy.index, shard),
-            None => self.start_peer_recovery(service, copy),
+            None => self.recoveries.start_peer_recovery(service, copy),
         }
     }
 
@@ -127,7 +127,7 @@ impl Node {
         }
         if copy.state == ShardState::Initializing {
             self.record_store_recovery(copy, &local);
-            self.report_started(copy);
+            self.reports.report_started(copy);
         }
         Ok(())
     }
@@ -142,7 +142,7 @@ impl Node {
         replayed: usize,
         started: i64,
     ) {
-        use crate::replication::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
+        use crate::recovery::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         let mut record = RecoveryRecord::new(
             &copy.index,
@@ -167,7 +167,7 @@ impl Node {
 
     /// A primary initialized from its own store (new or existing) shows in `_cat/recovery`.
     fn record_store_recovery(&self, copy: &ShardRouting, local: &IndexShard) {
-        use crate::replication::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
+        use crate::recovery::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         if local
             .recovery()

@@ -113,7 +113,7 @@ impl RemoteStoreService {
         let files = crate::segrep::target::file_list(&metadata.checkpoint);
         let source = RemoteSource { repository, keys };
         let limits = self.core.recovery_limits();
-        let limiter = crate::replication::throttle::RateLimiter::default();
+        let limiter = crate::recovery::throttle::RateLimiter::default();
         let transfer = FileTransfer {
             dir: &config.index_dir(),
             source: &source,

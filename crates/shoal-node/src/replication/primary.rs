@@ -44,8 +44,9 @@ impl Node {
             targets
                 .into_iter()
                 .map(|target| {
-                    let reply =
-                        self.send_replica_batch(service, shard, engine, &target, ops, options);
+                    let reply = super::replica::send_replica_batch(
+                        &self.core, service, shard, engine, &target, ops, options,
+                    );
                     (target, reply)
                 })
                 .collect(),
@@ -68,7 +69,7 @@ impl Node {
         let index = service.name();
         let pending = in_flight.0;
         for (target, reply) in pending {
-            let outcome = self.wait_replica_reply(reply);
+            let outcome = super::replica::wait_replica_reply(&self.core, reply);
             match outcome {
                 Ok(reply) => {
                     let mut tracker = replication.tracker.lock();
@@ -111,7 +112,8 @@ impl Node {
             tracker.copies_needing_global_checkpoint_sync()
         };
         for target in lagging {
-            let pending = self.send_replica_batch(
+            let pending = super::replica::send_replica_batch(
+                &self.core,
                 service,
                 shard,
                 &engine,

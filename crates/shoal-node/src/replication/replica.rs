@@ -6,6 +6,7 @@ use shoal_engine::{DocRequest, OpKind, Origin, WriteOp};
 use shoal_transport::WireAction;
 
 use super::{ReplicaOp, ReplicaOpHeader};
+use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
@@ -110,74 +111,87 @@ const REPLICA_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// A batch in flight to a copy; resolves to the copy's checkpoints.
 pub(crate) type PendingReply = tokio::task::JoinHandle<ApiResult<ReplicaReply>>;
 
-impl Node {
-    /// Sends operations (live writes or a recovery's replay) from the local primary copy of
-    /// `shard` to the copy `target`, under the engine's current term and global checkpoint.
-    pub(crate) fn send_replica_batch(
-        &self,
-        service: &crate::index_service::IndexService,
-        shard: usize,
-        engine: &shoal_engine::Engine,
-        target: &str,
-        ops: &[ReplicaOp],
-        options: BatchOptions,
-    ) -> PendingReply {
-        self.send_resync_batch(service, shard, engine, target, ops, options, Vec::new())
-    }
+/// Sends operations (live writes or a recovery's replay) from the local primary copy of
+/// `shard` to the copy `target`, under the engine's current term and global checkpoint.
+/// Every role that sends to a copy (the primary, a recovery's replay, a resync) goes through
+/// here; it needs only the node's transport and applied state.
+pub(crate) fn send_replica_batch(
+    core: &NodeCore,
+    service: &crate::index_service::IndexService,
+    shard: usize,
+    engine: &shoal_engine::Engine,
+    target: &str,
+    ops: &[ReplicaOp],
+    options: BatchOptions,
+) -> PendingReply {
+    send_resync_batch(
+        core,
+        service,
+        shard,
+        engine,
+        target,
+        ops,
+        options,
+        Vec::new(),
+    )
+}
 
-    /// [`Node::send_replica_batch`] with the new primary's history for a resync's first batch.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn send_resync_batch(
-        &self,
-        service: &crate::index_service::IndexService,
-        shard: usize,
-        engine: &shoal_engine::Engine,
-        target: &str,
-        ops: &[ReplicaOp],
-        options: BatchOptions,
-        resync_history: Vec<(i64, i64)>,
-    ) -> PendingReply {
-        let batch = ReplicaBatch {
-            index: service.name(),
-            index_uuid: service.uuid(),
-            shard,
-            target_allocation_id: target.to_string(),
-            primary_term: engine.primary_term(),
-            global_checkpoint: engine.global_checkpoint(),
-            max_seq_no_of_updates: engine.max_seq_no_of_updates(),
-            refresh: options.refresh,
-            resync: options.resync,
-            resync_history,
-            retention_leases: service.replication(shard).and_then(|r| r.leases_to_sync()),
-            ops: ops.iter().map(|op| op.header.clone()).collect(),
+/// [`send_replica_batch`] with the new primary's history for a resync's first batch.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn send_resync_batch(
+    core: &NodeCore,
+    service: &crate::index_service::IndexService,
+    shard: usize,
+    engine: &shoal_engine::Engine,
+    target: &str,
+    ops: &[ReplicaOp],
+    options: BatchOptions,
+    resync_history: Vec<(i64, i64)>,
+) -> PendingReply {
+    let batch = ReplicaBatch {
+        index: service.name(),
+        index_uuid: service.uuid(),
+        shard,
+        target_allocation_id: target.to_string(),
+        primary_term: engine.primary_term(),
+        global_checkpoint: engine.global_checkpoint(),
+        max_seq_no_of_updates: engine.max_seq_no_of_updates(),
+        refresh: options.refresh,
+        resync: options.resync,
+        resync_history,
+        retention_leases: service.replication(shard).and_then(|r| r.leases_to_sync()),
+        ops: ops.iter().map(|op| op.header.clone()).collect(),
+    };
+    let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
+    let body = crate::wire::frame(&batch, &blobs);
+    let address = super::copy_address(&core.cluster_state(), &batch.index, shard, target);
+    // Framed here from the borrowed sources (no copy into a `ReplicaFrame`).
+    let pending = address.map(|a| core.send_encoded::<ReplicaOpsAction>(&a, body, REPLICA_TIMEOUT));
+    core.runtime.spawn(async move {
+        let Some(pending) = pending else {
+            return Err(ApiError::new(
+                404,
+                "shard_not_found_exception",
+                "the copy is not in the routing table",
+            ));
         };
-        let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
-        let body = crate::wire::frame(&batch, &blobs);
-        let address = super::copy_address(&self.cluster_state(), &batch.index, shard, target);
-        // Framed here from the borrowed sources (no copy into a `ReplicaFrame`).
-        let pending =
-            address.map(|a| self.send_encoded::<ReplicaOpsAction>(&a, body, REPLICA_TIMEOUT));
-        self.runtime.spawn(async move {
-            let Some(pending) = pending else {
-                return Err(ApiError::new(
-                    404,
-                    "shard_not_found_exception",
-                    "the copy is not in the routing table",
-                ));
-            };
-            pending
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?
-        })
-    }
+        pending
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+    })
+}
 
-    /// Waits for a batch sent with [`Node::send_replica_batch`].
-    pub(crate) fn wait_replica_reply(&self, pending: PendingReply) -> ApiResult<ReplicaReply> {
-        self.runtime
-            .block_on(pending)
-            .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
-    }
+/// Waits for a batch sent with [`send_replica_batch`].
+pub(crate) fn wait_replica_reply(
+    core: &NodeCore,
+    pending: PendingReply,
+) -> ApiResult<ReplicaReply> {
+    core.runtime
+        .block_on(pending)
+        .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
+}
 
+impl Node {
     /// Applies a batch from the primary to the local copy it names.
     fn handle_replica_batch(&self, frame: ReplicaFrame) -> ApiResult<ReplicaReply> {
         // Counted, never refused: a refused batch would fail an in-sync copy.

@@ -195,7 +195,8 @@ impl Node {
                 .map(|(target, _)| {
                     crate::failpoints::failpoint!(self, "primary_resync_before_batch");
                     let reply = complete.then(|| {
-                        self.send_resync_batch(
+                        super::replica::send_resync_batch(
+                            &self.core,
                             service,
                             shard,
                             engine,
@@ -210,7 +211,7 @@ impl Node {
                 .collect();
             for (target, reply) in pending {
                 let reply = match reply {
-                    Some(pending) => self.wait_replica_reply(pending),
+                    Some(pending) => super::replica::wait_replica_reply(&self.core, pending),
                     None => Err(incomplete_history(service, shard)),
                 };
                 match reply {
