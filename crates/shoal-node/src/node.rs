@@ -58,9 +58,6 @@ pub struct Node {
     pub(crate) failed_copies: crate::shard_failure::FailedCopies,
     /// The transport server; dropping the handle would stop it.
     transport_server: Mutex<Option<shoal_transport::ServerHandle>>,
-    /// The applier's per-copy tasks (set when the applier starts).
-    pub(crate) copy_tasks:
-        std::sync::OnceLock<crate::pressure::shard_tasks::ShardTasks<crate::applier::CopyKey>>,
 }
 
 /// The registry of every data-layer action of `node`, filled by the modules and services
@@ -159,7 +156,6 @@ impl Node {
             own_runtime: Mutex::new(own_runtime),
             failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
-            copy_tasks: Default::default(),
         });
         handler.attach(data_layer_actions(&node));
         node.cluster.set_promotion_advisor(Arc::new(

@@ -9,8 +9,8 @@
 //!   handed out for that state. Waiters on it (`NodeCore::wait_until_applied`) are woken again
 //!   after every copy task, so a check on a copy's state ("open", "acting as primary") sees it
 //!   as soon as its task is done;
-//! - a copy's work for a version is done when [`Node::wait_copies_applied`] says so: a metadata
-//!   change through [`Node::propose`] waits for it on the indices it names, so closing or
+//! - a copy's work for a version is done when [`NodeCore::wait_copies_applied`](crate::core::NodeCore::wait_copies_applied) says so: a metadata
+//!   change through [`NodeCore::propose`](crate::core::NodeCore::propose) waits for it on the indices it names, so closing or
 //!   deleting an index answers once this node released the stores.
 
 pub mod decide;
@@ -26,27 +26,12 @@ use crate::error::ApiResult;
 use crate::index_service::{IndexService, MetadataPublisher};
 use crate::metadata::IndexMetadata;
 use crate::node::Node;
+use crate::core::CopyKey;
 use crate::pressure::shard_tasks::ShardTasks;
 use decide::{CopyAction, LocalNode};
 
 /// How often a copy that could not open for a passing reason tries again.
 const OPEN_RETRY: Duration = Duration::from_secs(1);
-
-/// One shard copy's place in the task queue: per index uuid (a recreated index of the same
-/// name is another key) and shard; the name lets a caller wait on an index by name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CopyKey {
-    pub index: String,
-    pub uuid: String,
-    pub shard: usize,
-}
-
-impl CopyKey {
-    fn of(service: &IndexService, shard: usize) -> CopyKey {
-        let (index, uuid) = service.with_meta(|m| (m.name.clone(), m.uuid.clone()));
-        CopyKey { index, uuid, shard }
-    }
-}
 
 /// Copy tasks running at once: enough that copies blocked in a slow open (a cold store
 /// checked byte by byte) leave room for the others; a bound so a node with many copies does
@@ -70,7 +55,7 @@ pub fn spawn_applier(node: &Arc<Node>) {
             }
         },
     );
-    let _ = node.copy_tasks.set(tasks);
+    let _ = node.core.copy_tasks.set(tasks);
     let mut rx = node.cluster.subscribe();
     let runtime = node.runtime.clone();
     std::thread::Builder::new()
@@ -103,35 +88,6 @@ pub fn spawn_applier(node: &Arc<Node>) {
 }
 
 impl Node {
-    fn copy_tasks(&self) -> Option<&ShardTasks<CopyKey>> {
-        self.copy_tasks.get()
-    }
-
-    /// Wakes the threads waiting in `wait_until_applied` to check again.
-    pub(crate) fn wake_applied_waiters(&self) {
-        let _applied = self.applied_version.lock();
-        self.applied_cond.notify_all();
-    }
-
-    fn copy_tasks_settled(&self, indices: &[String], version: u64) -> bool {
-        self.copy_tasks()
-            .is_none_or(|t| t.settled(version, |k| indices.contains(&k.index)))
-    }
-
-    /// Waits until this node applied `version` and finished the work of every state up to it
-    /// on its copies of the indices `indices` (by name); false at `timeout`.
-    pub(crate) fn wait_copies_applied(
-        &self,
-        indices: &[String],
-        version: u64,
-        timeout: Duration,
-    ) -> bool {
-        self.wait_until_applied(timeout, |_, applied| {
-            (applied >= version && self.copy_tasks_settled(indices, version)).then_some(())
-        })
-        .is_some()
-    }
-
     /// Applies a cluster state to this node: installs the index metadata, hands each local
     /// copy's work to its task, drops the indices the state no longer has, and publishes the
     /// applied version.
