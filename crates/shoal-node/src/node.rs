@@ -48,6 +48,8 @@ pub struct Node {
     pub segrep: Arc<crate::segrep::SegrepService>,
     /// Remote-backed storage (`node.attr.remote_store.*`).
     pub remote: Arc<crate::remote::RemoteStoreService>,
+    /// Document replication: the primary's and the replica's side, resync, promotion.
+    pub replication: Arc<crate::replication::ReplicationService>,
     /// Peer recoveries, as the source and as the target.
     pub recoveries: Arc<crate::recovery::RecoveryService>,
     /// Started and failed reports of this node's copies to the cluster manager.
@@ -66,8 +68,8 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     let mut actions = crate::rpc::NodeActions::new(Arc::downgrade(node), node.pressure.clone());
     crate::write::register_actions(&mut actions, &node.writes);
     crate::broadcast::register_actions(&mut actions);
-    crate::replication::replica::register_actions(&mut actions);
-    crate::replication::promotion::register_actions(&mut actions);
+    crate::replication::replica::register_actions(&mut actions, &node.replication);
+    crate::replication::promotion::register_actions(&mut actions, &node.replication);
     crate::recovery::register_actions(&mut actions, &node.recoveries);
     crate::segrep::register_actions(&mut actions, &node.segrep);
     crate::remote::stats::register_actions(&mut actions, &node.remote);
@@ -142,8 +144,13 @@ impl Node {
             segrep.clone(),
             reports.clone(),
         ));
+        let replication = Arc::new(crate::replication::ReplicationService::new(
+            core.clone(),
+            segrep.clone(),
+        ));
         let node = Arc::new_cyclic(|node| Node {
             reads: Arc::new(ReadService::new(core.clone())),
+            replication,
             segrep,
             remote,
             writes: Arc::new(WriteService::new(
@@ -159,7 +166,7 @@ impl Node {
         });
         handler.attach(data_layer_actions(&node));
         node.cluster.set_promotion_advisor(Arc::new(
-            crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node)),
+            crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node.replication)),
         ));
         crate::applier::spawn_applier(&node);
         crate::scheduler::spawn(Arc::downgrade(&node));

@@ -22,11 +22,11 @@ use std::time::Duration;
 use shoal_state::ClusterState;
 use tracing::warn;
 
+use crate::core::CopyKey;
 use crate::error::ApiResult;
 use crate::index_service::{IndexService, MetadataPublisher};
 use crate::metadata::IndexMetadata;
 use crate::node::Node;
-use crate::core::CopyKey;
 use crate::pressure::shard_tasks::ShardTasks;
 use decide::{CopyAction, LocalNode};
 

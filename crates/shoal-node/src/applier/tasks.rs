@@ -122,7 +122,12 @@ impl Node {
                 replication.activate_primary(&engine, &self.node_id);
             } else {
                 // A replica promoted, or a relocation target handed the primary role.
-                self.start_primary_resync(service, shard, engine.clone(), replication.clone());
+                self.replication.start_primary_resync(
+                    service,
+                    shard,
+                    engine.clone(),
+                    replication.clone(),
+                );
             }
         }
         if copy.state == ShardState::Initializing {

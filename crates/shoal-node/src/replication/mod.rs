@@ -15,8 +15,9 @@
 //! - [`resync`]: a copy that becomes the primary fills its seq_no gaps and resyncs the other
 //!   copies (failing those whose history diverged) before it accepts writes.
 //!
-//! [`ShardReplication`] is the per-copy state: the replication tracker and the lock that
-//! orders "start tracking a recovering copy" against writes in flight.
+//! [`ReplicationService`] (`Node.replication`) holds these roles; [`ShardReplication`] is the
+//! per-copy state: the replication tracker and the lock that orders "start tracking a
+//! recovering copy" against writes in flight.
 
 pub mod active_shards;
 pub mod leases;
@@ -27,6 +28,7 @@ pub mod resync;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -45,6 +47,25 @@ pub mod action_names {
     pub const RECOVERY_PREFIX: &str = "internal:index/shard/recovery/";
     /// What every segment replication action's name starts with ([`crate::segrep`]).
     pub const SEGREP_PREFIX: &str = "internal:index/shard/replication/";
+}
+
+/// Document replication on this node: the primary sending its operations to the copies (and
+/// failing those that do not take them), the replica applying them, a new primary's resync,
+/// the choice of whom to promote, retention leases and `wait_for_active_shards`. It holds the
+/// node's core and the segment replication service (a promoted segment replica publishes the
+/// commit it made of what it only logged), never the node.
+pub struct ReplicationService {
+    core: Arc<crate::core::NodeCore>,
+    segrep: Arc<crate::segrep::SegrepService>,
+}
+
+impl ReplicationService {
+    pub(crate) fn new(
+        core: Arc<crate::core::NodeCore>,
+        segrep: Arc<crate::segrep::SegrepService>,
+    ) -> ReplicationService {
+        ReplicationService { core, segrep }
+    }
 }
 
 /// The replication state of one local shard copy.

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use shoal_engine::Engine;
 use shoal_state::Command;
 
+use super::ReplicationService;
 use super::{ReplicaOp, ShardReplication};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
-use crate::node::Node;
 
-/// Replica batches sent and not yet answered (see [`Node::start_replication`]).
+/// Replica batches sent and not yet answered (see [`ReplicationService::start_replication`]).
 pub(crate) struct InFlightReplication(Vec<(String, super::replica::PendingReply)>);
 
 /// What replication of one batch achieved: copies that acknowledged, and copies failed.
@@ -20,10 +20,10 @@ pub struct ReplicationSummary {
     pub failed: usize,
 }
 
-impl Node {
+impl ReplicationService {
     /// Sends `ops` (already applied on the primary) to `targets` in parallel; the primary
     /// makes them durable while they travel (as OpenSearch's post-write actions do), then
-    /// [`Node::finish_replication`] collects the answers.
+    /// [`ReplicationService::finish_replication`] collects the answers.
     pub(crate) fn start_replication(
         &self,
         service: &Arc<IndexService>,
@@ -122,7 +122,7 @@ impl Node {
                 super::replica::BatchOptions::default(),
             );
             let replication = replication.clone();
-            self.runtime.spawn(async move {
+            self.core.runtime.spawn(async move {
                 match pending.await {
                     Ok(Ok(reply)) => {
                         let mut tracker = replication.tracker.lock();
@@ -174,7 +174,7 @@ impl Node {
             ),
             primary_term: Some(primary_term as u64),
         };
-        let state = self.propose(command).map_err(|e| {
+        let state = self.core.propose(command).map_err(|e| {
             ApiError::new(
                 503,
                 "unavailable_shards_exception",

@@ -5,11 +5,11 @@ use serde::{Deserialize, Serialize};
 use shoal_engine::{DocRequest, OpKind, Origin, WriteOp};
 use shoal_transport::WireAction;
 
+use super::ReplicationService;
 use super::{ReplicaOp, ReplicaOpHeader};
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
 
 pub const ACTION_REPLICA_OPS: &str = <ReplicaOpsAction as WireAction>::NAME;
 
@@ -48,8 +48,14 @@ pub struct ReplicaFrame {
     pub sources: Vec<Option<Bytes>>,
 }
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
-    actions.register::<ReplicaOpsAction>(Node::handle_replica_batch);
+pub(crate) fn register_actions<N: Send + Sync + 'static>(
+    actions: &mut crate::rpc::NodeActions<N>,
+    service: &std::sync::Arc<ReplicationService>,
+) {
+    actions.register_on::<ReplicaOpsAction, _>(
+        std::sync::Arc::downgrade(service),
+        ReplicationService::handle_replica_batch,
+    );
 }
 
 /// The error type a copy answers when it is the primary itself: the sender was deposed (its
@@ -191,12 +197,12 @@ pub(crate) fn wait_replica_reply(
         .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
 }
 
-impl Node {
+impl ReplicationService {
     /// Applies a batch from the primary to the local copy it names.
     fn handle_replica_batch(&self, frame: ReplicaFrame) -> ApiResult<ReplicaReply> {
         // Counted, never refused: a refused batch would fail an in-sync copy.
         let bytes = frame.sources.iter().flatten().map(|b| b.len() as u64).sum();
-        let _in_flight = self.pressure.indexing.replica(bytes);
+        let _in_flight = self.core.pressure.indexing.replica(bytes);
         self.apply_replica_batch(&frame.batch, frame.sources)
     }
 
@@ -205,34 +211,15 @@ impl Node {
         batch: &ReplicaBatch,
         sources: Vec<Option<Bytes>>,
     ) -> ApiResult<ReplicaReply> {
-        let shard_id = shoal_types::ShardId::new(batch.index_uuid.clone(), batch.shard as u32);
-        let target = shoal_types::AllocationId::from(batch.target_allocation_id.as_str());
-        let copy = self.local_copy(&batch.index, &shard_id, Some(&target))?;
+        let copy = self.replica_copy(batch)?;
         let (service, engine) = (copy.service.clone(), copy.engine().clone());
-        let replication = copy.replication.clone();
-        if replication
-            .as_ref()
-            .is_some_and(|r| r.tracker.lock().is_primary_mode())
-        {
-            // A relocation handed the primary role to this copy: the sender is no longer the
-            // primary and must not fail this copy for refusing.
-            return Err(ApiError::new(
-                409,
-                NOT_A_REPLICA,
-                format!(
-                    "[{}][{}] this copy is the primary now",
-                    batch.index, batch.shard
-                ),
-            )
-            .with_kind(ErrorKind::Moved));
-        }
         if batch.primary_term > engine.primary_term() {
-            crate::failpoints::failpoint!(self, "before_term_bump");
+            crate::failpoints::failpoint!(self.core, "before_term_bump");
         }
         // Held until the batch is applied: the copy's term cannot move under it, so a batch
         // of a deposed primary either applies before the bump or is refused after it.
         let _permit = copy.shard.acquire_replica_permit(batch.primary_term)?;
-        crate::failpoints::failpoint!(self, "replica_apply_after_term_check");
+        crate::failpoints::failpoint!(self.core, "replica_apply_after_term_check");
         if batch.resync {
             super::resync::check_not_diverged(&engine, batch)?;
         }
@@ -263,25 +250,61 @@ impl Node {
         if batch.refresh {
             engine.refresh()?;
         }
-        if let Some(replication) = replication {
-            let adopted = {
-                let mut tracker = replication.tracker.lock();
-                tracker.update_global_checkpoint_on_replica(batch.global_checkpoint);
-                // A batch that raced this copy's own promotion must not replace its set.
-                !tracker.is_primary_mode()
-                    && batch
-                        .retention_leases
-                        .as_ref()
-                        .is_some_and(|leases| tracker.leases.adopt_from_primary(leases))
-            };
-            if adopted {
-                replication.apply_retention_floor(&engine);
-            }
+        if let Some(replication) = &copy.replication {
+            adopt_primary_state(replication, &engine, batch);
         }
         Ok(ReplicaReply {
             local_checkpoint: engine.local_checkpoint(),
             global_checkpoint: engine.global_checkpoint(),
         })
+    }
+
+    /// The local copy a batch names, unless it is the primary itself: a relocation handed the
+    /// primary role to this copy, so the sender is no longer the primary and must not fail
+    /// this copy for refusing.
+    fn replica_copy(&self, batch: &ReplicaBatch) -> ApiResult<crate::shard::lookup::LocalCopy> {
+        let shard_id = shoal_types::ShardId::new(batch.index_uuid.clone(), batch.shard as u32);
+        let target = shoal_types::AllocationId::from(batch.target_allocation_id.as_str());
+        let copy = self
+            .core
+            .local_copy(&batch.index, &shard_id, Some(&target))?;
+        if copy
+            .replication
+            .as_ref()
+            .is_some_and(|r| r.tracker.lock().is_primary_mode())
+        {
+            return Err(ApiError::new(
+                409,
+                NOT_A_REPLICA,
+                format!(
+                    "[{}][{}] this copy is the primary now",
+                    batch.index, batch.shard
+                ),
+            )
+            .with_kind(ErrorKind::Moved));
+        }
+        Ok(copy)
+    }
+}
+
+/// A replica follows the global checkpoint and the retention leases its primary sent along.
+fn adopt_primary_state(
+    replication: &super::ShardReplication,
+    engine: &shoal_engine::Engine,
+    batch: &ReplicaBatch,
+) {
+    let adopted = {
+        let mut tracker = replication.tracker.lock();
+        tracker.update_global_checkpoint_on_replica(batch.global_checkpoint);
+        // A batch that raced this copy's own promotion must not replace its set.
+        !tracker.is_primary_mode()
+            && batch
+                .retention_leases
+                .as_ref()
+                .is_some_and(|leases| tracker.leases.adopt_from_primary(leases))
+    };
+    if adopted {
+        replication.apply_retention_floor(engine);
     }
 }
 

@@ -49,7 +49,10 @@ impl WriteRoles for Node {
                 results[slot] = Some(Err(e.clone()));
             }
         };
-        if let Err(e) = self.wait_for_active_shards(&service, shard, options, group.len()) {
+        if let Err(e) =
+            self.replication
+                .wait_for_active_shards(&service, shard, options, group.len())
+        {
             fail_all(group, e, results);
             return;
         }
@@ -183,7 +186,8 @@ impl Node {
         let in_flight = replication.as_ref().map(|_| {
             let ops = crate::documents::replica_ops(ids, sent, &outcomes);
             let refresh = options.refresh != Refresh::False;
-            self.start_replication(service, shard, engine, targets, &ops, refresh)
+            self.replication
+                .start_replication(service, shard, engine, targets, &ops, refresh)
         });
         // The primary's fsync overlaps the copies' work; nothing is acknowledged before
         // both are done.
@@ -199,7 +203,8 @@ impl Node {
         };
         let durable = match (fsynced, &replication, in_flight) {
             (Ok(()), Some(replication), Some(in_flight)) => {
-                self.finish_replication(service, shard, engine, replication, in_flight)
+                self.replication
+                    .finish_replication(service, shard, engine, replication, in_flight)
             }
             (Ok(()), _, _) => {
                 engine.update_global_checkpoint(engine.local_checkpoint());
