@@ -16,7 +16,7 @@ use crate::metadata::{AliasMetadata, IndexMetadata, IndexState, NodePaths};
 use crate::read::ReadService;
 use crate::routing::{validate_index_name, wildcard_match};
 use crate::settings::{self, FlatSettings};
-use crate::write::{WriteRoles, WriteService};
+use crate::write::{IndexCreation, PrimaryParts, WriteService};
 
 pub use crate::config::NodeConfig;
 pub use crate::core::ResolveOptions;
@@ -132,7 +132,6 @@ impl Node {
             runtime,
             pressure,
         }));
-        // The write service reaches the node's primary role weakly: no reference cycle.
         let remote = Arc::new(crate::remote::RemoteStoreService::new(
             core.clone(),
             repositories,
@@ -148,6 +147,11 @@ impl Node {
             core.clone(),
             segrep.clone(),
         ));
+        let primary_parts = PrimaryParts {
+            replication: replication.clone(),
+            segrep: segrep.clone(),
+            remote: remote.clone(),
+        };
         let node = Arc::new_cyclic(|node| Node {
             reads: Arc::new(ReadService::new(core.clone())),
             replication,
@@ -155,7 +159,8 @@ impl Node {
             remote,
             writes: Arc::new(WriteService::new(
                 core.clone(),
-                node.clone() as std::sync::Weak<dyn WriteRoles>,
+                primary_parts,
+                node.clone() as std::sync::Weak<dyn IndexCreation>,
             )),
             core,
             recoveries,
@@ -475,6 +480,14 @@ impl Node {
             }
         }
         Ok(())
+    }
+}
+
+/// The write service creates the index a first write names through the node, weakly (no
+/// reference cycle).
+impl IndexCreation for Node {
+    fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
+        Node::create_index(self, name, &Value::Null)
     }
 }
 
