@@ -1,7 +1,8 @@
 //! What this node tells the cluster manager about its own copies: one started (a store
 //! recovery done, a peer recovery done) or failed (a recovery that could not finish). Both are
 //! proposals sent without waiting; a started report that does not land is forgotten so the
-//! next applied state sends it again.
+//! next applied state sends it again. Copies whose engine failed or that could not open are
+//! the service's too (`shard_failure.rs`): remembered, closed, and reported until it lands.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,11 +14,14 @@ use tracing::warn;
 use crate::config::CLUSTER_MANAGER_TIMEOUT;
 use crate::core::NodeCore;
 
-/// Reports of this node's copies to the cluster manager (the applier and recoveries use it).
+/// Reports of this node's copies to the cluster manager (the applier, recoveries and the
+/// scheduler use it).
 pub struct CopyReports {
-    core: Arc<NodeCore>,
+    pub(crate) core: Arc<NodeCore>,
     /// Allocation ids reported started (or being reported): each is sent once.
     reported_started: Arc<Mutex<HashSet<String>>>,
+    /// Copies reported failed and copies waiting to retry their open.
+    pub(crate) failed_copies: crate::shard_failure::FailedCopies,
 }
 
 impl CopyReports {
@@ -25,6 +29,7 @@ impl CopyReports {
         CopyReports {
             core,
             reported_started: Default::default(),
+            failed_copies: Default::default(),
         }
     }
 

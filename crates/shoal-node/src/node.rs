@@ -52,12 +52,11 @@ pub struct Node {
     pub replication: Arc<crate::replication::ReplicationService>,
     /// Peer recoveries, as the source and as the target.
     pub recoveries: Arc<crate::recovery::RecoveryService>,
-    /// Started and failed reports of this node's copies to the cluster manager.
+    /// Started and failed reports of this node's copies to the cluster manager, and the
+    /// copies it failed.
     pub(crate) reports: Arc<crate::copy_reports::CopyReports>,
     /// Keeps a runtime alive when the node was started outside of one (tests).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
-    /// Copies reported failed and copies waiting to retry their open.
-    pub(crate) failed_copies: crate::shard_failure::FailedCopies,
     /// The transport server; dropping the handle would stop it.
     transport_server: Mutex<Option<shoal_transport::ServerHandle>>,
 }
@@ -166,7 +165,6 @@ impl Node {
             recoveries,
             reports,
             own_runtime: Mutex::new(own_runtime),
-            failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
         });
         handler.attach(data_layer_actions(&node));

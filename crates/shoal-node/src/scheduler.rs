@@ -26,8 +26,8 @@ pub fn spawn(node: Weak<Node>) {
         .spawn(move || loop {
             std::thread::sleep(TICK);
             let Some(node) = node.upgrade() else { return };
-            node.fail_failed_engines();
-            node.resend_failure_reports();
+            node.reports.fail_failed_engines();
+            node.reports.resend_failure_reports();
             node.remote.maintain_cluster_state();
             run_due_work(&node);
         })

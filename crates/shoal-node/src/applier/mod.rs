@@ -74,9 +74,7 @@ pub fn spawn_applier(node: &Arc<Node>) {
                     Ok(Ok(())) => break,
                     Ok(Err(_)) => return,
                     Err(_elapsed) => {
-                        let retry = weak
-                            .upgrade()
-                            .is_some_and(|n| n.failed_copies.take_retry_open());
+                        let retry = weak.upgrade().is_some_and(|n| n.reports.take_retry_open());
                         if retry {
                             break;
                         }
@@ -104,7 +102,7 @@ impl Node {
         let local = LocalNode {
             node_id: &self.node_id,
             current_incarnation: self.state_knows_this_incarnation(state),
-            is_failed: &|id| self.is_failed_copy(id),
+            is_failed: &|id| self.reports.is_failed_copy(id),
         };
         for (name, state_meta) in &state.metadata.indices {
             match self.sync_index_service(name, state_meta) {
@@ -117,7 +115,7 @@ impl Node {
             }
         }
         self.remove_gone_indices(state, since);
-        self.forget_replaced_failed_copies(state);
+        self.reports.forget_replaced_failed_copies(state);
         self.publish_applied(state.version);
     }
 

@@ -27,7 +27,7 @@ impl Node {
             CopyAction::Follow { copy, current } => {
                 // One copy that cannot be brought in line never holds back the others.
                 if let Err(e) = self.apply_local_copy(state, service, &copy, current) {
-                    self.copy_failed_to_open(service, &copy, &e);
+                    self.reports.copy_failed_to_open(service, &copy, &e);
                 }
             }
             CopyAction::Recover(copy) => self.follow_recovering_copy(state, service, &copy),
