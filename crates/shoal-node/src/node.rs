@@ -110,16 +110,7 @@ impl Node {
         if known_id.is_none() {
             paths.persist_node_state(&json!({ "node_id": node_id }))?;
         }
-        let (runtime, own_runtime) = match tokio::runtime::Handle::try_current() {
-            Ok(handle) => (handle, None),
-            Err(_) => {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()?;
-                (rt.handle().clone(), Some(rt))
-            }
-        };
+        let (runtime, own_runtime) = node_runtime()?;
         let (transport, cluster, handler, server) =
             crate::cluster_bridge::start_cluster(&runtime, &config, &node_id)?;
         let core = Arc::new(NodeCore::new(CoreParts {
@@ -487,6 +478,19 @@ impl IndexCreation for Node {
     fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
         Node::create_index(self, name, &Value::Null)
     }
+}
+
+/// The runtime the node runs on: the caller's, or one of its own when started outside of one
+/// (tests), which the node then keeps alive.
+fn node_runtime() -> ApiResult<(tokio::runtime::Handle, Option<tokio::runtime::Runtime>)> {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        return Ok((handle, None));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    Ok((runtime.handle().clone(), Some(runtime)))
 }
 
 /// One action of `POST /_aliases`, expanded to a concrete index.
