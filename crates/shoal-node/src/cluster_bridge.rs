@@ -1,6 +1,6 @@
-//! Where the node meets the cluster layer: it starts the transport and the Raft member,
-//! turns metadata changes into proposals and waits for this node to apply them (the applier
-//! itself is in [`crate::applier`]).
+//! Where the node meets the cluster layer: it starts the transport and the Raft member, and
+//! publishes the metadata changes its index services make (proposals and the waits for this
+//! node to apply them are the core's, `core/proposals.rs`; the applier is [`crate::applier`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::ToSocketAddrs;
@@ -10,11 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use shoal_cluster::{CheckSettings, Cluster, ClusterConfig, ClusterError};
-use shoal_state::{ClusterState, Command, DiscoveryNode, Role};
+use shoal_state::{DiscoveryNode, Role};
 use shoal_transport::{ActionRegistry, Handler, RemoteError, ReplyStream, Request, Transport};
-use tracing::{info, warn};
+use tracing::info;
 
-use crate::config::CLUSTER_MANAGER_TIMEOUT;
 use crate::error::{ApiError, ApiResult};
 use crate::metadata::IndexMetadata;
 use crate::node::{Node, NodeConfig};
@@ -227,72 +226,6 @@ impl NodeHandler {
     }
 }
 
-impl Node {
-    /// Proposes a command and waits until this node's applier has applied it, including the
-    /// work on its copies of the indices the command changes (closing or deleting an index
-    /// answers once the stores are released here).
-    pub fn propose(&self, command: Command) -> ApiResult<Arc<ClusterState>> {
-        let indices = indices_changed_by(&command);
-        let state = self
-            .runtime
-            .block_on(self.cluster.propose(command, CLUSTER_MANAGER_TIMEOUT))?;
-        // With no index named this is just "applied": no copy task is asked about.
-        self.wait_copies_applied(&indices, state.version, CLUSTER_MANAGER_TIMEOUT);
-        Ok(state)
-    }
-
-    /// Publishes index metadata through the cluster manager (create or replace).
-    pub fn publish_index(&self, meta: IndexMetadata, create: bool) -> ApiResult<Arc<ClusterState>> {
-        self.propose(Command::PutIndex { meta, create })
-    }
-
-    /// Tells the cluster manager a local copy failed (its recovery, say), so allocation can
-    /// place it again.
-    pub(crate) fn report_failed(self: &Arc<Self>, copy: &shoal_state::ShardRouting, reason: &str) {
-        let Some(allocation_id) = copy.allocation_id.clone() else {
-            return;
-        };
-        let cluster = self.cluster.clone();
-        let command = Command::ShardFailed {
-            index: copy.index.clone(),
-            shard: copy.shard,
-            allocation_id,
-            reason: reason.to_string(),
-            primary_term: None,
-        };
-        self.runtime.spawn(async move {
-            if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {
-                warn!(error = %e, "could not report a failed shard");
-            }
-        });
-    }
-
-    pub(crate) fn report_started(self: &Arc<Self>, copy: &shoal_state::ShardRouting) {
-        let Some(allocation_id) = copy.allocation_id.clone() else {
-            return;
-        };
-        if !self.reported_started.lock().insert(allocation_id.clone()) {
-            return;
-        }
-        let cluster = self.cluster.clone();
-        let node = Arc::downgrade(self);
-        let command = Command::ShardStarted {
-            index: copy.index.clone(),
-            shard: copy.shard,
-            allocation_id: allocation_id.clone(),
-        };
-        self.runtime.spawn(async move {
-            if let Err(e) = cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await {
-                // Forgotten, so the next applied state reports it again.
-                warn!(error = %e, allocation_id, "could not report a started shard");
-                if let Some(node) = node.upgrade() {
-                    node.reported_started.lock().remove(&allocation_id);
-                }
-            }
-        });
-    }
-}
-
 /// The node publishes the metadata changes its index services make.
 impl crate::index_service::MetadataPublisher for Node {
     fn node_name(&self) -> String {
@@ -305,25 +238,10 @@ impl crate::index_service::MetadataPublisher for Node {
     }
 
     fn publish_index(&self, meta: IndexMetadata) -> ApiResult<()> {
-        Node::publish_index(self, meta, false).map(|_| ())
+        self.core.publish_index(meta, false).map(|_| ())
     }
 
     fn wait_applied(&self, timeout: Duration, check: &mut dyn FnMut() -> bool) {
         self.wait_until_applied(timeout, |_, _| check().then_some(()));
-    }
-}
-
-/// The indices whose local copies a command opens, closes or deletes by changing their
-/// metadata (a shard's failure or start moves one copy, which nobody waits for). A new index
-/// is not among them: its creation waits for its primaries after it let go of the lock that
-/// serializes creations, so a copy slow to open never holds back the next creation.
-fn indices_changed_by(command: &Command) -> Vec<String> {
-    match command {
-        Command::PutIndex {
-            meta,
-            create: false,
-        } => vec![meta.name.clone()],
-        Command::DeleteIndices { names } => names.clone(),
-        _ => Vec::new(),
     }
 }

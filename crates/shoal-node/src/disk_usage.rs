@@ -10,6 +10,7 @@ use std::time::Duration;
 use shoal_state::{ClusterState, Command, DiskUsage};
 use tracing::debug;
 
+use crate::core::NodeCore;
 use crate::node::Node;
 
 /// Fraction of the disk the usage must move by before a new report.
@@ -36,7 +37,7 @@ pub fn should_report(previous: Option<&DiskUsage>, current: &DiskUsage) -> bool 
 
 pub use shoal_cluster::raft::reserve::filesystem_space;
 
-impl Node {
+impl NodeCore {
     /// This node's disk usage now: its data path's filesystem and the size of its shards.
     /// Walks the shard directories: call it off the async runtime.
     pub fn measure_disk_usage(&self) -> Option<DiskUsage> {
@@ -113,7 +114,7 @@ pub(crate) fn spawn_reporter(node: &Arc<Node>) {
         loop {
             let delay = {
                 let Some(node) = weak.upgrade() else { return };
-                reported_once |= node.clone().report_disk_usage().await;
+                reported_once |= node.core.clone().report_disk_usage().await;
                 if reported_once {
                     node.info_update_interval()
                 } else {

@@ -12,7 +12,7 @@ use tantivy::TantivyDocument;
 
 use crate::error::{ApiError, ApiResult};
 use crate::metadata::{IndexMetadata, IndexMetadataExt, IndexState, NodePaths};
-use crate::replication::progress::{RecoveryProgress, RecoveryRecord};
+use crate::recovery::progress::{RecoveryProgress, RecoveryRecord};
 use crate::routing;
 use crate::shard::IndexShard;
 

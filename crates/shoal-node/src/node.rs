@@ -16,7 +16,7 @@ use crate::metadata::{AliasMetadata, IndexMetadata, IndexState, NodePaths};
 use crate::read::ReadService;
 use crate::routing::{validate_index_name, wildcard_match};
 use crate::settings::{self, FlatSettings};
-use crate::write::{WriteRoles, WriteService};
+use crate::write::{IndexCreation, PrimaryParts, WriteService};
 
 pub use crate::config::NodeConfig;
 pub use crate::core::ResolveOptions;
@@ -49,17 +49,17 @@ pub struct Node {
     /// Remote-backed storage (`node.attr.remote_store.*`).
     pub remote: Arc<crate::remote::RemoteStoreService>,
     pub snapshots: Arc<crate::snapshot::SnapshotService>,
-    pub(crate) recoveries: crate::replication::recovery::Recoveries,
+    /// Document replication: the primary's and the replica's side, resync, promotion.
+    pub replication: Arc<crate::replication::ReplicationService>,
+    /// Peer recoveries, as the source and as the target.
+    pub recoveries: Arc<crate::recovery::RecoveryService>,
+    /// Started and failed reports of this node's copies to the cluster manager, and the
+    /// copies it failed.
+    pub(crate) reports: Arc<crate::copy_reports::CopyReports>,
     /// Keeps a runtime alive when the node was started outside of one (tests).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
-    pub(crate) reported_started: Mutex<std::collections::HashSet<String>>,
-    /// Copies reported failed and copies waiting to retry their open.
-    pub(crate) failed_copies: crate::shard_failure::FailedCopies,
     /// The transport server; dropping the handle would stop it.
     transport_server: Mutex<Option<shoal_transport::ServerHandle>>,
-    /// The applier's per-copy tasks (set when the applier starts).
-    pub(crate) copy_tasks:
-        std::sync::OnceLock<crate::pressure::shard_tasks::ShardTasks<crate::applier::CopyKey>>,
 }
 
 /// The registry of every data-layer action of `node`, filled by the modules and services
@@ -68,9 +68,9 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     let mut actions = crate::rpc::NodeActions::new(Arc::downgrade(node), node.pressure.clone());
     crate::write::register_actions(&mut actions, &node.writes);
     crate::broadcast::register_actions(&mut actions);
-    crate::replication::replica::register_actions(&mut actions);
-    crate::replication::promotion::register_actions(&mut actions);
-    crate::replication::recovery::register_actions(&mut actions);
+    crate::replication::replica::register_actions(&mut actions, &node.replication);
+    crate::replication::promotion::register_actions(&mut actions, &node.replication);
+    crate::recovery::register_actions(&mut actions, &node.recoveries);
     crate::segrep::register_actions(&mut actions, &node.segrep);
     crate::remote::stats::register_actions(&mut actions, &node.remote);
     crate::snapshot::shard::register_actions(&mut actions, &node.snapshots);
@@ -112,16 +112,7 @@ impl Node {
         if known_id.is_none() {
             paths.persist_node_state(&json!({ "node_id": node_id }))?;
         }
-        let (runtime, own_runtime) = match tokio::runtime::Handle::try_current() {
-            Ok(handle) => (handle, None),
-            Err(_) => {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()?;
-                (rt.handle().clone(), Some(rt))
-            }
-        };
+        let (runtime, own_runtime) = node_runtime()?;
         let (transport, cluster, handler, server) =
             crate::cluster_bridge::start_cluster(&runtime, &config, &node_id)?;
         let core = Arc::new(NodeCore::new(CoreParts {
@@ -133,31 +124,46 @@ impl Node {
             runtime,
             pressure,
         }));
-        // The write service reaches the node's primary role weakly: no reference cycle.
         let remote = Arc::new(crate::remote::RemoteStoreService::new(
             core.clone(),
             repositories,
         ));
+        let segrep = crate::segrep::SegrepService::new(core.clone(), remote.clone());
+        let reports = Arc::new(crate::copy_reports::CopyReports::new(core.clone()));
+        let recoveries = Arc::new(crate::recovery::RecoveryService::new(
+            core.clone(),
+            segrep.clone(),
+            reports.clone(),
+        ));
+        let replication = Arc::new(crate::replication::ReplicationService::new(
+            core.clone(),
+            segrep.clone(),
+        ));
+        let primary_parts = PrimaryParts {
+            replication: replication.clone(),
+            segrep: segrep.clone(),
+            remote: remote.clone(),
+        };
         let node = Arc::new_cyclic(|node| Node {
             reads: Arc::new(ReadService::new(core.clone())),
-            segrep: crate::segrep::SegrepService::new(core.clone(), remote.clone()),
+            replication,
+            segrep,
             remote,
             snapshots: Arc::new(crate::snapshot::SnapshotService::new(core.clone())),
             writes: Arc::new(WriteService::new(
                 core.clone(),
-                node.clone() as std::sync::Weak<dyn WriteRoles>,
+                primary_parts,
+                node.clone() as std::sync::Weak<dyn IndexCreation>,
             )),
             core,
-            recoveries: Default::default(),
+            recoveries,
+            reports,
             own_runtime: Mutex::new(own_runtime),
-            reported_started: Mutex::new(Default::default()),
-            failed_copies: Default::default(),
             transport_server: Mutex::new(Some(server)),
-            copy_tasks: Default::default(),
         });
         handler.attach(data_layer_actions(&node));
         node.cluster.set_promotion_advisor(Arc::new(
-            crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node)),
+            crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node.replication)),
         ));
         crate::applier::spawn_applier(&node);
         crate::scheduler::spawn(Arc::downgrade(&node));
@@ -245,7 +251,7 @@ impl Node {
             self.cluster_setting(key)
         })?;
         for (key, value) in persistent.iter().chain(transient.iter()) {
-            crate::replication::throttle::validate(key, value)?;
+            crate::recovery::throttle::validate(key, value)?;
             crate::read::search::validate_max_buckets(key, value)?;
         }
         let mut settings = self.cluster_settings();
@@ -468,6 +474,27 @@ impl Node {
         }
         Ok(())
     }
+}
+
+/// The write service creates the index a first write names through the node, weakly (no
+/// reference cycle).
+impl IndexCreation for Node {
+    fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
+        Node::create_index(self, name, &Value::Null)
+    }
+}
+
+/// The runtime the node runs on: the caller's, or one of its own when started outside of one
+/// (tests), which the node then keeps alive.
+fn node_runtime() -> ApiResult<(tokio::runtime::Handle, Option<tokio::runtime::Runtime>)> {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        return Ok((handle, None));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    Ok((runtime.handle().clone(), Some(runtime)))
 }
 
 /// One action of `POST /_aliases`, expanded to a concrete index.

@@ -240,20 +240,29 @@ impl<N: Send + Sync + 'static> NodeActions<N> {
 }
 
 impl<N: Send + Sync + 'static> NodeActions<N> {
-    /// Registers the handler of the streaming action `A`: it checks the request and answers
-    /// the stream at once (cheap work only: it runs on the transport's thread; each item's
-    /// work goes to a pool), or refuses it.
+    /// Registers the handler of the streaming action `A` on the node (see
+    /// [`NodeActions::register_stream_on`]).
     pub(crate) fn register_stream<A: WireStreamAction>(
         &mut self,
         handler: fn(&Arc<N>, A::Request) -> ApiResult<BoxStream<'static, ApiResult<A::Item>>>,
     ) {
-        let node = self.node.clone();
+        self.register_stream_on::<A, N>(self.node.clone(), handler);
+    }
+
+    /// Registers the handler of the streaming action `A` on a service: it checks the request
+    /// and answers the stream at once (cheap work only: it runs on the transport's thread;
+    /// each item's work goes to a pool), or refuses it. Held weakly, like the node.
+    pub(crate) fn register_stream_on<A: WireStreamAction, S: Send + Sync + 'static>(
+        &mut self,
+        service: Weak<S>,
+        handler: fn(&Arc<S>, A::Request) -> ApiResult<BoxStream<'static, ApiResult<A::Item>>>,
+    ) {
         self.registry
             .register_stream::<A, _, _, _>(move |_, request| {
-                let node = node.upgrade();
+                let service = service.upgrade();
                 async move {
-                    let node = node.ok_or_else(node_closed)?;
-                    let items = handler(&node, request).map_err(ApiError::into_remote)?;
+                    let service = service.ok_or_else(node_closed)?;
+                    let items = handler(&service, request).map_err(ApiError::into_remote)?;
                     Ok(items.map(|item| item.map_err(ApiError::into_remote)))
                 }
             });

@@ -26,8 +26,8 @@ pub fn spawn(node: Weak<Node>) {
         .spawn(move || loop {
             std::thread::sleep(TICK);
             let Some(node) = node.upgrade() else { return };
-            node.fail_failed_engines();
-            node.resend_failure_reports();
+            node.reports.fail_failed_engines();
+            node.reports.resend_failure_reports();
             node.remote.maintain_cluster_state();
             run_due_work(&node);
         })
@@ -35,7 +35,7 @@ pub fn spawn(node: Weak<Node>) {
 }
 
 fn run_due_work(node: &Arc<Node>) {
-    node.drop_abandoned_recoveries();
+    node.recoveries.drop_abandoned();
     for index in node.all_indices() {
         if !index.is_open() {
             continue;
@@ -54,9 +54,9 @@ fn run_due_work(node: &Arc<Node>) {
         }
         for (shard, copy) in index.local_copies() {
             let due = copy.take_due_work(&intervals);
-            node.maintain_retention_leases(&index, shard);
+            node.replication.maintain_retention_leases(&index, shard);
             if due.checkpoint_sync {
-                node.sync_global_checkpoint(&index, shard);
+                node.replication.sync_global_checkpoint(&index, shard);
             }
             if due.sync && index.is_remote_store() && copy.primary_targets().is_some() {
                 node.remote.queue_translog_upload(&index, shard);
@@ -94,7 +94,7 @@ fn fail_stale_segment_replica(
     allocation_id: String,
     term: i64,
 ) {
-    let (node2, index) = (node.clone(), index.name());
+    let (replication, index) = (node.replication.clone(), index.name());
     let pool = node
         .pressure
         .pool(crate::pressure::settings::REPLICATION)
@@ -105,7 +105,7 @@ fn fail_stale_segment_replica(
             "replication_failed_exception",
             "replica too far behind primary, marking as stale",
         );
-        if let Err(e) = node2.fail_copy(&index, shard, &allocation_id, term, &error) {
+        if let Err(e) = replication.fail_copy(&index, shard, &allocation_id, term, &error) {
             warn!(index, shard, allocation_id, error = %e, "could not fail a stale segment replica");
         }
     });

@@ -20,9 +20,9 @@ use shoal_state::{ClusterState, Command, ShardRouting};
 use tracing::{info, warn};
 
 use crate::config::CLUSTER_MANAGER_TIMEOUT;
+use crate::copy_reports::CopyReports;
 use crate::error::ApiError;
 use crate::index_service::IndexService;
-use crate::node::Node;
 
 /// How long a failure report that did not reach the cluster manager waits before it is sent
 /// again.
@@ -121,10 +121,10 @@ pub fn is_disk_full(reason: &str) -> bool {
     .any(|mark| reason.contains(mark))
 }
 
-impl Node {
+impl CopyReports {
     /// Closes and reports every local copy whose engine failed (scheduler tick).
     pub(crate) fn fail_failed_engines(self: &Arc<Self>) {
-        for index in self.all_indices() {
+        for index in self.core.all_indices() {
             for (shard, engine) in index.local_shards() {
                 if let Some(reason) = engine.has_failed().then(|| engine.failure()).flatten() {
                     self.fail_local_copy(
@@ -145,8 +145,8 @@ impl Node {
         shard: usize,
         reason: &str,
     ) {
-        let state = self.cluster_state();
-        let copy = local_copy(&state, &self.node_id, &index.name(), shard).cloned();
+        let state = self.core.cluster_state();
+        let copy = local_copy(&state, &self.core.node_id, &index.name(), shard).cloned();
         // Remembered before the copy goes, so the applier cannot reopen it in between.
         let known = copy.as_ref().and_then(|copy| {
             let allocation_id = copy.allocation_id.as_deref()?;
@@ -168,10 +168,10 @@ impl Node {
             return;
         };
         let disk_full = is_disk_full(&reason) || self.data_disk_is_full();
-        let node = self.clone();
-        self.runtime.spawn(async move {
+        let reports = self.clone();
+        self.core.runtime.spawn(async move {
             if disk_full {
-                node.clone().report_disk_usage().await;
+                reports.core.clone().report_disk_usage().await;
             }
             let command = Command::ShardFailed {
                 index: copy.index.clone(),
@@ -180,11 +180,16 @@ impl Node {
                 reason,
                 primary_term: None,
             };
-            let landed = node.cluster.propose(command, CLUSTER_MANAGER_TIMEOUT).await;
+            let landed = reports
+                .core
+                .cluster
+                .propose(command, CLUSTER_MANAGER_TIMEOUT)
+                .await;
             if let Err(e) = &landed {
                 warn!(error = %e, allocation_id, "could not report a failed shard copy, retrying");
             }
-            node.failed_copies
+            reports
+                .failed_copies
                 .report_landed(&allocation_id, landed.is_ok());
         });
     }
@@ -200,7 +205,7 @@ impl Node {
     /// failed indexing thread as "index writer was killed" without the cause.
     fn data_disk_is_full(&self) -> bool {
         const NEARLY_FULL: u64 = 1024 * 1024;
-        crate::disk_usage::filesystem_space(&self.config.data_path)
+        crate::disk_usage::filesystem_space(&self.core.config.data_path)
             .is_some_and(|(_, available)| available < NEARLY_FULL)
     }
 
@@ -230,6 +235,11 @@ impl Node {
             return;
         }
         self.fail_local_copy(index, copy.shard as usize, &reason);
+    }
+
+    /// Whether some copy waits to retry its open (see [`FailedCopies::take_retry_open`]).
+    pub(crate) fn take_retry_open(&self) -> bool {
+        self.failed_copies.take_retry_open()
     }
 
     /// Called after each applied state.

@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Map, Value};
-use shoal_node::replication::progress::{percent, RecoveryRecord, Stage};
+use shoal_node::recovery::progress::{percent, RecoveryRecord, Stage};
 use shoal_node::{ApiResult, Node, ResolveOptions};
 use shoal_state::ClusterState;
 
@@ -49,7 +49,8 @@ fn records(node: &Node, index: Option<&str>, params: &Params) -> ApiResult<Vec<R
     let names: Vec<String> = services.iter().map(|s| s.name()).collect();
     let active_only = params.bool_or("active_only", false)?;
     Ok(node
-        .recoveries(&names)
+        .recoveries
+        .records(&names)
         .into_iter()
         .filter(|r| !active_only || r.stage != Stage::Done)
         .collect())

@@ -57,7 +57,7 @@ pub fn copy_actions(
 }
 
 fn assigned_copy_action(copy: &ShardRouting, local: &LocalNode) -> Option<CopyAction> {
-    if crate::replication::recovery::needs_peer_recovery(copy) {
+    if crate::recovery::needs_peer_recovery(copy) {
         // A copy of a state from before this process started is about to be failed and
         // recovered again under a new id: it does not recover on it.
         return local

@@ -9,8 +9,8 @@
 //!   handed out for that state. Waiters on it (`NodeCore::wait_until_applied`) are woken again
 //!   after every copy task, so a check on a copy's state ("open", "acting as primary") sees it
 //!   as soon as its task is done;
-//! - a copy's work for a version is done when [`Node::wait_copies_applied`] says so: a metadata
-//!   change through [`Node::propose`] waits for it on the indices it names, so closing or
+//! - a copy's work for a version is done when [`NodeCore::wait_copies_applied`](crate::core::NodeCore::wait_copies_applied) says so: a metadata
+//!   change through [`NodeCore::propose`](crate::core::NodeCore::propose) waits for it on the indices it names, so closing or
 //!   deleting an index answers once this node released the stores.
 
 pub mod decide;
@@ -22,6 +22,7 @@ use std::time::Duration;
 use shoal_state::ClusterState;
 use tracing::warn;
 
+use crate::core::CopyKey;
 use crate::error::ApiResult;
 use crate::index_service::{IndexService, MetadataPublisher};
 use crate::metadata::IndexMetadata;
@@ -31,22 +32,6 @@ use decide::{CopyAction, LocalNode};
 
 /// How often a copy that could not open for a passing reason tries again.
 const OPEN_RETRY: Duration = Duration::from_secs(1);
-
-/// One shard copy's place in the task queue: per index uuid (a recreated index of the same
-/// name is another key) and shard; the name lets a caller wait on an index by name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CopyKey {
-    pub index: String,
-    pub uuid: String,
-    pub shard: usize,
-}
-
-impl CopyKey {
-    fn of(service: &IndexService, shard: usize) -> CopyKey {
-        let (index, uuid) = service.with_meta(|m| (m.name.clone(), m.uuid.clone()));
-        CopyKey { index, uuid, shard }
-    }
-}
 
 /// Copy tasks running at once: enough that copies blocked in a slow open (a cold store
 /// checked byte by byte) leave room for the others; a bound so a node with many copies does
@@ -70,7 +55,7 @@ pub fn spawn_applier(node: &Arc<Node>) {
             }
         },
     );
-    let _ = node.copy_tasks.set(tasks);
+    let _ = node.core.copy_tasks.set(tasks);
     let mut rx = node.cluster.subscribe();
     let runtime = node.runtime.clone();
     std::thread::Builder::new()
@@ -89,9 +74,7 @@ pub fn spawn_applier(node: &Arc<Node>) {
                     Ok(Ok(())) => break,
                     Ok(Err(_)) => return,
                     Err(_elapsed) => {
-                        let retry = weak
-                            .upgrade()
-                            .is_some_and(|n| n.failed_copies.take_retry_open());
+                        let retry = weak.upgrade().is_some_and(|n| n.reports.take_retry_open());
                         if retry {
                             break;
                         }
@@ -103,35 +86,6 @@ pub fn spawn_applier(node: &Arc<Node>) {
 }
 
 impl Node {
-    fn copy_tasks(&self) -> Option<&ShardTasks<CopyKey>> {
-        self.copy_tasks.get()
-    }
-
-    /// Wakes the threads waiting in `wait_until_applied` to check again.
-    pub(crate) fn wake_applied_waiters(&self) {
-        let _applied = self.applied_version.lock();
-        self.applied_cond.notify_all();
-    }
-
-    fn copy_tasks_settled(&self, indices: &[String], version: u64) -> bool {
-        self.copy_tasks()
-            .is_none_or(|t| t.settled(version, |k| indices.contains(&k.index)))
-    }
-
-    /// Waits until this node applied `version` and finished the work of every state up to it
-    /// on its copies of the indices `indices` (by name); false at `timeout`.
-    pub(crate) fn wait_copies_applied(
-        &self,
-        indices: &[String],
-        version: u64,
-        timeout: Duration,
-    ) -> bool {
-        self.wait_until_applied(timeout, |_, applied| {
-            (applied >= version && self.copy_tasks_settled(indices, version)).then_some(())
-        })
-        .is_some()
-    }
-
     /// Applies a cluster state to this node: installs the index metadata, hands each local
     /// copy's work to its task, drops the indices the state no longer has, and publishes the
     /// applied version.
@@ -148,7 +102,7 @@ impl Node {
         let local = LocalNode {
             node_id: &self.node_id,
             current_incarnation: self.state_knows_this_incarnation(state),
-            is_failed: &|id| self.is_failed_copy(id),
+            is_failed: &|id| self.reports.is_failed_copy(id),
         };
         for (name, state_meta) in &state.metadata.indices {
             match self.sync_index_service(name, state_meta) {
@@ -161,7 +115,7 @@ impl Node {
             }
         }
         self.remove_gone_indices(state, since);
-        self.forget_replaced_failed_copies(state);
+        self.reports.forget_replaced_failed_copies(state);
         self.publish_applied(state.version);
     }
 

@@ -27,7 +27,7 @@ impl Node {
             CopyAction::Follow { copy, current } => {
                 // One copy that cannot be brought in line never holds back the others.
                 if let Err(e) = self.apply_local_copy(state, service, &copy, current) {
-                    self.copy_failed_to_open(service, &copy, &e);
+                    self.reports.copy_failed_to_open(service, &copy, &e);
                 }
             }
             CopyAction::Recover(copy) => self.follow_recovering_copy(state, service, &copy),
@@ -56,7 +56,7 @@ impl Node {
             .filter(|r| r.allocation_id == allocation_id)
         {
             Some(recovered) => recovered.apply_cluster_state(state, &copy.index, shard),
-            None => self.start_peer_recovery(service, copy),
+            None => self.recoveries.start_peer_recovery(service, copy),
         }
     }
 
@@ -136,12 +136,17 @@ impl Node {
                 replication.activate_primary(&engine, &self.node_id);
             } else {
                 // A replica promoted, or a relocation target handed the primary role.
-                self.start_primary_resync(service, shard, engine.clone(), replication.clone());
+                self.replication.start_primary_resync(
+                    service,
+                    shard,
+                    engine.clone(),
+                    replication.clone(),
+                );
             }
         }
         if copy.state == ShardState::Initializing {
             self.record_store_recovery(copy, &local);
-            self.report_started(copy);
+            self.reports.report_started(copy);
         }
         Ok(())
     }
@@ -157,7 +162,7 @@ impl Node {
         started: i64,
         snapshot: Option<(String, String)>,
     ) {
-        use crate::replication::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
+        use crate::recovery::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         let mut record = RecoveryRecord::new(
             &copy.index,
@@ -186,7 +191,7 @@ impl Node {
 
     /// A primary initialized from its own store (new or existing) shows in `_cat/recovery`.
     fn record_store_recovery(&self, copy: &ShardRouting, local: &IndexShard) {
-        use crate::replication::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
+        use crate::recovery::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         if local
             .recovery()

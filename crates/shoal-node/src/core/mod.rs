@@ -9,6 +9,7 @@
 
 pub mod indices;
 pub mod node_selectors;
+mod proposals;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +27,7 @@ use crate::metadata::NodePaths;
 use crate::settings;
 
 pub use indices::ResolveOptions;
+pub use proposals::CopyKey;
 
 pub struct NodeCore {
     pub config: NodeConfig,
@@ -48,6 +50,8 @@ pub struct NodeCore {
     /// Set by [`Node::kill_for_test`](crate::node::Node::kill_for_test): waits on the cluster
     /// state give up at once.
     pub(crate) killed: AtomicBool,
+    /// The applier's per-copy tasks (set when the applier starts; see [`proposals`]).
+    pub(crate) copy_tasks: std::sync::OnceLock<crate::pressure::shard_tasks::ShardTasks<CopyKey>>,
 }
 
 /// What a node's core is built from (the parts [`crate::node::Node::start`] starts first).
@@ -77,6 +81,7 @@ impl NodeCore {
             applied_version: Mutex::new(0),
             applied_cond: Condvar::new(),
             killed: AtomicBool::new(false),
+            copy_tasks: Default::default(),
         }
     }
 

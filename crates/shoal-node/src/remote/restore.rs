@@ -147,7 +147,7 @@ pub(crate) fn install_store(
     meta_json: &str,
     term: i64,
 ) -> ApiResult<TransferStats> {
-    let limiter = crate::replication::throttle::RateLimiter::default();
+    let limiter = crate::recovery::throttle::RateLimiter::default();
     let transfer = FileTransfer {
         dir: &config.index_dir(),
         source,

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::ReplicationService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
 
 /// A count of copies (0 waits for nothing) or `all`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +52,7 @@ impl ActiveShards {
 /// The write request's `timeout` when it sets none.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
-impl Node {
+impl ReplicationService {
     /// Waits until `shard` of `service` has the active copies a write of `requests` items
     /// asks for. Called on the primary, before it applies anything.
     pub(crate) fn wait_for_active_shards(
@@ -94,6 +94,7 @@ impl Node {
                 .count()
         };
         if self
+            .core
             .wait_until_applied(options.remaining_time(), |state, _| {
                 (active(state) >= needed).then_some(())
             })
@@ -101,7 +102,7 @@ impl Node {
         {
             return Ok(());
         }
-        let have = active(&self.cluster_state());
+        let have = active(&self.core.cluster_state());
         Err(ApiError::new(
             503,
             "unavailable_shards_exception",

@@ -13,10 +13,10 @@ use shoal_engine::Engine;
 use shoal_replication::{peer_recovery_lease_id, RetentionLeases};
 use shoal_state::{ClusterState, UnassignedReason};
 
+use super::ReplicationService;
 use super::ShardReplication;
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
 
 /// The nodes a shard's copies live on, as the leases need them.
 struct CopyNodes {
@@ -74,7 +74,7 @@ impl ShardReplication {
     }
 }
 
-impl Node {
+impl ReplicationService {
     /// Renews the leases of the nodes holding copies, expires those of nodes that no longer
     /// hold one, and applies the result to the engine. A no-op unless this copy is primary.
     pub(crate) fn maintain_retention_leases(&self, service: &IndexService, shard: usize) {
@@ -83,7 +83,7 @@ impl Node {
             return;
         };
         let period = service.with_meta(|m| m.settings().retention_lease_period());
-        let nodes = copy_nodes(&self.cluster_state(), &service.name(), shard);
+        let nodes = copy_nodes(&self.core.cluster_state(), &service.name(), shard);
         let now = now_millis();
         {
             let mut tracker = replication.tracker.lock();
@@ -115,12 +115,12 @@ impl Node {
         engine: &Engine,
         replication: &ShardReplication,
     ) {
-        let nodes = copy_nodes(&self.cluster_state(), &service.name(), shard);
+        let nodes = copy_nodes(&self.core.cluster_state(), &service.name(), shard);
         let others: Vec<String> = nodes
             .assigned
             .values()
             .chain(nodes.departed.iter())
-            .filter(|n| **n != self.node_id)
+            .filter(|n| **n != self.core.node_id)
             .cloned()
             .collect();
         replication

@@ -5,9 +5,9 @@
 //!   and advances the global checkpoint.
 //! - [`replica`]: a copy applies the primary's operations with the primary's seq_nos and
 //!   answers with its local checkpoint; operations from an older primary term are refused.
-//! - [`recovery`]: a new copy (a replica or a relocation target) copies the primary's last
-//!   commit, starts receiving live operations, replays the history above the commit, and is
-//!   then reported started (the cluster manager adds it to the in-sync set).
+//! - peer recovery, a service of its own ([`crate::recovery`]): a new copy (a replica or a
+//!   relocation target) copies the primary's last commit, starts receiving live operations,
+//!   replays the history above the commit, and is then reported started.
 //! - [`leases`]: the primary's peer-recovery retention leases, which keep the history a
 //!   returning copy needs to recover by replaying operations.
 //! - [`promotion`]: the cluster manager asks the in-sync replicas of a lost primary for their
@@ -15,22 +15,20 @@
 //! - [`resync`]: a copy that becomes the primary fills its seq_no gaps and resyncs the other
 //!   copies (failing those whose history diverged) before it accepts writes.
 //!
-//! [`ShardReplication`] is the per-copy state: the replication tracker and the lock that
-//! orders "start tracking a recovering copy" against writes in flight.
+//! [`ReplicationService`] (`Node.replication`) holds these roles; [`ShardReplication`] is the
+//! per-copy state: the replication tracker and the lock that orders "start tracking a
+//! recovering copy" against writes in flight.
 
 pub mod active_shards;
 pub mod leases;
-pub mod ops_recovery;
 pub mod primary;
-pub mod progress;
 pub mod promotion;
-pub mod recovery;
 pub mod replica;
 pub mod resync;
-pub mod throttle;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -45,10 +43,29 @@ pub mod action_names {
     pub const REPLICA_OPS: &str = "indices:data/write/bulk[s][r]";
     /// A copy's local checkpoint ([`super::promotion::LocalCheckpointAction`]).
     pub const LOCAL_CHECKPOINT: &str = "internal:index/shard/local_checkpoint";
-    /// What every peer recovery action's name starts with ([`super::recovery`]).
+    /// What every peer recovery action's name starts with ([`crate::recovery`]).
     pub const RECOVERY_PREFIX: &str = "internal:index/shard/recovery/";
     /// What every segment replication action's name starts with ([`crate::segrep`]).
     pub const SEGREP_PREFIX: &str = "internal:index/shard/replication/";
+}
+
+/// Document replication on this node: the primary sending its operations to the copies (and
+/// failing those that do not take them), the replica applying them, a new primary's resync,
+/// the choice of whom to promote, retention leases and `wait_for_active_shards`. It holds the
+/// node's core and the segment replication service (a promoted segment replica publishes the
+/// commit it made of what it only logged), never the node.
+pub struct ReplicationService {
+    core: Arc<crate::core::NodeCore>,
+    segrep: Arc<crate::segrep::SegrepService>,
+}
+
+impl ReplicationService {
+    pub(crate) fn new(
+        core: Arc<crate::core::NodeCore>,
+        segrep: Arc<crate::segrep::SegrepService>,
+    ) -> ReplicationService {
+        ReplicationService { core, segrep }
+    }
 }
 
 /// The replication state of one local shard copy.

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use shoal_engine::Engine;
 use shoal_state::Command;
 
+use super::ReplicationService;
 use super::{ReplicaOp, ShardReplication};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
-use crate::node::Node;
 
-/// Replica batches sent and not yet answered (see [`Node::start_replication`]).
+/// Replica batches sent and not yet answered (see [`ReplicationService::start_replication`]).
 pub(crate) struct InFlightReplication(Vec<(String, super::replica::PendingReply)>);
 
 /// What replication of one batch achieved: copies that acknowledged, and copies failed.
@@ -20,10 +20,10 @@ pub struct ReplicationSummary {
     pub failed: usize,
 }
 
-impl Node {
+impl ReplicationService {
     /// Sends `ops` (already applied on the primary) to `targets` in parallel; the primary
     /// makes them durable while they travel (as OpenSearch's post-write actions do), then
-    /// [`Node::finish_replication`] collects the answers.
+    /// [`ReplicationService::finish_replication`] collects the answers.
     pub(crate) fn start_replication(
         &self,
         service: &Arc<IndexService>,
@@ -44,8 +44,9 @@ impl Node {
             targets
                 .into_iter()
                 .map(|target| {
-                    let reply =
-                        self.send_replica_batch(service, shard, engine, &target, ops, options);
+                    let reply = super::replica::send_replica_batch(
+                        &self.core, service, shard, engine, &target, ops, options,
+                    );
                     (target, reply)
                 })
                 .collect(),
@@ -68,7 +69,7 @@ impl Node {
         let index = service.name();
         let pending = in_flight.0;
         for (target, reply) in pending {
-            let outcome = self.wait_replica_reply(reply);
+            let outcome = super::replica::wait_replica_reply(&self.core, reply);
             match outcome {
                 Ok(reply) => {
                     let mut tracker = replication.tracker.lock();
@@ -111,7 +112,8 @@ impl Node {
             tracker.copies_needing_global_checkpoint_sync()
         };
         for target in lagging {
-            let pending = self.send_replica_batch(
+            let pending = super::replica::send_replica_batch(
+                &self.core,
                 service,
                 shard,
                 &engine,
@@ -120,7 +122,7 @@ impl Node {
                 super::replica::BatchOptions::default(),
             );
             let replication = replication.clone();
-            self.runtime.spawn(async move {
+            self.core.runtime.spawn(async move {
                 match pending.await {
                     Ok(Ok(reply)) => {
                         let mut tracker = replication.tracker.lock();
@@ -172,7 +174,7 @@ impl Node {
             ),
             primary_term: Some(primary_term as u64),
         };
-        let state = self.propose(command).map_err(|e| {
+        let state = self.core.propose(command).map_err(|e| {
             ApiError::new(
                 503,
                 "unavailable_shards_exception",

@@ -13,8 +13,8 @@ use futures::future::{join_all, BoxFuture};
 use serde::{Deserialize, Serialize};
 use shoal_state::{ClusterState, PromotionChoice, ShardRouting};
 
+use super::ReplicationService;
 use crate::error::ApiResult;
-use crate::node::Node;
 
 /// The cluster manager asks a copy for its local checkpoint before choosing whom to promote.
 pub struct LocalCheckpointAction;
@@ -27,8 +27,14 @@ impl shoal_transport::Action for LocalCheckpointAction {
 pub const ACTION_LOCAL_CHECKPOINT: &str = <LocalCheckpointAction as shoal_transport::Action>::NAME;
 const ASK_TIMEOUT: Duration = Duration::from_millis(300);
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
-    actions.register::<LocalCheckpointAction>(Node::handle_local_checkpoint);
+pub(crate) fn register_actions<N: Send + Sync + 'static>(
+    actions: &mut crate::rpc::NodeActions<N>,
+    service: &Arc<ReplicationService>,
+) {
+    actions.register_on::<LocalCheckpointAction, _>(
+        Arc::downgrade(service),
+        ReplicationService::handle_local_checkpoint,
+    );
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -44,8 +50,9 @@ pub struct CheckpointReply {
     local_checkpoint: i64,
 }
 
-/// The cluster layer's [`shoal_cluster::PromotionAdvisor`], backed by this node.
-pub(crate) struct CheckpointAdvisor(pub Weak<Node>);
+/// The cluster layer's [`shoal_cluster::PromotionAdvisor`], backed by this node's replication
+/// service.
+pub(crate) struct CheckpointAdvisor(pub Weak<ReplicationService>);
 
 impl shoal_cluster::PromotionAdvisor for CheckpointAdvisor {
     fn choose(
@@ -56,7 +63,7 @@ impl shoal_cluster::PromotionAdvisor for CheckpointAdvisor {
         let node = self.0.clone();
         Box::pin(async move {
             match node.upgrade() {
-                Some(node) => node.choose_promotions(&state, &leaving_node).await,
+                Some(service) => service.choose_promotions(&state, &leaving_node).await,
                 None => Vec::new(),
             }
         })
@@ -112,7 +119,7 @@ fn most_caught_up<'a>(
     leaders.next().is_none().then_some((leader, *best))
 }
 
-impl Node {
+impl ReplicationService {
     async fn choose_promotions(
         self: &Arc<Self>,
         state: &ClusterState,
@@ -150,6 +157,7 @@ impl Node {
             allocation_id: copy.allocation_id.clone()?,
         };
         let reply = self
+            .core
             .transport
             .send::<LocalCheckpointAction>(&address, &request, ASK_TIMEOUT)
             .await
@@ -161,7 +169,9 @@ impl Node {
     fn handle_local_checkpoint(&self, request: CheckpointRequest) -> ApiResult<CheckpointReply> {
         let shard_id = shoal_types::ShardId::new(request.index_uuid, request.shard as u32);
         let allocation = shoal_types::AllocationId::from(request.allocation_id);
-        let copy = self.local_copy(&request.index, &shard_id, Some(&allocation))?;
+        let copy = self
+            .core
+            .local_copy(&request.index, &shard_id, Some(&allocation))?;
         let engine = copy.engine();
         Ok(CheckpointReply {
             local_checkpoint: engine.local_checkpoint(),

@@ -5,10 +5,11 @@ use serde::{Deserialize, Serialize};
 use shoal_engine::{DocRequest, OpKind, Origin, WriteOp};
 use shoal_transport::WireAction;
 
+use super::ReplicationService;
 use super::{ReplicaOp, ReplicaOpHeader};
+use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
 
 pub const ACTION_REPLICA_OPS: &str = <ReplicaOpsAction as WireAction>::NAME;
 
@@ -47,8 +48,14 @@ pub struct ReplicaFrame {
     pub sources: Vec<Option<Bytes>>,
 }
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
-    actions.register::<ReplicaOpsAction>(Node::handle_replica_batch);
+pub(crate) fn register_actions<N: Send + Sync + 'static>(
+    actions: &mut crate::rpc::NodeActions<N>,
+    service: &std::sync::Arc<ReplicationService>,
+) {
+    actions.register_on::<ReplicaOpsAction, _>(
+        std::sync::Arc::downgrade(service),
+        ReplicationService::handle_replica_batch,
+    );
 }
 
 /// The error type a copy answers when it is the primary itself: the sender was deposed (its
@@ -110,79 +117,92 @@ const REPLICA_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// A batch in flight to a copy; resolves to the copy's checkpoints.
 pub(crate) type PendingReply = tokio::task::JoinHandle<ApiResult<ReplicaReply>>;
 
-impl Node {
-    /// Sends operations (live writes or a recovery's replay) from the local primary copy of
-    /// `shard` to the copy `target`, under the engine's current term and global checkpoint.
-    pub(crate) fn send_replica_batch(
-        &self,
-        service: &crate::index_service::IndexService,
-        shard: usize,
-        engine: &shoal_engine::Engine,
-        target: &str,
-        ops: &[ReplicaOp],
-        options: BatchOptions,
-    ) -> PendingReply {
-        self.send_resync_batch(service, shard, engine, target, ops, options, Vec::new())
-    }
+/// Sends operations (live writes or a recovery's replay) from the local primary copy of
+/// `shard` to the copy `target`, under the engine's current term and global checkpoint.
+/// Every role that sends to a copy (the primary, a recovery's replay, a resync) goes through
+/// here; it needs only the node's transport and applied state.
+pub(crate) fn send_replica_batch(
+    core: &NodeCore,
+    service: &crate::index_service::IndexService,
+    shard: usize,
+    engine: &shoal_engine::Engine,
+    target: &str,
+    ops: &[ReplicaOp],
+    options: BatchOptions,
+) -> PendingReply {
+    send_resync_batch(
+        core,
+        service,
+        shard,
+        engine,
+        target,
+        ops,
+        options,
+        Vec::new(),
+    )
+}
 
-    /// [`Node::send_replica_batch`] with the new primary's history for a resync's first batch.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn send_resync_batch(
-        &self,
-        service: &crate::index_service::IndexService,
-        shard: usize,
-        engine: &shoal_engine::Engine,
-        target: &str,
-        ops: &[ReplicaOp],
-        options: BatchOptions,
-        resync_history: Vec<(i64, i64)>,
-    ) -> PendingReply {
-        let batch = ReplicaBatch {
-            index: service.name(),
-            index_uuid: service.uuid(),
-            shard,
-            target_allocation_id: target.to_string(),
-            primary_term: engine.primary_term(),
-            global_checkpoint: engine.global_checkpoint(),
-            max_seq_no_of_updates: engine.max_seq_no_of_updates(),
-            refresh: options.refresh,
-            resync: options.resync,
-            resync_history,
-            retention_leases: service.replication(shard).and_then(|r| r.leases_to_sync()),
-            ops: ops.iter().map(|op| op.header.clone()).collect(),
+/// [`send_replica_batch`] with the new primary's history for a resync's first batch.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn send_resync_batch(
+    core: &NodeCore,
+    service: &crate::index_service::IndexService,
+    shard: usize,
+    engine: &shoal_engine::Engine,
+    target: &str,
+    ops: &[ReplicaOp],
+    options: BatchOptions,
+    resync_history: Vec<(i64, i64)>,
+) -> PendingReply {
+    let batch = ReplicaBatch {
+        index: service.name(),
+        index_uuid: service.uuid(),
+        shard,
+        target_allocation_id: target.to_string(),
+        primary_term: engine.primary_term(),
+        global_checkpoint: engine.global_checkpoint(),
+        max_seq_no_of_updates: engine.max_seq_no_of_updates(),
+        refresh: options.refresh,
+        resync: options.resync,
+        resync_history,
+        retention_leases: service.replication(shard).and_then(|r| r.leases_to_sync()),
+        ops: ops.iter().map(|op| op.header.clone()).collect(),
+    };
+    let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
+    let body = crate::wire::frame(&batch, &blobs);
+    let address = super::copy_address(&core.cluster_state(), &batch.index, shard, target);
+    // Framed here from the borrowed sources (no copy into a `ReplicaFrame`).
+    let pending = address.map(|a| core.send_encoded::<ReplicaOpsAction>(&a, body, REPLICA_TIMEOUT));
+    core.runtime.spawn(async move {
+        let Some(pending) = pending else {
+            return Err(ApiError::new(
+                404,
+                "shard_not_found_exception",
+                "the copy is not in the routing table",
+            ));
         };
-        let blobs: Vec<Option<&[u8]>> = ops.iter().map(|op| Some(op.source.as_slice())).collect();
-        let body = crate::wire::frame(&batch, &blobs);
-        let address = super::copy_address(&self.cluster_state(), &batch.index, shard, target);
-        // Framed here from the borrowed sources (no copy into a `ReplicaFrame`).
-        let pending =
-            address.map(|a| self.send_encoded::<ReplicaOpsAction>(&a, body, REPLICA_TIMEOUT));
-        self.runtime.spawn(async move {
-            let Some(pending) = pending else {
-                return Err(ApiError::new(
-                    404,
-                    "shard_not_found_exception",
-                    "the copy is not in the routing table",
-                ));
-            };
-            pending
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?
-        })
-    }
+        pending
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+    })
+}
 
-    /// Waits for a batch sent with [`Node::send_replica_batch`].
-    pub(crate) fn wait_replica_reply(&self, pending: PendingReply) -> ApiResult<ReplicaReply> {
-        self.runtime
-            .block_on(pending)
-            .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
-    }
+/// Waits for a batch sent with [`send_replica_batch`].
+pub(crate) fn wait_replica_reply(
+    core: &NodeCore,
+    pending: PendingReply,
+) -> ApiResult<ReplicaReply> {
+    core.runtime
+        .block_on(pending)
+        .unwrap_or_else(|e| Err(ApiError::internal(e.to_string())))
+}
 
+impl ReplicationService {
     /// Applies a batch from the primary to the local copy it names.
     fn handle_replica_batch(&self, frame: ReplicaFrame) -> ApiResult<ReplicaReply> {
         // Counted, never refused: a refused batch would fail an in-sync copy.
         let bytes = frame.sources.iter().flatten().map(|b| b.len() as u64).sum();
-        let _in_flight = self.pressure.indexing.replica(bytes);
+        let _in_flight = self.core.pressure.indexing.replica(bytes);
         self.apply_replica_batch(&frame.batch, frame.sources)
     }
 
@@ -191,34 +211,15 @@ impl Node {
         batch: &ReplicaBatch,
         sources: Vec<Option<Bytes>>,
     ) -> ApiResult<ReplicaReply> {
-        let shard_id = shoal_types::ShardId::new(batch.index_uuid.clone(), batch.shard as u32);
-        let target = shoal_types::AllocationId::from(batch.target_allocation_id.as_str());
-        let copy = self.local_copy(&batch.index, &shard_id, Some(&target))?;
+        let copy = self.replica_copy(batch)?;
         let (service, engine) = (copy.service.clone(), copy.engine().clone());
-        let replication = copy.replication.clone();
-        if replication
-            .as_ref()
-            .is_some_and(|r| r.tracker.lock().is_primary_mode())
-        {
-            // A relocation handed the primary role to this copy: the sender is no longer the
-            // primary and must not fail this copy for refusing.
-            return Err(ApiError::new(
-                409,
-                NOT_A_REPLICA,
-                format!(
-                    "[{}][{}] this copy is the primary now",
-                    batch.index, batch.shard
-                ),
-            )
-            .with_kind(ErrorKind::Moved));
-        }
         if batch.primary_term > engine.primary_term() {
-            crate::failpoints::failpoint!(self, "before_term_bump");
+            crate::failpoints::failpoint!(self.core, "before_term_bump");
         }
         // Held until the batch is applied: the copy's term cannot move under it, so a batch
         // of a deposed primary either applies before the bump or is refused after it.
         let _permit = copy.shard.acquire_replica_permit(batch.primary_term)?;
-        crate::failpoints::failpoint!(self, "replica_apply_after_term_check");
+        crate::failpoints::failpoint!(self.core, "replica_apply_after_term_check");
         if batch.resync {
             super::resync::check_not_diverged(&engine, batch)?;
         }
@@ -249,25 +250,61 @@ impl Node {
         if batch.refresh {
             engine.refresh()?;
         }
-        if let Some(replication) = replication {
-            let adopted = {
-                let mut tracker = replication.tracker.lock();
-                tracker.update_global_checkpoint_on_replica(batch.global_checkpoint);
-                // A batch that raced this copy's own promotion must not replace its set.
-                !tracker.is_primary_mode()
-                    && batch
-                        .retention_leases
-                        .as_ref()
-                        .is_some_and(|leases| tracker.leases.adopt_from_primary(leases))
-            };
-            if adopted {
-                replication.apply_retention_floor(&engine);
-            }
+        if let Some(replication) = &copy.replication {
+            adopt_primary_state(replication, &engine, batch);
         }
         Ok(ReplicaReply {
             local_checkpoint: engine.local_checkpoint(),
             global_checkpoint: engine.global_checkpoint(),
         })
+    }
+
+    /// The local copy a batch names, unless it is the primary itself: a relocation handed the
+    /// primary role to this copy, so the sender is no longer the primary and must not fail
+    /// this copy for refusing.
+    fn replica_copy(&self, batch: &ReplicaBatch) -> ApiResult<crate::shard::lookup::LocalCopy> {
+        let shard_id = shoal_types::ShardId::new(batch.index_uuid.clone(), batch.shard as u32);
+        let target = shoal_types::AllocationId::from(batch.target_allocation_id.as_str());
+        let copy = self
+            .core
+            .local_copy(&batch.index, &shard_id, Some(&target))?;
+        if copy
+            .replication
+            .as_ref()
+            .is_some_and(|r| r.tracker.lock().is_primary_mode())
+        {
+            return Err(ApiError::new(
+                409,
+                NOT_A_REPLICA,
+                format!(
+                    "[{}][{}] this copy is the primary now",
+                    batch.index, batch.shard
+                ),
+            )
+            .with_kind(ErrorKind::Moved));
+        }
+        Ok(copy)
+    }
+}
+
+/// A replica follows the global checkpoint and the retention leases its primary sent along.
+fn adopt_primary_state(
+    replication: &super::ShardReplication,
+    engine: &shoal_engine::Engine,
+    batch: &ReplicaBatch,
+) {
+    let adopted = {
+        let mut tracker = replication.tracker.lock();
+        tracker.update_global_checkpoint_on_replica(batch.global_checkpoint);
+        // A batch that raced this copy's own promotion must not replace its set.
+        !tracker.is_primary_mode()
+            && batch
+                .retention_leases
+                .as_ref()
+                .is_some_and(|leases| tracker.leases.adopt_from_primary(leases))
+    };
+    if adopted {
+        replication.apply_retention_floor(engine);
     }
 }
 

@@ -13,7 +13,7 @@
 //!    the new primary fails it, and it comes back through a file-based recovery, which
 //!    replaces what diverged (Shoal's form of OpenSearch's rollback to the global checkpoint);
 //! 3. only then does it act as primary. Writes routed to it wait until then
-//!    ([`Node::primary_location`] waits for primary mode).
+//!    (`WriteService::primary_location` waits for primary mode).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -22,15 +22,15 @@ use std::sync::Arc;
 use shoal_engine::{Engine, NO_OPS_PERFORMED};
 
 use super::replica::{BatchOptions, ReplicaBatch};
+use super::ReplicationService;
 use super::{ReplicaOp, ShardReplication};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::node::Node;
 
 /// The error a copy answers when its history above the global checkpoint diverged.
 pub const DIVERGED: &str = "resync_diverged_exception";
 
-impl Node {
+impl ReplicationService {
     /// Starts the resync of a copy that became the primary, once (a later cluster state
     /// while it runs changes nothing). It waits on other nodes.
     pub(crate) fn start_primary_resync(
@@ -43,15 +43,16 @@ impl Node {
         if replication.resyncing.swap(true, Ordering::AcqRel) {
             return;
         }
-        let node = Arc::clone(self);
+        let replication_service = Arc::clone(self);
         let service = Arc::clone(service);
         // On the `replication` pool, never refused: writes to this copy wait for it.
         let pool = self
+            .core
             .pressure
             .pool(crate::pressure::settings::REPLICATION)
             .clone();
         let queued = pool.spawn(crate::pressure::Admission::Force, move || {
-            node.resync_and_activate(&service, shard, &engine, &replication);
+            replication_service.resync_and_activate(&service, shard, &engine, &replication);
             replication.resyncing.store(false, Ordering::Release);
         });
         debug_assert!(queued.is_ok(), "forced work is never rejected");
@@ -90,13 +91,10 @@ impl Node {
                 }
             }
         };
-        replication.activate_primary(engine, &self.node_id);
+        replication.activate_primary(engine, &self.core.node_id);
         // Writes waiting for this copy to act as primary wait on the applied state, which
         // no new state may change for a while: wake them now.
-        {
-            let _applied = self.applied_version.lock();
-            self.applied_cond.notify_all();
-        }
+        self.core.wake_applied_waiters();
         self.lease_history_to_copies(service, shard, engine, replication);
         // The commit a promoted segment replica made of what it only logged was not published
         // (it was not the primary yet): its replicas copy it now, not at the next write.
@@ -128,7 +126,7 @@ impl Node {
         engine: &Engine,
         replication: &ShardReplication,
     ) -> bool {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let index = service.name();
         let named = state.primary(&index, shard as u32).is_some_and(|p| {
             p.allocation_id.as_deref() == Some(replication.allocation_id.as_str())
@@ -150,17 +148,16 @@ impl Node {
         let term = engine.primary_term();
         let gaps_filled = engine.fill_seq_no_gaps(term)?;
         let ops = history_above_global_checkpoint(engine)?;
-        // Part of that history may sit only in a commit this copy recovered from files: the
-        // batch would miss it, so the other copies recover from files instead.
-        let complete = !holds_history_above(engine, engine.global_checkpoint())
-            || engine.history_complete_from() <= engine.global_checkpoint() + 1;
-        let targets: Vec<String> = {
-            let tracker = replication.tracker.lock();
-            tracker
-                .in_sync_ids()
-                .into_iter()
-                .filter(|id| *id != replication.allocation_id)
-                .collect()
+        let resync = Resync {
+            service,
+            shard,
+            engine,
+            replication,
+            term,
+            // Part of that history may sit only in a commit this copy recovered from files:
+            // the batch would miss it, so the other copies recover from files instead.
+            complete: !holds_history_above(engine, engine.global_checkpoint())
+                || engine.history_complete_from() <= engine.global_checkpoint() + 1,
         };
         let history: Vec<(i64, i64)> = ops
             .iter()
@@ -176,78 +173,106 @@ impl Node {
         // against it before it applies anything. A copy that fails a batch gets no more.
         let opening_chunk = ops.chunks(RESYNC_CHUNK).next().unwrap_or(&[]);
         let batches = std::iter::once(opening_chunk).chain(ops.chunks(RESYNC_CHUNK).skip(1));
-        let mut following: Vec<(String, i64)> = targets
+        let mut following: Vec<(String, i64)> = other_in_sync_copies(replication)
             .into_iter()
             .map(|target| (target, NO_OPS_PERFORMED))
             .collect();
         for (round, chunk) in batches.enumerate() {
-            let (options, resync_history) = if round == 0 {
-                let options = BatchOptions {
-                    refresh: false,
-                    resync: true,
-                };
-                (options, history.clone())
-            } else {
-                (BatchOptions::default(), Vec::new())
+            let opening = BatchOptions {
+                refresh: false,
+                resync: true,
             };
-            let pending: Vec<_> = following
-                .drain(..)
-                .map(|(target, _)| {
-                    crate::failpoints::failpoint!(self, "primary_resync_before_batch");
-                    let reply = complete.then(|| {
-                        self.send_resync_batch(
-                            service,
-                            shard,
-                            engine,
-                            &target,
-                            chunk,
-                            options,
-                            resync_history.clone(),
-                        )
-                    });
-                    (target, reply)
-                })
-                .collect();
-            for (target, reply) in pending {
-                let reply = match reply {
-                    Some(pending) => self.wait_replica_reply(pending),
-                    None => Err(incomplete_history(service, shard)),
-                };
-                match reply {
-                    Ok(reply) => following.push((target, reply.local_checkpoint)),
-                    Err(error) => self.fail_resync_target(
-                        service,
-                        shard,
-                        replication,
-                        &target,
-                        term,
-                        &error,
-                        &mut resynced,
-                    )?,
-                }
-            }
+            let (options, resync_history) = match round {
+                0 => (opening, history.clone()),
+                _ => (BatchOptions::default(), Vec::new()),
+            };
+            let batch = (chunk, options, resync_history);
+            following = self.resync_round(&resync, batch, following, &mut resynced)?;
         }
         resynced.copies = following;
         Ok(resynced)
     }
 
+    /// Sends one batch to every copy still following the resync and waits for them; returns
+    /// the copies that took it, with their local checkpoints (the others are failed).
+    fn resync_round(
+        &self,
+        resync: &Resync<'_>,
+        (chunk, options, resync_history): (&[ReplicaOp], BatchOptions, Vec<(i64, i64)>),
+        following: Vec<(String, i64)>,
+        resynced: &mut Resynced,
+    ) -> ApiResult<Vec<(String, i64)>> {
+        let (service, shard) = (resync.service, resync.shard);
+        let pending: Vec<_> = following
+            .into_iter()
+            .map(|(target, _)| {
+                crate::failpoints::failpoint!(self.core, "primary_resync_before_batch");
+                let reply = resync.complete.then(|| {
+                    super::replica::send_resync_batch(
+                        &self.core,
+                        service,
+                        shard,
+                        resync.engine,
+                        &target,
+                        chunk,
+                        options,
+                        resync_history.clone(),
+                    )
+                });
+                (target, reply)
+            })
+            .collect();
+        let mut took = Vec::new();
+        for (target, reply) in pending {
+            let reply = match reply {
+                Some(pending) => super::replica::wait_replica_reply(&self.core, pending),
+                None => Err(incomplete_history(service, shard)),
+            };
+            match reply {
+                Ok(reply) => took.push((target, reply.local_checkpoint)),
+                Err(error) => self.fail_resync_target(resync, &target, &error, resynced)?,
+            }
+        }
+        Ok(took)
+    }
+
     /// A copy that refused or missed the resync is failed (it recovers from the primary).
-    #[allow(clippy::too_many_arguments)]
     fn fail_resync_target(
         &self,
-        service: &Arc<IndexService>,
-        shard: usize,
-        replication: &ShardReplication,
+        resync: &Resync<'_>,
         target: &str,
-        term: i64,
         error: &ApiError,
         resynced: &mut Resynced,
     ) -> ApiResult<()> {
-        self.fail_copy(&service.name(), shard, target, term, error)?;
-        replication.tracker.lock().remove_copy(target);
+        let index = resync.service.name();
+        self.fail_copy(&index, resync.shard, target, resync.term, error)?;
+        resync.replication.tracker.lock().remove_copy(target);
         resynced.failed += 1;
         Ok(())
     }
+}
+
+/// One resync, as its rounds see it.
+struct Resync<'a> {
+    service: &'a Arc<IndexService>,
+    shard: usize,
+    engine: &'a Engine,
+    replication: &'a ShardReplication,
+    /// The new primary's term.
+    term: i64,
+    /// Whether this copy's translog lists its whole history above the global checkpoint (if
+    /// not, every other copy is failed and recovers from files).
+    complete: bool,
+}
+
+/// The in-sync copies other than this one: those a new primary resyncs.
+fn other_in_sync_copies(replication: &ShardReplication) -> Vec<String> {
+    let tracker = replication.tracker.lock();
+    tracker
+        .in_sync_ids()
+        .into_iter()
+        .filter(|id| *id != replication.allocation_id)
+        .collect()
 }
 
 /// Operations per resync batch.

@@ -23,8 +23,8 @@ use shoal_engine::{Engine, SegmentCheckpoint};
 use crate::core::NodeCore;
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
+use crate::recovery::throttle::RateLimiter;
 use crate::remote::RemoteStoreService;
-use crate::replication::throttle::RateLimiter;
 
 pub mod precopy;
 pub mod pressure;

@@ -524,7 +524,7 @@ impl SegrepService {
     /// "individual speed setting"), so a long pre-copy never queues checkpoint copies behind
     /// its chunks; set this to keep their sum under a link's capacity.
     fn precopy_bytes_per_sec(&self) -> Option<u64> {
-        use crate::replication::throttle::{parse_rate, WARMER_MAX_BYTES_PER_SEC};
+        use crate::recovery::throttle::{parse_rate, WARMER_MAX_BYTES_PER_SEC};
         match self.core.cluster_setting(WARMER_MAX_BYTES_PER_SEC) {
             Some(text) if !matches!(text.trim(), "-1" | "-1b") => parse_rate(&text).ok().flatten(),
             _ => self.replication_bytes_per_sec(),

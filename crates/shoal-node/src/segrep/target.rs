@@ -266,7 +266,7 @@ impl SegrepService {
     /// `indices.replication.max_bytes_per_sec` (`0`: unthrottled), unless unset or `-1`:
     /// then the recovery limit.
     pub(super) fn replication_bytes_per_sec(&self) -> Option<u64> {
-        use crate::replication::throttle::{parse_rate, REPLICATION_MAX_BYTES_PER_SEC};
+        use crate::recovery::throttle::{parse_rate, REPLICATION_MAX_BYTES_PER_SEC};
         match self.core.cluster_setting(REPLICATION_MAX_BYTES_PER_SEC) {
             Some(text) if !matches!(text.trim(), "-1" | "-1b") => parse_rate(&text).ok().flatten(),
             _ => self.core.recovery_limits().bytes_per_sec,

@@ -20,7 +20,7 @@ use shoal_shard::{Lifecycle, OperationPermit, OperationPermits, PermitError, Sha
 use shoal_types::{ErrorKind, ShardId};
 
 use crate::error::{ApiError, ApiResult};
-use crate::replication::progress::RecoveryProgress;
+use crate::recovery::progress::RecoveryProgress;
 use crate::replication::ShardReplication;
 use schedule::{Due, Intervals, Schedule};
 

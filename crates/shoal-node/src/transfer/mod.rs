@@ -11,7 +11,7 @@
 //!   length and crc32c), writes the others under a temporary name while computing their
 //!   crc32c, renames each once complete and fsynced, and fails on a checksum mismatch without
 //!   ever leaving the damaged bytes under the real name. It paces chunks with the node's
-//!   shared [`RateLimiter`](crate::replication::throttle::RateLimiter) and asks its
+//!   shared [`RateLimiter`](crate::recovery::throttle::RateLimiter) and asks its
 //!   [`target::TransferControl`] before every chunk whether to go on.
 //! - [`peer::serve_file`]: the serving side of the peer stream, for any set of files a service
 //!   has pinned (a recovery's commit today, a replication checkpoint later).

@@ -22,7 +22,7 @@ use shoal_transport::{Transport, WireStreamAction};
 use super::{ByteStream, FileMeta, FileSource};
 use crate::error::{ApiError, ApiResult};
 use crate::pressure::{run_on, Admission, ThreadPool};
-use crate::replication::throttle::MAX_CHUNK_BYTES;
+use crate::recovery::throttle::MAX_CHUNK_BYTES;
 
 /// Asks for one file of a set the serving node pinned (its `session`), from `offset` on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use tracing::debug;
 
 use super::{corrupted, ByteStream, FileMeta, FileSource};
 use crate::error::{ApiError, ApiResult};
-use crate::replication::throttle::RateLimiter;
+use crate::recovery::throttle::RateLimiter;
 
 /// What a file being written is called until it is complete (`<name>.recovering`). A
 /// transfer cut short by a crash leaves it behind; the next transfer into the directory

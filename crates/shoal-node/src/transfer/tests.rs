@@ -19,7 +19,7 @@ use super::target::{Differing, FileTransfer, Progress, TransferControl, Transfer
 use super::{ByteStream, FileMeta, FileSource};
 use crate::error::{ApiError, ApiResult};
 use crate::pressure::{PoolConfig, PoolKind, ThreadPool};
-use crate::replication::throttle::RateLimiter;
+use crate::recovery::throttle::RateLimiter;
 
 /// A segment-like file: `body` followed by tantivy's footer (`{"crc": crc32}`, its length,
 /// the magic), so the store's checksum check accepts a local copy of it.

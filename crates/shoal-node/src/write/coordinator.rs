@@ -1,5 +1,5 @@
 //! The coordinator role of a write ([`WriteService`]): route each item to its shard, apply the
-//! shard batches whose primary is here (the primary role, [`super::WriteRoles`]), forward the
+//! shard batches whose primary is here (the primary role, [`super::primary`]), forward the
 //! others to their primaries' nodes (`forward.rs`) and merge the answers.
 //!
 //! The reroute phase (OpenSearch's `TransportReplicationAction` has one): an item whose primary
@@ -128,7 +128,7 @@ impl WriteService {
         }
         let forwarded = self.forward_writes(routed.remote, options);
         // `refresh=true|wait_for` is the primary role's: it refreshes after replicating, and
-        // has segment replicas copy the commit (`Node::refresh_for_request`).
+        // has segment replicas copy the commit (`WriteService::refresh_for_request`).
         self.write_on_local_primaries_of(routed.local, options, results);
         self.merge_forwarded(forwarded, results);
     }
@@ -140,17 +140,15 @@ impl WriteService {
         options: &WriteOptions,
         results: &mut Slots,
     ) {
-        let roles = match self.roles() {
-            Ok(roles) => roles,
-            Err(e) => {
-                for (slot, ..) in local {
-                    results[slot] = Some(Err(e.clone()));
-                }
-                return;
+        // A node that is stopping writes nothing more.
+        if let Err(e) = self.creation() {
+            for (slot, ..) in local {
+                results[slot] = Some(Err(e.clone()));
             }
-        };
+            return;
+        }
         for ((_, shard), group) in group_by_shard(local) {
-            roles.write_on_primary(shard, group, options, results);
+            self.write_on_primary(shard, group, options, results);
         }
     }
 }
@@ -298,7 +296,7 @@ impl WriteService {
         if !may_create || !self.auto_create_allowed(name) {
             return Err(ApiError::index_not_found(name));
         }
-        match self.roles()?.create_index(name) {
+        match self.creation()?.create_index(name) {
             Ok(service) => Ok(service),
             // Another request created it meanwhile.
             Err(e) if e.kind == ErrorKind::Conflict => self.core.require_index(name),

@@ -3,9 +3,10 @@
 //! [`primary`] role that applies one shard's batch where its primary is; the replica role is
 //! `replication/replica.rs`.
 //!
-//! The coordinator is a service, [`WriteService`] (`Node.writes`): it holds the node's
-//! [`NodeCore`] and, for what is not a service yet, [`WriteRoles`] (the primary role and index
-//! creation), never the [`Node`](crate::node::Node). `_delete_by_query` and
+//! They are one service, [`WriteService`] (`Node.writes`): it holds the node's [`NodeCore`],
+//! the services the primary role calls (replication, segment replication, remote store) and,
+//! for what is not a service yet, [`IndexCreation`] (auto-create), never the
+//! [`Node`](crate::node::Node). `_delete_by_query` and
 //! `_update_by_query` ([`by_query`]) read through the read service and write through this one.
 
 pub mod by_query;
@@ -16,46 +17,61 @@ pub mod primary;
 use std::sync::{Arc, Weak};
 
 use crate::core::NodeCore;
-use crate::documents::{LocalItem, WriteOptions};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::remote::RemoteStoreService;
+use crate::replication::ReplicationService;
+use crate::segrep::SegrepService;
 
-pub(crate) use coordinator::Slots;
 pub(crate) use forward::register_actions;
 
-/// What the write coordinator asks of the parts of the node that are not services yet: the
-/// primary role (a shard's batch applied where its primary is, [`primary`]) and index
-/// creation (a first write may create its index). The node implements it; the service holds
-/// it weakly, so a service never keeps a stopped node alive.
-pub(crate) trait WriteRoles: Send + Sync {
-    /// Applies one shard's batch on this node's primary and fills its items' slots; the
-    /// primary refreshes (and has its segment replicas copy) when the request asks.
-    fn write_on_primary(
-        &self,
-        shard: usize,
-        group: Vec<LocalItem>,
-        options: &WriteOptions,
-        results: &mut Slots,
-    );
-
+/// Index creation, which is not a service yet: a first write may create its index. The node
+/// implements it; the service holds it weakly, so a service never keeps a stopped node alive
+/// (and a node that is stopping writes nothing more).
+pub(crate) trait IndexCreation: Send + Sync {
     /// Creates an index with default settings and mappings (auto-create on first write).
     fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>>;
 }
 
-/// Writes as this node coordinates them, and the shard bulks other coordinators forward here.
+/// Writes as this node coordinates them, the shard bulks other coordinators forward here, and
+/// the primary role that applies a shard's batch where its primary is ([`primary`]).
 pub struct WriteService {
     core: Arc<NodeCore>,
-    roles: Weak<dyn WriteRoles>,
+    /// The primary's side of replication, and `wait_for_active_shards`.
+    replication: Arc<ReplicationService>,
+    /// Segment replication: its pressure can hold a primary's writes back, and a refreshing
+    /// write has the segment replicas copy the commit.
+    segrep: Arc<SegrepService>,
+    /// A remote-backed primary's pressure and translog upload.
+    remote: Arc<RemoteStoreService>,
+    creation: Weak<dyn IndexCreation>,
+}
+
+/// The services the write service's primary role calls.
+pub(crate) struct PrimaryParts {
+    pub replication: Arc<ReplicationService>,
+    pub segrep: Arc<SegrepService>,
+    pub remote: Arc<RemoteStoreService>,
 }
 
 impl WriteService {
-    pub(crate) fn new(core: Arc<NodeCore>, roles: Weak<dyn WriteRoles>) -> WriteService {
-        WriteService { core, roles }
+    pub(crate) fn new(
+        core: Arc<NodeCore>,
+        parts: PrimaryParts,
+        creation: Weak<dyn IndexCreation>,
+    ) -> WriteService {
+        WriteService {
+            core,
+            replication: parts.replication,
+            segrep: parts.segrep,
+            remote: parts.remote,
+            creation,
+        }
     }
 
-    /// The node's roles, unless the node is stopping (then nothing more is written).
-    fn roles(&self) -> ApiResult<Arc<dyn WriteRoles>> {
-        self.roles
+    /// Index creation, unless the node is stopping (then nothing more is written).
+    fn creation(&self) -> ApiResult<Arc<dyn IndexCreation>> {
+        self.creation
             .upgrade()
             .ok_or_else(|| ApiError::new(503, "node_closed_exception", "node is shutting down"))
     }

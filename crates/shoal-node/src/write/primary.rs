@@ -11,10 +11,9 @@ use crate::documents::{LocalItem, Prepared, Refresh, WriteOptions, WriteOutcome}
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
 use crate::replication::primary::ReplicationSummary;
 use crate::write::coordinator::Slots;
-use crate::write::WriteRoles;
+use crate::write::WriteService;
 
 /// The shard batch being written, as the steps after parsing see it.
 struct Batch<'a> {
@@ -31,12 +30,11 @@ struct Applied {
     durable: ApiResult<ReplicationSummary>,
 }
 
-/// The node is the write service's primary role (and creates the indices a first write
-/// names).
-impl WriteRoles for Node {
+/// The primary role of the write service.
+impl WriteService {
     /// Applies one shard's batch here and fills its items' slots; refreshes when the request
-    /// asks (see [`Node::refresh_for_request`]).
-    fn write_on_primary(
+    /// asks (see [`WriteService::refresh_for_request`]).
+    pub(crate) fn write_on_primary(
         &self,
         shard: usize,
         group: Vec<LocalItem>,
@@ -49,7 +47,10 @@ impl WriteRoles for Node {
                 results[slot] = Some(Err(e.clone()));
             }
         };
-        if let Err(e) = self.wait_for_active_shards(&service, shard, options, group.len()) {
+        if let Err(e) =
+            self.replication
+                .wait_for_active_shards(&service, shard, options, group.len())
+        {
             fail_all(group, e, results);
             return;
         }
@@ -61,7 +62,7 @@ impl WriteRoles for Node {
         // The shard-level half of the write holds a `write` slot while it parses and applies;
         // a full queue fails the shard's items with 429.
         let task = format!("shard bulk [{}][{shard}]", service.name());
-        let write_slot = match self.pressure.write_permit(&task) {
+        let write_slot = match self.core.pressure.write_permit(&task) {
             Ok(slot) => slot,
             Err(e) => {
                 fail_all(group, e, results);
@@ -112,12 +113,6 @@ impl WriteRoles for Node {
         }
     }
 
-    fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
-        Node::create_index(self, name, &serde_json::Value::Null)
-    }
-}
-
-impl Node {
     /// `refresh=true|wait_for`: the write is searchable on the primary, and on its segment
     /// replicas too once each has copied the commit (Shoal keeps read-after-write on every
     /// copy under SEGMENT; document replication refreshes replicas with the batch).
@@ -183,7 +178,8 @@ impl Node {
         let in_flight = replication.as_ref().map(|_| {
             let ops = crate::documents::replica_ops(ids, sent, &outcomes);
             let refresh = options.refresh != Refresh::False;
-            self.start_replication(service, shard, engine, targets, &ops, refresh)
+            self.replication
+                .start_replication(service, shard, engine, targets, &ops, refresh)
         });
         // The primary's fsync overlaps the copies' work; nothing is acknowledged before
         // both are done.
@@ -199,7 +195,8 @@ impl Node {
         };
         let durable = match (fsynced, &replication, in_flight) {
             (Ok(()), Some(replication), Some(in_flight)) => {
-                self.finish_replication(service, shard, engine, replication, in_flight)
+                self.replication
+                    .finish_replication(service, shard, engine, replication, in_flight)
             }
             (Ok(()), _, _) => {
                 engine.update_global_checkpoint(engine.local_checkpoint());

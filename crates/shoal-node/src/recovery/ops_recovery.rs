@@ -121,7 +121,7 @@ fn history_terms(engine: &Engine, from: i64) -> ApiResult<BTreeSet<(i64, i64)>> 
 /// Replaces lease `id` on the primary with one retaining from `from` (a recovery's hold on
 /// the history it will compare or replay) and applies it to the engine at once.
 pub(super) fn hold_history_for_recovery(
-    replication: &super::ShardReplication,
+    replication: &crate::replication::ShardReplication,
     engine: &Engine,
     id: &str,
     from: i64,
@@ -129,14 +129,14 @@ pub(super) fn hold_history_for_recovery(
     {
         let mut tracker = replication.tracker.lock();
         tracker.leases.remove(id);
-        tracker.hold_history(id, from.max(0), super::leases::now_millis());
+        tracker.hold_history(id, from.max(0), crate::replication::leases::now_millis());
     }
     replication.apply_retention_floor(engine);
 }
 
 /// Drops a recovery's hold on the history.
 pub(super) fn release_history(
-    replication: &super::ShardReplication,
+    replication: &crate::replication::ShardReplication,
     engine: &Arc<Engine>,
     id: &str,
 ) {

@@ -1,24 +1,21 @@
 //! This node's recovery records as `_recovery` and `_cat/recovery` ask for them: a running
-//! peer recovery's record (held by [`Recoveries`](super::Recoveries) until its copy adopts it),
+//! peer recovery's record (held by the [`RecoveryService`] until its copy adopts it),
 //! the records of the copies and indices held here, and those of every other node.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::progress::{RecoveryListAction, RecoveryProgress, RecoveryRecord};
+use super::RecoveryService;
 use crate::error::ApiResult;
-use crate::node::Node;
-use crate::replication::progress::{RecoveryListAction, RecoveryProgress, RecoveryRecord};
 
-impl Node {
+impl RecoveryService {
     /// Starts the record of a peer recovery into this node (replacing the one of an earlier
     /// attempt of the same copy); the copy adopts it once it opens.
     pub(crate) fn record_recovery(&self, record: RecoveryRecord) -> RecoveryProgress {
         let progress = RecoveryProgress::new(record);
         let allocation_id = progress.allocation_id();
-        self.recoveries
-            .targets
-            .lock()
-            .insert(allocation_id, progress.clone());
+        self.targets.lock().insert(allocation_id, progress.clone());
         progress
     }
 
@@ -30,7 +27,7 @@ impl Node {
         allocation_id: &str,
         f: impl FnOnce(&mut RecoveryRecord),
     ) {
-        let progress = self.recoveries.targets.lock().get(allocation_id).cloned();
+        let progress = self.targets.lock().get(allocation_id).cloned();
         if let Some(progress) = progress {
             progress.update(|r| {
                 if r.index == index && r.shard == shard {
@@ -48,7 +45,7 @@ impl Node {
         shard: usize,
         allocation_id: &str,
     ) {
-        let Some(progress) = self.recoveries.targets.lock().remove(allocation_id) else {
+        let Some(progress) = self.targets.lock().remove(allocation_id) else {
             return;
         };
         let adopted = service
@@ -63,7 +60,7 @@ impl Node {
 
     /// This node's records for these indices, the latest per shard copy held here.
     fn local_recoveries(&self, indices: &[String]) -> Vec<RecoveryRecord> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         // By (index, shard, allocation id); a running recovery's record replaces the copy's
         // (an earlier attempt), which replaces a retired one.
         let mut records: BTreeMap<(String, usize, String), RecoveryRecord> = BTreeMap::new();
@@ -75,11 +72,10 @@ impl Node {
             );
             records.insert(key, record);
         };
-        for service in indices.iter().filter_map(|name| self.index(name)) {
+        for service in indices.iter().filter_map(|name| self.core.index(name)) {
             service.recovery_records().into_iter().for_each(&mut keep);
         }
         let running: Vec<RecoveryRecord> = self
-            .recoveries
             .targets
             .lock()
             .values()
@@ -97,7 +93,7 @@ impl Node {
                 .iter()
                 .any(|c| {
                     c.allocation_id.as_deref() == Some(record.allocation_id.as_str())
-                        && c.node.as_deref() == Some(self.node_id.as_str())
+                        && c.node.as_deref() == Some(self.core.node_id.as_str())
                 });
             if assigned {
                 latest.insert((record.index.clone(), record.shard), record);
@@ -107,15 +103,15 @@ impl Node {
     }
 
     /// The recovery records of these indices from every node.
-    pub fn recoveries(&self, indices: &[String]) -> Vec<RecoveryRecord> {
-        let asked = self.ask::<RecoveryListAction>(
-            self.other_node_addresses(),
+    pub fn records(&self, indices: &[String]) -> Vec<RecoveryRecord> {
+        let asked = self.core.ask::<RecoveryListAction>(
+            self.core.other_node_addresses(),
             &indices.to_vec(),
             Duration::from_secs(10),
             "recovery records",
         );
         let mut records = self.local_recoveries(indices);
-        records.extend(self.answers(asked).into_iter().flatten());
+        records.extend(self.core.answers(asked).into_iter().flatten());
         records
             .sort_by(|a, b| (&a.index, a.shard, !a.primary).cmp(&(&b.index, b.shard, !b.primary)));
         records

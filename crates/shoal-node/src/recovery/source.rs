@@ -1,7 +1,7 @@
 //! The source side of a peer recovery: the primary (or a relocation's source) answers
 //! `start_recovery` (operations only, or a pinned commit's files), serves file chunks, and
 //! at `finalize` starts tracking the copy and replays the history above what it copied.
-//! A recovery whose target is gone is dropped by [`Node::drop_abandoned_recoveries`], so a
+//! A recovery whose target is gone is dropped by [`RecoveryService::drop_abandoned`], so a
 //! target that died mid-way does not pin files or translog on the source for good.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -16,12 +16,11 @@ use shoal_engine::store::FileCheckError;
 use shoal_state::{ClusterState, ShardState};
 use tracing::{debug, info};
 
-use super::super::ops_recovery::{accepts_offer, hold_history_for_recovery, release_history};
-use super::super::ReplicaOp;
+use super::ops_recovery::{accepts_offer, hold_history_for_recovery, release_history};
 use super::*;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::node::Node;
+use crate::replication::ReplicaOp;
 use crate::transfer::peer::{serve_file, FileStreamRequest, ServedFiles};
 use crate::transfer::ByteStream;
 
@@ -103,48 +102,27 @@ impl ServedFiles for Outgoing {
     }
 }
 
-/// Streams a file of a recovery's pinned commit; chunks are read on the `replication` pool.
-/// The stream holds the recovery, so it is not dropped as abandoned while it runs.
-pub(super) fn serve_file_stream(
-    node: &Arc<Node>,
-    request: FileStreamRequest,
-) -> ApiResult<ByteStream> {
-    let outgoing = node.outgoing(&request.session)?;
-    let pool = node
-        .pressure
-        .pool(crate::pressure::settings::REPLICATION)
-        .clone();
-    serve_file(outgoing, request, pool)
-}
+impl RecoveryService {
+    /// Streams a file of a recovery's pinned commit; chunks are read on the `replication`
+    /// pool. The stream holds the recovery, so it is not dropped as abandoned while it runs.
+    pub(super) fn serve_file_stream(
+        self: &Arc<Self>,
+        request: FileStreamRequest,
+    ) -> ApiResult<ByteStream> {
+        let outgoing = self.outgoing(&request.session)?;
+        let pool = self
+            .core
+            .pressure
+            .pool(crate::pressure::settings::REPLICATION)
+            .clone();
+        serve_file(outgoing, request, pool)
+    }
 
-impl Node {
     pub(super) fn serve_start(&self, request: StartRequest) -> ApiResult<StartReply> {
         let shard_id = shoal_types::ShardId::new(request.index_uuid.clone(), request.shard as u32);
-        let copy = self.local_copy(&request.index, &shard_id, None)?;
+        let copy = self.core.local_copy(&request.index, &shard_id, None)?;
         let (service, engine) = (copy.service.clone(), copy.engine().clone());
-        // This copy must act as the primary and know the target (its applier may lag the
-        // state the target acted on) before it can start tracking it.
-        let ready = self
-            .wait_until_applied(Duration::from_secs(10), |_, _| {
-                service
-                    .replication(request.shard)
-                    .is_some_and(|r| {
-                        let tracker = r.tracker.lock();
-                        tracker.is_primary_mode() && tracker.knows(&request.target_allocation_id)
-                    })
-                    .then_some(())
-            })
-            .is_some();
-        if !ready {
-            return Err(ApiError::new(
-                409,
-                "illegal_state_exception",
-                format!(
-                    "[{}][{}] is not ready to be recovered from: not the primary, or copy [{}] is unknown here",
-                    request.index, request.shard, request.target_allocation_id
-                ),
-            ));
-        }
+        self.wait_ready_to_serve(&service, &request)?;
         let replication = service
             .replication(request.shard)
             .ok_or_else(|| crate::shard::lookup::shard_not_found(&request.index, request.shard))?;
@@ -160,56 +138,28 @@ impl Node {
         // the check and the replay.
         if let Some(offer) = &request.history {
             hold_history_for_recovery(&replication, &engine, &lease, offer.compared_from());
-            match accepts_offer(&engine, offer) {
-                Ok(true) => {
-                    outgoing.replay_from = offer.replay_from();
-                    info!(index = %request.index, shard = request.shard, target = %request.target_allocation_id, from = outgoing.replay_from, "operation-based recovery: the copy's history matches, replaying what it missed");
-                    self.register_outgoing(&recovery_id, outgoing);
-                    return Ok(StartReply {
-                        recovery_id,
-                        files: Vec::new(),
-                        replay_from: Some(offer.replay_from()),
-                        streams_files: true,
-                    });
-                }
-                Ok(false) => {
-                    debug!(index = %request.index, shard = request.shard, "the copy's history cannot be replayed onto: recovering from files")
-                }
-                Err(e) => {
-                    release_history(&replication, &engine, &lease);
-                    return Err(e);
-                }
+            if accepts_offer(&engine, offer).inspect_err(|_| {
+                release_history(&replication, &engine, &lease);
+            })? {
+                outgoing.replay_from = offer.replay_from();
+                info!(index = %request.index, shard = request.shard, target = %request.target_allocation_id, from = outgoing.replay_from, "operation-based recovery: the copy's history matches, replaying what it missed");
+                self.register_outgoing(&recovery_id, outgoing);
+                return Ok(StartReply {
+                    recovery_id,
+                    files: Vec::new(),
+                    replay_from: Some(offer.replay_from()),
+                    streams_files: true,
+                });
             }
+            debug!(index = %request.index, shard = request.shard, "the copy's history cannot be replayed onto: recovering from files");
         }
         // History above the commit about to be taken is replayed at finalize.
         let before_commit = engine.local_checkpoint().min(engine.global_checkpoint()) + 1;
         hold_history_for_recovery(&replication, &engine, &lease, before_commit);
         let dir = engine.config().path.join("recovery").join(&recovery_id);
-        let pinned = snapshot_commit(&engine, &dir)
-            .map_err(ApiError::from)
-            .and_then(|snapshot| {
-                let files = snapshot
-                    .files
-                    .iter()
-                    .map(|(name, _)| {
-                        store_file(&snapshot.dir.join(name), name).map_err(|e| match e {
-                            // This copy's own store is damaged: it must not serve anyone.
-                            FileCheckError::Corrupted(reason) => {
-                                ApiError::from(engine.fail_corrupted(reason))
-                            }
-                            FileCheckError::Unreadable(reason) => ApiError::internal(reason),
-                        })
-                    })
-                    .collect::<ApiResult<Vec<_>>>()?;
-                Ok((snapshot, files))
-            });
-        let (snapshot, files) = match pinned {
-            Ok(pinned) => pinned,
-            Err(e) => {
-                release_history(&replication, &engine, &lease);
-                return Err(e);
-            }
-        };
+        let (snapshot, files) = pin_commit(&engine, &dir).inspect_err(|_| {
+            release_history(&replication, &engine, &lease);
+        })?;
         outgoing.replay_from = snapshot.payload.local_checkpoint + 1;
         outgoing.snapshot = Some(snapshot);
         self.register_outgoing(&recovery_id, outgoing);
@@ -221,16 +171,42 @@ impl Node {
         })
     }
 
+    /// Waits until this copy acts as the primary and knows the target (its applier may lag
+    /// the state the target acted on): only then can it start tracking the target.
+    fn wait_ready_to_serve(&self, service: &IndexService, request: &StartRequest) -> ApiResult<()> {
+        let ready = self
+            .core
+            .wait_until_applied(Duration::from_secs(10), |_, _| {
+                service
+                    .replication(request.shard)
+                    .is_some_and(|r| {
+                        let tracker = r.tracker.lock();
+                        tracker.is_primary_mode() && tracker.knows(&request.target_allocation_id)
+                    })
+                    .then_some(())
+            })
+            .is_some();
+        if ready {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            409,
+            "illegal_state_exception",
+            format!(
+                "[{}][{}] is not ready to be recovered from: not the primary, or copy [{}] is unknown here",
+                request.index, request.shard, request.target_allocation_id
+            ),
+        ))
+    }
+
     fn register_outgoing(&self, recovery_id: &str, outgoing: Outgoing) {
-        self.recoveries
-            .outgoing
+        self.outgoing
             .lock()
             .insert(recovery_id.to_string(), Arc::new(outgoing));
     }
 
     fn outgoing(&self, recovery_id: &str) -> ApiResult<Arc<Outgoing>> {
-        self.recoveries
-            .outgoing
+        self.outgoing
             .lock()
             .get(recovery_id)
             .inspect(|outgoing| outgoing.touch())
@@ -248,7 +224,7 @@ impl Node {
         let outgoing = self.outgoing(&request.recovery_id)?;
         let path = outgoing
             .path(&request.name)
-            .filter(|_| request.length <= crate::replication::throttle::MAX_CHUNK_BYTES)
+            .filter(|_| request.length <= crate::recovery::throttle::MAX_CHUNK_BYTES)
             .ok_or_else(|| {
                 ApiError::bad_request(format!("no file [{}] in recovery", request.name))
             })?;
@@ -263,7 +239,7 @@ impl Node {
         let outgoing = self.outgoing(&request.recovery_id)?;
         let result = self.finalize_recovery(&outgoing);
         outgoing.release();
-        self.recoveries.outgoing.lock().remove(&request.recovery_id);
+        self.outgoing.lock().remove(&request.recovery_id);
         result
     }
 
@@ -286,38 +262,7 @@ impl Node {
                 .map_err(|e| ApiError::new(409, "illegal_state_exception", e.to_string()))?;
             engine.max_seq_no()
         };
-        let from = outgoing.replay_from;
-        let replay = |ops: &[ReplicaOp]| -> ApiResult<i64> {
-            let pending = self.send_replica_batch(
-                service,
-                shard,
-                &engine,
-                target,
-                ops,
-                crate::replication::replica::BatchOptions::default(),
-            );
-            Ok(self.wait_replica_reply(pending)?.local_checkpoint)
-        };
-        let mut replayed = 0;
-        let mut batch = Vec::with_capacity(REPLAY_BATCH);
-        let mut local_checkpoint = shoal_replication::UNASSIGNED_SEQ_NO;
-        if from <= end {
-            for op in engine.history(from, end).map_err(ApiError::from)? {
-                batch.push(ReplicaOp::from_translog(
-                    op.map_err(|e| ApiError::internal(e.to_string()))?,
-                ));
-                if batch.len() == REPLAY_BATCH {
-                    local_checkpoint = replay(&batch)?;
-                    replayed += batch.len();
-                    batch.clear();
-                }
-            }
-        }
-        // The last (or only, possibly empty) batch also reports the target's checkpoint.
-        if !batch.is_empty() || replayed == 0 {
-            local_checkpoint = replay(&batch)?;
-            replayed += batch.len();
-        }
+        let (replayed, local_checkpoint) = self.replay_history(outgoing, &engine, end)?;
         let mut refused = None;
         let in_sync = wait_for(Duration::from_secs(30), || {
             match replication
@@ -346,6 +291,58 @@ impl Node {
         })
     }
 
+    /// Sends the target every operation from the recovery's start to `end`, in batches; the
+    /// last (or only, possibly empty) batch also brings back the target's local checkpoint.
+    /// Returns (operations replayed, the target's local checkpoint).
+    fn replay_history(
+        &self,
+        outgoing: &Outgoing,
+        engine: &Arc<shoal_engine::Engine>,
+        end: i64,
+    ) -> ApiResult<(usize, i64)> {
+        let (service, shard, target) = (
+            &outgoing.service,
+            outgoing.shard,
+            &outgoing.target_allocation_id,
+        );
+        let from = outgoing.replay_from;
+        let replay = |ops: &[ReplicaOp]| -> ApiResult<i64> {
+            let pending = crate::replication::replica::send_replica_batch(
+                &self.core,
+                service,
+                shard,
+                engine,
+                target,
+                ops,
+                crate::replication::replica::BatchOptions::default(),
+            );
+            Ok(
+                crate::replication::replica::wait_replica_reply(&self.core, pending)?
+                    .local_checkpoint,
+            )
+        };
+        let mut replayed = 0;
+        let mut batch = Vec::with_capacity(REPLAY_BATCH);
+        let mut local_checkpoint = shoal_replication::UNASSIGNED_SEQ_NO;
+        if from <= end {
+            for op in engine.history(from, end).map_err(ApiError::from)? {
+                batch.push(ReplicaOp::from_translog(
+                    op.map_err(|e| ApiError::internal(e.to_string()))?,
+                ));
+                if batch.len() == REPLAY_BATCH {
+                    local_checkpoint = replay(&batch)?;
+                    replayed += batch.len();
+                    batch.clear();
+                }
+            }
+        }
+        if !batch.is_empty() || replayed == 0 {
+            local_checkpoint = replay(&batch)?;
+            replayed += batch.len();
+        }
+        Ok((replayed, local_checkpoint))
+    }
+
     /// Whether `target` is the relocation target of this node's primary of `shard`.
     fn is_primary_relocation_target(
         &self,
@@ -353,7 +350,8 @@ impl Node {
         shard: usize,
         target: &str,
     ) -> bool {
-        self.cluster_state()
+        self.core
+            .cluster_state()
             .copies(&service.name(), shard as u32)
             .iter()
             .any(|c| {
@@ -367,14 +365,15 @@ impl Node {
     /// recovery failed or was cancelled, its node left) or that went without a request for
     /// `indices.recovery.recovery_activity_timeout` (30m), releasing their pinned files and
     /// history leases. A recovery with a request in flight is left alone.
-    pub(crate) fn drop_abandoned_recoveries(&self) {
-        let state = self.cluster_state();
+    pub(crate) fn drop_abandoned(&self) {
+        let state = self.core.cluster_state();
         let timeout = self
+            .core
             .cluster_setting(RECOVERY_ACTIVITY_TIMEOUT)
             .and_then(|text| crate::settings::parse_time(&text).ok().flatten())
             .unwrap_or(Duration::from_secs(30 * 60));
         let abandoned: Vec<(String, Arc<Outgoing>)> = {
-            let mut outgoing = self.recoveries.outgoing.lock();
+            let mut outgoing = self.outgoing.lock();
             let ids: Vec<String> = outgoing
                 .iter()
                 .filter(|(_, o)| Arc::strong_count(o) == 1)
@@ -394,9 +393,30 @@ impl Node {
     }
 
     /// The number of recoveries this node serves as the source (diagnostics and tests).
-    pub fn outgoing_recoveries(&self) -> usize {
-        self.recoveries.outgoing.lock().len()
+    pub fn outgoing_count(&self) -> usize {
+        self.outgoing.lock().len()
     }
+}
+
+/// Pins the engine's last commit under `dir` and lists its files, each verified against the
+/// checksum recorded when it was written.
+fn pin_commit(
+    engine: &Arc<shoal_engine::Engine>,
+    dir: &std::path::Path,
+) -> ApiResult<(CommitSnapshot, Vec<FileMeta>)> {
+    let snapshot = snapshot_commit(engine, dir).map_err(ApiError::from)?;
+    let files = snapshot
+        .files
+        .iter()
+        .map(|(name, _)| {
+            store_file(&snapshot.dir.join(name), name).map_err(|e| match e {
+                // This copy's own store is damaged: it must not serve anyone.
+                FileCheckError::Corrupted(reason) => ApiError::from(engine.fail_corrupted(reason)),
+                FileCheckError::Unreadable(reason) => ApiError::internal(reason),
+            })
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    Ok((snapshot, files))
 }
 
 /// OpenSearch's limit on a recovery's silence before the source gives up on it.

@@ -2,7 +2,7 @@
 //! recovered (from a peer or from its own store), kept after it is done, updated while it runs.
 //!
 //! Where a record lives: with its copy (`IndexShard::recovery`) once the copy is open; with
-//! the running peer recovery before that (`Recoveries::targets`: the files are still being
+//! the running peer recovery before that (`RecoveryService::targets`: the files are still being
 //! copied); with the index once the copy closed (`IndexService`'s retired records: a closed
 //! index, a copy failed or moved), until the index is deleted. A record shows while the
 //! cluster state assigns its copy (its allocation id) to this node.

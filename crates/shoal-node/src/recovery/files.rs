@@ -13,19 +13,19 @@ use shoal_state::ShardRouting;
 use shoal_transport::Transport;
 use tracing::warn;
 
+use super::progress::{RecoveryRecord, Stage};
+use super::RecoveryService;
 use super::{
     cancelled, ChunkRequest, FileChunkAction, FileStreamAction, StartReply, CALL_TIMEOUT,
     COMMIT_FILE,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::node::Node;
-use crate::replication::progress::{RecoveryRecord, Stage};
 use crate::transfer::peer::PeerSource;
 use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl};
 use crate::transfer::{ByteStream, FileMeta, FileSource};
 
-impl Node {
+impl RecoveryService {
     /// Replaces the local store with the source's pinned commit, copying only the files it
     /// lacks; returns (files, bytes) copied. `source` is the source node's (id, address).
     pub(super) fn recover_files(
@@ -53,20 +53,20 @@ impl Node {
         });
         let files = self.file_source(source, start);
         let control = RecoveryControl {
-            node: self,
+            recoveries: self,
             copy,
             allocation_id: &allocation_id,
         };
         let transfer = FileTransfer {
             dir: &index_dir,
             source: files.as_ref(),
-            runtime: &self.runtime,
-            limiter: &self.recoveries.limiter,
+            runtime: &self.core.runtime,
+            limiter: &self.limiter,
             control: &control,
             // The store is rebuilt from the commit: a file of the same name from an older
             // copy is only replaced.
             differing: Differing::Replace,
-            files_in_flight: self.recovery_limits().concurrent_chunks,
+            files_in_flight: self.core.recovery_limits().concurrent_chunks,
         };
         let stats = transfer.run(&commit_last(&start.files))?;
         bind_recovered_store(&config, term).map_err(ApiError::from)?;
@@ -80,10 +80,10 @@ impl Node {
         (node, address): (&str, &str),
         start: &StartReply,
     ) -> Box<dyn FileSource> {
-        let limits = self.recovery_limits();
+        let limits = self.core.recovery_limits();
         if !start.streams_files {
             return Box::new(ChunkSource {
-                transport: self.transport.clone(),
+                transport: self.core.transport.clone(),
                 node: node.to_string(),
                 address: address.to_string(),
                 recovery_id: start.recovery_id.clone(),
@@ -92,7 +92,7 @@ impl Node {
             });
         }
         Box::new(PeerSource::<FileStreamAction> {
-            transport: self.transport.clone(),
+            transport: self.core.transport.clone(),
             node: node.to_string(),
             address: address.to_string(),
             session: start.recovery_id.clone(),
@@ -143,7 +143,7 @@ fn remove_unwanted_files(dir: &std::path::Path, wanted: &HashMap<&str, u64>) -> 
 
 /// A recovery's side of its file transfer.
 struct RecoveryControl<'a> {
-    node: &'a Node,
+    recoveries: &'a RecoveryService,
     copy: &'a ShardRouting,
     allocation_id: &'a str,
 }
@@ -151,14 +151,14 @@ struct RecoveryControl<'a> {
 impl TransferControl for RecoveryControl<'_> {
     /// A copy failed, moved or deleted meanwhile stops copying now.
     fn check(&self) -> ApiResult<()> {
-        match self.node.still_assigned_here(self.copy) {
+        match self.recoveries.still_assigned_here(self.copy) {
             true => Ok(()),
             false => Err(cancelled()),
         }
     }
 
     fn max_bytes_per_sec(&self) -> Option<u64> {
-        self.node.recovery_limits().bytes_per_sec
+        self.recoveries.core.recovery_limits().bytes_per_sec
     }
 
     /// Bytes count as they are written, so `_cat/recovery` moves within a large file.
@@ -172,16 +172,16 @@ impl TransferControl for RecoveryControl<'_> {
             Progress::Copied(_) => r.files_recovered += 1,
         };
         let (index, shard) = (&self.copy.index, self.copy.shard as usize);
-        self.node
+        self.recoveries
             .update_recovery(index, shard, self.allocation_id, update);
     }
 
     fn before_chunk(&self) {
-        crate::failpoints::failpoint!(self.node, "recovery_before_file_chunk");
+        crate::failpoints::failpoint!(self.recoveries.core, "recovery_before_file_chunk");
     }
 
     fn after_chunk(&self) {
-        crate::failpoints::failpoint!(self.node, "recovery_after_file_chunk");
+        crate::failpoints::failpoint!(self.recoveries.core, "recovery_after_file_chunk");
     }
 }
 
@@ -244,7 +244,7 @@ impl FileSource for ChunkSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replication::throttle::RateLimiter;
+    use crate::recovery::throttle::RateLimiter;
     use shoal_transport::{ActionRegistry, RemoteError};
 
     /// Goes on to the end, counts chunks.
