@@ -97,12 +97,7 @@ impl SnapshotService {
     }
 
     pub(crate) fn propose(&self, command: Command) -> ApiResult<()> {
-        self.core.runtime.block_on(
-            self.core
-                .cluster
-                .propose(command, crate::config::CLUSTER_MANAGER_TIMEOUT),
-        )?;
-        Ok(())
+        self.core.propose(command).map(drop)
     }
 }
 
