@@ -129,13 +129,23 @@ mod tests {
 
     #[test]
     fn a_json_source_travels_as_itself_byte_for_byte_and_other_bytes_as_base64() {
-        let source = "{ \"title\": \"café\",  \"n\": [1, 2] }".as_bytes().to_vec();
-        let carried = Carrier { source: source.clone() };
+        let source = "{ \"title\": \"café\",  \"n\": [1, 2] }"
+            .as_bytes()
+            .to_vec();
+        let carried = Carrier {
+            source: source.clone(),
+        };
         let encoded = serde_json::to_vec(&carried).unwrap();
-        assert!(encoded.len() < source.len() + 24, "{}", String::from_utf8_lossy(&encoded));
+        assert!(
+            encoded.len() < source.len() + 24,
+            "{}",
+            String::from_utf8_lossy(&encoded)
+        );
         let back: Carrier = serde_json::from_slice(&encoded).unwrap();
         assert_eq!(back, carried);
-        let binary = Carrier { source: vec![0xff, 0x00, b'{'] };
+        let binary = Carrier {
+            source: vec![0xff, 0x00, b'{'],
+        };
         let back: Carrier = serde_json::from_slice(&serde_json::to_vec(&binary).unwrap()).unwrap();
         assert_eq!(back, binary);
     }

@@ -22,6 +22,9 @@ pub const TIME_LIMIT: &str = "segrep.pressure.time.limit";
 pub const STALE_LIMIT: &str = "segrep.pressure.replica.stale.limit";
 pub const REPLICATION_TIME_LIMIT: &str = "segrep.replication.time.limit";
 
+/// How often a primary refusing writes publishes its checkpoint again to its stale replicas.
+const REPUBLISH_EVERY: Duration = Duration::from_secs(1);
+
 /// How often a primary looks for replicas to fail (OpenSearch's 30 s task).
 const STALE_CHECK_EVERY: Duration = Duration::from_secs(30);
 
@@ -52,6 +55,11 @@ impl SegrepService {
             return Ok(());
         }
         copy.segrep.rejected.fetch_add(1, Ordering::Relaxed);
+        // A replica that missed a publication catches up with the next one, and refused
+        // writes make no next one: publish the current checkpoint to it again.
+        if copy.segrep.republish_due(REPUBLISH_EVERY) {
+            super::source::queue_publication(&self.me, &service.name(), &service.uuid(), shard);
+        }
         Err(ApiError::new(
             429,
             "rejected_execution_exception",

@@ -283,7 +283,7 @@ fn upload_backoff(consecutive_failures: u64) -> Duration {
 
 /// Queues one publication for the shard on the `replication` pool (never on the refreshing
 /// thread: the checkpoint reads new files' checksums); refreshes while one is queued ride on it.
-fn queue_publication(node: &Weak<SegrepService>, index: &str, uuid: &str, shard: usize) {
+pub(super) fn queue_publication(node: &Weak<SegrepService>, index: &str, uuid: &str, shard: usize) {
     let Some(node) = node.upgrade() else {
         return;
     };

@@ -33,21 +33,35 @@ pub struct CopyState {
     pub(crate) rejected: std::sync::atomic::AtomicU64,
     /// As a primary: when its replicas were last checked for failing as stale.
     stale_checked: Mutex<Option<std::time::Instant>>,
+    /// As a primary refusing writes for stale replicas: when it last published its checkpoint
+    /// to them again.
+    republished: Mutex<Option<std::time::Instant>>,
     /// As a replica: merged-segment files received ahead of the checkpoint that names them,
     /// and when (see `crate::segrep::precopy`).
     pub(crate) precopied: Mutex<HashMap<String, Instant>>,
 }
 
+/// Starts a new period in `last` if `every` passed since the one it holds.
+fn period_started(last: &Mutex<Option<std::time::Instant>>, every: std::time::Duration) -> bool {
+    let now = std::time::Instant::now();
+    let mut last = last.lock();
+    if last.is_some_and(|at| now.duration_since(at) < every) {
+        return false;
+    }
+    *last = Some(now);
+    true
+}
+
 impl CopyState {
     /// Whether `every` passed since the last stale-replica check (and starts the next period).
     pub(crate) fn stale_check_due(&self, every: std::time::Duration) -> bool {
-        let now = std::time::Instant::now();
-        let mut last = self.stale_checked.lock();
-        if last.is_some_and(|at| now.duration_since(at) < every) {
-            return false;
-        }
-        *last = Some(now);
-        true
+        period_started(&self.stale_checked, every)
+    }
+
+    /// Whether `every` passed since the checkpoint was last published again to stale
+    /// replicas (and starts the next period).
+    pub(crate) fn republish_due(&self, every: std::time::Duration) -> bool {
+        period_started(&self.republished, every)
     }
 
     pub fn rejected_requests(&self) -> u64 {
