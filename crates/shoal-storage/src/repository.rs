@@ -11,7 +11,9 @@ use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{
+    GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart,
+};
 use tokio::io::AsyncReadExt;
 
 use crate::error::{StorageError, StorageResult};
@@ -174,10 +176,15 @@ impl Repository {
             .await
             .map_err(self.failed(key))?;
         let (repository, key) = (self.settings.name.clone(), key.to_string());
-        Ok(object
-            .into_stream()
-            .map_err(move |e| StorageError::from_store(&repository, &key, e))
-            .boxed())
+        let range = object.range.clone();
+        match object.payload {
+            // object_store streams a local file in 8 KiB chunks: a restore read 240 MB/s
+            // that way on a disk that copies 500 MB/s.
+            GetResultPayload::File(file, _) => Ok(file_chunks(file, range, repository, key)),
+            GetResultPayload::Stream(stream) => Ok(stream
+                .map_err(move |e| StorageError::from_store(&repository, &key, e))
+                .boxed()),
+        }
     }
 
     /// Every object whose key starts with `prefix` (a folder: `a/b/`), in no set order.
@@ -214,6 +221,43 @@ impl Repository {
         }
         Ok(objects.len())
     }
+}
+
+/// Bytes of a local file read from a repository: one chunk per read.
+const FILE_CHUNK: usize = 1 << 20;
+
+/// The bytes `range` of `file`, in [`FILE_CHUNK`] chunks.
+fn file_chunks(
+    file: std::fs::File,
+    range: std::ops::Range<u64>,
+    repository: String,
+    key: String,
+) -> BoxStream<'static, StorageResult<Bytes>> {
+    let failed = move |e: std::io::Error| StorageError::Unavailable {
+        repository: repository.clone(),
+        reason: format!("reading [{key}]: {e}"),
+    };
+    let start = async move {
+        use tokio::io::AsyncSeekExt;
+        let mut file = tokio::fs::File::from_std(file);
+        file.seek(std::io::SeekFrom::Start(range.start)).await?;
+        Ok::<_, std::io::Error>(file.take(range.end - range.start))
+    };
+    futures::stream::once(start)
+        .map_ok(|reader| {
+            futures::stream::try_unfold(reader, |mut reader| async move {
+                let mut chunk = bytes::BytesMut::with_capacity(FILE_CHUNK);
+                while chunk.len() < FILE_CHUNK {
+                    if reader.read_buf(&mut chunk).await? == 0 {
+                        break;
+                    }
+                }
+                Ok::<_, std::io::Error>((!chunk.is_empty()).then(|| (chunk.freeze(), reader)))
+            })
+        })
+        .try_flatten()
+        .map_err(failed)
+        .boxed()
 }
 
 fn open_fs(name: &str, location: &LocalPath) -> StorageResult<Arc<dyn ObjectStore>> {
