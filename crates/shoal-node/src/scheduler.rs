@@ -95,11 +95,7 @@ fn fail_stale_segment_replica(
     term: i64,
 ) {
     let (replication, index) = (node.replication.clone(), index.name());
-    let pool = node
-        .pressure
-        .pool(crate::pressure::settings::REPLICATION)
-        .clone();
-    let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+    node.pressure.spawn_forced(crate::pressure::settings::REPLICATION, move || {
         let error = crate::error::ApiError::new(
             503,
             "replication_failed_exception",
@@ -109,5 +105,4 @@ fn fail_stale_segment_replica(
             warn!(index, shard, allocation_id, error = %e, "could not fail a stale segment replica");
         }
     });
-    debug_assert!(queued.is_ok(), "forced work is never rejected");
 }

@@ -39,6 +39,13 @@ pub struct Pressure {
 }
 
 impl Pressure {
+    /// Runs `work` on the pool `name`, never refused (Admission::Force): background work that
+    /// must happen (recoveries, resyncs, publications, uploads), bounded by the pool's threads.
+    pub fn spawn_forced(&self, name: &str, work: impl FnOnce() + Send + 'static) {
+        let queued = self.pool(name).spawn(Admission::Force, work);
+        debug_assert!(queued.is_ok(), "forced work is never rejected");
+    }
+
     /// From the node settings; a bad `thread_pool.*` or `indexing_pressure.*` value fails start.
     pub fn from_settings(node_name: &str, node_settings: &FlatSettings) -> ApiResult<Pressure> {
         let processors = settings::allocated_processors();

@@ -30,12 +30,7 @@ impl RecoveryService {
         let (recoveries, service, copy) = (self.clone(), service.clone(), copy.clone());
         // On the bounded `replication` pool, never refused; the allocation deciders bound how
         // many recoveries a node runs (`node_concurrent_recoveries`).
-        let pool = self
-            .core
-            .pressure
-            .pool(crate::pressure::settings::REPLICATION)
-            .clone();
-        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+        self.core.pressure.spawn_forced(crate::pressure::settings::REPLICATION, move || {
             let started = Instant::now();
             let outcome = recoveries.recover_copy_retrying(&service, &copy);
             recoveries.end_recovery_record(&service, copy.shard as usize, &allocation_id);
@@ -47,7 +42,6 @@ impl RecoveryService {
                 Err(e) => recoveries.recovery_failed(&service, &copy, &allocation_id, &e),
             }
         });
-        debug_assert!(queued.is_ok(), "forced work is never rejected");
     }
 
     /// A recovery that did not finish: a cancelled one (its copy moved) only lets go; a failed

@@ -62,12 +62,7 @@ impl RemoteStoreService {
             return;
         }
         let me = self.clone();
-        let pool = self
-            .core
-            .pressure
-            .pool(crate::pressure::settings::MANAGEMENT)
-            .clone();
-        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+        self.core.pressure.spawn_forced(crate::pressure::settings::MANAGEMENT, move || {
             let done = me.state_round(&state);
             match done {
                 Ok(()) => {
@@ -81,7 +76,6 @@ impl RemoteStoreService {
             }
             me.state_busy.store(false, Ordering::Release);
         });
-        debug_assert!(queued.is_ok(), "forced work is never rejected");
     }
 
     fn state_round(&self, state: &ClusterState) -> ApiResult<()> {

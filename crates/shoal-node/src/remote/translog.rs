@@ -120,12 +120,7 @@ impl RemoteStoreService {
             return;
         }
         let (me, service) = (self.clone(), service.clone());
-        let pool = self
-            .core
-            .pressure
-            .pool(crate::pressure::settings::REPLICATION)
-            .clone();
-        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+        self.core.pressure.spawn_forced(crate::pressure::settings::REPLICATION, move || {
             let Ok(copy) = service.copy(shard) else {
                 return;
             };
@@ -134,7 +129,6 @@ impl RemoteStoreService {
                 tracing::warn!(index = %service.name(), shard, error = %e, "background translog upload failed");
             }
         });
-        debug_assert!(queued.is_ok(), "forced work is never rejected");
     }
 
     /// Uploads the operations logged from `from` on as one batch; returns the highest seq_no

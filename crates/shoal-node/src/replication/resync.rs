@@ -46,16 +46,12 @@ impl ReplicationService {
         let replication_service = Arc::clone(self);
         let service = Arc::clone(service);
         // On the `replication` pool, never refused: writes to this copy wait for it.
-        let pool = self
-            .core
+        self.core
             .pressure
-            .pool(crate::pressure::settings::REPLICATION)
-            .clone();
-        let queued = pool.spawn(crate::pressure::Admission::Force, move || {
-            replication_service.resync_and_activate(&service, shard, &engine, &replication);
-            replication.resyncing.store(false, Ordering::Release);
-        });
-        debug_assert!(queued.is_ok(), "forced work is never rejected");
+            .spawn_forced(crate::pressure::settings::REPLICATION, move || {
+                replication_service.resync_and_activate(&service, shard, &engine, &replication);
+                replication.resyncing.store(false, Ordering::Release);
+            });
     }
 
     /// Resyncs the other copies, then takes the primary role. A resync that fails (a copy

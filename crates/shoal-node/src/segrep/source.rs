@@ -299,18 +299,13 @@ pub(super) fn queue_publication(node: &Weak<SegrepService>, index: &str, uuid: &
     {
         return;
     }
-    let pool = node
-        .core
-        .pressure
-        .pool(crate::pressure::settings::REPLICATION)
-        .clone();
     let (index, uuid) = (index.to_string(), uuid.to_string());
-    let queued = pool.spawn(crate::pressure::Admission::Force, move || {
+    let pressure = node.core.pressure.clone();
+    pressure.spawn_forced(crate::pressure::settings::REPLICATION, move || {
         if let Err(e) = node.publish_checkpoint(&index, &uuid, shard) {
             tracing::debug!(index, shard, error = %e, "checkpoint not published");
         }
     });
-    debug_assert!(queued.is_ok(), "forced work is never rejected");
 }
 
 /// Hard-links the files of the engine's current checkpoint under `dir`. A merge can commit

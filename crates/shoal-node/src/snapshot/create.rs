@@ -106,20 +106,13 @@ impl SnapshotService {
         tracing::info!(repository = %entry.repository, snapshot = %entry.snapshot, indices = entry.indices.len(), shards, "snapshot started");
         if !request.wait_for_completion {
             let service = self.clone();
-            let pool = self
-                .core
+            // Not the `snapshot` pool: the shards' own snapshots run there, and this waits
+            // for them (a one-thread pool would wait for itself).
+            self.core
                 .pressure
-                // Not the `snapshot` pool: the shards' own snapshots run there, and this
-                // waits for them (a one-thread pool would wait for itself).
-                .pool(crate::pressure::settings::GENERIC)
-                .clone();
-            let spawned = pool.spawn(crate::pressure::Admission::Force, move || {
-                let _ = service.finish_snapshot(&request, &progress);
-            });
-            if spawned.is_err() {
-                self.end_operation(&entry);
-                return Err(ApiError::internal("the generic pool refused the snapshot"));
-            }
+                .spawn_forced(crate::pressure::settings::GENERIC, move || {
+                    let _ = service.finish_snapshot(&request, &progress);
+                });
             return Ok(serde_json::json!({ "accepted": true }));
         }
         let details = self.finish_snapshot(&request, &progress)?;
