@@ -42,7 +42,7 @@ impl Block {
     fn describe(&self) -> String {
         format!(
             "{}/{}/{}",
-            status_name(self.status),
+            crate::error::status_name(self.status),
             self.id,
             self.description
         )
@@ -410,15 +410,6 @@ fn status_of(blocks: &[&'static Block]) -> u16 {
         .filter(|s| *s != 429)
         .max()
         .unwrap_or(429)
-}
-
-fn status_name(status: u16) -> &'static str {
-    match status {
-        403 => "FORBIDDEN",
-        429 => "TOO_MANY_REQUESTS",
-        503 => "SERVICE_UNAVAILABLE",
-        _ => "BAD_REQUEST",
-    }
 }
 
 #[cfg(test)]

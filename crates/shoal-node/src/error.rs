@@ -27,6 +27,19 @@ impl std::error::Error for ApiError {}
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// OpenSearch's `RestStatus` name of an HTTP status (shard failures and blocks carry it).
+pub fn status_name(status: u16) -> &'static str {
+    match status {
+        400 => "BAD_REQUEST",
+        403 => "FORBIDDEN",
+        404 => "NOT_FOUND",
+        409 => "CONFLICT",
+        429 => "TOO_MANY_REQUESTS",
+        503 => "SERVICE_UNAVAILABLE",
+        _ => "INTERNAL_SERVER_ERROR",
+    }
+}
+
 impl ApiError {
     pub fn new(status: u16, error_type: &str, reason: impl Into<String>) -> ApiError {
         ApiError {

@@ -195,8 +195,16 @@ impl RemoteStoreService {
         &self,
         future: impl std::future::Future<Output = Result<T, StorageError>>,
     ) -> ApiResult<T> {
-        self.core.runtime.block_on(future).map_err(storage_error)
+        block_on_storage(&self.core, future)
     }
+}
+
+/// Waits for a repository future on the node's runtime, its failure as a REST error.
+pub fn block_on_storage<T>(
+    core: &NodeCore,
+    future: impl std::future::Future<Output = Result<T, StorageError>>,
+) -> ApiResult<T> {
+    core.runtime.block_on(future).map_err(storage_error)
 }
 
 /// A repository failure as a REST error.

@@ -276,8 +276,12 @@ impl SegrepService {
 
 /// The checkpoint's files as a transfer lists them.
 pub(crate) fn file_list(checkpoint: &SegmentCheckpoint) -> Vec<FileMeta> {
-    checkpoint
-        .files
+    file_metas(&checkpoint.files)
+}
+
+/// Commit files as a file transfer lists them.
+pub(crate) fn file_metas(files: &[shoal_engine::StoreFile]) -> Vec<FileMeta> {
+    files
         .iter()
         .map(|f| FileMeta {
             name: f.name.clone(),

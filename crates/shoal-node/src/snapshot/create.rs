@@ -185,7 +185,7 @@ impl SnapshotService {
                     shard,
                     reason: e.reason.clone(),
                     node_id: None,
-                    status: status_name(e.status),
+                    status: crate::error::status_name(e.status).to_string(),
                 }),
             }
         }
@@ -344,17 +344,6 @@ fn worth_asking_again(error: &ApiError) -> bool {
                 | "node_not_connected_exception"
         )
         || error.kind.is_retryable()
-}
-
-fn status_name(status: u16) -> String {
-    match status {
-        400 => "BAD_REQUEST",
-        404 => "NOT_FOUND",
-        409 => "CONFLICT",
-        503 => "SERVICE_UNAVAILABLE",
-        _ => "INTERNAL_SERVER_ERROR",
-    }
-    .to_string()
 }
 
 fn invalid_name(repository: &str, snapshot: &str, why: &str) -> ApiError {

@@ -125,7 +125,7 @@ impl SnapshotDetails {
         self.indices
             .values()
             .flat_map(|i| i.shards.iter().flatten())
-            .flat_map(|s| s.files.iter().map(SnapshotFile::blob_key))
+            .flat_map(|s| s.files.iter().map(blob_key))
             .collect()
     }
 }
@@ -160,20 +160,15 @@ impl ShardSnapshot {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotFile {
-    pub name: String,
-    pub length: u64,
-    pub checksum: u32,
-}
+/// A file of a shard's commit in a snapshot: the engine's own file record.
+pub use shoal_engine::StoreFile as SnapshotFile;
 
-impl SnapshotFile {
-    pub fn blob_key(&self) -> String {
-        format!(
-            "{BLOBS_FOLDER}{}__{}__{:08x}",
-            self.name, self.length, self.checksum
-        )
-    }
+/// Where the repository keeps a file: its name, length and checksum name its content.
+pub fn blob_key(file: &SnapshotFile) -> String {
+    format!(
+        "{BLOBS_FOLDER}{}__{}__{:08x}",
+        file.name, file.length, file.checksum
+    )
 }
 
 /// A shard the snapshot could not copy.

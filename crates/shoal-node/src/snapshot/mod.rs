@@ -21,7 +21,7 @@ use shoal_storage::{Repository, StorageError};
 
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
-use crate::remote::storage_error;
+use crate::remote::{block_on_storage, storage_error};
 
 pub mod create;
 pub mod delete;
@@ -88,7 +88,7 @@ impl SnapshotService {
         &self,
         future: impl std::future::Future<Output = Result<T, StorageError>>,
     ) -> ApiResult<T> {
-        self.core.runtime.block_on(future).map_err(storage_error)
+        block_on_storage(&self.core, future)
     }
 
     /// The newest generation of a repository (empty when nothing was ever snapshotted).

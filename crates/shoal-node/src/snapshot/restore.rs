@@ -198,15 +198,7 @@ impl SnapshotService {
         let config = service.shard_engine_config(shard);
         let _ = std::fs::remove_dir_all(&config.path);
         std::fs::create_dir_all(config.index_dir())?;
-        let files: Vec<FileMeta> = snapshot
-            .files
-            .iter()
-            .map(|f| FileMeta {
-                name: f.name.clone(),
-                length: f.length,
-                crc32c: f.checksum,
-            })
-            .collect();
+        let files = crate::segrep::target::file_metas(&snapshot.files);
         let blobs = BlobSource {
             repository,
             files: snapshot.files.clone(),
@@ -375,7 +367,7 @@ impl FileSource for BlobSource {
             .files
             .iter()
             .find(|f| f.name == file.name)
-            .map(SnapshotFile::blob_key);
+            .map(super::layout::blob_key);
         let (repository, name) = (self.repository.clone(), file.name.clone());
         Box::pin(async move {
             let key = key.ok_or_else(|| {

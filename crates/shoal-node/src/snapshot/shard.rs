@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use shoal_state::RepositoryMetadata;
 use shoal_types::ShardId;
 
-use super::layout::{ShardSnapshot, SnapshotFile};
+use super::layout::ShardSnapshot;
 use super::SnapshotService;
 use crate::error::{ApiError, ApiResult};
 
@@ -78,18 +78,10 @@ impl SnapshotService {
             .join(&request.snapshot_uuid);
         let pinned = crate::segrep::source::pin_checkpoint(engine, pin_dir)?;
         let checkpoint = pinned.checkpoint();
-        let files: Vec<SnapshotFile> = checkpoint
-            .files
-            .iter()
-            .map(|f| SnapshotFile {
-                name: f.name.clone(),
-                length: f.length,
-                checksum: f.checksum,
-            })
-            .collect();
+        let files = checkpoint.files.clone();
         let (mut incremental_files, mut incremental_bytes) = (0, 0);
         for file in &files {
-            let key = file.blob_key();
+            let key = super::layout::blob_key(file);
             if self.block_on(repository.size_of(&key))? == Some(file.length) {
                 continue;
             }
