@@ -199,6 +199,7 @@ def render_replicated(doc):
                               "Shoal CPU s / 1k docs", "OS CPU s / 1k docs", "Shoal bulk p99", "OS bulk p99",
                               "Shoal replica ÷ primary CPU", "OS replica ÷ primary CPU",
                               "Shoal node-to-node MB / indexed MB", "OS node-to-node MB / indexed MB"])
+    lines += visibility_table(s_modes, o_modes)
     for name, entry in sy.items():
         if "one_replica_over_none_docs_per_s" in entry:
             lines += [f"- {name}: docs/s with 1 replica ÷ with 0 replicas = "
@@ -210,6 +211,31 @@ def render_replicated(doc):
                       f"SEGMENT with 1 replica ÷ 0 replicas = {entry.get('segment_over_no_replica_docs_per_s')}"
                       f"{' (goal ≥ 0.9)' if goals else ''}", ""]
     return lines
+
+
+VISIBILITY = (("under load", "visibility"), ("force merge started 3 s in", "visibility_with_force_merge"),
+              ("during the force merge (+3 s)", "visibility_during_force_merge"))
+
+
+def visibility_table(s_modes, o_modes):
+    """Replica visibility lag (write acknowledged → found by a search on the replica), which
+    includes the 1 s refresh interval; goal for Shoal SEGMENT: p50/p99 ≤ 1,200 ms."""
+    rows = []
+    for mode in dict.fromkeys(list(s_modes) + list(o_modes)):
+        for load, key in VISIBILITY:
+            s = s_modes.get(mode, {}).get("summary", {}).get(key, {})
+            o = o_modes.get(mode, {}).get("summary", {}).get(key, {})
+            if not s and not o:
+                continue
+            rows.append([mode, load] + [cell(x.get(k), "ms") for k in ("p50_ms", "p99_ms", "max_ms") for x in (s, o)]
+                        + [cell(s.get("never_seen"), ""), cell(o.get("never_seen"), "")])
+    if not rows:
+        return []
+    return ["Replica visibility lag in ms: a probe document written to the primary's node every 0.2 s, "
+            "timed until a search on the replica's node finds it (includes the 1 s refresh interval; "
+            "goal for Shoal SEGMENT p50 and p99 ≤ 1,200).", ""] + table(
+        rows, ["mode", "load", "Shoal p50", "OS p50", "Shoal p99", "OS p99", "Shoal max", "OS max",
+               "Shoal never seen", "OS never seen"])
 
 
 def render_recovery(doc):

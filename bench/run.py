@@ -16,7 +16,6 @@ import os
 import platform
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -28,41 +27,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prep  # noqa: E402
 import report  # noqa: E402
 import rolling  # noqa: E402
+import replicated  # noqa: E402
 import snapshots  # noqa: E402
-from systems import (BENCH_BIN, OS_HOME, REPO, SHOAL_BIN, TMP, HttpError, OpenSearch,  # noqa: E402
+from common import (BENCH, bench_cmd, load_index_body, start_cluster, summarize,  # noqa: E402
+                    summarize_runs, with_settings)
+from systems import (OS_HOME, REPO, SHOAL_BIN, TMP, HttpError, OpenSearch,  # noqa: E402
                      Shoal, dir_bytes, log, make)
 
-BENCH = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(BENCH, "results")
 SCENARIOS = ["ingest-1node", "ingest-replicated", "search", "footprint", "codecs", "recovery", "rolling-restart",
              "snapshots"]
 PORTS = {"shoal": 9400, "opensearch": 9270}
-
-
-def load_index_body(name):
-    with open(os.path.join(BENCH, "config", f"{name}-index.json")) as f:
-        return json.load(f)
-
-
-def with_settings(body, **index_settings):
-    body = json.loads(json.dumps(body))
-    body["settings"]["index"].update(index_settings)
-    return body
-
-
-def summarize(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
-
-
-def bench_cmd(*args):
-    cmd = [BENCH_BIN, *[str(a) for a in args]]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
-    return json.loads(r.stdout)
 
 
 def build(args):
@@ -195,10 +170,6 @@ def raw_once(ctx, corpus, body, codec="default", level=None, max_docs=None, repe
     return {"docs": out["docs"], "docs_per_s": out["docs_per_s"], "seconds": out["seconds"],
             "store_bytes": out["store_bytes_merged"],
             "parse_only_docs_per_s_1thread": out["parse_only_docs_per_s_1thread"]}
-
-
-def summarize_runs(runs, keys):
-    return {k: summarize([r.get(k) for r in runs]) for k in keys}
 
 
 INGEST_KEYS = ["docs_per_s", "bulk_p50_ms", "bulk_p90_ms", "bulk_p99_ms", "cpu_s_per_1k_docs", "cpu_s_bulk",
@@ -409,140 +380,6 @@ def scenario_search(ctx):
 # ---------------------------------------------------------------- multi-node
 
 
-def remote_store_settings():
-    """A remote-backed Shoal node: segments and translog in an `fs` repository (fresh per run)."""
-    location = os.path.join(TMP, "shoal-remote-repo")
-    shutil.rmtree(location, ignore_errors=True)
-    prefix = "node.attr.remote_store"
-    return {f"{prefix}.segment.repository": "bench", f"{prefix}.translog.repository": "bench",
-            f"{prefix}.repository.bench.type": "fs", f"{prefix}.repository.bench.settings.location": location}
-
-
-def start_cluster(name, n=2):
-    """A fresh n-node cluster of `name` on loopback; returns its nodes and the seconds to green.
-    `shoal-remote` is Shoal with remote-backed storage (every index remote-backed)."""
-    if name == "opensearch":
-        names = [f"os-{i}" for i in range(n)]
-        seeds = [f"127.0.0.1:{9371 + i}" for i in range(n)]
-        nodes = [OpenSearch(port=9271 + i, transport=9371 + i, tag=f"os-cluster-{i}", node_name=names[i],
-                            cluster="os-bench-cluster", seeds=seeds, masters=names) for i in range(n)]
-    else:
-        remote = name == "shoal-remote"
-        offset = 20 if remote else 0
-        names = [f"{name}-{i}" for i in range(n)]
-        seeds = [f"127.0.0.1:{9501 + offset + i}" for i in range(n)]
-        extra = remote_store_settings() if remote else {}
-        nodes = [Shoal(port=9401 + offset + i, transport=9501 + offset + i, tag=f"{name}-cluster-{i}",
-                       node_name=names[i], cluster=f"{name}-bench-cluster", seeds=seeds, masters=names,
-                       extra=extra) for i in range(n)]
-    t0 = time.monotonic()
-    for node in nodes:
-        node.start(fresh=True)
-    for _ in range(1800):
-        try:
-            h = nodes[0].req("GET", f"/_cluster/health?wait_for_nodes={n}&wait_for_status=green&timeout=1s")
-            if h.get("status") == "green" and h.get("number_of_nodes") == n:
-                break
-        except (OSError, HttpError):
-            pass
-        time.sleep(0.1)
-    else:
-        for node in nodes:
-            node.stop()
-        raise RuntimeError(f"{name} cluster did not form")
-    return nodes, time.monotonic() - t0
-
-
-# (mode label, replication type, replicas, systems that have it)
-REPLICATED_MODES = [("DOCUMENT, 0 replicas", "DOCUMENT", 0, ("shoal", "opensearch")),
-                    ("DOCUMENT, 1 replica", "DOCUMENT", 1, ("shoal", "opensearch")),
-                    ("SEGMENT, 1 replica", "SEGMENT", 1, ("shoal", "opensearch")),
-                    ("SEGMENT+remote(fs), 1 replica", "SEGMENT", 1, ("shoal-remote",))]
-
-
-def primary_node(nodes, index):
-    """The node of `nodes` that holds the primary of shard 0 of `index`."""
-    rows = nodes[0].req("GET", f"/_cat/shards/{index}?format=json&h=shard,prirep,node")
-    name = next(r["node"] for r in rows if r["prirep"] == "p" and str(r["shard"]) == "0")
-    return next(n for n in nodes if n.node_name == name)
-
-
-def replicated_once(nodes, body, max_docs):
-    nodes[0].recreate_index("repl", body)
-    # The client talks to the node holding the primary, as a shard-aware client would: every
-    # mode and system then measures replication alone, not forwarding that depends on where
-    # the primary happened to land.
-    entry = primary_node(nodes, "repl")
-    cpu0 = [n.cpu_seconds() for n in nodes]
-    tx0 = sum(n.transport_tx_bytes() for n in nodes)
-    out = bench_cmd("bulk", "--url", entry.url, "--index", "repl", "--file", prep.DEBIAN,
-                    "--clients", 2, *(["--max-docs", max_docs] if max_docs else []))
-    per_node = [n.cpu_seconds() - c0 for n, c0 in zip(nodes, cpu0)]
-    # Node-to-node bytes per MB of documents indexed: replica operations, segment files,
-    # cluster chatter.
-    source_mb = out["mb_per_s"] * out["docs"] / max(out["docs_per_s"], 1e-9)
-    tx_mb = (sum(n.transport_tx_bytes() for n in nodes) - tx0) / 1e6
-    cpu = sum(per_node)
-    nodes[0].delete_index("repl")
-    # The busier node holds the primary (one shard on two nodes); the other its replica.
-    busy, idle = max(per_node), min(per_node)
-    return {"docs_per_s": out["docs_per_s"], "cpu_s_total": round(cpu, 3),
-            "cpu_s_busier_node": round(busy, 3), "cpu_s_other_node": round(idle, 3),
-            "other_over_busier_cpu": round(idle / busy, 3) if busy else None,
-            "cpu_s_per_1k_docs": round(cpu / max(out["docs"], 1) * 1000, 4),
-            "transport_mb_per_indexed_mb": round(tx_mb / max(source_mb, 1e-9), 3),
-            "bulk_p50_ms": out["bulk_latency_ms"].get("p50"), "bulk_p99_ms": out["bulk_latency_ms"].get("p99")}
-
-
-def scenario_ingest_replicated(ctx):
-    """Bulk ingest into 1 shard on a 2-node cluster, systems alternating run by run."""
-    result = {"notes": ["1 shard on 2 nodes: with a replica, the busier node holds the primary; "
-                        "other_over_busier_cpu is then the replica's CPU over the primary's",
-                        "the client sends its bulks to the node holding the primary"], "systems": {}}
-    base = load_index_body("debian")
-    clusters = {}
-    try:
-        systems = list(ctx.systems) + (["shoal-remote"] if "shoal" in ctx.systems else [])
-        for name in systems:
-            clusters[name], formed = start_cluster(name, 2)
-            result["systems"][name] = {"cluster_formed_s": round(formed, 2), "modes": {}}
-        result["config"] = {"nodes": 2, "shards": 1, "clients": 2, "max_docs": ctx.debian_docs, "runs": ctx.runs}
-        for r in range(ctx.warmup + ctx.runs):
-            for label, kind, replicas, has_mode in REPLICATED_MODES:
-                for name in systems:
-                    if name not in has_mode:
-                        continue
-                    body = with_settings(base, number_of_replicas=replicas, **{"replication.type": kind})
-                    row = replicated_once(clusters[name], body, ctx.debian_docs)
-                    log(f"ingest-replicated {name} {label}: {row['docs_per_s']:.0f} docs/s, "
-                        f"{row['cpu_s_total']:.1f} CPU s")
-                    if r >= ctx.warmup:
-                        modes = result["systems"][name]["modes"]
-                        modes.setdefault(label, {"runs": []})["runs"].append(row)
-        keys = ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs", "bulk_p50_ms", "bulk_p99_ms",
-                "cpu_s_busier_node", "cpu_s_other_node", "other_over_busier_cpu", "transport_mb_per_indexed_mb"]
-        for entry in result["systems"].values():
-            for mode in entry["modes"].values():
-                mode["summary"] = summarize_runs(mode["runs"], keys)
-            modes = entry["modes"]
-            if "DOCUMENT, 0 replicas" in modes and "DOCUMENT, 1 replica" in modes:
-                entry["one_replica_over_none_docs_per_s"] = round(
-                    modes["DOCUMENT, 1 replica"]["summary"]["docs_per_s"]["median"]
-                    / modes["DOCUMENT, 0 replicas"]["summary"]["docs_per_s"]["median"], 3)
-            if "SEGMENT, 1 replica" in modes and "DOCUMENT, 1 replica" in modes:
-                median = lambda label: modes[label]["summary"]["docs_per_s"]["median"]
-                entry["segment_over_document_docs_per_s"] = round(
-                    median("SEGMENT, 1 replica") / median("DOCUMENT, 1 replica"), 3)
-                if "DOCUMENT, 0 replicas" in modes:
-                    entry["segment_over_no_replica_docs_per_s"] = round(
-                        median("SEGMENT, 1 replica") / median("DOCUMENT, 0 replicas"), 3)
-    finally:
-        for nodes in clusters.values():
-            for n in nodes:
-                n.stop()
-    return result
-
-
 def measure_copy_limits(size_bytes):
     """The machine's own file-copy and loopback bandwidth, measured now."""
     os.makedirs(TMP, exist_ok=True)
@@ -656,7 +493,7 @@ def scenario_recovery(ctx):
 
 # ---------------------------------------------------------------- main
 
-RUNNERS = {"ingest-1node": scenario_ingest_1node, "ingest-replicated": scenario_ingest_replicated,
+RUNNERS = {"ingest-1node": scenario_ingest_1node, "ingest-replicated": replicated.scenario,
            "search": scenario_search, "footprint": scenario_footprint, "codecs": scenario_codecs,
            "recovery": scenario_recovery,
            "rolling-restart": lambda ctx: rolling.scenario(ctx, start_cluster),

@@ -1,0 +1,145 @@
+"""The ingest-replicated scenario: bulk ingest into 1 shard on a 2-node cluster, for each
+replication mode and system, with the replica's CPU, node-to-node bytes and replica visibility
+lag (see `visibility.py`)."""
+
+import prep
+from common import bench_cmd, load_index_body, start_cluster, summarize, summarize_runs, with_settings
+from systems import log
+from visibility import visibility_once
+
+
+# (mode label, replication type, replicas, systems that have it)
+REPLICATED_MODES = [("DOCUMENT, 0 replicas", "DOCUMENT", 0, ("shoal", "opensearch")),
+                    ("DOCUMENT, 1 replica", "DOCUMENT", 1, ("shoal", "opensearch")),
+                    ("SEGMENT, 1 replica", "SEGMENT", 1, ("shoal", "opensearch")),
+                    ("SEGMENT+remote(fs), 1 replica", "SEGMENT", 1, ("shoal-remote",))]
+
+
+def primary_node(nodes, index):
+    """The node of `nodes` that holds the primary of shard 0 of `index`."""
+    rows = nodes[0].req("GET", f"/_cat/shards/{index}?format=json&h=shard,prirep,node")
+    name = next(r["node"] for r in rows if r["prirep"] == "p" and str(r["shard"]) == "0")
+    return next(n for n in nodes if n.node_name == name)
+
+
+def bulk_args(entry, max_docs, repeat, duration=None):
+    return ["bulk", "--url", entry.url, "--index", "repl", "--file", prep.DEBIAN, "--clients", 2,
+            "--repeat", repeat, *(["--max-docs", max_docs] if max_docs else []),
+            *(["--duration", duration] if duration else [])]
+
+
+def replicated_once(nodes, body, max_docs, repeat):
+    nodes[0].recreate_index("repl", body)
+    # The client talks to the node holding the primary, as a shard-aware client would: every
+    # mode and system then measures replication alone, not forwarding that depends on where
+    # the primary happened to land.
+    entry = primary_node(nodes, "repl")
+    cpu0 = [n.cpu_seconds() for n in nodes]
+    tx0 = sum(n.transport_tx_bytes() for n in nodes)
+    out = bench_cmd(*bulk_args(entry, max_docs, repeat))
+    per_node = [n.cpu_seconds() - c0 for n, c0 in zip(nodes, cpu0)]
+    # Node-to-node bytes per MB of documents indexed: replica operations, segment files,
+    # cluster chatter.
+    source_mb = out["mb_per_s"] * out["docs"] / max(out["docs_per_s"], 1e-9)
+    tx_mb = (sum(n.transport_tx_bytes() for n in nodes) - tx0) / 1e6
+    cpu = sum(per_node)
+    nodes[0].delete_index("repl")
+    # The busier node holds the primary (one shard on two nodes); the other its replica.
+    busy, idle = max(per_node), min(per_node)
+    return {"docs_per_s": out["docs_per_s"], "cpu_s_total": round(cpu, 3),
+            "cpu_s_busier_node": round(busy, 3), "cpu_s_other_node": round(idle, 3),
+            "other_over_busier_cpu": round(idle / busy, 3) if busy else None,
+            "cpu_s_per_1k_docs": round(cpu / max(out["docs"], 1) * 1000, 4),
+            "transport_mb_per_indexed_mb": round(tx_mb / max(source_mb, 1e-9), 3),
+            "bulk_p50_ms": out["bulk_latency_ms"].get("p50"), "bulk_p99_ms": out["bulk_latency_ms"].get("p99")}
+
+
+def scenario(ctx):
+    """Bulk ingest into 1 shard on a 2-node cluster, systems alternating run by run."""
+    result = {"notes": ["1 shard on 2 nodes: with a replica, the busier node holds the primary; "
+                        "other_over_busier_cpu is then the replica's CPU over the primary's",
+                        "the client sends its bulks to the node holding the primary"], "systems": {}}
+    base = load_index_body("debian")
+    clusters = {}
+    try:
+        systems = list(ctx.systems) + (["shoal-remote"] if "shoal" in ctx.systems else [])
+        for name in systems:
+            clusters[name], formed = start_cluster(name, 2)
+            result["systems"][name] = {"cluster_formed_s": round(formed, 2), "modes": {}}
+        repeat = 1 if ctx.quick else ctx.args.repeat
+        result["config"] = {"nodes": 2, "shards": 1, "clients": 2, "max_docs": ctx.debian_docs, "runs": ctx.runs,
+                            "repeat": repeat, "visibility_load_s": visibility_load_s(ctx)}
+        for r in range(ctx.warmup + ctx.runs):
+            for label, kind, replicas, has_mode in REPLICATED_MODES:
+                for name in systems:
+                    if name not in has_mode:
+                        continue
+                    body = with_settings(base, number_of_replicas=replicas, **{"replication.type": kind})
+                    row = replicated_once(clusters[name], body, ctx.debian_docs, repeat)
+                    log(f"ingest-replicated {name} {label}: {row['docs_per_s']:.0f} docs/s, "
+                        f"{row['cpu_s_total']:.1f} CPU s")
+                    if r >= ctx.warmup:
+                        modes = result["systems"][name]["modes"]
+                        modes.setdefault(label, {"runs": []})["runs"].append(row)
+        measure_visibility(ctx, clusters, systems, base, result)
+        keys = ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs", "bulk_p50_ms", "bulk_p99_ms",
+                "cpu_s_busier_node", "cpu_s_other_node", "other_over_busier_cpu", "transport_mb_per_indexed_mb"]
+        for entry in result["systems"].values():
+            for mode in entry["modes"].values():
+                mode["summary"] = summarize_runs(mode["runs"], keys)
+                mode["summary"].update(visibility_summary(mode))
+            modes = entry["modes"]
+            if "DOCUMENT, 0 replicas" in modes and "DOCUMENT, 1 replica" in modes:
+                entry["one_replica_over_none_docs_per_s"] = round(
+                    modes["DOCUMENT, 1 replica"]["summary"]["docs_per_s"]["median"]
+                    / modes["DOCUMENT, 0 replicas"]["summary"]["docs_per_s"]["median"], 3)
+            if "SEGMENT, 1 replica" in modes and "DOCUMENT, 1 replica" in modes:
+                median = lambda label: modes[label]["summary"]["docs_per_s"]["median"]
+                entry["segment_over_document_docs_per_s"] = round(
+                    median("SEGMENT, 1 replica") / median("DOCUMENT, 1 replica"), 3)
+                if "DOCUMENT, 0 replicas" in modes:
+                    entry["segment_over_no_replica_docs_per_s"] = round(
+                        median("SEGMENT, 1 replica") / median("DOCUMENT, 0 replicas"), 3)
+    finally:
+        for nodes in clusters.values():
+            for n in nodes:
+                n.stop()
+    return result
+
+
+def visibility_load_s(ctx):
+    return 3 if ctx.quick else 12
+
+
+def measure_visibility(ctx, clusters, systems, base, result):
+    """Separate runs (a probe searching the replica would add to its CPU): for each mode with a
+    replica, the replica visibility lag under a bulk load of a fixed duration, without and with
+    a force merge started 3 s into it."""
+    for r in range(ctx.runs):
+        for label, kind, replicas, has_mode in REPLICATED_MODES:
+            for name in (n for n in systems if n in has_mode and replicas):
+                for merge_after_s in (None, 3):
+                    nodes = clusters[name]
+                    nodes[0].recreate_index("repl", with_settings(base, number_of_replicas=1,
+                                                                  **{"replication.type": kind}))
+                    primary = primary_node(nodes, "repl")
+                    load = lambda: bench_cmd(*bulk_args(primary, None, 100, visibility_load_s(ctx)))
+                    row = visibility_once(nodes, primary, load, merge_after_s)
+                    nodes[0].delete_index("repl")
+                    key = "visibility_with_force_merge" if merge_after_s is not None else "visibility"
+                    mode = result["systems"][name]["modes"].setdefault(label, {"runs": []})
+                    mode.setdefault(key, []).append(row)
+                    log(f"ingest-replicated {name} {label} {key}: {row}")
+
+
+def visibility_summary(mode):
+    """Medians over the runs of each run's p50/p99/max visibility lag (ms), per load kind."""
+    out = {}
+    for key, part in (("visibility", "all"), ("visibility_with_force_merge", "all"),
+                      ("visibility_with_force_merge", "during_merge")):
+        rows = [row.get(part) for row in mode.get(key, []) if row.get(part)]
+        if rows:
+            name = key if part == "all" else "visibility_during_force_merge"
+            out[name] = {k: summarize([row[k] for row in rows])
+                         for k in ("p50_ms", "p99_ms", "max_ms", "never_seen")}
+    return out
