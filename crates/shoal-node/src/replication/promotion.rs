@@ -1,4 +1,7 @@
-//! Which replica replaces a lost primary: the in-sync copy with the highest local checkpoint.
+//! Which replica replaces a lost primary: the in-sync copy that is most caught up — under
+//! segment replication the highest visible (installed) checkpoint first, as a promoted copy
+//! opens its writer on the segments it copied and replays only its translog above them; then
+//! the highest local checkpoint.
 //! OpenSearch picks by node version; Shoal asks the copies (the cluster state does not carry
 //! checkpoints, which move with every write) just before the cluster manager removes the
 //! node, so the promoted copy keeps the most of the operations in flight when it died. Every
@@ -48,7 +51,14 @@ pub struct CheckpointRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckpointReply {
     local_checkpoint: i64,
+    /// A segment replica's installed checkpoint (primary term, version); none under document
+    /// replication, and from nodes that predate it.
+    #[serde(default)]
+    visible_checkpoint: Option<(i64, u64)>,
 }
+
+/// How caught up a copy is: visible checkpoint first, then local checkpoint.
+type CaughtUp = (Option<(i64, u64)>, i64);
 
 /// The cluster layer's [`shoal_cluster::PromotionAdvisor`], backed by this node's replication
 /// service.
@@ -104,12 +114,12 @@ fn contested_shards(
     out
 }
 
-/// The copy with the highest answered checkpoint, if exactly one has it (a tie, or no
+/// The copy with the highest answered position, if exactly one has it (a tie, or no
 /// answer at all, leaves the choice to the default order).
 fn most_caught_up<'a>(
     candidates: &'a [ShardRouting],
-    answers: &[Option<i64>],
-) -> Option<(&'a ShardRouting, i64)> {
+    answers: &[Option<CaughtUp>],
+) -> Option<(&'a ShardRouting, CaughtUp)> {
     let best = answers.iter().flatten().max()?;
     let mut leaders = candidates
         .iter()
@@ -130,9 +140,9 @@ impl ReplicationService {
             let asked = candidates
                 .iter()
                 .map(|c| self.ask_local_checkpoint(state, c));
-            let answers: Vec<Option<i64>> = join_all(asked).await;
-            if let Some((best, checkpoint)) = most_caught_up(&candidates, &answers) {
-                tracing::info!(index, shard, allocation_id = ?best.allocation_id, local_checkpoint = checkpoint, "promoting the most caught-up copy");
+            let answers: Vec<Option<CaughtUp>> = join_all(asked).await;
+            if let Some((best, (visible, local))) = most_caught_up(&candidates, &answers) {
+                tracing::info!(index, shard, allocation_id = ?best.allocation_id, visible_checkpoint = ?visible, local_checkpoint = local, "promoting the most caught-up copy");
                 choices.push(PromotionChoice {
                     index: index.clone(),
                     shard,
@@ -143,8 +153,12 @@ impl ReplicationService {
         choices
     }
 
-    /// A copy's local checkpoint, asked of its node (`None` if it does not answer in time).
-    async fn ask_local_checkpoint(&self, state: &ClusterState, copy: &ShardRouting) -> Option<i64> {
+    /// How caught up a copy is, asked of its node (`None` if it does not answer in time).
+    async fn ask_local_checkpoint(
+        &self,
+        state: &ClusterState,
+        copy: &ShardRouting,
+    ) -> Option<CaughtUp> {
         let address = state
             .nodes
             .get(copy.node.as_deref()?)?
@@ -162,7 +176,7 @@ impl ReplicationService {
             .send::<LocalCheckpointAction>(&address, &request, ASK_TIMEOUT)
             .await
             .ok()?;
-        Some(reply.local_checkpoint)
+        Some((reply.visible_checkpoint, reply.local_checkpoint))
     }
 
     /// Serves [`ACTION_LOCAL_CHECKPOINT`] for a local copy.
@@ -172,9 +186,13 @@ impl ReplicationService {
         let copy = self
             .core
             .local_copy(&request.index, &shard_id, Some(&allocation))?;
-        let engine = copy.engine();
+        let visible_checkpoint = match copy.service.is_segment_replicated() {
+            true => *copy.shard.segrep.installed.lock(),
+            false => None,
+        };
         Ok(CheckpointReply {
-            local_checkpoint: engine.local_checkpoint(),
+            local_checkpoint: copy.engine().local_checkpoint(),
+            visible_checkpoint,
         })
     }
 }
@@ -201,10 +219,14 @@ mod tests {
             .collect()
     }
 
+    fn local(checkpoint: i64) -> Option<CaughtUp> {
+        Some((None, checkpoint))
+    }
+
     #[test]
     fn the_copy_with_the_highest_checkpoint_is_chosen() {
         let c = copies(3);
-        let (best, checkpoint) = most_caught_up(&c, &[Some(40), Some(42), None]).unwrap();
+        let (best, (_, checkpoint)) = most_caught_up(&c, &[local(40), local(42), None]).unwrap();
         assert_eq!(
             (best.allocation_id.as_deref(), checkpoint),
             (Some("a1"), 42)
@@ -212,9 +234,28 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_replica_with_the_newest_visible_checkpoint_wins_over_a_higher_local_checkpoint() {
+        let c = copies(3);
+        let answers = [
+            Some((Some((2, 7)), 90)),
+            Some((Some((2, 9)), 80)),
+            Some((Some((1, 12)), 95)),
+        ];
+        let (best, caught_up) = most_caught_up(&c, &answers).unwrap();
+        assert_eq!(
+            (best.allocation_id.as_deref(), caught_up),
+            (Some("a1"), (Some((2, 9)), 80))
+        );
+        // Same visible checkpoint: the local checkpoint decides.
+        let answers = [Some((Some((2, 9)), 81)), Some((Some((2, 9)), 80)), None];
+        let (best, _) = most_caught_up(&c, &answers).unwrap();
+        assert_eq!(best.allocation_id.as_deref(), Some("a0"));
+    }
+
+    #[test]
     fn a_tie_or_silence_leaves_the_default_order() {
         let c = copies(3);
-        assert!(most_caught_up(&c, &[Some(42), Some(42), Some(7)]).is_none());
+        assert!(most_caught_up(&c, &[local(42), local(42), local(7)]).is_none());
         assert!(most_caught_up(&c, &[None, None, None]).is_none());
     }
 }
