@@ -147,8 +147,35 @@ def test_cat_segment_replication_lists_every_replica_and_its_lag(cluster3):
         for node in stats.values():
             replication = node["indices"]["segments"]["segment_replication"]
             assert replication == {"max_bytes_behind": 0, "total_bytes_behind": 0, "max_replication_lag": 0}, replication
-    r = cluster3.http(0).get("/_cat/segment_replication", params={"detailed": "true"})
-    assert r.status_code == 400 and "detailed" in r.text, r.text
+
+
+DETAILED = ["stage", "time", "files_fetched", "files_percent", "bytes_fetched", "bytes_percent", "start_time",
+            "stop_time", "files", "files_total", "bytes", "bytes_total", "replicating_stage_time_taken",
+            "get_checkpoint_info_stage_time_taken", "file_diff_stage_time_taken", "get_files_stage_time_taken",
+            "finalize_replication_stage_time_taken"]
+
+
+def test_cat_segment_replication_detailed_shows_each_replicas_last_copy_round_by_stage(cluster3):
+    create_segment_index(cluster3, "rounds", shards=1, replicas=2)
+    cluster3.bulk(0, "rounds", numbered(range(200)), refresh="true")
+
+    def rounds_reported():
+        rows = cluster3.get("/_cat/segment_replication/rounds", format="json", detailed="true").json()
+        return rows if len(rows) == 2 and all(r["stage"] == "done" for r in rows) else None
+
+    rows = wait_for(rounds_reported, timeout=10, what="both replicas reported a copy round")
+    for row in rows:
+        assert int(row["files_fetched"]) == int(row["files"]) > 0, row
+        assert int(row["files_total"]) >= int(row["files"]), row
+        assert row["files_percent"] == "100.0%" and row["bytes_percent"] == "100.0%", row
+        assert row["start_time"].endswith("Z") and row["start_time"] <= row["stop_time"], row
+        stages = [int(row[k].removesuffix("ms")) for k in DETAILED[12:]]
+        assert all(ms >= 0 for ms in stages), row
+    text = cluster3.get("/_cat/segment_replication/rounds", v="true", detailed="true").text
+    header = text.splitlines()[0].split()
+    assert header[8:] == DETAILED, header
+    bad = cluster3.http(0).get("/_cat/segment_replication", params={"detailed": "maybe"})
+    assert bad.status_code == 400, bad.text
 
 
 def test_cat_segments_shows_the_same_segments_on_every_copy(cluster3):

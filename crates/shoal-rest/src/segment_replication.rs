@@ -1,6 +1,7 @@
 //! `GET /_cat/segment_replication[/{index}]`: one row per replica of a segment-replicated
-//! shard, as its primary sees it (OpenSearch's default columns; lag from a checkpoint's
-//! publication to the replica's report that it searches it).
+//! shard, as its primary sees it (OpenSearch's columns; lag from a checkpoint's publication
+//! to the replica's report that it searches it). With `detailed`, the replica's last
+//! completed copy round by stage, as it reported it with that checkpoint.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +9,9 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::Router;
-use shoal_node::settings::format_time;
+use shoal_node::segrep::stats::ReplicaRow;
+use shoal_node::settings::{format_date_millis, format_time};
+use shoal_node::shard::segrep::CopyRound;
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
 
 use crate::cat::{col, n, t, Cell, Column, Table};
@@ -34,12 +37,7 @@ pub fn routes() -> Router<S> {
 }
 
 async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
-    if params.bool_or("detailed", false)? {
-        return Err(ApiError::bad_request(
-            "[detailed] is not supported by Shoal's _cat/segment_replication yet: the default columns are",
-        )
-        .into());
-    }
+    let detailed = params.bool_or("detailed", false)?;
     let active_only = params.bool_or("active_only", false)?;
     let shards = shard_filter(params.get("shards"))?;
     let time_unit = params.get("time").map(str::to_string);
@@ -63,7 +61,7 @@ async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResu
             .filter(|r| shards.as_ref().is_none_or(|s| s.contains(&r.shard)))
             .map(|r| {
                 let target = state.nodes.get(&r.target_node);
-                vec![
+                let mut row = vec![
                     t(format!("[{}][{}]", r.index, r.shard)),
                     t(target.map_or(r.target_node.clone(), |n| n.name.clone())),
                     t(target.map_or(String::new(), |n| n.host.clone())),
@@ -72,35 +70,144 @@ async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResu
                     time(r.current_lag_ms),
                     r.last_completed_lag_ms.map_or(Cell::Null, time),
                     n(r.rejected_requests as i64),
-                ]
+                ];
+                if detailed {
+                    row.extend(round_cells(&r, &time));
+                }
+                row
             })
             .collect();
-        Ok(Table {
-            columns: vec![
-                col!("shardId", ["s"], true, "shard id"),
-                col!("target_node", ["tnode"], true, "target node name"),
-                col!("target_host", ["thost"], true, "target host"),
-                col!(
-                    "checkpoints_behind",
-                    ["cpb"],
-                    true,
-                    "checkpoints behind primary"
-                ),
-                col!("bytes_behind", ["bb"], true, "bytes behind primary"),
-                col!("current_lag", ["clag"], true, "current lag"),
-                col!("last_completed_lag", ["lcl"], true, "last completed lag"),
-                col!(
-                    "rejected_requests",
-                    ["rr"],
-                    true,
-                    "count of rejected requests for the replication group"
-                ),
-            ],
-            rows,
-        })
+        let mut columns = default_columns();
+        if detailed {
+            columns.extend(detailed_columns());
+        }
+        Ok(Table { columns, rows })
     })
     .await?;
     table.render(&params)
+}
+
+/// The columns OpenSearch prints without `detailed`.
+fn default_columns() -> Vec<Column> {
+    vec![
+        col!("shardId", ["s"], true, "shard id"),
+        col!("target_node", ["tnode"], true, "target node name"),
+        col!("target_host", ["thost"], true, "target host"),
+        col!(
+            "checkpoints_behind",
+            ["cpb"],
+            true,
+            "checkpoints behind primary"
+        ),
+        col!("bytes_behind", ["bb"], true, "bytes behind primary"),
+        col!("current_lag", ["clag"], true, "current lag"),
+        col!("last_completed_lag", ["lcl"], true, "last completed lag"),
+        col!(
+            "rejected_requests",
+            ["rr"],
+            true,
+            "count of rejected requests for the replication group"
+        ),
+    ]
+}
+
+/// The columns `detailed` adds, describing the replica's last completed copy round.
+fn detailed_columns() -> Vec<Column> {
+    vec![
+        col!("stage", ["st"], true, "segment replication event stage"),
+        col!("time", ["t", "ti"], true, "last replication event time"),
+        col!("files_fetched", ["ff"], true, "files fetched"),
+        col!("files_percent", ["fp"], true, "percent of files fetched"),
+        col!("bytes_fetched", ["bf"], true, "bytes fetched"),
+        col!("bytes_percent", ["bp"], true, "percent of bytes fetched"),
+        col!(
+            "start_time",
+            ["start"],
+            true,
+            "segment replication start time"
+        ),
+        col!("stop_time", ["stop"], true, "segment replication stop time"),
+        col!("files", ["f"], true, "number of files to fetch"),
+        col!("files_total", ["tf"], true, "total number of files"),
+        col!("bytes", ["b"], true, "number of bytes to fetch"),
+        col!("bytes_total", ["tb"], true, "total number of bytes"),
+        col!(
+            "replicating_stage_time_taken",
+            ["rstt"],
+            true,
+            "time taken in replicating stage"
+        ),
+        col!(
+            "get_checkpoint_info_stage_time_taken",
+            ["gcistt"],
+            true,
+            "time taken in get checkpoint info stage"
+        ),
+        col!(
+            "file_diff_stage_time_taken",
+            ["fdstt"],
+            true,
+            "time taken in file diff stage"
+        ),
+        col!(
+            "get_files_stage_time_taken",
+            ["gfstt"],
+            true,
+            "time taken in get files stage"
+        ),
+        col!(
+            "finalize_replication_stage_time_taken",
+            ["frstt"],
+            true,
+            "time taken in finalize replication stage"
+        ),
+    ]
+}
+
+/// The `detailed` cells of a row: its replica's last completed round (empty before one).
+fn round_cells(row: &ReplicaRow, time: &dyn Fn(u64) -> Cell) -> Vec<Cell> {
+    let Some(round) = &row.last_round else {
+        return (0..detailed_columns().len()).map(|_| Cell::Null).collect();
+    };
+    let CopyRound {
+        files_fetched,
+        files_to_fetch,
+        bytes_fetched,
+        bytes_to_fetch,
+        ..
+    } = *round;
+    let stage_ms = |ms: u64| t(format!("{ms}ms"));
+    vec![
+        t("done"),
+        time(round.time_ms),
+        n(files_fetched as i64),
+        t(format!(
+            "{:.1}%",
+            percent(files_fetched as u64, files_to_fetch as u64)
+        )),
+        Cell::Bytes(bytes_fetched),
+        t(format!("{:.1}%", percent(bytes_fetched, bytes_to_fetch))),
+        t(format_date_millis(round.start_time_ms as i64)),
+        t(format_date_millis(round.stop_time_ms as i64)),
+        n(files_to_fetch as i64),
+        n(round.files_total as i64),
+        Cell::Bytes(bytes_to_fetch),
+        Cell::Bytes(round.bytes_total),
+        // The round starts by asking for the checkpoint: nothing happens before it.
+        stage_ms(0),
+        stage_ms(round.get_checkpoint_info_ms),
+        stage_ms(round.file_diff_ms),
+        stage_ms(round.get_files_ms),
+        stage_ms(round.finalize_ms),
+    ]
+}
+
+/// OpenSearch's percent of a transfer: 100 when there was nothing to fetch.
+fn percent(done: u64, total: u64) -> f64 {
+    match total {
+        0 => 100.0,
+        _ => done as f64 * 100.0 / total as f64,
+    }
 }
 
 /// `shards=0,2`: only those shard numbers.

@@ -28,6 +28,7 @@ use crate::remote::RemoteStoreService;
 
 pub mod precopy;
 pub mod pressure;
+mod round;
 pub mod source;
 pub mod stats;
 pub mod target;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::SegrepService;
 use super::{CopyTarget, VisibleCheckpointAction};
 use crate::error::ApiResult;
-use crate::shard::segrep::ReplicaLag;
+use crate::shard::segrep::{CopyRound, ReplicaLag};
 
 /// A row of `_cat/segment_replication`: one replica of a primary on the node that answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -23,6 +23,9 @@ pub struct ReplicaRow {
     pub current_lag_ms: u64,
     pub last_completed_lag_ms: Option<u64>,
     pub rejected_requests: u64,
+    /// The replica's last completed copy round (`detailed`); none before its first.
+    #[serde(default)]
+    pub last_round: Option<CopyRound>,
 }
 
 /// What a replica reports after it installed a checkpoint.
@@ -32,6 +35,9 @@ pub struct VisibleCheckpoint {
     pub primary_term: i64,
     pub version: u64,
     pub length: u64,
+    /// How the round that installed it went (none from nodes that predate it).
+    #[serde(default)]
+    pub round: Option<CopyRound>,
 }
 
 impl SegrepService {
@@ -41,13 +47,12 @@ impl SegrepService {
         let shard_id = shoal_types::ShardId::new(target.index_uuid.clone(), target.shard as u32);
         let copy = self.core.local_copy(&target.index, &shard_id, None)?;
         if copy.engine().primary_term() == visible.primary_term {
-            copy.shard
-                .segrep
-                .replicas
-                .lock()
-                .entry(target.allocation_id.clone())
-                .or_default()
-                .visible(visible.version, visible.length, Instant::now());
+            let mut lags = copy.shard.segrep.replicas.lock();
+            let lag = lags.entry(target.allocation_id.clone()).or_default();
+            lag.visible(visible.version, visible.length, Instant::now());
+            if visible.round.is_some() {
+                lag.last_round = visible.round;
+            }
         }
         Ok(())
     }
@@ -58,12 +63,14 @@ impl SegrepService {
         address: &str,
         target: &CopyTarget,
         checkpoint: &shoal_engine::SegmentCheckpoint,
+        round: CopyRound,
     ) {
         let visible = VisibleCheckpoint {
             target: target.clone(),
             primary_term: checkpoint.primary_term,
             version: checkpoint.version,
             length: checkpoint.length(),
+            round: Some(round),
         };
         drop(
             self.core
@@ -110,6 +117,7 @@ impl SegrepService {
                             .and_then(ReplicaLag::last_completed)
                             .map(|d| d.as_millis() as u64),
                         rejected_requests: rejected,
+                        last_round: lag.and_then(|l| l.last_round.clone()),
                     });
                 }
             }

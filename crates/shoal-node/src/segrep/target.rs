@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use shoal_engine::SegmentCheckpoint;
 
+use super::round::RoundClock;
 use super::SegrepService;
 use super::{
     position, CheckpointInfo, CheckpointInfoAction, CopyTarget, FileStreamAction,
@@ -88,17 +89,19 @@ impl SegrepService {
     /// One round: the primary's current checkpoint, its files, installed here.
     pub(crate) fn replicate_once(&self, target: &CopyTarget, copy: &LocalCopy) -> ApiResult<()> {
         let (primary_id, address) = self.primary_of(target)?;
+        let mut clock = RoundClock::start();
         if self
             .core
             .index_by_uuid(&target.index_uuid)?
             .is_remote_store()
         {
-            return self.copy_from_repository(target, copy, &address);
+            return self.copy_from_repository(target, copy, &address, clock);
         }
         let info = self
             .core
             .call::<CheckpointInfoAction>(&address, target, CALL_TIMEOUT)?;
-        let outcome = self.copy_checkpoint(target, copy, (&primary_id, &address), &info);
+        clock.checkpoint_info_done();
+        let outcome = self.copy_checkpoint(target, copy, (&primary_id, &address), &info, clock);
         // Released whatever happened: the pin only costs disk space on the primary.
         drop(
             self.core
@@ -113,6 +116,7 @@ impl SegrepService {
         copy: &LocalCopy,
         (primary_id, address): (&str, &str),
         info: &CheckpointInfo,
+        clock: RoundClock,
     ) -> ApiResult<()> {
         let checkpoint = &info.checkpoint;
         let state = &copy.shard.segrep;
@@ -128,7 +132,7 @@ impl SegrepService {
             idle_timeout: CALL_TIMEOUT,
             action: PhantomData,
         };
-        self.install_from(target, copy, address, checkpoint, &source)
+        self.install_from(target, copy, address, checkpoint, &source, clock)
     }
 
     /// One round of a remote-backed replica: the newest checkpoint its primary uploaded,
@@ -138,6 +142,7 @@ impl SegrepService {
         target: &CopyTarget,
         copy: &LocalCopy,
         primary_address: &str,
+        mut clock: RoundClock,
     ) -> ApiResult<()> {
         let Some((repository, keys, checkpoint)) = self
             .remote
@@ -145,6 +150,7 @@ impl SegrepService {
         else {
             return Ok(());
         };
+        clock.checkpoint_info_done();
         if copy.shard.segrep.has_installed(position(&checkpoint)) {
             if !copy.shard.segrep.is_behind() {
                 return Ok(());
@@ -161,7 +167,7 @@ impl SegrepService {
             ));
         }
         let source = crate::remote::segments::RemoteSource { repository, keys };
-        self.install_from(target, copy, primary_address, &checkpoint, &source)?;
+        self.install_from(target, copy, primary_address, &checkpoint, &source, clock)?;
         copy.shard
             .remote
             .stats
@@ -178,6 +184,7 @@ impl SegrepService {
         address: &str,
         checkpoint: &SegmentCheckpoint,
         source: &dyn crate::transfer::FileSource,
+        mut clock: RoundClock,
     ) -> ApiResult<()> {
         let state = &copy.shard.segrep;
         let control = CopyControl { node: self, copy };
@@ -202,10 +209,11 @@ impl SegrepService {
             }
             e
         })?;
+        clock.files_done(&stats);
         copy.engine().install_checkpoint(checkpoint)?;
         self.forget_precopied(copy, checkpoint);
         *state.installed.lock() = Some(position(checkpoint));
-        self.report_visible(address, target, checkpoint);
+        self.report_visible(address, target, checkpoint, clock.finish());
         tracing::debug!(
             index = %target.index,
             shard = target.shard,

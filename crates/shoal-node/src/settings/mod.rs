@@ -14,7 +14,7 @@ use shoal_codec::SourceCodec;
 use shoal_translog::Durability;
 
 pub use registry::{registry, SettingDef};
-pub use values::{format_bytes, format_time, parse_byte_size, parse_time};
+pub use values::{format_bytes, format_date_millis, format_time, parse_byte_size, parse_time};
 
 use crate::error::{ApiError, ApiResult};
 

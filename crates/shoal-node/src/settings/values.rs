@@ -34,7 +34,13 @@ pub fn parse_time(text: &str) -> Result<Option<Duration>, String> {
     Err("unit is missing or unrecognized".to_string())
 }
 
-/// Parses a byte size (`512mb`, `1gb`, `100b`, `10kb`).
+/// A time as OpenSearch prints a date (`strict_date_optional_time`, UTC, milliseconds).
+pub fn format_date_millis(millis: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(millis)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// A duration as OpenSearch prints a `TimeValue`: in the largest unit that divides it.
 pub fn format_time(duration: Duration) -> String {
     let millis = duration.as_millis();

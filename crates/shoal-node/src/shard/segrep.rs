@@ -144,6 +144,8 @@ pub struct ReplicaLag {
     /// (version, bytes) of what the replica searches.
     visible: Option<(u64, u64)>,
     last_completed: Option<Duration>,
+    /// The replica's last copy round, as it reported it.
+    pub last_round: Option<CopyRound>,
 }
 
 impl ReplicaLag {
@@ -186,6 +188,24 @@ impl ReplicaLag {
         let latest = self.pending.last().map_or(0, |(_, _, len)| *len);
         latest.saturating_sub(self.visible.map_or(0, |(_, len)| len))
     }
+}
+
+/// A replica's last completed copy round, by stage (ms) and size, as it reported it.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct CopyRound {
+    pub start_time_ms: u64,
+    pub stop_time_ms: u64,
+    pub time_ms: u64,
+    pub get_checkpoint_info_ms: u64,
+    pub file_diff_ms: u64,
+    pub get_files_ms: u64,
+    pub finalize_ms: u64,
+    pub files_total: usize,
+    pub files_to_fetch: usize,
+    pub files_fetched: usize,
+    pub bytes_total: u64,
+    pub bytes_to_fetch: u64,
+    pub bytes_fetched: u64,
 }
 
 /// The lag of every replica of a primary copy, by allocation id.

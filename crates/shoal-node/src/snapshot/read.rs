@@ -119,12 +119,6 @@ impl SnapshotService {
     }
 }
 
-fn iso_time(millis: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(millis)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 /// A finished snapshot as OpenSearch's `SnapshotInfo` renders it.
 pub fn snapshot_info(details: &SnapshotDetails) -> Value {
     let total = details.shards_total();
@@ -139,9 +133,9 @@ pub fn snapshot_info(details: &SnapshotDetails) -> Value {
         "data_streams": [],
         "include_global_state": details.include_global_state,
         "state": details.state.as_str(),
-        "start_time": iso_time(details.start_millis),
+        "start_time": crate::settings::format_date_millis(details.start_millis),
         "start_time_in_millis": details.start_millis,
-        "end_time": iso_time(details.end_millis),
+        "end_time": crate::settings::format_date_millis(details.end_millis),
         "end_time_in_millis": details.end_millis,
         "duration_in_millis": details.end_millis - details.start_millis,
         "failures": details.failures.iter().map(|f| json!({
@@ -179,7 +173,7 @@ fn running_info(entry: &SnapshotInProgress) -> Value {
         "indices": entry.indices,
         "data_streams": [],
         "state": SnapshotState::InProgress.as_str(),
-        "start_time": iso_time(entry.start_millis),
+        "start_time": crate::settings::format_date_millis(entry.start_millis),
         "start_time_in_millis": entry.start_millis,
         "end_time_in_millis": 0,
         "duration_in_millis": 0,

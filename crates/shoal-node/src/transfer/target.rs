@@ -68,6 +68,8 @@ pub struct TransferStats {
     pub bytes_copied: u64,
     pub files_reused: usize,
     pub bytes_reused: u64,
+    /// Spent comparing the listed files with those already here.
+    pub diff: std::time::Duration,
 }
 
 /// One transfer into `dir`. Runs on a blocking thread; `runtime` drives the source's streams.
@@ -88,6 +90,7 @@ impl FileTransfer<'_> {
     /// listed last is written last), and fsyncs the directory.
     pub fn run(&self, files: &[FileMeta]) -> ApiResult<TransferStats> {
         let mut stats = TransferStats::default();
+        let diff_started = std::time::Instant::now();
         let mut missing = Vec::new();
         for file in files {
             if self.already_here(file)? {
@@ -98,6 +101,7 @@ impl FileTransfer<'_> {
                 missing.push(file);
             }
         }
+        stats.diff = diff_started.elapsed();
         let mut queue = missing.into_iter();
         let mut opening: VecDeque<(&FileMeta, Opening)> = VecDeque::new();
         loop {

@@ -206,6 +206,7 @@ fn copies_what_is_missing_or_different_and_reuses_what_matches() {
             bytes_copied: (missing.len() + changed.len()) as u64,
             files_reused: 1,
             bytes_reused: same.len() as u64,
+            diff: stats.diff,
         }
     );
     assert_eq!(
