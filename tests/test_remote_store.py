@@ -303,3 +303,41 @@ def test_a_node_with_a_wrong_remote_store_setting_does_not_start(tmp_path):
     with pytest.raises(Exception):
         with ShoalCluster(tmp_path, 1, settings=settings):
             pass
+
+
+def test_old_metadata_files_and_the_segment_files_only_they_named_are_garbage_collected(tmp_path):
+    """`cluster.remote_store.index.segment_metadata.retention.max_count` metadata files are kept
+    (checked every 10 uploads), with the segment files they name; a force merge's merged-away
+    segments leave the repository once no kept metadata names them."""
+    retain = 2
+    with ShoalCluster(tmp_path, 1, settings=remote_settings(fs_repository(tmp_path))) as c:
+        http = c.http(0)
+        r = http.put("/_cluster/settings", {"persistent": {
+            "cluster.remote_store.index.segment_metadata.retention.max_count": retain}})
+        assert r.status_code == 200, r.text
+        r = http.put("/gc", {"settings": {"number_of_shards": 1, "number_of_replicas": 0,
+                                          "index.refresh_interval": "-1"}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green")
+
+        def upload_rounds(first: int, rounds: int) -> None:
+            for n in range(first, first + rounds):
+                c.bulk(0, "gc", {f"{n}-{i}": {"n": n} for i in range(10)}, refresh="false")
+                assert http.post("/gc/_refresh").status_code == 200
+
+        upload_rounds(0, 25)
+        r = http.post("/gc/_forcemerge", params={"max_num_segments": "1"})
+        assert r.status_code == 200, r.text
+        upload_rounds(25, 20)
+        stats = c.get("/_remotestore/stats/gc").json()["indices"]["gc"]["shards"]["0"][0]
+        uploads = stats["segment"]["upload"]["total_uploads"]["succeeded"]
+
+        metadata = sorted((tmp_path / "repo").rglob("segments/metadata/metadata__*"))
+        data = {p.name for p in (tmp_path / "repo").rglob("segments/data/*")}
+        named = {f["name"] for m in metadata for f in json.loads(m.read_text())["checkpoint"]["files"]}
+        print(f"\n[figure] remote store GC: {uploads} uploads, {len(metadata)} metadata files kept, "
+              f"{len(data)} segment files stored")
+        assert uploads >= 45, stats
+        assert retain <= len(metadata) < retain + 10, [m.name for m in metadata]
+        assert data <= named, sorted(data - named)[:5]
+        assert c.get("/gc/_count").json()["count"] == 450

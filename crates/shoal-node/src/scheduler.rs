@@ -23,13 +23,18 @@ const TICK: Duration = Duration::from_millis(100);
 pub fn spawn(node: Weak<Node>) {
     std::thread::Builder::new()
         .name("shoal-scheduler".into())
-        .spawn(move || loop {
-            std::thread::sleep(TICK);
-            let Some(node) = node.upgrade() else { return };
-            node.reports.fail_failed_engines();
-            node.reports.resend_failure_reports();
-            node.remote.maintain_cluster_state();
-            run_due_work(&node);
+        .spawn(move || {
+            // Ticks keep their cadence whatever a pass takes, so work comes due on time.
+            let mut next_tick = std::time::Instant::now() + TICK;
+            loop {
+                std::thread::sleep(next_tick.saturating_duration_since(std::time::Instant::now()));
+                next_tick = (next_tick + TICK).max(std::time::Instant::now() + TICK / 10);
+                let Some(node) = node.upgrade() else { return };
+                node.reports.fail_failed_engines();
+                node.reports.resend_failure_reports();
+                node.remote.maintain_cluster_state();
+                run_due_work(&node);
+            }
         })
         .expect("spawning the scheduler thread");
 }

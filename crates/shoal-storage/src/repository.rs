@@ -30,6 +30,8 @@ const PARTS_IN_FLIGHT: usize = 4;
 pub struct StoredObject {
     pub key: String,
     pub size: u64,
+    /// When the store last wrote it, in milliseconds since the epoch.
+    pub modified_millis: i64,
 }
 
 /// A named repository, cheap to clone.
@@ -201,6 +203,7 @@ impl Repository {
             .map(|meta| StoredObject {
                 key: self.relative(&meta.location),
                 size: meta.size,
+                modified_millis: meta.last_modified.timestamp_millis(),
             })
             .collect())
     }

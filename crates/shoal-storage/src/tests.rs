@@ -95,15 +95,15 @@ async fn objects_round_trip_list_and_delete_under_the_base_path() {
         .unwrap();
     assert!(dir.path().join("cluster-a/idx/0/meta").exists());
     assert_eq!(&repository.get("idx/0/meta").await.unwrap()[..], b"hello");
-    let mut listed = repository.list("idx/0/").await.unwrap();
-    listed.sort_by(|a, b| a.key.cmp(&b.key));
-    assert_eq!(
-        listed,
-        vec![StoredObject {
-            key: "idx/0/meta".into(),
-            size: 5
-        }]
-    );
+    let listed = repository.list("idx/0/").await.unwrap();
+    let names: Vec<(&str, u64)> = listed.iter().map(|o| (o.key.as_str(), o.size)).collect();
+    assert_eq!(names, vec![("idx/0/meta", 5)]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let age = now - listed[0].modified_millis;
+    assert!((0..60_000).contains(&age), "written just now: {age} ms ago");
     assert_eq!(repository.delete_folder("idx/").await.unwrap(), 2);
     let missing = repository.get("idx/0/meta").await.unwrap_err();
     assert_eq!(missing.status(), 404);

@@ -2,6 +2,7 @@
 //! metadata file naming the checkpoint; replicas and restores read the newest metadata file
 //! and copy the files they lack from the repository.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -236,7 +237,9 @@ impl RemoteStoreService {
 
     /// Keeps the newest `cluster.remote_store.index.segment_metadata.retention.max_count`
     /// metadata files, the segment files they name, and the translog batches above the
-    /// oldest kept checkpoint; deletes the rest.
+    /// oldest kept checkpoint; deletes the rest. A primary that finds metadata of a newer
+    /// term was deposed and deletes nothing: what it would call garbage, the new primary may
+    /// be about to name.
     fn collect_garbage(&self, keys: &ShardKeys, copy: &IndexShard) -> ApiResult<()> {
         let repositories = self.repositories()?;
         let repository = &repositories.segment;
@@ -247,8 +250,18 @@ impl RemoteStoreService {
             .unwrap_or(10)
             .max(1);
         let names = self.metadata_keys(repository, keys)?;
+        let own_term = copy.engine().primary_term();
+        if let Some(newer) = newer_term(&names, own_term) {
+            tracing::info!(
+                own_term,
+                newer,
+                "a newer primary writes this shard's remote store: no garbage collected"
+            );
+            return Ok(());
+        }
         let (old, kept) = names.split_at(names.len().saturating_sub(retain));
-        let mut referenced = std::collections::HashSet::new();
+        let mut referenced = HashSet::new();
+        let mut known = HashSet::new();
         let mut oldest_kept_checkpoint = i64::MAX;
         for key in kept {
             let metadata = self.read_metadata(repository, key)?;
@@ -257,22 +270,22 @@ impl RemoteStoreService {
             referenced.extend(metadata.checkpoint.files.into_iter().map(|f| f.name));
         }
         for key in old {
+            let metadata = self.read_metadata(repository, key)?;
+            known.extend(metadata.checkpoint.files.into_iter().map(|f| f.name));
             self.block_on(repository.delete(key))?;
         }
+        known.extend(copy.remote.uploaded.lock().keys().cloned());
         let data = self.block_on(repository.list(&keys.segment_data_folder()))?;
+        let now = now_millis() as i64;
         let mut deleted = 0;
         for object in data {
-            let name = object
-                .key
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            if !referenced.contains(&name) {
-                self.block_on(repository.delete(&object.key))?;
-                copy.remote.uploaded.lock().remove(&name);
-                deleted += 1;
+            let name = object.key.rsplit('/').next().unwrap_or_default();
+            if !is_garbage(name, object.modified_millis, now, &referenced, &known) {
+                continue;
             }
+            self.block_on(repository.delete(&object.key))?;
+            copy.remote.uploaded.lock().remove(name);
+            deleted += 1;
         }
         let batches =
             self.delete_translog_below(&repositories.translog, keys, oldest_kept_checkpoint)?;
@@ -283,6 +296,99 @@ impl RemoteStoreService {
             "remote store garbage collected"
         );
         Ok(())
+    }
+}
+
+/// How old a segment file no metadata names and this copy did not upload must be before it
+/// is deleted: it may be a new primary's, uploaded just before the metadata that names it
+/// (or an upload that died before its metadata, which is garbage once this old).
+const UNKNOWN_FILE_GRACE_MILLIS: i64 = 10 * 60 * 1000;
+
+/// The newest primary term above `own_term` among metadata keys, if any.
+fn newer_term(metadata_keys: &[String], own_term: i64) -> Option<i64> {
+    metadata_keys
+        .iter()
+        .filter_map(|key| metadata_term(key))
+        .filter(|term| *term > own_term)
+        .max()
+}
+
+/// The primary term a metadata key names (`metadata__<term>__<version>__…`).
+fn metadata_term(key: &str) -> Option<i64> {
+    let name = key.rsplit('/').next()?;
+    name.strip_prefix(METADATA_PREFIX)?
+        .split("__")
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A segment file may go when no kept metadata names it, and either this shard's history
+/// knows it (an older metadata named it, or this copy uploaded it) or it is old enough.
+fn is_garbage(
+    name: &str,
+    modified_millis: i64,
+    now_millis: i64,
+    referenced: &HashSet<String>,
+    known: &HashSet<String>,
+) -> bool {
+    if referenced.contains(name) {
+        return false;
+    }
+    known.contains(name) || now_millis - modified_millis > UNKNOWN_FILE_GRACE_MILLIS
+}
+
+#[cfg(test)]
+mod garbage_tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> HashSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn a_primary_seeing_metadata_of_a_newer_term_collects_nothing() {
+        let keys = ShardKeys::new("u", 0);
+        let key = |term: i64| {
+            let checkpoint = SegmentCheckpoint {
+                primary_term: term,
+                version: 1,
+                local_checkpoint: 0,
+                max_seq_no: 0,
+                files: Vec::new(),
+                meta: String::new(),
+            };
+            keys.metadata_file(&checkpoint, 1)
+        };
+        let names = vec![key(3), key(3), key(4)];
+        assert_eq!(newer_term(&names, 3), Some(4));
+        assert_eq!(newer_term(&names, 4), None);
+        assert_eq!(metadata_term(&key(12)), Some(12));
+    }
+
+    #[test]
+    fn unnamed_files_go_only_when_known_or_older_than_the_grace() {
+        let (referenced, known) = (set(&["kept.idx"]), set(&["merged_away.idx"]));
+        let now = 100 * 60 * 1000;
+        let fresh = now - 1000;
+        let stale = now - UNKNOWN_FILE_GRACE_MILLIS - 1;
+        assert!(!is_garbage("kept.idx", stale, now, &referenced, &known));
+        assert!(is_garbage(
+            "merged_away.idx",
+            fresh,
+            now,
+            &referenced,
+            &known
+        ));
+        // Uploaded by another primary before its metadata: left alone while fresh.
+        assert!(!is_garbage(
+            "new_primary.idx",
+            fresh,
+            now,
+            &referenced,
+            &known
+        ));
+        assert!(is_garbage("orphan.idx", stale, now, &referenced, &known));
     }
 }
 

@@ -51,15 +51,31 @@ impl Schedule {
             checkpoint_sync: elapsed(self.last_checkpoint_sync, Some(intervals.checkpoint_sync)),
         };
         if due.refresh {
-            self.last_refresh = now;
+            self.last_refresh = next_anchor(self.last_refresh, intervals.refresh, now);
         }
         if due.sync {
-            self.last_sync = now;
+            self.last_sync = next_anchor(self.last_sync, intervals.sync, now);
         }
         if due.checkpoint_sync {
             self.last_checkpoint_sync = now;
         }
         due
+    }
+}
+
+/// How late work may run and still count as done on time (the scheduler ticks every 100 ms
+/// and a pass takes what its refreshes take).
+const ON_TIME: Duration = Duration::from_millis(200);
+
+/// When periodic work that was due at `now` counts as done: when it came due if it ran
+/// about on time, so the scheduler's tick does not stretch every interval (a `1s` refresh
+/// stays one per second); `now` when it ran late.
+fn next_anchor(last: Instant, every: Option<Duration>, now: Instant) -> Instant {
+    let Some(every) = every else { return now };
+    let came_due = last + every;
+    match now.duration_since(came_due) <= ON_TIME.min(every / 4) {
+        true => came_due,
+        false => now,
     }
 }
 
@@ -90,6 +106,23 @@ mod tests {
         // Counted as done at `later`: not due again half a second after.
         let soon = later + Duration::from_millis(500);
         assert_eq!(schedule.take_due(soon, &INTERVALS), Due::default());
+        let much_later = start + Duration::from_secs(31);
+        let due = schedule.take_due(much_later, &INTERVALS);
+        assert!(due.refresh && due.checkpoint_sync && !due.sync, "{due:?}");
+    }
+
+    #[test]
+    fn a_refresh_run_a_tick_late_keeps_the_next_one_on_the_interval() {
+        let start = Instant::now();
+        let mut schedule = Schedule::new(start);
+        let ms = |n: u64| start + Duration::from_millis(n);
+        assert!(schedule.take_due(ms(1080), &INTERVALS).refresh);
+        // Due again at 2000, not 2080: the tick's lateness is not carried over.
+        assert!(!schedule.take_due(ms(1990), &INTERVALS).refresh);
+        assert!(schedule.take_due(ms(2010), &INTERVALS).refresh);
+        // Fallen behind by more than an interval: counted from now, no catch-up burst.
+        assert!(schedule.take_due(ms(5000), &INTERVALS).refresh);
+        assert!(!schedule.take_due(ms(5500), &INTERVALS).refresh);
         let much_later = start + Duration::from_secs(31);
         let due = schedule.take_due(much_later, &INTERVALS);
         assert!(due.refresh && due.checkpoint_sync && !due.sync, "{due:?}");
