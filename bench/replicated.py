@@ -148,5 +148,6 @@ def visibility_summary(mode):
         if rows:
             name = key if part == "all" else "visibility_during_force_merge"
             out[name] = {k: summarize([row[k] for row in rows])
-                         for k in ("p50_ms", "p99_ms", "max_ms", "never_seen")}
+                         for k in ("p50_ms", "p99_ms", "max_ms", "never_seen", "primary_p50_ms",
+                                   "primary_p99_ms", "added_p50_ms", "added_p99_ms")}
     return out

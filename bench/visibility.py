@@ -1,8 +1,9 @@
 """Replica visibility lag, measured from outside the same way on every system: while a bulk
 load runs, a probe writes one document at a time to the primary's node (no refresh) and polls
-a search pinned to the replica's node until the document is found. The lag is the time from
-the write's acknowledgment to the first search on the replica that finds it, so it includes the
-primary's refresh interval (the goal is refresh_interval + 200 ms).
+searches pinned to the primary's node and to the replica's node until both find it. The lag is
+the time from the write's acknowledgment to the first search on the replica that finds it, so it
+includes the primary's refresh interval (the goal is refresh_interval + 200 ms); the same on the
+primary tells what replication adds (replica minus primary, per probe).
 
 Optionally a force merge to one segment starts while the load runs; probes are then also
 summarized over the merge's window alone.
@@ -38,9 +39,10 @@ class VisibilityProbe:
 
     def __init__(self, primary, replica, index):
         self.primary, self.replica, self.index = primary, replica, index
-        self.replica_id = node_id(replica)
-        # (monotonic time of the acknowledgment, lag in ms or None when never seen)
-        self.samples: list[tuple[float, float | None]] = []
+        self.ids = {"primary": node_id(primary), "replica": node_id(replica)}
+        # (monotonic time of the acknowledgment, replica lag, primary lag), lags in ms or None
+        # when never seen
+        self.samples: list[tuple[float, float | None, float | None]] = []
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -67,24 +69,35 @@ class VisibilityProbe:
         doc = f"probe-{n}"
         self.primary.req("PUT", f"/{self.index}/_doc/{doc}", {"package": doc}, timeout=60)
         acked = time.monotonic()
-        query = {"size": 0, "query": {"term": {"package": doc}}}
-        path = f"/{self.index}/_search?preference=_only_nodes:{self.replica_id}"
-        while time.monotonic() - acked < GIVE_UP_S:
-            hits = self.replica.req("POST", path, query, timeout=30)["hits"]["total"]
-            if (hits["value"] if isinstance(hits, dict) else hits) > 0:
-                return acked, (time.monotonic() - acked) * 1000
+        seen = {}
+        while time.monotonic() - acked < GIVE_UP_S and len(seen) < 2:
+            for role in ("replica", "primary"):
+                if role not in seen and self.finds(role, doc):
+                    seen[role] = (time.monotonic() - acked) * 1000
             time.sleep(POLL_EVERY_S)
-        return acked, None
+        return acked, seen.get("replica"), seen.get("primary")
+
+    def finds(self, role, doc):
+        node = self.replica if role == "replica" else self.primary
+        path = f"/{self.index}/_search?preference=_only_nodes:{self.ids[role]}"
+        query = {"size": 0, "query": {"term": {"package": doc}}}
+        hits = node.req("POST", path, query, timeout=30)["hits"]["total"]
+        return (hits["value"] if isinstance(hits, dict) else hits) > 0
 
     def summary(self, window=None):
         """p50/p99/max lag in ms of the probes acknowledged inside `window` (start, end), or
         of all; probes never seen within 30 s are counted, not hidden."""
-        rows = [lag for at, lag in self.samples if window is None or window[0] <= at <= window[1]]
-        seen = [lag for lag in rows if lag is not None]
+        rows = [(replica, primary) for at, replica, primary in self.samples
+                if window is None or window[0] <= at <= window[1]]
+        seen = [replica for replica, _ in rows if replica is not None]
+        on_primary = [primary for _, primary in rows if primary is not None]
+        added = [replica - primary for replica, primary in rows if None not in (replica, primary)]
+        rounded = lambda values, p: round(percentile(values, p), 1) if values else None
         return {"probes": len(rows), "never_seen": len(rows) - len(seen),
-                "p50_ms": round(percentile(seen, 50), 1) if seen else None,
-                "p99_ms": round(percentile(seen, 99), 1) if seen else None,
-                "max_ms": round(max(seen), 1) if seen else None}
+                "p50_ms": rounded(seen, 50), "p99_ms": rounded(seen, 99),
+                "max_ms": round(max(seen), 1) if seen else None,
+                "primary_p50_ms": rounded(on_primary, 50), "primary_p99_ms": rounded(on_primary, 99),
+                "added_p50_ms": rounded(added, 50), "added_p99_ms": rounded(added, 99)}
 
 
 class ForceMergeDuring:

@@ -8,6 +8,7 @@ server the test starts).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -341,3 +342,33 @@ def test_old_metadata_files_and_the_segment_files_only_they_named_are_garbage_co
         assert retain <= len(metadata) < retain + 10, [m.name for m in metadata]
         assert data <= named, sorted(data - named)[:5]
         assert c.get("/gc/_count").json()["count"] == 450
+
+
+def transport_tx_bytes(c: ShoalCluster, i: int) -> int:
+    nodes = c.get("/_nodes/_local/stats/transport", i).json()["nodes"]
+    return next(iter(nodes.values()))["transport"]["tx_size_in_bytes"]
+
+
+def test_a_new_replica_hydrates_from_the_repository_and_not_from_its_primary(tmp_path):
+    with ShoalCluster(tmp_path, 2, settings=remote_settings(fs_repository(tmp_path))) as c:
+        r = c.http(0).put("/hydrated", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green")
+        for start in range(0, 1500, 500):  # about 3 MB of random text, which compression cannot shrink
+            c.bulk(0, "hydrated", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
+                                   for n in range(start, start + 500)}, refresh="false")
+        assert c.http(0).post("/hydrated/_flush").status_code == 200
+        size = int(c.get("/_cat/indices/hydrated", format="json", h="pri.store.size", bytes="b").json()[0]
+                   ["pri.store.size"])
+        primary = c.index_of(c.get("/_cat/shards/hydrated", format="json", h="node").json()[0]["node"])
+        sent_before = transport_tx_bytes(c, primary)
+        r = c.http(0).put("/hydrated/_settings", {"index": {"number_of_replicas": 1}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green", timeout=120)
+        sent = transport_tx_bytes(c, primary) - sent_before
+        print(f"\n[figure] new remote-backed replica: store {size} bytes, its primary's node sent {sent} bytes")
+        assert size > 2_000_000, size
+        assert sent < size / 4, (size, sent)
+        for node in c.get("/_nodes").json()["nodes"]:
+            r = c.http(0).get("/hydrated/_count", params={"preference": f"_only_nodes:{node}"})
+            assert r.json()["count"] == 1500, (node, r.text)

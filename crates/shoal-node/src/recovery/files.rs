@@ -51,7 +51,14 @@ impl RecoveryService {
             r.files_total = start.files.len() as u64;
             r.bytes_total = start.files.iter().map(|f| f.length).sum();
         });
-        let files = self.file_source(source, start);
+        let peer = self.file_source(source, start);
+        let (files, from_repository) = match service.is_remote_store() {
+            true => self
+                .segrep
+                .remote()
+                .hydrating_source(&service.uuid(), shard, peer),
+            false => (peer, Default::default()),
+        };
         let control = RecoveryControl {
             recoveries: self,
             copy,
@@ -69,6 +76,10 @@ impl RecoveryService {
             files_in_flight: self.core.recovery_limits().concurrent_chunks,
         };
         let stats = transfer.run(&commit_last(&start.files))?;
+        if service.is_remote_store() {
+            let from_repository = from_repository.load(std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(index = %copy.index, shard, bytes_from_repository = from_repository, bytes_from_primary = stats.bytes_copied.saturating_sub(from_repository), "remote-backed copy hydrated");
+        }
         bind_recovered_store(&config, term).map_err(ApiError::from)?;
         Ok((stats.files_copied, stats.bytes_copied))
     }

@@ -26,6 +26,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::settings::FlatSettings;
 
 pub mod cluster_state;
+pub(crate) mod hydrate;
 pub mod layout;
 pub mod pressure;
 pub mod restore;

@@ -141,6 +141,11 @@ pub struct SegrepService {
 }
 
 impl SegrepService {
+    /// The remote store this service copies from for remote-backed indices.
+    pub(crate) fn remote(&self) -> &Arc<RemoteStoreService> {
+        &self.remote
+    }
+
     pub fn new(core: Arc<NodeCore>, remote: Arc<RemoteStoreService>) -> Arc<SegrepService> {
         Arc::new_cyclic(|me| SegrepService {
             core,
