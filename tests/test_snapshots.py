@@ -236,3 +236,48 @@ def test_snapshot_requests_that_cannot_be_honoured_are_refused_with_the_reason(t
         with pytest.raises(TransportError) as gone:
             client.snapshot.get_repository(repository="r")
         assert gone.value.status_code == 404
+
+
+def test_snapshots_and_restores_keep_to_the_repository_rates(tmp_path):
+    """`max_snapshot_bytes_per_sec` paces uploads and `max_restore_bytes_per_sec` downloads
+    (OpenSearch's repository settings; `0` is unlimited); a rate that is no byte size is refused."""
+    import os
+    with cluster(tmp_path, 1) as c:
+        http, client = c.http(0), c.client(0)
+        assert_error(http.put("/_snapshot/bad", {"type": "fs", "settings": {
+            "location": "bad", "max_snapshot_bytes_per_sec": "fast"}}), 400, "repository_exception",
+            reason_re=r"max_snapshot_bytes_per_sec")
+        client.indices.create(index="paced", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        for start in range(0, 1500, 500):  # about 3 MB of random text, which compression cannot shrink
+            c.bulk(0, "paced", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
+                                for n in range(start, start + 500)}, refresh="false")
+        assert http.post("/paced/_flush").status_code == 200
+        size = int(c.get("/_cat/indices/paced", 0, format="json", h="pri.store.size", bytes="b").json()[0]
+                   ["pri.store.size"])
+        rate = size // 3  # about three seconds for the whole store
+
+        def timed_snapshot(repository: str, settings: dict) -> float:
+            client.snapshot.create_repository(repository=repository, body={"type": "fs", "settings": {
+                "location": repository, **settings}})
+            started = time.monotonic()
+            client.snapshot.create(repository=repository, snapshot="s", params={"wait_for_completion": "true"})
+            return time.monotonic() - started
+
+        def timed_restore(repository: str, name: str) -> float:
+            started = time.monotonic()
+            client.snapshot.restore(repository=repository, snapshot="s", body={
+                "indices": "paced", "rename_pattern": "paced", "rename_replacement": name},
+                params={"wait_for_completion": "true"})
+            c.wait_for_status("green", timeout=120)
+            return time.monotonic() - started
+
+        slow = timed_snapshot("slow", {"max_snapshot_bytes_per_sec": f"{rate}b",
+                                       "max_restore_bytes_per_sec": f"{rate}b"})
+        fast = timed_snapshot("fast", {"max_snapshot_bytes_per_sec": "0"})
+        slow_restore, fast_restore = timed_restore("slow", "paced-slow"), timed_restore("fast", "paced-fast")
+        print(f"\n[figure] {size} bytes at {rate} B/s: snapshot {slow:.2f}s (unlimited {fast:.2f}s), "
+              f"restore {slow_restore:.2f}s (unlimited {fast_restore:.2f}s)")
+        assert size > 2_000_000, size
+        assert slow >= 2.0 and fast < slow / 2, (slow, fast)
+        assert slow_restore >= 2.0 and fast_restore < slow_restore / 2, (slow_restore, fast_restore)
+        assert client.count(index="paced-slow")["count"] == 1500

@@ -5,6 +5,7 @@
 
 use std::path::Path as LocalPath;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
@@ -105,6 +106,17 @@ impl Repository {
 
     /// Uploads the local file `file` under `key`; returns its length.
     pub async fn put_file(&self, key: &str, file: &LocalPath) -> StorageResult<u64> {
+        self.put_file_paced(key, file, &|_| Duration::ZERO).await
+    }
+
+    /// [`Repository::put_file`], asking `pace` before each part (its length) how long to wait
+    /// before sending it: a throttle keeps the upload to a rate.
+    pub async fn put_file_paced(
+        &self,
+        key: &str,
+        file: &LocalPath,
+        pace: &(dyn Fn(u64) -> Duration + Send + Sync),
+    ) -> StorageResult<u64> {
         let unavailable = |e: std::io::Error| StorageError::Unavailable {
             repository: self.settings.name.clone(),
             reason: format!("cannot read [{}]: {e}", file.display()),
@@ -114,6 +126,7 @@ impl Repository {
         if length as usize <= PART_BYTES {
             let mut bytes = Vec::with_capacity(length as usize);
             local.read_to_end(&mut bytes).await.map_err(unavailable)?;
+            wait(pace(length)).await;
             self.put(key, Bytes::from(bytes)).await?;
             return Ok(length);
         }
@@ -137,6 +150,7 @@ impl Repository {
                 .wait_for_capacity(PARTS_IN_FLIGHT)
                 .await
                 .map_err(self.failed(key))?;
+            wait(pace(read as u64)).await;
             parts.write(&buffer[..read]);
         }
         parts.finish().await.map_err(self.failed(key))?;
@@ -310,4 +324,10 @@ fn open_s3(name: &str, s3: &S3Settings) -> StorageResult<Arc<dyn ObjectStore>> {
         .build()
         .map_err(|e| StorageError::Settings(format!("[{name}] {e}")))?;
     Ok(Arc::new(store))
+}
+
+async fn wait(duration: Duration) {
+    if !duration.is_zero() {
+        tokio::time::sleep(duration).await;
+    }
 }

@@ -98,13 +98,18 @@ impl RemoteStoreService {
         };
         let files = crate::segrep::target::file_list(&metadata.checkpoint);
         let source = RemoteSource { repository, keys };
+        // Restores from the remote store copy at full speed: the index has no copy at all.
+        let limiter = crate::recovery::throttle::RateLimiter::default();
         let stats = install_store(
             &self.core,
             &config,
-            &source,
-            &files,
+            (&source, &files),
             &metadata.checkpoint.meta,
             term,
+            InstallPace {
+                limiter: &limiter,
+                rate: None,
+            },
         )?;
         tracing::info!(index = %service.name(), shard, metadata = %key, files = stats.files_copied, bytes = stats.bytes_copied, "segments restored from the remote store");
         Ok(stats)
@@ -136,24 +141,32 @@ impl RemoteStoreService {
     }
 }
 
+/// How fast a store installs: at most `rate` bytes a second (`None`: full speed) through
+/// `limiter`, which other transfers to the same rate share.
+pub(crate) struct InstallPace<'a> {
+    pub limiter: &'a crate::recovery::throttle::RateLimiter,
+    pub rate: Option<u64>,
+}
+
 /// Copies a commit's files from `source` into the (empty) store of `config`, writes its
 /// `meta.json` and binds the store to a new translog of `term`: the engine can open it.
-/// Restores copy at full speed: nothing else runs on the shard yet.
 pub(crate) fn install_store(
     core: &crate::core::NodeCore,
     config: &shoal_engine::EngineConfig,
-    source: &dyn crate::transfer::FileSource,
-    files: &[crate::transfer::FileMeta],
+    (source, files): (
+        &dyn crate::transfer::FileSource,
+        &[crate::transfer::FileMeta],
+    ),
     meta_json: &str,
     term: i64,
+    pace: InstallPace<'_>,
 ) -> ApiResult<TransferStats> {
-    let limiter = crate::recovery::throttle::RateLimiter::default();
     let transfer = FileTransfer {
         dir: &config.index_dir(),
         source,
         runtime: &core.runtime,
-        limiter: &limiter,
-        control: &Unthrottled,
+        limiter: pace.limiter,
+        control: &Paced(pace.rate),
         differing: Differing::Replace,
         files_in_flight: core.recovery_limits().concurrent_chunks,
     };
@@ -172,15 +185,17 @@ fn to_write(
     crate::replication::replica::replica_write(service, engine.schema(), header, source, true)
 }
 
-struct Unthrottled;
+/// A restore's transfer: nothing to cancel it (nothing else runs on the shard yet), paced at
+/// its rate.
+struct Paced(Option<u64>);
 
-impl TransferControl for Unthrottled {
+impl TransferControl for Paced {
     fn check(&self) -> ApiResult<()> {
         Ok(())
     }
 
     fn max_bytes_per_sec(&self) -> Option<u64> {
-        None
+        self.0
     }
 
     fn progress(&self, _event: Progress<'_>) {}

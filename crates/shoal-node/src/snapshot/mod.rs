@@ -31,6 +31,7 @@ pub mod repositories;
 pub mod restore;
 pub mod shard;
 pub mod status;
+pub(crate) mod throttle;
 
 use layout::{RepositoryData, SnapshotDetails};
 
@@ -40,9 +41,16 @@ pub struct SnapshotService {
     core: Arc<NodeCore>,
     /// Repositories opened, with the settings they were opened with (a repository
     /// registered again with other settings is opened again).
-    opened: Mutex<HashMap<String, (RepositoryMetadata, Repository)>>,
+    opened: Mutex<HashMap<String, Opened>>,
     /// The snapshots this node coordinates, by uuid: their shards' progress for `_status`.
     running: Mutex<HashMap<String, Arc<create::Progress>>>,
+}
+
+/// A repository opened with its registration's settings, and this node's limiters for it.
+struct Opened {
+    meta: RepositoryMetadata,
+    repository: Repository,
+    throttles: Arc<throttle::Throttles>,
 }
 
 impl SnapshotService {
@@ -56,7 +64,7 @@ impl SnapshotService {
 
     /// The registered repository `name`, opened.
     pub(crate) fn repository(&self, name: &str) -> ApiResult<Repository> {
-        self.open(name, &self.registered(name)?)
+        Ok(self.open(name, &self.registered(name)?)?.0)
     }
 
     /// The registration of repository `name`, or `repository_missing_exception`.
@@ -70,18 +78,27 @@ impl SnapshotService {
             .ok_or_else(|| repository_missing(name))
     }
 
-    fn open(&self, name: &str, meta: &RepositoryMetadata) -> ApiResult<Repository> {
-        if let Some((opened_with, repository)) = self.opened.lock().get(name) {
-            if opened_with == meta {
-                return Ok(repository.clone());
+    /// The repository `name` as registered with `meta`, and this node's limiters for it.
+    fn open(
+        &self,
+        name: &str,
+        meta: &RepositoryMetadata,
+    ) -> ApiResult<(Repository, Arc<throttle::Throttles>)> {
+        if let Some(opened) = self.opened.lock().get(name) {
+            if &opened.meta == meta {
+                return Ok((opened.repository.clone(), opened.throttles.clone()));
             }
         }
-        let settings = repositories::settings_of(&self.core, name, meta)?;
+        let (settings, throttles) = repositories::settings_of(&self.core, name, meta)?;
         let repository = Repository::open(settings).map_err(storage_error)?;
-        self.opened
-            .lock()
-            .insert(name.to_string(), (meta.clone(), repository.clone()));
-        Ok(repository)
+        let throttles = Arc::new(throttles);
+        let opened = Opened {
+            meta: meta.clone(),
+            repository: repository.clone(),
+            throttles: throttles.clone(),
+        };
+        self.opened.lock().insert(name.to_string(), opened);
+        Ok((repository, throttles))
     }
 
     fn block_on<T>(

@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use shoal_state::{Command, RepositoryMetadata};
 use shoal_storage::{RepositoryKind, RepositorySettings};
 
+use super::throttle::Throttles;
 use super::{repository_missing, SnapshotService};
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
@@ -24,7 +25,7 @@ impl SnapshotService {
     /// default) the repository is written to and read back before it is registered.
     pub fn put_repository(&self, name: &str, body: &Value, verify: bool) -> ApiResult<Value> {
         let meta = parse_repository_body(name, body)?;
-        let settings = settings_of(&self.core, name, &meta)?;
+        let (settings, _) = settings_of(&self.core, name, &meta)?;
         if verify {
             self.verify_settings(settings)?;
         }
@@ -62,7 +63,7 @@ impl SnapshotService {
     /// `POST _snapshot/{name}/_verify`: writes, reads back and removes an object.
     pub fn verify_repository(&self, name: &str) -> ApiResult<Value> {
         let meta = self.registered(name)?;
-        self.verify_settings(settings_of(&self.core, name, &meta)?)?;
+        self.verify_settings(settings_of(&self.core, name, &meta)?.0)?;
         let node = &self.core.config.node_name;
         Ok(json!({ "nodes": { self.core.node_id.clone(): { "name": node } } }))
     }
@@ -148,14 +149,15 @@ fn parse_repository_body(name: &str, body: &Value) -> ApiResult<RepositoryMetada
 }
 
 /// The storage settings of a registered repository, its `fs` location resolved against and
-/// checked under `path.repo`.
+/// checked under `path.repo`, and its snapshot and restore rates.
 pub(crate) fn settings_of(
     core: &NodeCore,
     name: &str,
     meta: &RepositoryMetadata,
-) -> ApiResult<RepositorySettings> {
+) -> ApiResult<(RepositorySettings, Throttles)> {
+    let (throttles, storage) = Throttles::split(name, &meta.settings)?;
     let mut settings =
-        RepositorySettings::new(name, &meta.kind, &meta.settings).map_err(storage_error)?;
+        RepositorySettings::new(name, &meta.kind, &storage).map_err(storage_error)?;
     if let RepositoryKind::Fs { location } = &settings.kind {
         let roots: Vec<PathBuf> = core
             .config
@@ -169,7 +171,7 @@ pub(crate) fn settings_of(
         let resolved = resolve_location(name, location, &roots)?;
         settings.kind = RepositoryKind::Fs { location: resolved };
     }
-    Ok(settings)
+    Ok((settings, throttles))
 }
 
 /// `location` as an absolute path under one of `roots`, or OpenSearch's refusal.

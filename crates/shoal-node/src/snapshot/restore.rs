@@ -178,7 +178,8 @@ impl SnapshotService {
                 meta.name
             ))
         })?;
-        let repository = self.repository(&source.repository)?;
+        let (repository, throttles) =
+            self.open(&source.repository, &self.registered(&source.repository)?)?;
         let details = self.snapshot_details(&repository, &source.snapshot_uuid)?;
         let snapshot = details
             .indices
@@ -203,13 +204,21 @@ impl SnapshotService {
             repository,
             files: snapshot.files.clone(),
         };
+        // A restore is a recovery: the recovery rate paces it too.
+        let rate = super::throttle::tighter(
+            throttles.restore_rate,
+            self.core.recovery_limits().bytes_per_sec,
+        );
         let stats = crate::remote::restore::install_store(
             &self.core,
             &config,
-            &blobs,
-            &files,
+            (&blobs, &files),
             &snapshot.meta_json,
             term,
+            crate::remote::restore::InstallPace {
+                limiter: &throttles.restore,
+                rate,
+            },
         )?;
         tracing::info!(index = %service.name(), shard, snapshot = %source.snapshot, files = stats.files_copied, bytes = stats.bytes_copied, "shard restored from a snapshot");
         Ok((stats, source))

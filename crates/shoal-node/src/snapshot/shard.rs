@@ -63,7 +63,7 @@ impl SnapshotService {
                 ),
             ));
         }
-        let repository = self.open(&request.repository, &request.repository_meta)?;
+        let (repository, throttles) = self.open(&request.repository, &request.repository_meta)?;
         let engine = copy.engine();
         // The snapshot holds every operation acknowledged before it started.
         engine.flush(true)?;
@@ -88,7 +88,12 @@ impl SnapshotService {
             let path = pinned.path(&file.name).ok_or_else(|| {
                 ApiError::internal(format!("pinned commit lacks [{}]", file.name))
             })?;
-            self.block_on(repository.put_file(&key, &path))?;
+            let rate = throttles.snapshot_rate;
+            let pace = |bytes: u64| match rate {
+                Some(rate) => throttles.snapshot.reserve(bytes, rate),
+                None => std::time::Duration::ZERO,
+            };
+            self.block_on(repository.put_file_paced(&key, &path, &pace))?;
             incremental_files += 1;
             incremental_bytes += file.length;
         }
