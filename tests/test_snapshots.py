@@ -281,3 +281,34 @@ def test_snapshots_and_restores_keep_to_the_repository_rates(tmp_path):
         assert slow >= 2.0 and fast < slow / 2, (slow, fast)
         assert slow_restore >= 2.0 and fast_restore < slow_restore / 2, (slow_restore, fast_restore)
         assert client.count(index="paced-slow")["count"] == 1500
+
+
+def test_a_snapshot_restores_over_a_closed_index_of_the_same_shape(tmp_path):
+    """As in OpenSearch: a closed index of the same name and number of shards is replaced by the
+    restored one (an open one, or one of another number of shards, is refused)."""
+    with cluster(tmp_path) as c:
+        client = c.client(0)
+        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "r"}})
+        client.indices.create(index="orders", body={"settings": {"number_of_shards": 2, "number_of_replicas": 1}})
+        client.indices.create(index="other", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        c.wait_for_status("green")
+        load(c, "orders", 0, 600)
+        snapshotted = documents(c, "orders")
+        client.snapshot.create(repository="r", snapshot="s", params={"wait_for_completion": "true"})
+        load(c, "orders", 600, 200)  # written after the snapshot: gone once it is restored over
+        client.indices.close(index="orders")
+        client.indices.close(index="other")
+        assert_error(c.http(0).post("/_snapshot/r/s/_restore", {"indices": "orders", "rename_pattern": "orders",
+                                                                 "rename_replacement": "other"}),
+                     400, "snapshot_restore_exception",
+                     reason_re=r"cannot restore index \[other\] with \[1\] shards from a snapshot of index \[orders\] with \[2\] shards")
+
+        restored = client.snapshot.restore(repository="r", snapshot="s", body={"indices": "orders"},
+                                           params={"wait_for_completion": "true"})
+        assert restored["snapshot"]["shards"] == {"total": 2, "failed": 0, "successful": 2}, restored
+        c.wait_for_status("green", timeout=120)
+        assert documents(c, "orders") == snapshotted
+        state = client.cluster.state(metric="metadata", index="orders")["metadata"]["indices"]["orders"]
+        assert state["state"] == "open", state
+        client.index(index="orders", id="after", body={"title": "written after the restore"}, refresh=True)
+        assert client.count(index="orders")["count"] == len(snapshotted) + 1

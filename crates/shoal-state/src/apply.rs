@@ -130,7 +130,9 @@ impl ClusterState {
             Command::DeleteRepositories { names } => self.delete_repositories(names)?,
             Command::SnapshotBegin(entry) => self.begin_snapshot(entry)?,
             Command::SnapshotEnd { repository, uuid } => self.end_snapshot(repository, uuid),
-            Command::RestoreSnapshot { indices } => self.restore_snapshot(indices, now)?,
+            Command::RestoreSnapshot { indices, replacing } => {
+                self.restore_snapshot(indices, replacing, now)?
+            }
         }
         self.version += 1;
         Ok(())

@@ -167,9 +167,12 @@ pub enum Command {
         uuid: String,
     },
     /// `_snapshot/{repo}/{snap}/_restore`: new indices whose primaries recover from the
-    /// snapshot their `restored_from` names.
+    /// snapshot their `restored_from` names. `replacing` names (name → uuid) the closed
+    /// indices they restore over: those go, their names taken by the restored ones.
     RestoreSnapshot {
         indices: Vec<crate::IndexMetadata>,
+        #[serde(default)]
+        replacing: std::collections::BTreeMap<String, String>,
     },
 }
 

@@ -127,10 +127,17 @@ impl ClusterState {
     pub(crate) fn restore_snapshot(
         &mut self,
         indices: &[IndexMetadata],
+        replacing: &std::collections::BTreeMap<String, String>,
         now: i64,
     ) -> Result<(), StateError> {
         for meta in indices {
             if let Some(existing) = self.metadata.indices.get(&meta.name) {
+                let replaceable = existing.state == crate::IndexState::Close
+                    && replacing.get(&meta.name) == Some(&existing.uuid)
+                    && existing.number_of_shards() == meta.number_of_shards();
+                if replaceable {
+                    continue;
+                }
                 return Err(StateError::new(
                     400,
                     "snapshot_restore_exception",
@@ -149,6 +156,10 @@ impl ClusterState {
             }
         }
         let info = UnassignedInfo::new(UnassignedReason::NewIndexRestored, now);
+        for name in replacing.keys() {
+            self.metadata.indices.remove(name);
+            self.routing.remove(name);
+        }
         for meta in indices {
             let mut meta = meta.clone();
             meta.normalize();

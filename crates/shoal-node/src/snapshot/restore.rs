@@ -1,6 +1,8 @@
 //! Restoring a snapshot (`POST _snapshot/{repo}/{snap}/_restore`): the chosen indices come
 //! back as new indices (renamed if asked) whose primaries download the snapshot's files on
-//! whichever node the cluster manager gives them; their replicas then recover from them.
+//! whichever node the cluster manager gives them; their replicas then recover from them. As
+//! in OpenSearch, an index may be restored over a closed index of the same name and number of
+//! shards: the closed index goes (Shoal gives the restored one a new uuid).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -73,19 +75,23 @@ impl SnapshotService {
             )));
         }
         let chosen = choose_indices(&details, &request.indices, request.ignore_unavailable)?;
-        let targets = self.restored_metadata(&request, &details, &chosen, &refuse)?;
+        let (targets, replacing) = self.restored_metadata(&request, &details, &chosen, &refuse)?;
         if request.include_global_state {
             self.restore_persistent_settings(&details)?;
         }
         let copies: i64 = targets
             .iter()
+            .filter(|m| !replacing.contains_key(&m.name))
             .map(|m| (m.number_of_shards() * (1 + m.number_of_replicas())) as i64)
             .sum();
         let state = self.core.cluster_state();
         let per_node = crate::shard_limit::max_shards_per_node(&self.core);
         crate::shard_limit::check(&state, per_node, copies)?;
         let names: Vec<String> = targets.iter().map(|m| m.name.clone()).collect();
-        self.propose(Command::RestoreSnapshot { indices: targets })?;
+        self.propose(Command::RestoreSnapshot {
+            indices: targets,
+            replacing,
+        })?;
         tracing::info!(repository = %request.repository, snapshot = %details.name, indices = ?names, "snapshot restore started");
         if !request.wait_for_completion {
             return Ok(json!({ "accepted": true }));
@@ -100,20 +106,21 @@ impl SnapshotService {
         }))
     }
 
-    /// The metadata of each restored index: the snapshot's, under its new name and uuid, with
-    /// the request's setting changes.
+    /// The metadata of each restored index (the snapshot's, under its new name and uuid, with
+    /// the request's setting changes), and the closed indices they restore over (name → uuid).
     fn restored_metadata(
         &self,
         request: &RestoreRequest,
         details: &SnapshotDetails,
         chosen: &[String],
         refuse: &dyn Fn(String) -> ApiError,
-    ) -> ApiResult<Vec<IndexMetadata>> {
+    ) -> ApiResult<(Vec<IndexMetadata>, BTreeMap<String, String>)> {
         let rename = Rename::new(request)?;
         let overrides = setting_overrides(request)?;
         let state = self.core.cluster_state();
         let mut targets: BTreeMap<String, String> = BTreeMap::new();
         let mut out = Vec::new();
+        let mut replacing = BTreeMap::new();
         for source in chosen {
             let snapshot = &details.indices[source];
             if snapshot.shards.iter().any(Option::is_none) && !request.partial {
@@ -129,13 +136,8 @@ impl SnapshotService {
                 )));
             }
             if let Some(existing) = state.metadata.indices.get(&name) {
-                let what = match existing.state {
-                    IndexState::Open => "an open index",
-                    IndexState::Close => "a closed index",
-                };
-                return Err(refuse(format!(
-                    "cannot restore index [{name}] because {what} with same name already exists in the cluster. Either delete the existing index or restore the index under a different name by providing a rename pattern and replacement name"
-                )));
+                check_restorable_over(existing, source, &snapshot.meta, refuse)?;
+                replacing.insert(name.clone(), existing.uuid.clone());
             }
             out.push(restored_index(
                 request,
@@ -146,7 +148,7 @@ impl SnapshotService {
                 &overrides,
             ));
         }
-        Ok(out)
+        Ok((out, replacing))
     }
 
     /// The snapshot's persistent settings over the cluster's (`include_global_state`).
@@ -362,6 +364,32 @@ fn restored_index(
         index: source.to_string(),
     });
     meta
+}
+
+/// An existing index a restore may replace: closed, with the snapshot's number of shards
+/// (OpenSearch's refusals otherwise).
+fn check_restorable_over(
+    existing: &IndexMetadata,
+    source: &str,
+    snapshot_meta: &IndexMetadata,
+    refuse: &dyn Fn(String) -> ApiError,
+) -> ApiResult<()> {
+    let name = &existing.name;
+    if existing.state == IndexState::Open {
+        return Err(refuse(format!(
+            "cannot restore index [{name}] because an open index with same name already exists in the cluster. Either close or delete the existing index or restore the index under a different name by providing a rename pattern and replacement name"
+        )));
+    }
+    let (have, snapshotted) = (
+        existing.number_of_shards(),
+        snapshot_meta.number_of_shards(),
+    );
+    if have != snapshotted {
+        return Err(refuse(format!(
+            "cannot restore index [{name}] with [{have}] shards from a snapshot of index [{source}] with [{snapshotted}] shards"
+        )));
+    }
+    Ok(())
 }
 
 /// A snapshot's blobs as the files of a shard.
