@@ -312,3 +312,38 @@ def test_a_snapshot_restores_over_a_closed_index_of_the_same_shape(tmp_path):
         assert state["state"] == "open", state
         client.index(index="orders", id="after", body={"title": "written after the restore"}, refresh=True)
         assert client.count(index="orders")["count"] == len(snapshotted) + 1
+
+
+def test_deleting_a_running_snapshot_aborts_it_and_leaves_no_blob(tmp_path):
+    """As in OpenSearch: `DELETE` of a snapshot still running stops it; the create waiting for it
+    answers that it was aborted, and nothing it uploaded stays in the repository."""
+    import os
+    with cluster(tmp_path, 1) as c:
+        http, client = c.http(0), c.client(0)
+        client.indices.create(index="big", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        for start in range(0, 1500, 500):  # about 3 MB of random text
+            c.bulk(0, "big", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
+                              for n in range(start, start + 500)}, refresh="false")
+        assert http.post("/big/_flush").status_code == 200
+        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {
+            "location": "r", "max_snapshot_bytes_per_sec": "200kb"}})  # about 15 s for the shard
+        answers = []
+        creating = threading.Thread(target=lambda: answers.append(http.put(
+            "/_snapshot/r/slow", {}, params={"wait_for_completion": "true"})))
+        creating.start()
+        wait_for(lambda: c.get("/_snapshot/r/_current", 0).json().get("snapshots"), timeout=10,
+                 what="the snapshot running")
+        started = time.monotonic()
+        r = http.delete("/_snapshot/r/slow")
+        took = time.monotonic() - started
+        creating.join(timeout=60)
+        print(f"\n[figure] deleting a running snapshot took {took:.2f}s")
+        assert r.status_code == 200, r.text
+        assert_error(answers[0], 409, "snapshot_exception", reason_re="aborted by deletion")
+        assert c.get("/_snapshot/r/_all", 0).json()["snapshots"] == []
+        blobs = list((tmp_path / "backups" / "r" / "blobs").glob("*"))
+        assert blobs == [], blobs
+        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {
+            "location": "r", "max_snapshot_bytes_per_sec": "0"}})
+        taken = client.snapshot.create(repository="r", snapshot="after", params={"wait_for_completion": "true"})
+        assert taken["snapshot"]["state"] == "SUCCESS", taken

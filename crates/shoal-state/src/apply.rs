@@ -130,6 +130,7 @@ impl ClusterState {
             Command::DeleteRepositories { names } => self.delete_repositories(names)?,
             Command::SnapshotBegin(entry) => self.begin_snapshot(entry)?,
             Command::SnapshotEnd { repository, uuid } => self.end_snapshot(repository, uuid),
+            Command::SnapshotAbort { repository, uuid } => self.abort_snapshot(repository, uuid),
             Command::RestoreSnapshot { indices, replacing } => {
                 self.restore_snapshot(indices, replacing, now)?
             }

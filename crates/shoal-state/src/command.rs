@@ -161,6 +161,11 @@ pub enum Command {
     },
     /// A snapshot is created or deleted; refused while another runs in its repository.
     SnapshotBegin(crate::snapshots::SnapshotInProgress),
+    /// `DELETE` of a running snapshot: its coordinator and primaries stop.
+    SnapshotAbort {
+        repository: String,
+        uuid: String,
+    },
     /// The coordinator finished (or gave up) the operation.
     SnapshotEnd {
         repository: String,
@@ -201,6 +206,7 @@ impl Command {
             Command::DeleteRepositories { .. } => "delete-repository",
             Command::SnapshotBegin(_) => "snapshot-begin",
             Command::SnapshotEnd { .. } => "snapshot-end",
+            Command::SnapshotAbort { .. } => "snapshot-abort",
             Command::RestoreSnapshot { .. } => "restore-snapshot",
         }
     }

@@ -42,6 +42,10 @@ pub struct SnapshotInProgress {
     pub start_millis: i64,
     pub indices: Vec<String>,
     pub shards: usize,
+    /// A delete asked this snapshot to stop: its coordinator and primaries give up, and it
+    /// is recorded nowhere.
+    #[serde(default)]
+    pub aborted: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +114,18 @@ impl ClusterState {
         }
         self.snapshots.push(entry.clone());
         Ok(())
+    }
+
+    /// A delete aborts a running snapshot (nothing when it ended meanwhile).
+    pub(crate) fn abort_snapshot(&mut self, repository: &str, uuid: &str) {
+        for entry in self.snapshots.iter_mut() {
+            if entry.repository == repository
+                && entry.uuid == uuid
+                && entry.operation == SnapshotOperation::Create
+            {
+                entry.aborted = true;
+            }
+        }
     }
 
     pub(crate) fn end_snapshot(&mut self, repository: &str, uuid: &str) {
@@ -193,6 +209,7 @@ mod tests {
             start_millis: 1,
             indices: vec!["logs".into()],
             shards: 1,
+            aborted: false,
         }
     }
 

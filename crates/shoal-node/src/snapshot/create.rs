@@ -93,6 +93,7 @@ impl SnapshotService {
             start_millis: now_millis(),
             indices,
             shards,
+            aborted: false,
         };
         self.propose(Command::SnapshotBegin(entry.clone()))?;
         let progress = std::sync::Arc::new(Progress {
@@ -175,6 +176,9 @@ impl SnapshotService {
         }
         let mut failures = Vec::new();
         let outcomes = self.snapshot_shards(&indices, &repository_meta, progress);
+        if self.is_aborted(&entry.repository, &entry.uuid) {
+            return Err(super::abort::aborted(entry));
+        }
         for ((index, shard), outcome) in outcomes {
             let snapshot = indices.get_mut(&index).expect("an index of the snapshot");
             match outcome {
@@ -292,7 +296,7 @@ impl SnapshotService {
                     }
                 }
             }
-            if pending.is_empty() {
+            if pending.is_empty() || self.is_aborted(&entry.repository, &entry.uuid) {
                 break;
             }
             std::thread::sleep(RETRY_PAUSE * attempt as u32);

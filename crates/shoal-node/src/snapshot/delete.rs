@@ -13,6 +13,7 @@ use crate::node::now_millis;
 impl SnapshotService {
     pub fn delete_snapshots(&self, repository: &str, names: &str) -> ApiResult<Value> {
         let opened = self.repository(repository)?;
+        let aborted = self.abort_running(repository, names)?;
         let data = self.repository_data(&opened)?;
         let mut doomed = Vec::new();
         for part in names.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -22,7 +23,8 @@ impl SnapshotService {
                 .filter(|s| part == "_all" || wildcard_match(part, &s.name))
                 .map(|s| s.uuid.clone())
                 .collect();
-            if matched.is_empty() && !part.contains('*') && part != "_all" {
+            let was_running = aborted.iter().any(|name| name == part);
+            if matched.is_empty() && !part.contains('*') && part != "_all" && !was_running {
                 return Err(snapshot_missing(repository, part));
             }
             doomed.extend(matched);
@@ -38,6 +40,7 @@ impl SnapshotService {
             start_millis: now_millis(),
             indices: Vec::new(),
             shards: 0,
+            aborted: false,
         };
         self.propose(Command::SnapshotBegin(entry.clone()))?;
         let result = self.delete_under_lock(&opened, &doomed);

@@ -23,6 +23,7 @@ use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::remote::{block_on_storage, storage_error};
 
+mod abort;
 pub mod create;
 pub mod delete;
 pub mod layout;

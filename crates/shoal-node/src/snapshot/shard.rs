@@ -81,6 +81,16 @@ impl SnapshotService {
         let files = checkpoint.files.clone();
         let (mut incremental_files, mut incremental_bytes) = (0, 0);
         for file in &files {
+            if self.is_aborted(&request.repository, &request.snapshot_uuid) {
+                return Err(ApiError::new(
+                    409,
+                    "snapshot_exception",
+                    format!(
+                        "[{}] the snapshot was aborted by a delete",
+                        request.snapshot_uuid
+                    ),
+                ));
+            }
             let key = super::layout::blob_key(file);
             if self.block_on(repository.size_of(&key))? == Some(file.length) {
                 continue;
