@@ -2,11 +2,11 @@
 //! primaries, reads to chosen copies, broadcasts to every copy), and the shard-level actions
 //! other nodes call on this one.
 
+pub mod admin;
 pub mod applier;
 pub mod blocks;
 pub mod broadcast;
 pub mod bulk;
-pub mod cluster_api;
 pub mod cluster_bridge;
 pub mod config;
 pub mod copy_reports;
@@ -30,7 +30,6 @@ pub mod segrep;
 pub mod settings;
 pub mod shard;
 pub mod shard_failure;
-pub mod shard_limit;
 pub mod snapshot;
 pub mod stats;
 pub mod transfer;

@@ -264,7 +264,7 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
             .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
         let state = node.cluster_state();
         let health = state.health(None);
-        let copies = node.copy_stats(&services);
+        let copies = node.broadcast.copy_stats(&services);
         let mut rows = Vec::new();
         for service in services {
             let Some(index_health) = health.indices.get(&service.name()) else {
@@ -355,7 +355,7 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
         let mut rows = Vec::new();
         let state = node.cluster_state();
         let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
-        let copy_stats = node.copy_stats(&services);
+        let copy_stats = node.broadcast.copy_stats(&services);
         for service in services {
             let name = service.name();
             let Some(table) = state.routing.get(&name) else {
@@ -683,7 +683,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
         let services =
             node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
         let state = node.cluster_state();
-        for ((name, shard, node_id), segments) in node.copy_segments(&services) {
+        for ((name, shard, node_id), segments) in node.broadcast.copy_segments(&services) {
             let Some(copy) = state
                 .copies(&name, shard as u32)
                 .iter()

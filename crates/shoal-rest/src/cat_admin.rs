@@ -150,7 +150,8 @@ pub async fn nodeattrs(node: Arc<Node>, params: Params) -> RestResult {
         let state = node.cluster_state();
         let ids: Vec<String> = state.nodes.keys().cloned().collect();
         let pids: BTreeMap<String, i64> = if want_pid {
-            node.nodes_info(&state, &ids, Duration::from_secs(10))
+            node.admin
+                .nodes_info(&state, &ids, Duration::from_secs(10))
                 .into_iter()
                 .filter_map(|(id, info)| Some((id, info.ok()?["process"]["id"].as_i64()?)))
                 .collect()

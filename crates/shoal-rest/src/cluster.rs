@@ -210,7 +210,7 @@ pub(crate) fn state_body(
                 }))
             })
             .collect();
-        let (committed, accepted) = node.voting_configs(state);
+        let (committed, accepted) = node.admin.voting_configs(state);
         let exclusions: Vec<Value> = state
             .metadata
             .voting_config_exclusions
@@ -314,7 +314,7 @@ fn routing_json(copy: &shoal_state::ShardRouting) -> Value {
 
 /// `GET /_cluster/settings`.
 pub async fn get_settings(node: Arc<Node>, params: Params) -> RestResult {
-    let cluster = node.cluster_settings();
+    let cluster = node.admin.cluster_settings();
     let flat = params.flag("flat_settings");
     let render = |s: &settings::FlatSettings| {
         if flat {
@@ -349,7 +349,7 @@ pub async fn put_settings(node: Arc<Node>, params: Params, body: axum::body::Byt
         );
     }
     let (p, t) = (persistent.clone(), transient.clone());
-    blocking(move || node.update_cluster_settings(p, t)).await?;
+    blocking(move || node.admin.update_cluster_settings(p, t)).await?;
     let strip_nulls = |s: settings::FlatSettings| -> settings::FlatSettings {
         s.into_iter().filter(|(_, v)| !v.is_null()).collect()
     };
@@ -575,7 +575,7 @@ pub async fn index_stats(
         let (mut total_shards, mut successful) = (0, 0);
         let state = node.cluster_state();
         let health = state.health(None);
-        let copies = node.copy_stats(&services);
+        let copies = node.broadcast.copy_stats(&services);
         for service in &services {
             let Some(index_health) = health.indices.get(&service.name()) else {
                 continue;

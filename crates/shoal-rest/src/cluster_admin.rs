@@ -215,8 +215,11 @@ pub async fn explain(node: Arc<Node>, params: Params, body: Bytes) -> RestResult
     let include_yes = params.bool_or("include_yes_decisions", false)?;
     let include_disk = params.bool_or("include_disk_info", false)?;
     let request = parse_explain_body(&body)?;
-    let out =
-        blocking(move || node.allocation_explain(&request, include_yes, include_disk)).await?;
+    let out = blocking(move || {
+        node.admin
+            .allocation_explain(&request, include_yes, include_disk)
+    })
+    .await?;
     ok(out, &params)
 }
 
@@ -391,7 +394,9 @@ pub async fn reroute(node: Arc<Node>, params: Params, body: Bytes) -> RestResult
         .unwrap_or(REROUTE_DEFAULT_METRICS)
         .to_string();
     let out = blocking(move || {
-        let outcome = node.reroute(commands, retry_failed, dry_run, explain)?;
+        let outcome = node
+            .admin
+            .reroute(commands, retry_failed, dry_run, explain)?;
         let state = state_body(&node, &outcome.state, &metric, None)?;
         let mut body = json!({"acknowledged": true, "state": state});
         if explain {
@@ -432,7 +437,7 @@ pub async fn add_exclusions(
             }
             node_ids = described_eligible_nodes(&node, &description)?;
         }
-        node.add_voting_exclusions(&node_ids, &node_names, timeout)
+        node.admin.add_voting_exclusions(&node_ids, &node_names, timeout)
     })
     .await?;
     Ok(empty_ok())
@@ -464,7 +469,11 @@ fn described_eligible_nodes(node: &Node, description: &str) -> ApiResult<Vec<Str
 pub async fn clear_exclusions(node: Arc<Node>, params: Params) -> RestResult {
     let wait_for_removal = params.bool_or("wait_for_removal", true)?;
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
-    blocking(move || node.clear_voting_exclusions(wait_for_removal, timeout)).await?;
+    blocking(move || {
+        node.admin
+            .clear_voting_exclusions(wait_for_removal, timeout)
+    })
+    .await?;
     Ok(empty_ok())
 }
 
@@ -601,7 +610,7 @@ pub async fn nodes_info(
         );
         let mut nodes = Map::new();
         let mut failures = Vec::new();
-        for (id, answer) in node.nodes_info(&state, &ids, timeout) {
+        for (id, answer) in node.admin.nodes_info(&state, &ids, timeout) {
             let discovery = state
                 .nodes
                 .get(&id)

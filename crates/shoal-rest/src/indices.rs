@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
+use shoal_node::admin::AliasAction;
 use shoal_node::index_service::IndexService;
 use shoal_node::metadata::{parse_alias, AliasMetadata};
-use shoal_node::node::AliasAction;
 use shoal_node::settings::{self, FlatSettings};
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
 
@@ -39,7 +39,7 @@ pub async fn create(
 ) -> RestResult {
     let body = object_body(&body)?;
     let name = index.clone();
-    blocking(move || node.create_index(&name, &body)).await?;
+    blocking(move || node.admin.create_index(&name, &body)).await?;
     ok(
         json!({"acknowledged": true, "shards_acknowledged": true, "index": index}),
         &params,
@@ -72,7 +72,7 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
             }
         }
         let services = node.resolve(&index, opts)?;
-        node.delete_indices(&services)
+        node.admin.delete_indices(&services)
     })
     .await?;
     ok(ack(), &params)
@@ -260,7 +260,8 @@ pub async fn put_settings(
             .and_then(Value::as_str)
         {
             let replicas = replicas.parse().unwrap_or(0);
-            node.check_shard_limit_for_replicas(&names_of(&services), replicas)?;
+            node.admin
+                .check_shard_limit_for_replicas(&names_of(&services), replicas)?;
         }
         for service in services {
             apply_settings_update(&service, &update)?;
@@ -296,9 +297,9 @@ pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Para
         let mut names = Vec::new();
         for service in services {
             if open {
-                node.open_index(&service)?;
+                node.admin.open_index(&service)?;
             } else {
-                node.close_index(&service)?;
+                node.admin.close_index(&service)?;
             }
             names.push(service.name());
         }
@@ -346,7 +347,7 @@ pub async fn maintenance(
             node.blocks()
                 .check_global_then_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
         }
-        let summary = node.broadcast(&services, op)?;
+        let summary = node.broadcast.broadcast(&services, op)?;
         Ok((summary.to_json(), summary.worst_failure_status()))
     })
     .await?;
@@ -456,7 +457,7 @@ pub async fn update_aliases(
                 }
             }
         }
-        node.update_aliases(&expanded)
+        node.admin.update_aliases(&expanded)
     })
     .await?;
     ok(ack(), &params)
@@ -482,7 +483,7 @@ pub async fn put_alias(
                 spec: spec.clone(),
             })
             .collect();
-        node.update_aliases(&actions)
+        node.admin.update_aliases(&actions)
     })
     .await?;
     ok(ack(), &params)
@@ -505,7 +506,7 @@ pub async fn delete_alias(
                 must_exist: None,
             })
             .collect();
-        node.update_aliases(&actions)
+        node.admin.update_aliases(&actions)
     })
     .await?;
     ok(ack(), &params)

@@ -111,7 +111,7 @@ pub async fn cat(node: Arc<Node>, patterns: Option<String>, params: Params) -> R
         let state = node.cluster_state();
         let ids: Vec<String> = state.nodes.keys().cloned().collect();
         let mut rows = Vec::new();
-        for (id, sections) in node.nodes_info(&state, &ids, Duration::from_secs(10)) {
+        for (id, sections) in node.admin.nodes_info(&state, &ids, Duration::from_secs(10)) {
             // A node that does not answer has no row, as in OpenSearch.
             let (Some(discovery), Ok(sections)) = (state.nodes.get(&id), sections) else {
                 continue;

@@ -82,8 +82,8 @@ impl SnapshotService {
             .map(|m| (m.number_of_shards() * (1 + m.number_of_replicas())) as i64)
             .sum();
         let state = self.core.cluster_state();
-        let per_node = crate::shard_limit::max_shards_per_node(&self.core);
-        crate::shard_limit::check(&state, per_node, copies)?;
+        let per_node = crate::admin::shard_limit::max_shards_per_node(&self.core);
+        crate::admin::shard_limit::check(&state, per_node, copies)?;
         let names: Vec<String> = targets.iter().map(|m| m.name.clone()).collect();
         self.propose(Command::RestoreSnapshot { indices: targets })?;
         tracing::info!(repository = %request.repository, snapshot = %details.name, indices = ?names, "snapshot restore started");

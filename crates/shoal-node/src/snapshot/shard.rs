@@ -31,8 +31,8 @@ pub struct ShardRequest {
     pub snapshot_uuid: String,
 }
 
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut crate::rpc::NodeActions<N>,
+pub(crate) fn register_actions(
+    actions: &mut crate::rpc::NodeActions,
     service: &Arc<SnapshotService>,
 ) {
     actions.register_on::<SnapshotShardAction, _>(

@@ -46,7 +46,7 @@ impl Node {
         let scope = SearchScope::from_params(params)?;
         let services = forbid_closed(self.resolve(indices, scope.options)?, scope.options)?;
         // Point-in-time view of the matches, as OpenSearch's scroll-based implementation.
-        self.broadcast_refresh(&services)?;
+        self.broadcast.broadcast_refresh(&services)?;
         let shards = self.reads.search_shards(indices, &scope)?;
         let matches = self.read_matches(&shards, body, params, &scope, update)?;
         let mut writes = writes_for(&shards, matches, update);

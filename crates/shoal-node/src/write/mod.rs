@@ -4,8 +4,8 @@
 //! `replication/replica.rs`.
 //!
 //! They are one service, [`WriteService`] (`Node.writes`): it holds the node's [`NodeCore`],
-//! the services the primary role calls (replication, segment replication, remote store) and,
-//! for what is not a service yet, [`IndexCreation`] (auto-create), never the
+//! the services the primary role calls (replication, segment replication, remote store) and
+//! [`IndexCreation`] (auto-create, through the admin service), never the
 //! [`Node`](crate::node::Node). `_delete_by_query` and
 //! `_update_by_query` ([`by_query`]) read through the read service and write through this one.
 
@@ -25,9 +25,9 @@ use crate::segrep::SegrepService;
 
 pub(crate) use forward::register_actions;
 
-/// Index creation, which is not a service yet: a first write may create its index. The node
-/// implements it; the service holds it weakly, so a service never keeps a stopped node alive
-/// (and a node that is stopping writes nothing more).
+/// Index creation: a first write may create its index. The admin service implements it; the
+/// write service holds it weakly, and only the node holds the admin service, so a node that
+/// is stopping writes nothing more.
 pub(crate) trait IndexCreation: Send + Sync {
     /// Creates an index with default settings and mappings (auto-create on first write).
     fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>>;
