@@ -6,6 +6,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::admin::AdminService;
+use crate::applier::{Applier, ApplierParts};
 use crate::broadcast::BroadcastService;
 use crate::core::{CoreParts, NodeCore};
 use crate::error::ApiResult;
@@ -43,6 +44,9 @@ pub struct Node {
     pub admin: Arc<AdminService>,
     /// Refresh, flush, force merge and copy statistics on every copy of some indices.
     pub broadcast: Arc<BroadcastService>,
+    /// Follows the cluster state: opens, closes, deletes and recovers this node's copies.
+    /// Only the node holds it, so its thread and copy tasks stop with the node.
+    applier: Arc<Applier>,
     /// Started and failed reports of this node's copies to the cluster manager, and the
     /// copies it failed.
     pub(crate) reports: Arc<crate::copy_reports::CopyReports>,
@@ -115,6 +119,28 @@ impl Node {
             runtime,
             pressure,
         }));
+        let node = Arc::new(Node::wire(core, repositories, own_runtime, server));
+        handler.attach(data_layer_actions(&node));
+        node.core.cluster.set_promotion_advisor(Arc::new(
+            crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node.replication)),
+        ));
+        crate::applier::spawn_applier(&node.applier);
+        crate::scheduler::spawn(Arc::downgrade(&node));
+        crate::disk_usage::spawn_reporter(&node);
+        node.applier
+            .wait_for_local_shards(std::time::Duration::from_secs(20));
+        node.core
+            .wait_for_single_node_join(std::time::Duration::from_secs(10));
+        Ok(node)
+    }
+
+    /// Builds every service on the core, each given the services it calls.
+    fn wire(
+        core: Arc<NodeCore>,
+        repositories: Option<crate::remote::RemoteRepositories>,
+        own_runtime: Option<tokio::runtime::Runtime>,
+        server: shoal_transport::ServerHandle,
+    ) -> Node {
         let remote = Arc::new(crate::remote::RemoteStoreService::new(
             core.clone(),
             repositories,
@@ -130,11 +156,7 @@ impl Node {
             core.clone(),
             segrep.clone(),
         ));
-        let primary_parts = PrimaryParts {
-            replication: replication.clone(),
-            segrep: segrep.clone(),
-            remote: remote.clone(),
-        };
+        let snapshots = Arc::new(crate::snapshot::SnapshotService::new(core.clone()));
         let reads = Arc::new(ReadService::new(core.clone()));
         let admin = Arc::new(AdminService::new(
             core.clone(),
@@ -146,36 +168,43 @@ impl Node {
             segrep.clone(),
             remote.clone(),
         ));
+        let primary_parts = PrimaryParts {
+            replication: replication.clone(),
+            segrep: segrep.clone(),
+            remote: remote.clone(),
+        };
         let writes = Arc::new(WriteService::new(
             core.clone(),
             primary_parts,
             Arc::downgrade(&admin) as Weak<dyn IndexCreation>,
         ));
-        let node = Arc::new(Node {
+        let applier = Arc::new(Applier::new(
+            core.clone(),
+            ApplierParts {
+                reports: reports.clone(),
+                recoveries: recoveries.clone(),
+                replication: replication.clone(),
+                segrep: segrep.clone(),
+                remote: remote.clone(),
+                snapshots: snapshots.clone(),
+            },
+        ));
+        Node {
+            core,
             reads,
-            replication,
+            writes,
             segrep,
             remote,
-            snapshots: Arc::new(crate::snapshot::SnapshotService::new(core.clone())),
-            writes,
+            snapshots,
+            replication,
+            recoveries,
             admin,
             broadcast,
-            core,
-            recoveries,
             reports,
+            applier,
             own_runtime: Mutex::new(own_runtime),
             transport_server: Mutex::new(Some(server)),
-        });
-        handler.attach(data_layer_actions(&node));
-        node.cluster.set_promotion_advisor(Arc::new(
-            crate::replication::promotion::CheckpointAdvisor(Arc::downgrade(&node.replication)),
-        ));
-        crate::applier::spawn_applier(&node);
-        crate::scheduler::spawn(Arc::downgrade(&node));
-        crate::disk_usage::spawn_reporter(&node);
-        node.wait_for_local_shards(std::time::Duration::from_secs(20));
-        node.wait_for_single_node_join(std::time::Duration::from_secs(10));
-        Ok(node)
+        }
     }
 
     /// Stops the node like a crash, for in-process tests (call it outside a runtime): the

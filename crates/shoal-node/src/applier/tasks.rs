@@ -6,16 +6,16 @@ use std::sync::Arc;
 use shoal_state::{ClusterState, ShardRouting, ShardState};
 
 use super::decide::CopyAction;
+use super::Applier;
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
-use crate::node::Node;
 use crate::shard::IndexShard;
 
 fn now_millis() -> i64 {
     crate::remote::layout::now_millis() as i64
 }
 
-impl Node {
+impl Applier {
     pub(super) fn run_copy_action(
         self: &Arc<Self>,
         service: &Arc<IndexService>,
@@ -74,7 +74,7 @@ impl Node {
         let shard = copy.shard as usize;
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         let term = state.primary_term(&copy.index, copy.shard).unwrap_or(1) as i64;
-        crate::failpoints::failpoint!(self, "applier_before_open");
+        crate::failpoints::failpoint!(self.core, "applier_before_open");
         let restoring = copy.primary
             && copy.state == ShardState::Initializing
             && copy.recovery_source == Some(shoal_state::RecoverySource::RemoteStore)
@@ -133,7 +133,7 @@ impl Node {
                     engine.bootstrap_new_history()?;
                     tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");
                 }
-                replication.activate_primary(&engine, &self.node_id);
+                replication.activate_primary(&engine, &self.core.node_id);
             } else {
                 // A replica promoted, or a relocation target handed the primary role.
                 self.replication.start_primary_resync(
@@ -173,7 +173,7 @@ impl Node {
                 Some(_) => RecoveryType::Snapshot,
                 None => RecoveryType::RemoteStore,
             },
-            &self.node_id,
+            &self.core.node_id,
         );
         record.snapshot = snapshot;
         record.start_millis = started;
@@ -211,7 +211,7 @@ impl Node {
             &allocation_id,
             copy.primary,
             kind,
-            &self.node_id,
+            &self.core.node_id,
         );
         if let Ok(files) = local.engine().commit_files() {
             record.files_total = files.len() as u64;
@@ -228,7 +228,7 @@ impl Node {
     pub(super) fn remove_copy_of_deleted_index(&self, service: &IndexService, shard: usize) {
         service.close_shard(shard);
         service.remove_shard_files(shard);
-        let index_dir = self.paths.index_dir(&service.uuid());
+        let index_dir = self.core.paths.index_dir(&service.uuid());
         // Only empty once every shard's directory is gone: the last task to get here removes it.
         if std::fs::remove_dir(&index_dir).is_ok() {
             tracing::info!(index = %service.name(), "index deleted");
