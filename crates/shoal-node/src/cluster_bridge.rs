@@ -15,7 +15,7 @@ use shoal_transport::{ActionRegistry, Handler, RemoteError, ReplyStream, Request
 use tracing::info;
 
 use crate::error::{ApiError, ApiResult};
-use crate::node::NodeConfig;
+use crate::config::NodeConfig;
 
 impl From<ClusterError> for ApiError {
     fn from(e: ClusterError) -> ApiError {

@@ -1,6 +1,7 @@
-//! The node: index lifecycle, the coordinator that REST handlers call (writes routed to
-//! primaries, reads to chosen copies, broadcasts to every copy), and the shard-level actions
-//! other nodes call on this one.
+//! The node and its services: index administration, the coordinators that REST handlers call
+//! (writes routed to primaries, reads to chosen copies, broadcasts to every copy), and the
+//! shard-level actions other nodes call on this one. `node.rs` wires the services to the
+//! shared core (`core/`).
 
 pub mod admin;
 pub mod applier;
@@ -33,7 +34,6 @@ pub mod shard_failure;
 pub mod snapshot;
 pub mod stats;
 pub mod transfer;
-pub mod update;
 mod wire;
 pub mod write;
 

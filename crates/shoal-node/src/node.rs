@@ -12,7 +12,7 @@ use crate::core::{CoreParts, NodeCore};
 use crate::error::ApiResult;
 use crate::metadata::NodePaths;
 use crate::read::ReadService;
-use crate::write::{IndexCreation, PrimaryParts, WriteService};
+use crate::write::{IndexCreation, WriteParts, WriteService};
 
 pub use crate::config::NodeConfig;
 pub use crate::core::ResolveOptions;
@@ -22,11 +22,12 @@ const LEAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The node: wires its services to the shared [`NodeCore`].
 ///
-/// `Node` dereferences to its core so the `impl Node` blocks not yet moved into a service keep
-/// compiling unchanged; that is a transition. Services take `Arc<NodeCore>`, never `Node`, so
-/// they reach only what is generic (see [`crate::core`]).
+/// It only starts, wires and stops them: every request goes to a service (`node.admin`,
+/// `node.reads`…), or to [`Node::core`] for what only the core has. Services take
+/// `Arc<NodeCore>` and the narrow handles of the services they call, never `Node`, so they
+/// reach only what is generic (see [`crate::core`]).
 pub struct Node {
-    pub core: Arc<NodeCore>,
+    pub(crate) core: Arc<NodeCore>,
     /// Searches, counts, scrolls and gets.
     pub reads: Arc<ReadService>,
     /// Writes this node coordinates, and the shard bulks forwarded to it.
@@ -77,15 +78,13 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     actions.into_registry()
 }
 
-impl std::ops::Deref for Node {
-    type Target = NodeCore;
-
-    fn deref(&self) -> &NodeCore {
+impl Node {
+    /// What every service shares (configuration, identity, the cluster member, the indices
+    /// held here, the thread pools), for a caller that needs more than one service's view.
+    pub fn core(&self) -> &Arc<NodeCore> {
         &self.core
     }
-}
 
-impl Node {
     /// Starts the node: loads its identity, starts the transport and the cluster member, and
     /// follows the cluster state (which opens the shards assigned here).
     pub fn start(config: NodeConfig) -> ApiResult<Arc<Node>> {
@@ -126,7 +125,7 @@ impl Node {
         ));
         crate::applier::spawn_applier(&node.applier);
         crate::scheduler::spawn(Arc::downgrade(&node));
-        crate::disk_usage::spawn_reporter(&node);
+        crate::disk_usage::spawn_reporter(&node.core, Arc::downgrade(&node));
         node.applier
             .wait_for_local_shards(std::time::Duration::from_secs(20));
         node.core
@@ -168,14 +167,16 @@ impl Node {
             segrep.clone(),
             remote.clone(),
         ));
-        let primary_parts = PrimaryParts {
+        let write_parts = WriteParts {
             replication: replication.clone(),
             segrep: segrep.clone(),
             remote: remote.clone(),
+            reads: reads.clone(),
+            broadcast: broadcast.clone(),
         };
         let writes = Arc::new(WriteService::new(
             core.clone(),
-            primary_parts,
+            write_parts,
             Arc::downgrade(&admin) as Weak<dyn IndexCreation>,
         ));
         let applier = Arc::new(Applier::new(
@@ -214,10 +215,10 @@ impl Node {
     /// still holding the node or an engine let go.
     pub fn kill_for_test(&self) {
         if let Some(server) = self.transport_server.lock().take() {
-            self.runtime.block_on(server.kill());
+            self.core.runtime.block_on(server.kill());
         }
-        self.runtime.block_on(self.cluster.shutdown());
-        let indices = self.take_indices();
+        self.core.runtime.block_on(self.core.cluster.shutdown());
+        let indices = self.core.take_indices();
         for index in indices.values() {
             for (shard, engine) in index.local_shards() {
                 engine.fail_engine("node killed".into());
@@ -227,19 +228,22 @@ impl Node {
         if let Some(runtime) = self.own_runtime.lock().take() {
             runtime.shutdown_background();
         }
-        self.mark_killed();
+        self.core.mark_killed();
     }
 
     /// A graceful shutdown: leaves the cluster (its primaries move to in-sync copies on other
     /// nodes while this one still answers the writes in flight to it), stops the transport
     /// and flushes every shard.
     pub fn shutdown(&self) {
-        self.runtime.block_on(self.cluster.leave(LEAVE_TIMEOUT));
+        self.core
+            .runtime
+            .block_on(self.core.cluster.leave(LEAVE_TIMEOUT));
         if let Some(server) = self.transport_server.lock().take() {
-            self.runtime
+            self.core
+                .runtime
                 .block_on(server.shutdown(std::time::Duration::from_millis(200)));
         }
-        for index in self.all_indices() {
+        for index in self.core.all_indices() {
             if let Err(e) = index.close_shards() {
                 tracing::warn!(index = %index.name(), error = %e, "flush at shutdown failed");
             }

@@ -257,12 +257,15 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
     };
     let options = ResolveOptions::admin().with_expand_wildcards(params.get("expand_wildcards"));
     let table = blocking(move || -> ApiResult<Table> {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), options)?;
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), options)?;
         // `_cat/indices` reads index settings: a metadata block refuses it, as in OpenSearch.
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
-        node.blocks()
+        node.core()
+            .blocks()
             .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let health = state.health(None);
         let copies = node.broadcast.copy_stats(&services);
         let mut rows = Vec::new();
@@ -353,8 +356,10 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
 pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        let state = node.cluster_state();
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let state = node.core().cluster_state();
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
         let copy_stats = node.broadcast.copy_stats(&services);
         for service in services {
             let name = service.name();
@@ -444,9 +449,9 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
 pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let now = shoal_node::node::now_millis();
-        let health = node.cluster_state().health(None);
+        let health = node.core().cluster_state().health(None);
         let c = &health.counts;
-        let discovered = node.cluster().has_cluster_manager();
+        let discovered = node.core().cluster().has_cluster_manager();
         let time = chrono_time(now);
         Ok(Table {
             columns: vec![
@@ -534,7 +539,7 @@ pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
             rows: vec![vec![
                 n(now / 1000),
                 t(time),
-                t(node.config.cluster_name.clone()),
+                t(node.core().config.cluster_name.clone()),
                 t(health.status.as_str()),
                 n(health.number_of_nodes),
                 n(health.number_of_data_nodes),
@@ -563,6 +568,7 @@ fn chrono_time(millis: i64) -> String {
 pub async fn count(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let total: u64 = node
+            .core()
             .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?
             .iter()
             .flat_map(|s| s.shards())
@@ -641,7 +647,7 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
             col!("id", ["nodeId"], false, "unique node id"),
         ],
         rows: {
-            let state = node.cluster_state();
+            let state = node.core().cluster_state();
             let manager = state.cluster_manager.clone();
             state
                 .nodes
@@ -680,9 +686,10 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
 pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        let services =
-            node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
-        let state = node.cluster_state();
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let state = node.core().cluster_state();
         for ((name, shard, node_id), segments) in node.broadcast.copy_segments(&services) {
             let Some(copy) = state
                 .copies(&name, shard as u32)
@@ -780,7 +787,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
 pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        for service in node.all_indices() {
+        for service in node.core().all_indices() {
             let meta = service.meta();
             for (name, spec) in &meta.aliases {
                 if alias.as_deref().is_some_and(|a| {
@@ -859,7 +866,7 @@ pub async fn help() -> RestResult {
 
 /// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager.
 pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
-    let state = node.cluster_state();
+    let state = node.core().cluster_state();
     let rows = state
         .cluster_manager
         .as_deref()

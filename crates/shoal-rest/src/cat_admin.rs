@@ -54,7 +54,7 @@ fn list(text: &str) -> Vec<String> {
 /// measured now; the others' come from their last report to the cluster state.
 pub async fn allocation(node: Arc<Node>, nodes: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let selectors = list(nodes.as_deref().unwrap_or("data:true"));
         let mut shards: BTreeMap<Option<&str>, i64> = BTreeMap::new();
         // Relocation targets are not in the routing table OpenSearch counts.
@@ -65,11 +65,11 @@ pub async fn allocation(node: Arc<Node>, nodes: Option<String>, params: Params) 
             *shards.entry(copy.node.as_deref()).or_default() += 1;
         }
         let mut rows = Vec::new();
-        for id in resolve_node_selectors(&state, &node.node_id, &selectors) {
+        for id in resolve_node_selectors(&state, &node.core().node_id, &selectors) {
             let Some(discovery) = state.nodes.get(&id) else {
                 continue;
             };
-            let usage = node.disk_usage_of(&state, &id);
+            let usage = node.core().disk_usage_of(&state, &id);
             let disk = |f: fn(&shoal_state::DiskUsage) -> u64| {
                 usage.as_ref().map_or(Cell::Null, |u| Cell::Bytes(f(u)))
             };
@@ -147,7 +147,7 @@ pub async fn nodeattrs(node: Arc<Node>, params: Params) -> RestResult {
     let full_id = params.bool_or("full_id", false)?;
     let want_pid = asks_for(&params, "pid", "p");
     let table = blocking(move || -> ApiResult<Table> {
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let ids: Vec<String> = state.nodes.keys().cloned().collect();
         let pids: BTreeMap<String, i64> = if want_pid {
             node.admin

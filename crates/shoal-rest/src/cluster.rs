@@ -21,9 +21,9 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
     }
     ok(
         json!({
-            "name": node.config.node_name,
-            "cluster_name": node.config.cluster_name,
-            "cluster_uuid": node.cluster_uuid(),
+            "name": node.core().config.node_name,
+            "cluster_name": node.core().config.cluster_name,
+            "cluster_uuid": node.core().cluster_uuid(),
             "version": {
                 "distribution": "shoal",
                 "number": OPENSEARCH_VERSION,
@@ -52,7 +52,7 @@ pub(crate) fn health_body(
 ) -> ApiResult<(Value, Health, bool)> {
     let mut missing = false;
     let names: Option<Vec<String>> = match index {
-        Some(expr) => match node.resolve(expr, ResolveOptions::admin()) {
+        Some(expr) => match node.core().resolve(expr, ResolveOptions::admin()) {
             Ok(services) => Some(services.iter().map(|s| s.name()).collect()),
             // A missing index is red until it is created, like OpenSearch.
             Err(e) if e.status == 404 => {
@@ -98,10 +98,10 @@ pub(crate) fn health_body(
             indices.insert(name.clone(), entry);
         }
     }
-    let discovered = node.cluster().has_cluster_manager();
+    let discovered = node.core().cluster().has_cluster_manager();
     let c = &health.counts;
     let mut body = json!({
-        "cluster_name": node.config.cluster_name,
+        "cluster_name": node.core().config.cluster_name,
         "status": overall.as_str(),
         "timed_out": false,
         "number_of_nodes": health.number_of_nodes,
@@ -140,8 +140,8 @@ pub async fn state(
 ) -> RestResult {
     let body = blocking(move || {
         let metrics = metrics.unwrap_or_else(|| "_all".into());
-        let state = node.cluster_state();
-        let mut body = json!({"cluster_name": node.config.cluster_name});
+        let state = node.core().cluster_state();
+        let mut body = json!({"cluster_name": node.core().config.cluster_name});
         merge_into(
             &mut body,
             state_body(&node, &state, &metrics, index.as_deref())?,
@@ -163,7 +163,9 @@ pub(crate) fn state_body(
 ) -> ApiResult<Value> {
     let metrics: Vec<&str> = metrics.split(',').map(str::trim).collect();
     let want = |m: &str| metrics.iter().any(|x| *x == "_all" || *x == m);
-    let services = node.resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
+    let services = node
+        .core()
+        .resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
     let mut body = json!({"cluster_uuid": state.cluster_uuid});
     if want("version") {
         body["version"] = json!(state.version);
@@ -177,7 +179,7 @@ pub(crate) fn state_body(
     }
     if want("blocks") {
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
-        body["blocks"] = node.blocks().to_json(&names);
+        body["blocks"] = node.core().blocks().to_json(&names);
     }
     if want("nodes") {
         let nodes: Map<String, Value> = state
@@ -374,7 +376,7 @@ fn segment_replication_stats(node: &Node) -> Value {
 pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
     let body = blocking(move || {
         let mut indices = json!({});
-        for service in node.all_indices() {
+        for service in node.core().all_indices() {
             let s = stats::sum_engine_stats(&service);
             stats::add_sections(&mut indices, &stats::stats_section(&service, &s));
         }
@@ -389,21 +391,21 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
             );
         }
         let process = process_stats();
-        let fs = fs_stats(&node.paths.data);
+        let fs = fs_stats(&node.core().paths.data);
         Ok(json!({
             "_nodes": {"total": 1, "successful": 1, "failed": 0},
-            "cluster_name": node.config.cluster_name,
-            "nodes": {node.node_id.clone(): {
+            "cluster_name": node.core().config.cluster_name,
+            "nodes": {node.core().node_id.clone(): {
                 "timestamp": shoal_node::node::now_millis(),
-                "name": node.config.node_name,
-                "transport_address": format!("{}:{}", node.config.http_host, node.config.transport_port),
-                "host": node.config.http_host, "ip": node.config.http_host,
+                "name": node.core().config.node_name,
+                "transport_address": format!("{}:{}", node.core().config.http_host, node.core().config.transport_port),
+                "host": node.core().config.http_host, "ip": node.core().config.http_host,
                 "roles": ["cluster_manager", "data", "ingest", "remote_cluster_client"],
                 "attributes": {},
                 "indices": indices,
                 "os": os_stats(),
                 // No JVM here; the section exists because tools (opensearch-benchmark) read it.
-                "jvm": {"timestamp": shoal_node::node::now_millis(), "uptime_in_millis": node.started.elapsed().as_millis() as u64,
+                "jvm": {"timestamp": shoal_node::node::now_millis(), "uptime_in_millis": node.core().started.elapsed().as_millis() as u64,
                         "mem": {"heap_used_in_bytes": 0, "heap_used_percent": 0, "heap_committed_in_bytes": 0, "heap_max_in_bytes": 0,
                                 "non_heap_used_in_bytes": 0, "non_heap_committed_in_bytes": 0, "pools": {}},
                         "threads": {"count": 0, "peak_count": 0},
@@ -411,8 +413,8 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
                                               "old": {"collection_count": 0, "collection_time_in_millis": 0}}}},
                 "process": process,
                 "fs": fs,
-                "thread_pool": node.pressure.stats(),
-                "indexing_pressure": node.pressure.indexing.stats(),
+                "thread_pool": node.core().pressure.stats(),
+                "indexing_pressure": node.core().pressure.indexing.stats(),
                 "transport": transport_stats(&node),
                 "breakers": {}, "http": {"current_open": 0, "total_opened": 0}
             }}
@@ -424,7 +426,7 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
 
 /// Node-to-node messages and their payload bytes (request and reply bodies, not the framing).
 fn transport_stats(node: &Node) -> Value {
-    let counts = node.core.transport.stats();
+    let counts = node.core().transport.stats();
     json!({
         "rx_count": counts.rx_count, "rx_size_in_bytes": counts.rx_bytes,
         "tx_count": counts.tx_count, "tx_size_in_bytes": counts.tx_bytes,
@@ -565,15 +567,15 @@ pub async fn index_stats(
 ) -> RestResult {
     let shard_level = params.get("level") == Some("shards");
     let body = blocking(move || {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let services = node.core().resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
-        node.blocks()
+        node.core().blocks()
             .check_global_then_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
         let mut all_primaries = json!({});
         let mut all_total = json!({});
         let mut indices = Map::new();
         let (mut total_shards, mut successful) = (0, 0);
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let health = state.health(None);
         let copies = node.broadcast.copy_stats(&services);
         for service in &services {

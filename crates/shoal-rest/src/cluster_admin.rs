@@ -444,18 +444,21 @@ pub async fn add_exclusions(
 }
 
 fn described_eligible_nodes(node: &Node, description: &str) -> ApiResult<Vec<String>> {
-    let state = node.cluster_state();
+    let state = node.core().cluster_state();
     let selectors = split_list(Some(description));
-    let ids: Vec<String> =
-        shoal_node::core::node_selectors::resolve_node_selectors(&state, &node.node_id, &selectors)
-            .into_iter()
-            .filter(|id| {
-                state
-                    .nodes
-                    .get(id)
-                    .is_some_and(|n| n.is_cluster_manager_eligible())
-            })
-            .collect();
+    let ids: Vec<String> = shoal_node::core::node_selectors::resolve_node_selectors(
+        &state,
+        &node.core().node_id,
+        &selectors,
+    )
+    .into_iter()
+    .filter(|id| {
+        state
+            .nodes
+            .get(id)
+            .is_some_and(|n| n.is_cluster_manager_eligible())
+    })
+    .collect();
     if ids.is_empty() {
         return Err(ApiError::bad_request(format!(
             "add voting config exclusions request for [{}] matched no cluster-manager-eligible nodes",
@@ -602,10 +605,10 @@ pub async fn nodes_info(
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let flat_settings = params.flag("flat_settings");
     let body = blocking(move || {
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let ids = shoal_node::core::node_selectors::resolve_node_selectors(
             &state,
-            &node.node_id,
+            &node.core().node_id,
             &selectors,
         );
         let mut nodes = Map::new();
@@ -615,7 +618,7 @@ pub async fn nodes_info(
                 .nodes
                 .get(&id)
                 .cloned()
-                .unwrap_or_else(|| node.cluster().local().clone());
+                .unwrap_or_else(|| node.core().cluster().local().clone());
             match answer {
                 Ok(sections) => {
                     let info = node_info_json(&discovery, &sections, &metrics, flat_settings);
@@ -631,7 +634,7 @@ pub async fn nodes_info(
         if !failures.is_empty() {
             header["failures"] = json!(failures);
         }
-        Ok(json!({"_nodes": header, "cluster_name": node.config.cluster_name, "nodes": nodes}))
+        Ok(json!({"_nodes": header, "cluster_name": node.core().config.cluster_name, "nodes": nodes}))
     })
     .await?;
     ok(body, &params)

@@ -163,20 +163,22 @@ pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> R
             Ok((body, satisfied))
         };
         let mut failure = None;
-        let done = node.wait_for_state(timeout, |state| match evaluate(state) {
-            Ok((body, true)) => Some(body),
-            Ok(_) => None,
-            Err(e) => {
-                failure = Some(e);
-                Some(Value::Null)
-            }
-        });
+        let done = node
+            .core()
+            .wait_for_state(timeout, |state| match evaluate(state) {
+                Ok((body, true)) => Some(body),
+                Ok(_) => None,
+                Err(e) => {
+                    failure = Some(e);
+                    Some(Value::Null)
+                }
+            });
         if let Some(e) = failure {
             return Err(e);
         }
         match done {
             Some(body) => Ok((body, true)),
-            None => evaluate(&node.cluster_state()),
+            None => evaluate(&node.core().cluster_state()),
         }
     })
     .await?;

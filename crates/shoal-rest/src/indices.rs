@@ -57,13 +57,13 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
     )?;
     blocking(move || {
         let destructive = index.split(',').any(|p| p == "_all" || p == "*" || (p.contains('*') && !p.starts_with('-')));
-        if destructive && node.cluster_setting("action.destructive_requires_name").as_deref() == Some("true") {
+        if destructive && node.core().cluster_setting("action.destructive_requires_name").as_deref() == Some("true") {
             return Err(ApiError::bad_request("Wildcard expressions or all indices are not allowed"));
         }
         // Deleting through an alias is refused, like OpenSearch.
         for part in index.split(',') {
-            if !part.contains('*') && part != "_all" && node.index(part).is_none() {
-                let via_alias = node.resolve(part, ResolveOptions::admin()).map(|r| !r.is_empty()).unwrap_or(false);
+            if !part.contains('*') && part != "_all" && node.core().index(part).is_none() {
+                let via_alias = node.core().resolve(part, ResolveOptions::admin()).map(|r| !r.is_empty()).unwrap_or(false);
                 if via_alias {
                     return Err(ApiError::bad_request(format!(
                         "The provided expression [{part}] matches an alias, specify the corresponding concrete indices instead."
@@ -71,7 +71,7 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
                 }
             }
         }
-        let services = node.resolve(&index, opts)?;
+        let services = node.core().resolve(&index, opts)?;
         node.admin.delete_indices(&services)
     })
     .await?;
@@ -81,7 +81,7 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
 /// `HEAD /{index}`.
 pub async fn exists(node: Arc<Node>, index: String) -> RestResult {
     let status = blocking(move || {
-        let found = match node.resolve(&index, ResolveOptions::admin()) {
+        let found = match node.core().resolve(&index, ResolveOptions::admin()) {
             Ok(services) if !services.is_empty() => services,
             _ => return Ok(StatusCode::NOT_FOUND),
         };
@@ -101,7 +101,7 @@ pub async fn get(node: Arc<Node>, index: String, params: Params) -> RestResult {
     let flat = params.flag("flat_settings");
     let body = blocking(move || {
         let mut out = Map::new();
-        for service in metadata_readable(&node, node.resolve(&index, opts)?)? {
+        for service in metadata_readable(&node, node.core().resolve(&index, opts)?)? {
             let (meta, mapping) = service.meta_and_mapping();
             out.insert(
                 meta.name.clone(),
@@ -142,7 +142,8 @@ pub async fn get_mapping(node: Arc<Node>, index: Option<String>, params: Params)
         let mut out = Map::new();
         for service in metadata_readable(
             &node,
-            node.resolve(index.as_deref().unwrap_or("_all"), opts)?,
+            node.core()
+                .resolve(index.as_deref().unwrap_or("_all"), opts)?,
         )? {
             out.insert(
                 service.name(),
@@ -170,8 +171,9 @@ pub async fn put_mapping(
     }
     blocking(move || {
         let update = shoal_mapping::Mapping::from_json(&body)?;
-        let services = node.resolve(&index, ResolveOptions::admin())?;
-        node.blocks()
+        let services = node.core().resolve(&index, ResolveOptions::admin())?;
+        node.core()
+            .blocks()
             .check_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
         for service in services {
             service.merge_mapping(&update)?;
@@ -196,7 +198,8 @@ pub async fn get_settings(
         let mut out = Map::new();
         for service in metadata_readable(
             &node,
-            node.resolve(index.as_deref().unwrap_or("_all"), opts)?,
+            node.core()
+                .resolve(index.as_deref().unwrap_or("_all"), opts)?,
         )? {
             let meta = service.meta();
             let filter = |s: &FlatSettings| -> FlatSettings {
@@ -247,9 +250,12 @@ pub async fn put_settings(
         );
     }
     blocking(move || {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
         let keys: Vec<String> = update.keys().cloned().collect();
-        node.blocks()
+        node.core()
+            .blocks()
             .check_index_settings_update(&keys, &names_of(&services))?;
         for service in &services {
             let meta = service.meta();
@@ -293,7 +299,7 @@ fn apply_settings_update(service: &IndexService, update: &FlatSettings) -> ApiRe
 /// `POST /{index}/_close` and `/_open`.
 pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Params) -> RestResult {
     let names = blocking(move || {
-        let services = node.resolve(&index, ResolveOptions::admin())?;
+        let services = node.core().resolve(&index, ResolveOptions::admin())?;
         let mut names = Vec::new();
         for service in services {
             if open {
@@ -342,9 +348,12 @@ pub async fn maintenance(
     };
     let is_merge = action != "refresh" && action != "flush";
     let (summary, worst) = blocking(move || {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), opts)?;
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), opts)?;
         if matches!(op, BroadcastOp::ForceMerge { .. }) {
-            node.blocks()
+            node.core()
+                .blocks()
                 .check_global_then_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
         }
         let summary = node.broadcast.broadcast(&services, op)?;
@@ -400,7 +409,8 @@ pub async fn update_aliases(
             let mut concrete = Vec::new();
             for pattern in &indices {
                 concrete.extend(
-                    node.resolve(pattern, ResolveOptions::admin())?
+                    node.core()
+                        .resolve(pattern, ResolveOptions::admin())?
                         .into_iter()
                         .map(|s| s.name()),
                 );
@@ -475,6 +485,7 @@ pub async fn put_alias(
     blocking(move || {
         let spec = parse_alias(&body)?;
         let actions: Vec<AliasAction> = node
+            .core()
             .resolve(&index, ResolveOptions::admin())?
             .into_iter()
             .map(|s| AliasAction::Add {
@@ -498,6 +509,7 @@ pub async fn delete_alias(
 ) -> RestResult {
     blocking(move || {
         let actions: Vec<AliasAction> = node
+            .core()
             .resolve(&index, ResolveOptions::admin())?
             .into_iter()
             .map(|s| AliasAction::Remove {
@@ -523,7 +535,10 @@ pub async fn get_aliases(
     let (body, missing) = blocking(move || {
         let mut out = Map::new();
         let mut found_names = std::collections::BTreeSet::new();
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())? {
+        for service in node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?
+        {
             let meta = service.meta();
             let selected: Map<String, Value> = meta
                 .aliases
@@ -578,7 +593,8 @@ fn metadata_readable(
     node: &Node,
     services: Vec<Arc<IndexService>>,
 ) -> Result<Vec<Arc<IndexService>>, ApiError> {
-    node.blocks()
+    node.core()
+        .blocks()
         .check_indices(BlockLevel::MetadataRead, &names_of(&services))?;
     Ok(services)
 }

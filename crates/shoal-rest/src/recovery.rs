@@ -45,7 +45,9 @@ pub fn routes() -> Router<S> {
 
 /// The records of the indices an expression names; `active_only` drops finished ones.
 fn records(node: &Node, index: Option<&str>, params: &Params) -> ApiResult<Vec<RecoveryRecord>> {
-    let services = node.resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
+    let services = node
+        .core()
+        .resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
     let names: Vec<String> = services.iter().map(|s| s.name()).collect();
     let active_only = params.bool_or("active_only", false)?;
     Ok(node
@@ -65,7 +67,7 @@ fn node_name(state: &ClusterState, id: Option<&str>) -> Option<(String, String)>
 pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let params2 = params.clone();
     let table = blocking(move || -> ApiResult<Table> {
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let rows = records(&node, index.as_deref(), &params2)?
             .into_iter()
             .map(|r| {
@@ -159,7 +161,7 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
 pub async fn recovery(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let params2 = params.clone();
     let body = blocking(move || -> ApiResult<Value> {
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let mut out = Map::new();
         for r in records(&node, index.as_deref(), &params2)? {
             let entry = out

@@ -46,14 +46,15 @@ async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResu
     let table = blocking(move || -> ApiResult<Table> {
         let indices = match &index {
             Some(expression) => Some(
-                node.resolve(expression, ResolveOptions::admin())?
+                node.core()
+                    .resolve(expression, ResolveOptions::admin())?
                     .iter()
                     .map(|s| s.name())
                     .collect(),
             ),
             None => None,
         };
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let time = |ms: u64| time_cell(ms, time_unit.as_deref());
         let rows = node
             .segrep

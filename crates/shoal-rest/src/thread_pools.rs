@@ -37,7 +37,11 @@ pub(crate) async fn route_to_pool(
 ) -> Response {
     let path = crate::server::decoded_path(req.uri().path());
     let route = Route {
-        pool: node.pressure.pool(pool_for(req.method(), &path)).clone(),
+        pool: node
+            .core()
+            .pressure
+            .pool(pool_for(req.method(), &path))
+            .clone(),
         task: format!("[{} {path}]", req.method()),
     };
     ROUTE.scope(route, next.run(req)).await
@@ -108,7 +112,7 @@ pub async fn cat(node: Arc<Node>, patterns: Option<String>, params: Params) -> R
         .map(|p| p.trim().to_string())
         .collect();
     let rows = blocking(move || -> ApiResult<Vec<Vec<Cell>>> {
-        let state = node.cluster_state();
+        let state = node.core().cluster_state();
         let ids: Vec<String> = state.nodes.keys().cloned().collect();
         let mut rows = Vec::new();
         for (id, sections) in node.admin.nodes_info(&state, &ids, Duration::from_secs(10)) {

@@ -14,7 +14,7 @@ use shoal_state::{
 
 use super::AdminService;
 use crate::error::{ApiError, ApiResult};
-use crate::node::now_millis;
+use shoal_cluster::now_millis;
 
 /// Transport action answering a node's own `_nodes` sections.
 pub struct NodesInfoAction;
@@ -327,7 +327,7 @@ impl AdminService {
 
 /// The node's settings as OpenSearch lists them: the given ones plus `client.type`, which
 /// every OpenSearch node sets for itself.
-fn node_settings(config: &crate::node::NodeConfig) -> Value {
+fn node_settings(config: &crate::config::NodeConfig) -> Value {
     let mut settings = config.settings.clone();
     settings
         .entry("client.type".to_string())

@@ -13,10 +13,10 @@ use crate::blocks::BlockLevel;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::{AliasMetadata, IndexMetadata, IndexState};
-use crate::node::{new_id, now_millis};
 use crate::routing::{validate_index_name, wildcard_match};
 use crate::settings::{self, FlatSettings};
 use crate::write::IndexCreation;
+use shoal_cluster::{new_id, now_millis};
 
 /// One action of `POST /_aliases`, expanded to a concrete index.
 #[derive(Debug, Clone)]

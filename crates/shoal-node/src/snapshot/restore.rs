@@ -325,7 +325,7 @@ fn restored_index(
     overrides: &BTreeMap<String, Value>,
 ) -> IndexMetadata {
     let mut meta = snapshot_meta.clone();
-    let uuid = crate::node::new_id();
+    let uuid = shoal_cluster::new_id();
     meta.name = name.to_string();
     meta.uuid = uuid.clone();
     meta.state = IndexState::Open;
