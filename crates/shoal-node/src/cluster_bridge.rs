@@ -14,8 +14,8 @@ use shoal_state::{DiscoveryNode, Role};
 use shoal_transport::{ActionRegistry, Handler, RemoteError, ReplyStream, Request, Transport};
 use tracing::info;
 
-use crate::error::{ApiError, ApiResult};
 use crate::config::NodeConfig;
+use crate::error::{ApiError, ApiResult};
 
 impl From<ClusterError> for ApiError {
     fn from(e: ClusterError) -> ApiError {

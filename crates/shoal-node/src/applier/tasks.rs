@@ -126,28 +126,41 @@ impl Applier {
             local.resume_after_cancelled_relocation();
         }
         if copy.primary && !replication.tracker.lock().is_primary_mode() {
-            if copy.state == ShardState::Initializing {
-                // A primary opening its own store (new or existing) has no copies to resync.
-                crate::segrep::ensure_writer(service, &engine)?;
-                if copy.bootstrap_new_history_uuid {
-                    engine.bootstrap_new_history()?;
-                    tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");
-                }
-                replication.activate_primary(&engine, &self.core.node_id);
-            } else {
-                // A replica promoted, or a relocation target handed the primary role.
-                self.replication.start_primary_resync(
-                    service,
-                    shard,
-                    engine.clone(),
-                    replication.clone(),
-                );
-            }
+            self.take_primary_role(service, copy, &engine, &replication)?;
         }
         if copy.state == ShardState::Initializing {
             self.record_store_recovery(copy, &local);
             self.reports.report_started(copy);
         }
+        Ok(())
+    }
+
+    /// A copy the state makes primary that is not acting as one yet: a primary opening its own
+    /// store (new or existing) activates at once, with no copies to resync; a promoted replica
+    /// or a relocation target handed the role resyncs its replicas first.
+    fn take_primary_role(
+        &self,
+        service: &Arc<IndexService>,
+        copy: &ShardRouting,
+        engine: &Arc<shoal_engine::Engine>,
+        replication: &Arc<crate::replication::ShardReplication>,
+    ) -> ApiResult<()> {
+        let shard = copy.shard as usize;
+        if copy.state != ShardState::Initializing {
+            self.replication.start_primary_resync(
+                service,
+                shard,
+                engine.clone(),
+                replication.clone(),
+            );
+            return Ok(());
+        }
+        crate::segrep::ensure_writer(service, engine)?;
+        if copy.bootstrap_new_history_uuid {
+            engine.bootstrap_new_history()?;
+            tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");
+        }
+        replication.activate_primary(engine, &self.core.node_id);
         Ok(())
     }
 
