@@ -265,7 +265,7 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
         node.core()
             .blocks()
             .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
-        let state = node.core().cluster_state();
+        let state = node.admin.view();
         let health = state.health(None);
         let copies = node.broadcast.copy_stats(&services);
         let mut rows = Vec::new();
@@ -356,19 +356,16 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
 pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        let state = node.core().cluster_state();
+        let state = node.admin.view();
         let services = node
             .core()
             .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
         let copy_stats = node.broadcast.copy_stats(&services);
         for service in services {
             let name = service.name();
-            let Some(table) = state.routing.get(&name) else {
-                continue;
-            };
-            for copies in &table.shards {
+            for copies in state.shard_copies(&name) {
                 for copy in copies {
-                    let holder = copy.node.as_deref().and_then(|id| state.nodes.get(id));
+                    let holder = copy.node.as_deref().and_then(|id| state.node(id));
                     let s = copy.node.as_ref().and_then(|node_id| {
                         copy_stats.get(&(name.clone(), copy.shard as usize, node_id.clone()))
                     });
@@ -449,7 +446,7 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
 pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let now = shoal_node::node::now_millis();
-        let health = node.core().cluster_state().health(None);
+        let health = node.admin.view().health(None);
         let c = &health.counts;
         let discovered = node.core().cluster().has_cluster_manager();
         let time = chrono_time(now);
@@ -647,11 +644,10 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
             col!("id", ["nodeId"], false, "unique node id"),
         ],
         rows: {
-            let state = node.core().cluster_state();
-            let manager = state.cluster_manager.clone();
+            let state = node.admin.view();
+            let manager = state.cluster_manager().map(str::to_string);
             state
-                .nodes
-                .values()
+                .nodes()
                 .map(|d| {
                     vec![
                         t(d.ip.clone()),
@@ -689,7 +685,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
         let services = node
             .core()
             .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
-        let state = node.core().cluster_state();
+        let state = node.admin.view();
         for ((name, shard, node_id), segments) in node.broadcast.copy_segments(&services) {
             let Some(copy) = state
                 .copies(&name, shard as u32)
@@ -700,8 +696,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
                 continue;
             };
             let ip = state
-                .nodes
-                .get(&node_id)
+                .node(&node_id)
                 .map_or(String::new(), |n| n.host.clone());
             {
                 for seg in segments {
@@ -866,11 +861,10 @@ pub async fn help() -> RestResult {
 
 /// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager.
 pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
-    let state = node.core().cluster_state();
+    let state = node.admin.view();
     let rows = state
-        .cluster_manager
-        .as_deref()
-        .and_then(|id| state.nodes.get(id))
+        .cluster_manager()
+        .and_then(|id| state.node(id))
         .map(|d| {
             vec![
                 t(d.id.clone()),

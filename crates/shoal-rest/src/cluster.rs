@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
-use shoal_node::metadata::IndexMetadataExt;
 use shoal_node::settings;
 use shoal_node::stats;
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions, OPENSEARCH_VERSION};
@@ -46,7 +45,7 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
 /// expression is missing (red until it exists).
 pub(crate) fn health_body(
     node: &Node,
-    state: &shoal_state::ClusterState,
+    state: &shoal_node::admin::ClusterView,
     index: Option<&str>,
     level: &str,
 ) -> ApiResult<(Value, Health, bool)> {
@@ -140,178 +139,17 @@ pub async fn state(
 ) -> RestResult {
     let body = blocking(move || {
         let metrics = metrics.unwrap_or_else(|| "_all".into());
-        let state = node.core().cluster_state();
+        let state = node.admin.view();
         let mut body = json!({"cluster_name": node.core().config.cluster_name});
         merge_into(
             &mut body,
-            state_body(&node, &state, &metrics, index.as_deref())?,
+            node.admin
+                .cluster_state_json(&state, &metrics, index.as_deref())?,
         );
         Ok(body)
     })
     .await?;
     ok(body, &params)
-}
-
-/// `ClusterState.toXContent` of `state` for the comma-separated `metrics` (`_all` for all),
-/// the metadata and routing table limited to the `index` expression. Shared with reroute,
-/// which renders a state that may not be published (dry run).
-pub(crate) fn state_body(
-    node: &Node,
-    state: &shoal_state::ClusterState,
-    metrics: &str,
-    index: Option<&str>,
-) -> ApiResult<Value> {
-    let metrics: Vec<&str> = metrics.split(',').map(str::trim).collect();
-    let want = |m: &str| metrics.iter().any(|x| *x == "_all" || *x == m);
-    let services = node
-        .core()
-        .resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
-    let mut body = json!({"cluster_uuid": state.cluster_uuid});
-    if want("version") {
-        body["version"] = json!(state.version);
-        body["state_uuid"] = json!(format!("{}-{}", state.cluster_uuid, state.version));
-    }
-    if want("master_node") {
-        body["master_node"] = json!(state.cluster_manager);
-    }
-    if want("cluster_manager_node") {
-        body["cluster_manager_node"] = json!(state.cluster_manager);
-    }
-    if want("blocks") {
-        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
-        body["blocks"] = node.core().blocks().to_json(&names);
-    }
-    if want("nodes") {
-        let nodes: Map<String, Value> = state
-            .nodes
-            .values()
-            .map(|d| {
-                (
-                    d.id.clone(),
-                    json!({"name": d.name, "ephemeral_id": d.ephemeral_id,
-                "transport_address": d.transport_address, "attributes": d.attributes}),
-                )
-            })
-            .collect();
-        body["nodes"] = Value::Object(nodes);
-    }
-    if want("metadata") {
-        let indices: Map<String, Value> = services
-            .iter()
-            .map(|s| {
-                let (m, mapping) = s.meta_and_mapping();
-                (m.name.clone(), json!({
-                    "version": m.version, "mapping_version": m.mapping_version, "settings_version": m.settings_version,
-                    "aliases_version": m.aliases_version, "routing_num_shards": m.settings().routing_num_shards(),
-                    "state": m.state.as_str(), "settings": settings::nest_settings_opensearch(&m.settings),
-                    "mappings": {"_doc": mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
-                    "primary_terms": m.primary_terms.iter().enumerate().map(|(i, t)| (i.to_string(), json!(t))).collect::<Map<String, Value>>(),
-                    "in_sync_allocations": state.metadata.indices.get(&m.name).map(|sm| {
-                        sm.in_sync_allocations.iter().enumerate().map(|(i, ids)| (i.to_string(), json!(ids))).collect::<Map<String, Value>>()
-                    }).unwrap_or_default()
-                }))
-            })
-            .collect();
-        let (committed, accepted) = node.admin.voting_configs(state);
-        let exclusions: Vec<Value> = state
-            .metadata
-            .voting_config_exclusions
-            .iter()
-            .map(|e| json!({"node_id": e.node_id, "node_name": e.node_name}))
-            .collect();
-        body["metadata"] = json!({"cluster_uuid": state.cluster_uuid, "cluster_uuid_committed": true,
-            "cluster_coordination": {"term": state.term, "last_committed_config": committed,
-                "last_accepted_config": accepted, "voting_config_exclusions": exclusions},
-            "persistent_settings": settings::nest_settings(&state.metadata.persistent_settings),
-            "transient_settings": settings::nest_settings(&state.metadata.transient_settings),
-            "indices": indices});
-    }
-    if want("routing_table") {
-        let indices: Map<String, Value> = services
-            .iter()
-            .filter_map(|s| {
-                let name = s.name();
-                let table = state.routing.get(&name)?;
-                let shards: Map<String, Value> = table
-                    .shards
-                    .iter()
-                    .enumerate()
-                    // A relocation target is only in `routing_nodes`, as in OpenSearch.
-                    .map(|(shard, copies)| {
-                        (
-                            shard.to_string(),
-                            Value::Array(
-                                copies
-                                    .iter()
-                                    .filter(|c| c.relocation_target_of().is_none())
-                                    .map(routing_json)
-                                    .collect(),
-                            ),
-                        )
-                    })
-                    .collect();
-                Some((name, json!({"shards": shards})))
-            })
-            .collect();
-        body["routing_table"] = json!({"indices": indices});
-    }
-    if want("routing_nodes") {
-        body["routing_nodes"] = routing_nodes_json(state);
-    }
-    Ok(body)
-}
-
-/// `routing_nodes`: unassigned copies, then the copies of every data node.
-fn routing_nodes_json(state: &shoal_state::ClusterState) -> Value {
-    let unassigned: Vec<Value> = state
-        .all_copies()
-        .filter(|c| c.node.is_none())
-        .map(routing_json)
-        .collect();
-    let nodes: Map<String, Value> = state
-        .nodes
-        .values()
-        .filter(|n| n.is_data())
-        .map(|n| {
-            (
-                n.id.clone(),
-                Value::Array(state.copies_on_node(&n.id).map(routing_json).collect()),
-            )
-        })
-        .collect();
-    json!({"unassigned": unassigned, "nodes": nodes})
-}
-
-/// One shard copy as `ShardRouting.toXContent` prints it.
-fn routing_json(copy: &shoal_state::ShardRouting) -> Value {
-    let mut v = json!({"state": copy.state.as_str(), "primary": copy.primary, "node": copy.node,
-        "relocating_node": copy.relocating_node, "shard": copy.shard, "index": copy.index});
-    if let Some(source) = copy.recovery_source {
-        let kind = match source {
-            shoal_state::RecoverySource::EmptyStore => "EMPTY_STORE",
-            shoal_state::RecoverySource::ExistingStore => "EXISTING_STORE",
-            shoal_state::RecoverySource::Peer => "PEER",
-            shoal_state::RecoverySource::RemoteStore => "REMOTE_STORE",
-            shoal_state::RecoverySource::Snapshot => "SNAPSHOT",
-        };
-        v["recovery_source"] = json!({"type": kind});
-    }
-    if let Some(id) = &copy.allocation_id {
-        v["allocation_id"] = json!({"id": id});
-    }
-    if let Some(info) = &copy.unassigned {
-        let mut unassigned = json!({"reason": info.reason.as_str(),
-            "at": shoal_mapping::date::format_iso(info.at_millis), "delayed": info.delayed,
-            "allocation_status": info.last_allocation_status});
-        if info.failed_allocations > 0 {
-            unassigned["failed_attempts"] = json!(info.failed_allocations);
-        }
-        if let Some(details) = &info.details {
-            unassigned["details"] = json!(details);
-        }
-        v["unassigned_info"] = unassigned;
-    }
-    v
 }
 
 /// `GET /_cluster/settings`.
@@ -522,7 +360,7 @@ fn metric_filtered(mut section: Value, metric: Option<&str>) -> Value {
 /// `level=shards`: one entry per active shard copy in the cluster, with its routing (from the
 /// cluster state) and its own sections (from the node holding it).
 fn shard_sections(
-    state: &shoal_state::ClusterState,
+    state: &shoal_node::admin::ClusterView,
     service: &shoal_node::index_service::IndexService,
     copies: &shoal_node::broadcast::CopyStats,
     metric: Option<&str>,
@@ -575,7 +413,7 @@ pub async fn index_stats(
         let mut all_total = json!({});
         let mut indices = Map::new();
         let (mut total_shards, mut successful) = (0, 0);
-        let state = node.core().cluster_state();
+        let state = node.admin.view();
         let health = state.health(None);
         let copies = node.broadcast.copy_stats(&services);
         for service in &services {

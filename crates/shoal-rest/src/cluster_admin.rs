@@ -19,7 +19,6 @@ use shoal_node::settings::{nest_settings, parse_time, FlatSettings};
 use shoal_node::{ApiError, ApiResult, Node};
 use shoal_state::RerouteCommand;
 
-use crate::cluster::state_body;
 use crate::health::health;
 use crate::request::{object_body, Params};
 use crate::response::{ok, RestResult};
@@ -397,7 +396,9 @@ pub async fn reroute(node: Arc<Node>, params: Params, body: Bytes) -> RestResult
         let outcome = node
             .admin
             .reroute(commands, retry_failed, dry_run, explain)?;
-        let state = state_body(&node, &outcome.state, &metric, None)?;
+        let state = node
+            .admin
+            .cluster_state_json(&outcome.state, &metric, None)?;
         let mut body = json!({"acknowledged": true, "state": state});
         if explain {
             body["explanations"] = json!(outcome.explanations);
@@ -444,21 +445,17 @@ pub async fn add_exclusions(
 }
 
 fn described_eligible_nodes(node: &Node, description: &str) -> ApiResult<Vec<String>> {
-    let state = node.core().cluster_state();
+    let state = node.admin.view();
     let selectors = split_list(Some(description));
-    let ids: Vec<String> = shoal_node::core::node_selectors::resolve_node_selectors(
-        &state,
-        &node.core().node_id,
-        &selectors,
-    )
-    .into_iter()
-    .filter(|id| {
-        state
-            .nodes
-            .get(id)
-            .is_some_and(|n| n.is_cluster_manager_eligible())
-    })
-    .collect();
+    let ids: Vec<String> = state
+        .resolve_node_selectors(&node.core().node_id, &selectors)
+        .into_iter()
+        .filter(|id| {
+            state
+                .node(id)
+                .is_some_and(|n| n.is_cluster_manager_eligible())
+        })
+        .collect();
     if ids.is_empty() {
         return Err(ApiError::bad_request(format!(
             "add voting config exclusions request for [{}] matched no cluster-manager-eligible nodes",
@@ -605,18 +602,15 @@ pub async fn nodes_info(
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let flat_settings = params.flag("flat_settings");
     let body = blocking(move || {
-        let state = node.core().cluster_state();
-        let ids = shoal_node::core::node_selectors::resolve_node_selectors(
-            &state,
-            &node.core().node_id,
+        let state = node.admin.view();
+        let ids = state.resolve_node_selectors(&node.core().node_id,
             &selectors,
         );
         let mut nodes = Map::new();
         let mut failures = Vec::new();
         for (id, answer) in node.admin.nodes_info(&state, &ids, timeout) {
             let discovery = state
-                .nodes
-                .get(&id)
+                .node(&id)
                 .cloned()
                 .unwrap_or_else(|| node.core().cluster().local().clone());
             match answer {

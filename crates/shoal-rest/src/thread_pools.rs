@@ -112,12 +112,12 @@ pub async fn cat(node: Arc<Node>, patterns: Option<String>, params: Params) -> R
         .map(|p| p.trim().to_string())
         .collect();
     let rows = blocking(move || -> ApiResult<Vec<Vec<Cell>>> {
-        let state = node.core().cluster_state();
-        let ids: Vec<String> = state.nodes.keys().cloned().collect();
+        let state = node.admin.view();
+        let ids: Vec<String> = state.node_ids();
         let mut rows = Vec::new();
         for (id, sections) in node.admin.nodes_info(&state, &ids, Duration::from_secs(10)) {
             // A node that does not answer has no row, as in OpenSearch.
-            let (Some(discovery), Ok(sections)) = (state.nodes.get(&id), sections) else {
+            let (Some(discovery), Ok(sections)) = (state.node(&id), sections) else {
                 continue;
             };
             let port = discovery

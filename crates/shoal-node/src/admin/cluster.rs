@@ -47,7 +47,7 @@ fn timeout_error(reason: String) -> ApiError {
 /// What a reroute did: the resulting state (not published for a dry run) and, with
 /// `explain`, one explanation per command.
 pub struct RerouteOutcome {
-    pub state: Arc<ClusterState>,
+    pub state: super::ClusterView,
     pub explanations: Vec<Value>,
 }
 
@@ -129,7 +129,7 @@ impl AdminService {
         if dry_run {
             shoal_allocation::reroute(&mut work, now);
             return Ok(RerouteOutcome {
-                state: Arc::new(work),
+                state: super::ClusterView::new(Arc::new(work)),
                 explanations,
             });
         }
@@ -138,7 +138,7 @@ impl AdminService {
             retry_failed,
         })?;
         Ok(RerouteOutcome {
-            state,
+            state: super::ClusterView::new(state),
             explanations,
         })
     }
@@ -237,7 +237,7 @@ impl AdminService {
 
     /// The node ids of the last committed and last accepted voting configurations (a voter
     /// that is not in the cluster state any more shows as its Raft id).
-    pub fn voting_configs(&self, state: &ClusterState) -> (Vec<String>, Vec<String>) {
+    pub(crate) fn voting_configs(&self, state: &ClusterState) -> (Vec<String>, Vec<String>) {
         let (committed, accepted) = self.core.cluster.voting_configs();
         let names = |ids: BTreeSet<u64>| -> Vec<String> {
             ids.into_iter()
@@ -258,12 +258,12 @@ impl AdminService {
     /// transport. A node that does not answer is a failure (`_nodes.failures`).
     pub fn nodes_info(
         &self,
-        state: &ClusterState,
+        view: &super::ClusterView,
         ids: &[String],
         timeout: Duration,
     ) -> Vec<(String, ApiResult<Value>)> {
         let calls = ids.iter().map(|id| {
-            let address = state.nodes.get(id).map(|n| n.transport_address.clone());
+            let address = view.node(id).map(|n| n.transport_address.clone());
             let (id, local) = (id.clone(), *id == self.core.node_id);
             let transport = self.core.transport.clone();
             async move {

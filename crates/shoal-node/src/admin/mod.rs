@@ -4,7 +4,8 @@
 //!
 //! - [`indices`]: creating, deleting, opening and closing indices, and `POST /_aliases`;
 //! - [`cluster`]: allocation explain, reroute, voting configuration exclusions, `_nodes`;
-//! - [`shard_limit`]: `cluster.max_shards_per_node`.
+//! - [`shard_limit`]: `cluster.max_shards_per_node`;
+//! - [`view`]: the read handle REST gets on the applied cluster state ([`ClusterView`]).
 //!
 //! It holds the node's [`NodeCore`] and the two services it calls (reads, to free the scrolls
 //! of an index it closes; the remote store, for the defaults of a new index), never the
@@ -13,6 +14,7 @@
 pub mod cluster;
 pub mod indices;
 pub mod shard_limit;
+pub mod view;
 
 use std::sync::Arc;
 
@@ -23,6 +25,7 @@ use crate::remote::RemoteStoreService;
 use crate::settings::{self, FlatSettings};
 
 pub use indices::AliasAction;
+pub use view::ClusterView;
 
 /// Persistent and transient cluster settings.
 #[derive(Debug, Default, Clone)]
@@ -52,6 +55,44 @@ impl AdminService {
             reads,
             remote,
         }
+    }
+
+    /// The cluster state this node applied last, as REST may read it.
+    pub fn view(&self) -> ClusterView {
+        ClusterView::new(self.core.cluster_state())
+    }
+
+    /// Waits without polling until `check` accepts the applied state: it runs now and after
+    /// every state this node applies. `None` when `timeout` passed first.
+    pub fn wait_for_view<T>(
+        &self,
+        timeout: std::time::Duration,
+        mut check: impl FnMut(&ClusterView) -> Option<T>,
+    ) -> Option<T> {
+        // The check sees the state the wait was woken for, or a newer one.
+        self.core.wait_for_state(timeout, |_| check(&self.view()))
+    }
+
+    /// `_cluster/state` of `view` for the comma-separated `metrics`, its metadata and routing
+    /// table limited to the `index` expression.
+    pub fn cluster_state_json(
+        &self,
+        view: &ClusterView,
+        metrics: &str,
+        index: Option<&str>,
+    ) -> ApiResult<serde_json::Value> {
+        let services = self
+            .core
+            .resolve(index.unwrap_or("_all"), crate::core::ResolveOptions::admin())?;
+        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
+        let blocks = || self.core.blocks().to_json(&names);
+        let voting = self.voting_configs(view.state());
+        Ok(view.to_json(metrics, &services, blocks, voting))
+    }
+
+    /// A node's disk usage: measured now for this node, else its last report in `view`.
+    pub fn disk_usage(&self, view: &ClusterView, node_id: &str) -> Option<shoal_state::DiskUsage> {
+        self.core.disk_usage_of(view.state(), node_id)
     }
 
     /// Persistent and transient cluster settings, as the cluster state holds them.
