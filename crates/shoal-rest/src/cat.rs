@@ -448,7 +448,7 @@ pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
         let now = shoal_node::node::now_millis();
         let health = node.admin.view().health(None);
         let c = &health.counts;
-        let discovered = node.core().cluster().has_cluster_manager();
+        let discovered = node.admin.has_cluster_manager();
         let time = chrono_time(now);
         Ok(Table {
             columns: vec![

@@ -97,7 +97,7 @@ pub(crate) fn health_body(
             indices.insert(name.clone(), entry);
         }
     }
-    let discovered = node.core().cluster().has_cluster_manager();
+    let discovered = node.admin.has_cluster_manager();
     let c = &health.counts;
     let mut body = json!({
         "cluster_name": node.core().config.cluster_name,

@@ -612,7 +612,7 @@ pub async fn nodes_info(
             let discovery = state
                 .node(&id)
                 .cloned()
-                .unwrap_or_else(|| node.core().cluster().local().clone());
+                .unwrap_or_else(|| node.admin.local_node());
             match answer {
                 Ok(sections) => {
                     let info = node_info_json(&discovery, &sections, &metrics, flat_settings);

@@ -81,13 +81,24 @@ impl AdminService {
         metrics: &str,
         index: Option<&str>,
     ) -> ApiResult<serde_json::Value> {
-        let services = self
-            .core
-            .resolve(index.unwrap_or("_all"), crate::core::ResolveOptions::admin())?;
+        let services = self.core.resolve(
+            index.unwrap_or("_all"),
+            crate::core::ResolveOptions::admin(),
+        )?;
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
         let blocks = || self.core.blocks().to_json(&names);
         let voting = self.voting_configs(view.state());
         Ok(view.to_json(metrics, &services, blocks, voting))
+    }
+
+    /// Whether this node knows an elected cluster manager (`discovered_cluster_manager`).
+    pub fn has_cluster_manager(&self) -> bool {
+        self.core.cluster.has_cluster_manager()
+    }
+
+    /// This node as the cluster knows it (also before it joined a state).
+    pub fn local_node(&self) -> shoal_state::DiscoveryNode {
+        self.core.cluster.local().clone()
     }
 
     /// A node's disk usage: measured now for this node, else its last report in `view`.
