@@ -62,42 +62,7 @@ pub fn parse_bulk(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let action_line: Value =
-            serde_json::from_slice(line).map_err(|e| json_error(&e, line, line_no + 1))?;
-        let Value::Object(action_map) = action_line else {
-            return Err(ApiError::bad_request(format!(
-                "Malformed action/metadata line [{}], expected START_OBJECT or END_OBJECT but found [{}]",
-                line_no + 1,
-                token_name(line)
-            )));
-        };
-        if action_map.len() != 1 {
-            return Err(ApiError::bad_request(format!(
-                "Malformed action/metadata line [{}], expected a simple value for field [{}] but found [START_OBJECT]",
-                line_no + 1,
-                action_map.keys().nth(1).cloned().unwrap_or_default()
-            )));
-        }
-        let (name, meta) = action_map.into_iter().next().expect("one entry");
-        let action = match name.as_str() {
-            "index" => BulkAction::Index,
-            "create" => BulkAction::Create,
-            "update" => BulkAction::Update,
-            "delete" => BulkAction::Delete,
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "Malformed action/metadata line [{}], expected one of [create, delete, index, update] but found [{other}]",
-                    line_no + 1
-                )))
-            }
-        };
-        let Value::Object(meta) = meta else {
-            return Err(ApiError::bad_request(format!(
-                "Malformed action/metadata line [{}], expected START_OBJECT but found [{}]",
-                line_no + 1,
-                token_name(line)
-            )));
-        };
+        let (action, meta) = parse_action_line(line, line_no + 1)?;
         let mut item = parse_metadata(action, &meta, line_no + 1)?;
         if item.index.is_none() {
             item.index = default_index.map(str::to_string);
@@ -126,6 +91,51 @@ pub fn parse_bulk(
         ]));
     }
     Ok(items)
+}
+
+/// The action and metadata of one action line (`{"index": {...}}`), or why the whole bulk is
+/// malformed.
+fn parse_action_line(
+    line: &[u8],
+    line_number: usize,
+) -> ApiResult<(BulkAction, Map<String, Value>)> {
+    let action_line: Value =
+        serde_json::from_slice(line).map_err(|e| json_error(&e, line, line_number))?;
+    let Value::Object(action_map) = action_line else {
+        return Err(ApiError::bad_request(format!(
+            "Malformed action/metadata line [{}], expected START_OBJECT or END_OBJECT but found [{}]",
+            line_number,
+            token_name(line)
+        )));
+    };
+    if action_map.len() != 1 {
+        return Err(ApiError::bad_request(format!(
+            "Malformed action/metadata line [{}], expected a simple value for field [{}] but found [START_OBJECT]",
+            line_number,
+            action_map.keys().nth(1).cloned().unwrap_or_default()
+        )));
+    }
+    let (name, meta) = action_map.into_iter().next().expect("one entry");
+    let action = match name.as_str() {
+        "index" => BulkAction::Index,
+        "create" => BulkAction::Create,
+        "update" => BulkAction::Update,
+        "delete" => BulkAction::Delete,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "Malformed action/metadata line [{}], expected one of [create, delete, index, update] but found [{other}]",
+                line_number
+            )))
+        }
+    };
+    let Value::Object(meta) = meta else {
+        return Err(ApiError::bad_request(format!(
+            "Malformed action/metadata line [{}], expected START_OBJECT but found [{}]",
+            line_number,
+            token_name(line)
+        )));
+    };
+    Ok((action, meta))
 }
 
 fn parse_metadata(

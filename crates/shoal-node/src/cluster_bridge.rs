@@ -14,9 +14,8 @@ use shoal_state::{DiscoveryNode, Role};
 use shoal_transport::{ActionRegistry, Handler, RemoteError, ReplyStream, Request, Transport};
 use tracing::info;
 
+use crate::config::NodeConfig;
 use crate::error::{ApiError, ApiResult};
-use crate::metadata::IndexMetadata;
-use crate::node::{Node, NodeConfig};
 
 impl From<ClusterError> for ApiError {
     fn from(e: ClusterError) -> ApiError {
@@ -223,25 +222,5 @@ impl NodeHandler {
     /// Hands the data-layer actions to the transport, once the node they act on exists.
     pub(crate) fn attach(&self, data_layer: ActionRegistry) {
         let _ = self.data_layer.set(data_layer);
-    }
-}
-
-/// The node publishes the metadata changes its index services make.
-impl crate::index_service::MetadataPublisher for Node {
-    fn node_name(&self) -> String {
-        self.config.node_name.clone()
-    }
-
-    fn check_metadata_write(&self, index: &str) -> ApiResult<()> {
-        self.blocks()
-            .check_index(crate::blocks::BlockLevel::MetadataWrite, index)
-    }
-
-    fn publish_index(&self, meta: IndexMetadata) -> ApiResult<()> {
-        self.core.publish_index(meta, false).map(|_| ())
-    }
-
-    fn wait_applied(&self, timeout: Duration, check: &mut dyn FnMut() -> bool) {
-        self.wait_until_applied(timeout, |_, _| check().then_some(()));
     }
 }

@@ -11,7 +11,6 @@ use shoal_state::{ClusterState, Command, DiskUsage};
 use tracing::debug;
 
 use crate::core::NodeCore;
-use crate::node::Node;
 
 /// Fraction of the disk the usage must move by before a new report.
 pub const REPORT_THRESHOLD: f64 = 0.01;
@@ -103,20 +102,23 @@ impl NodeCore {
 }
 
 /// Starts the reporter on data nodes: a first report as soon as the node has joined, then one
-/// check every `cluster.info.update.interval` (read each round: the setting is dynamic).
-pub(crate) fn spawn_reporter(node: &Arc<Node>) {
-    if !node.cluster.local().is_data() {
+/// check every `cluster.info.update.interval` (read each round: the setting is dynamic). It
+/// runs while `owner` (the node) lives, and holds neither between rounds.
+pub(crate) fn spawn_reporter<T: Send + Sync + 'static>(core: &Arc<NodeCore>, owner: Weak<T>) {
+    if !core.cluster.local().is_data() {
         return;
     }
-    let weak: Weak<Node> = Arc::downgrade(node);
-    node.runtime.spawn(async move {
+    let weak: Weak<NodeCore> = Arc::downgrade(core);
+    core.runtime.spawn(async move {
         let mut reported_once = false;
         loop {
             let delay = {
-                let Some(node) = weak.upgrade() else { return };
-                reported_once |= node.core.clone().report_disk_usage().await;
+                let (Some(_owner), Some(core)) = (owner.upgrade(), weak.upgrade()) else {
+                    return;
+                };
+                reported_once |= core.clone().report_disk_usage().await;
                 if reported_once {
-                    node.info_update_interval()
+                    core.info_update_interval()
                 } else {
                     STARTUP_RETRY
                 }

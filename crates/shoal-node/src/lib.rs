@@ -1,12 +1,13 @@
-//! The node: index lifecycle, the coordinator that REST handlers call (writes routed to
-//! primaries, reads to chosen copies, broadcasts to every copy), and the shard-level actions
-//! other nodes call on this one.
+//! The node and its services: index administration, the coordinators that REST handlers call
+//! (writes routed to primaries, reads to chosen copies, broadcasts to every copy), and the
+//! shard-level actions other nodes call on this one. `node.rs` wires the services to the
+//! shared core (`core/`).
 
+pub mod admin;
 pub mod applier;
 pub mod blocks;
 pub mod broadcast;
 pub mod bulk;
-pub mod cluster_api;
 pub mod cluster_bridge;
 pub mod config;
 pub mod copy_reports;
@@ -30,11 +31,9 @@ pub mod segrep;
 pub mod settings;
 pub mod shard;
 pub mod shard_failure;
-pub mod shard_limit;
 pub mod snapshot;
 pub mod stats;
 pub mod transfer;
-pub mod update;
 mod wire;
 pub mod write;
 

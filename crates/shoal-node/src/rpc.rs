@@ -172,7 +172,7 @@ impl NodeCore {
 
 /// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error in
 /// the transport's shape. Every data-layer action goes through here (see
-/// [`NodeActions::register`]); `service` is what the handler acts on (the node, or a service).
+/// [`NodeActions::register_on`]); `service` is what the handler acts on.
 async fn serve_action_blocking<S: Send + Sync + 'static, T: Send + 'static>(
     service: Arc<S>,
     pressure: &crate::pressure::Pressure,
@@ -188,21 +188,18 @@ async fn serve_action_blocking<S: Send + Sync + 'static, T: Send + 'static>(
         .map_err(ApiError::into_remote)
 }
 
-/// The data-layer actions of a node, as each owning module registers them. `N` is what the
-/// handlers of [`NodeActions::register`] act on (the node, while its blocks are not yet all
-/// services); a service registers its own handlers with [`NodeActions::register_on`].
-pub(crate) struct NodeActions<N> {
+/// The data-layer actions of a node, as each owning service registers them: every handler
+/// acts on a service, held weakly (a stopped node answers `node_closed`).
+pub(crate) struct NodeActions {
     registry: ActionRegistry,
-    node: Weak<N>,
     pressure: Arc<crate::pressure::Pressure>,
 }
 
-impl<N: Send + Sync + 'static> NodeActions<N> {
+impl NodeActions {
     /// An empty registry whose handlers run on the pools of `pressure`.
-    pub(crate) fn new(node: Weak<N>, pressure: Arc<crate::pressure::Pressure>) -> NodeActions<N> {
+    pub(crate) fn new(pressure: Arc<crate::pressure::Pressure>) -> NodeActions {
         NodeActions {
             registry: ActionRegistry::new(),
-            node,
             pressure,
         }
     }
@@ -210,14 +207,6 @@ impl<N: Send + Sync + 'static> NodeActions<N> {
     /// The registry the transport dispatches to.
     pub(crate) fn into_registry(self) -> ActionRegistry {
         self.registry
-    }
-
-    /// Registers the handler of `A`: a blocking function of the node and the typed request.
-    pub(crate) fn register<A: WireAction>(
-        &mut self,
-        handler: fn(&N, A::Request) -> ApiResult<A::Response>,
-    ) {
-        self.register_on::<A, N>(self.node.clone(), handler);
     }
 
     /// Registers the handler of `A` on a service: a blocking function of the service and the
@@ -236,17 +225,6 @@ impl<N: Send + Sync + 'static> NodeActions<N> {
                     .await
             }
         });
-    }
-}
-
-impl<N: Send + Sync + 'static> NodeActions<N> {
-    /// Registers the handler of the streaming action `A` on the node (see
-    /// [`NodeActions::register_stream_on`]).
-    pub(crate) fn register_stream<A: WireStreamAction>(
-        &mut self,
-        handler: fn(&Arc<N>, A::Request) -> ApiResult<BoxStream<'static, ApiResult<A::Item>>>,
-    ) {
-        self.register_stream_on::<A, N>(self.node.clone(), handler);
     }
 
     /// Registers the handler of the streaming action `A` on a service: it checks the request

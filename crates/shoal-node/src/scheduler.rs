@@ -41,7 +41,7 @@ pub fn spawn(node: Weak<Node>) {
 
 fn run_due_work(node: &Arc<Node>) {
     node.recoveries.drop_abandoned();
-    for index in node.all_indices() {
+    for index in node.core.all_indices() {
         if !index.is_open() {
             continue;
         }
@@ -100,7 +100,7 @@ fn fail_stale_segment_replica(
     term: i64,
 ) {
     let (replication, index) = (node.replication.clone(), index.name());
-    node.pressure.spawn_forced(crate::pressure::settings::REPLICATION, move || {
+    node.core.pressure.spawn_forced(crate::pressure::settings::REPLICATION, move || {
         let error = crate::error::ApiError::new(
             503,
             "replication_failed_exception",

@@ -15,9 +15,9 @@ pub fn sum_engine_stats(service: &IndexService) -> EngineStats {
 }
 
 /// The `primaries` and `total` stats of an index, from the statistics of its copies
-/// cluster-wide (`Node::copy_stats`); the routing table says which copies are primaries.
+/// cluster-wide (`BroadcastService::copy_stats`); the routing table says which copies are primaries.
 pub fn index_copy_totals(
-    state: &shoal_state::ClusterState,
+    state: &crate::admin::ClusterView,
     index: &str,
     copies: &crate::broadcast::CopyStats,
 ) -> (EngineStats, EngineStats) {

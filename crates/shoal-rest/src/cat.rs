@@ -257,14 +257,17 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
     };
     let options = ResolveOptions::admin().with_expand_wildcards(params.get("expand_wildcards"));
     let table = blocking(move || -> ApiResult<Table> {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), options)?;
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), options)?;
         // `_cat/indices` reads index settings: a metadata block refuses it, as in OpenSearch.
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
-        node.blocks()
+        node.core()
+            .blocks()
             .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
-        let state = node.cluster_state();
+        let state = node.admin.view();
         let health = state.health(None);
-        let copies = node.copy_stats(&services);
+        let copies = node.broadcast.copy_stats(&services);
         let mut rows = Vec::new();
         for service in services {
             let Some(index_health) = health.indices.get(&service.name()) else {
@@ -353,17 +356,16 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
 pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        let state = node.cluster_state();
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
-        let copy_stats = node.copy_stats(&services);
+        let state = node.admin.view();
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let copy_stats = node.broadcast.copy_stats(&services);
         for service in services {
             let name = service.name();
-            let Some(table) = state.routing.get(&name) else {
-                continue;
-            };
-            for copies in &table.shards {
+            for copies in state.shard_copies(&name) {
                 for copy in copies {
-                    let holder = copy.node.as_deref().and_then(|id| state.nodes.get(id));
+                    let holder = copy.node.as_deref().and_then(|id| state.node(id));
                     let s = copy.node.as_ref().and_then(|node_id| {
                         copy_stats.get(&(name.clone(), copy.shard as usize, node_id.clone()))
                     });
@@ -444,9 +446,9 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
 pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let now = shoal_node::node::now_millis();
-        let health = node.cluster_state().health(None);
+        let health = node.admin.view().health(None);
         let c = &health.counts;
-        let discovered = node.cluster().has_cluster_manager();
+        let discovered = node.admin.has_cluster_manager();
         let time = chrono_time(now);
         Ok(Table {
             columns: vec![
@@ -534,7 +536,7 @@ pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
             rows: vec![vec![
                 n(now / 1000),
                 t(time),
-                t(node.config.cluster_name.clone()),
+                t(node.core().config.cluster_name.clone()),
                 t(health.status.as_str()),
                 n(health.number_of_nodes),
                 n(health.number_of_data_nodes),
@@ -563,6 +565,7 @@ fn chrono_time(millis: i64) -> String {
 pub async fn count(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let total: u64 = node
+            .core()
             .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?
             .iter()
             .flat_map(|s| s.shards())
@@ -641,11 +644,10 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
             col!("id", ["nodeId"], false, "unique node id"),
         ],
         rows: {
-            let state = node.cluster_state();
-            let manager = state.cluster_manager.clone();
+            let state = node.admin.view();
+            let manager = state.cluster_manager().map(str::to_string);
             state
-                .nodes
-                .values()
+                .nodes()
                 .map(|d| {
                     vec![
                         t(d.ip.clone()),
@@ -680,10 +682,11 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
 pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        let services =
-            node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
-        let state = node.cluster_state();
-        for ((name, shard, node_id), segments) in node.copy_segments(&services) {
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let state = node.admin.view();
+        for ((name, shard, node_id), segments) in node.broadcast.copy_segments(&services) {
             let Some(copy) = state
                 .copies(&name, shard as u32)
                 .iter()
@@ -693,8 +696,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
                 continue;
             };
             let ip = state
-                .nodes
-                .get(&node_id)
+                .node(&node_id)
                 .map_or(String::new(), |n| n.host.clone());
             {
                 for seg in segments {
@@ -780,7 +782,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
 pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        for service in node.all_indices() {
+        for service in node.core().all_indices() {
             let meta = service.meta();
             for (name, spec) in &meta.aliases {
                 if alias.as_deref().is_some_and(|a| {
@@ -859,11 +861,10 @@ pub async fn help() -> RestResult {
 
 /// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager.
 pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
-    let state = node.cluster_state();
+    let state = node.admin.view();
     let rows = state
-        .cluster_manager
-        .as_deref()
-        .and_then(|id| state.nodes.get(id))
+        .cluster_manager()
+        .and_then(|id| state.node(id))
         .map(|d| {
             vec![
                 t(d.id.clone()),

@@ -8,7 +8,6 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::Router;
-use shoal_node::core::node_selectors::resolve_node_selectors;
 use shoal_node::{ApiResult, Node};
 
 use crate::cat::{col, n, t, Cell, Column, Table};
@@ -54,7 +53,7 @@ fn list(text: &str) -> Vec<String> {
 /// measured now; the others' come from their last report to the cluster state.
 pub async fn allocation(node: Arc<Node>, nodes: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
-        let state = node.cluster_state();
+        let state = node.admin.view();
         let selectors = list(nodes.as_deref().unwrap_or("data:true"));
         let mut shards: BTreeMap<Option<&str>, i64> = BTreeMap::new();
         // Relocation targets are not in the routing table OpenSearch counts.
@@ -65,11 +64,11 @@ pub async fn allocation(node: Arc<Node>, nodes: Option<String>, params: Params) 
             *shards.entry(copy.node.as_deref()).or_default() += 1;
         }
         let mut rows = Vec::new();
-        for id in resolve_node_selectors(&state, &node.node_id, &selectors) {
-            let Some(discovery) = state.nodes.get(&id) else {
+        for id in state.resolve_node_selectors(&node.core().node_id, &selectors) {
+            let Some(discovery) = state.node(&id) else {
                 continue;
             };
-            let usage = node.disk_usage_of(&state, &id);
+            let usage = node.admin.disk_usage(&state, &id);
             let disk = |f: fn(&shoal_state::DiskUsage) -> u64| {
                 usage.as_ref().map_or(Cell::Null, |u| Cell::Bytes(f(u)))
             };
@@ -147,10 +146,11 @@ pub async fn nodeattrs(node: Arc<Node>, params: Params) -> RestResult {
     let full_id = params.bool_or("full_id", false)?;
     let want_pid = asks_for(&params, "pid", "p");
     let table = blocking(move || -> ApiResult<Table> {
-        let state = node.cluster_state();
-        let ids: Vec<String> = state.nodes.keys().cloned().collect();
+        let state = node.admin.view();
+        let ids: Vec<String> = state.node_ids();
         let pids: BTreeMap<String, i64> = if want_pid {
-            node.nodes_info(&state, &ids, Duration::from_secs(10))
+            node.admin
+                .nodes_info(&state, &ids, Duration::from_secs(10))
                 .into_iter()
                 .filter_map(|(id, info)| Some((id, info.ok()?["process"]["id"].as_i64()?)))
                 .collect()
@@ -158,7 +158,7 @@ pub async fn nodeattrs(node: Arc<Node>, params: Params) -> RestResult {
             BTreeMap::new()
         };
         let mut rows = Vec::new();
-        for discovery in state.nodes.values() {
+        for discovery in state.nodes() {
             let id = if full_id {
                 discovery.id.clone()
             } else {

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
-use shoal_node::metadata::IndexMetadataExt;
 use shoal_node::settings;
 use shoal_node::stats;
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions, OPENSEARCH_VERSION};
@@ -21,9 +20,9 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
     }
     ok(
         json!({
-            "name": node.config.node_name,
-            "cluster_name": node.config.cluster_name,
-            "cluster_uuid": node.cluster_uuid(),
+            "name": node.core().config.node_name,
+            "cluster_name": node.core().config.cluster_name,
+            "cluster_uuid": node.core().cluster_uuid(),
             "version": {
                 "distribution": "shoal",
                 "number": OPENSEARCH_VERSION,
@@ -46,13 +45,13 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
 /// expression is missing (red until it exists).
 pub(crate) fn health_body(
     node: &Node,
-    state: &shoal_state::ClusterState,
+    state: &shoal_node::admin::ClusterView,
     index: Option<&str>,
     level: &str,
 ) -> ApiResult<(Value, Health, bool)> {
     let mut missing = false;
     let names: Option<Vec<String>> = match index {
-        Some(expr) => match node.resolve(expr, ResolveOptions::admin()) {
+        Some(expr) => match node.core().resolve(expr, ResolveOptions::admin()) {
             Ok(services) => Some(services.iter().map(|s| s.name()).collect()),
             // A missing index is red until it is created, like OpenSearch.
             Err(e) if e.status == 404 => {
@@ -98,10 +97,10 @@ pub(crate) fn health_body(
             indices.insert(name.clone(), entry);
         }
     }
-    let discovered = node.cluster().has_cluster_manager();
+    let discovered = node.admin.has_cluster_manager();
     let c = &health.counts;
     let mut body = json!({
-        "cluster_name": node.config.cluster_name,
+        "cluster_name": node.core().config.cluster_name,
         "status": overall.as_str(),
         "timed_out": false,
         "number_of_nodes": health.number_of_nodes,
@@ -140,11 +139,12 @@ pub async fn state(
 ) -> RestResult {
     let body = blocking(move || {
         let metrics = metrics.unwrap_or_else(|| "_all".into());
-        let state = node.cluster_state();
-        let mut body = json!({"cluster_name": node.config.cluster_name});
+        let state = node.admin.view();
+        let mut body = json!({"cluster_name": node.core().config.cluster_name});
         merge_into(
             &mut body,
-            state_body(&node, &state, &metrics, index.as_deref())?,
+            node.admin
+                .cluster_state_json(&state, &metrics, index.as_deref())?,
         );
         Ok(body)
     })
@@ -152,169 +152,9 @@ pub async fn state(
     ok(body, &params)
 }
 
-/// `ClusterState.toXContent` of `state` for the comma-separated `metrics` (`_all` for all),
-/// the metadata and routing table limited to the `index` expression. Shared with reroute,
-/// which renders a state that may not be published (dry run).
-pub(crate) fn state_body(
-    node: &Node,
-    state: &shoal_state::ClusterState,
-    metrics: &str,
-    index: Option<&str>,
-) -> ApiResult<Value> {
-    let metrics: Vec<&str> = metrics.split(',').map(str::trim).collect();
-    let want = |m: &str| metrics.iter().any(|x| *x == "_all" || *x == m);
-    let services = node.resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
-    let mut body = json!({"cluster_uuid": state.cluster_uuid});
-    if want("version") {
-        body["version"] = json!(state.version);
-        body["state_uuid"] = json!(format!("{}-{}", state.cluster_uuid, state.version));
-    }
-    if want("master_node") {
-        body["master_node"] = json!(state.cluster_manager);
-    }
-    if want("cluster_manager_node") {
-        body["cluster_manager_node"] = json!(state.cluster_manager);
-    }
-    if want("blocks") {
-        let names: Vec<String> = services.iter().map(|s| s.name()).collect();
-        body["blocks"] = node.blocks().to_json(&names);
-    }
-    if want("nodes") {
-        let nodes: Map<String, Value> = state
-            .nodes
-            .values()
-            .map(|d| {
-                (
-                    d.id.clone(),
-                    json!({"name": d.name, "ephemeral_id": d.ephemeral_id,
-                "transport_address": d.transport_address, "attributes": d.attributes}),
-                )
-            })
-            .collect();
-        body["nodes"] = Value::Object(nodes);
-    }
-    if want("metadata") {
-        let indices: Map<String, Value> = services
-            .iter()
-            .map(|s| {
-                let (m, mapping) = s.meta_and_mapping();
-                (m.name.clone(), json!({
-                    "version": m.version, "mapping_version": m.mapping_version, "settings_version": m.settings_version,
-                    "aliases_version": m.aliases_version, "routing_num_shards": m.settings().routing_num_shards(),
-                    "state": m.state.as_str(), "settings": settings::nest_settings_opensearch(&m.settings),
-                    "mappings": {"_doc": mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
-                    "primary_terms": m.primary_terms.iter().enumerate().map(|(i, t)| (i.to_string(), json!(t))).collect::<Map<String, Value>>(),
-                    "in_sync_allocations": state.metadata.indices.get(&m.name).map(|sm| {
-                        sm.in_sync_allocations.iter().enumerate().map(|(i, ids)| (i.to_string(), json!(ids))).collect::<Map<String, Value>>()
-                    }).unwrap_or_default()
-                }))
-            })
-            .collect();
-        let (committed, accepted) = node.voting_configs(state);
-        let exclusions: Vec<Value> = state
-            .metadata
-            .voting_config_exclusions
-            .iter()
-            .map(|e| json!({"node_id": e.node_id, "node_name": e.node_name}))
-            .collect();
-        body["metadata"] = json!({"cluster_uuid": state.cluster_uuid, "cluster_uuid_committed": true,
-            "cluster_coordination": {"term": state.term, "last_committed_config": committed,
-                "last_accepted_config": accepted, "voting_config_exclusions": exclusions},
-            "persistent_settings": settings::nest_settings(&state.metadata.persistent_settings),
-            "transient_settings": settings::nest_settings(&state.metadata.transient_settings),
-            "indices": indices});
-    }
-    if want("routing_table") {
-        let indices: Map<String, Value> = services
-            .iter()
-            .filter_map(|s| {
-                let name = s.name();
-                let table = state.routing.get(&name)?;
-                let shards: Map<String, Value> = table
-                    .shards
-                    .iter()
-                    .enumerate()
-                    // A relocation target is only in `routing_nodes`, as in OpenSearch.
-                    .map(|(shard, copies)| {
-                        (
-                            shard.to_string(),
-                            Value::Array(
-                                copies
-                                    .iter()
-                                    .filter(|c| c.relocation_target_of().is_none())
-                                    .map(routing_json)
-                                    .collect(),
-                            ),
-                        )
-                    })
-                    .collect();
-                Some((name, json!({"shards": shards})))
-            })
-            .collect();
-        body["routing_table"] = json!({"indices": indices});
-    }
-    if want("routing_nodes") {
-        body["routing_nodes"] = routing_nodes_json(state);
-    }
-    Ok(body)
-}
-
-/// `routing_nodes`: unassigned copies, then the copies of every data node.
-fn routing_nodes_json(state: &shoal_state::ClusterState) -> Value {
-    let unassigned: Vec<Value> = state
-        .all_copies()
-        .filter(|c| c.node.is_none())
-        .map(routing_json)
-        .collect();
-    let nodes: Map<String, Value> = state
-        .nodes
-        .values()
-        .filter(|n| n.is_data())
-        .map(|n| {
-            (
-                n.id.clone(),
-                Value::Array(state.copies_on_node(&n.id).map(routing_json).collect()),
-            )
-        })
-        .collect();
-    json!({"unassigned": unassigned, "nodes": nodes})
-}
-
-/// One shard copy as `ShardRouting.toXContent` prints it.
-fn routing_json(copy: &shoal_state::ShardRouting) -> Value {
-    let mut v = json!({"state": copy.state.as_str(), "primary": copy.primary, "node": copy.node,
-        "relocating_node": copy.relocating_node, "shard": copy.shard, "index": copy.index});
-    if let Some(source) = copy.recovery_source {
-        let kind = match source {
-            shoal_state::RecoverySource::EmptyStore => "EMPTY_STORE",
-            shoal_state::RecoverySource::ExistingStore => "EXISTING_STORE",
-            shoal_state::RecoverySource::Peer => "PEER",
-            shoal_state::RecoverySource::RemoteStore => "REMOTE_STORE",
-            shoal_state::RecoverySource::Snapshot => "SNAPSHOT",
-        };
-        v["recovery_source"] = json!({"type": kind});
-    }
-    if let Some(id) = &copy.allocation_id {
-        v["allocation_id"] = json!({"id": id});
-    }
-    if let Some(info) = &copy.unassigned {
-        let mut unassigned = json!({"reason": info.reason.as_str(),
-            "at": shoal_mapping::date::format_iso(info.at_millis), "delayed": info.delayed,
-            "allocation_status": info.last_allocation_status});
-        if info.failed_allocations > 0 {
-            unassigned["failed_attempts"] = json!(info.failed_allocations);
-        }
-        if let Some(details) = &info.details {
-            unassigned["details"] = json!(details);
-        }
-        v["unassigned_info"] = unassigned;
-    }
-    v
-}
-
 /// `GET /_cluster/settings`.
 pub async fn get_settings(node: Arc<Node>, params: Params) -> RestResult {
-    let cluster = node.cluster_settings();
+    let cluster = node.admin.cluster_settings();
     let flat = params.flag("flat_settings");
     let render = |s: &settings::FlatSettings| {
         if flat {
@@ -349,7 +189,7 @@ pub async fn put_settings(node: Arc<Node>, params: Params, body: axum::body::Byt
         );
     }
     let (p, t) = (persistent.clone(), transient.clone());
-    blocking(move || node.update_cluster_settings(p, t)).await?;
+    blocking(move || node.admin.update_cluster_settings(p, t)).await?;
     let strip_nulls = |s: settings::FlatSettings| -> settings::FlatSettings {
         s.into_iter().filter(|(_, v)| !v.is_null()).collect()
     };
@@ -374,7 +214,7 @@ fn segment_replication_stats(node: &Node) -> Value {
 pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
     let body = blocking(move || {
         let mut indices = json!({});
-        for service in node.all_indices() {
+        for service in node.core().all_indices() {
             let s = stats::sum_engine_stats(&service);
             stats::add_sections(&mut indices, &stats::stats_section(&service, &s));
         }
@@ -389,21 +229,21 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
             );
         }
         let process = process_stats();
-        let fs = fs_stats(&node.paths.data);
+        let fs = fs_stats(&node.core().paths.data);
         Ok(json!({
             "_nodes": {"total": 1, "successful": 1, "failed": 0},
-            "cluster_name": node.config.cluster_name,
-            "nodes": {node.node_id.clone(): {
+            "cluster_name": node.core().config.cluster_name,
+            "nodes": {node.core().node_id.clone(): {
                 "timestamp": shoal_node::node::now_millis(),
-                "name": node.config.node_name,
-                "transport_address": format!("{}:{}", node.config.http_host, node.config.transport_port),
-                "host": node.config.http_host, "ip": node.config.http_host,
+                "name": node.core().config.node_name,
+                "transport_address": format!("{}:{}", node.core().config.http_host, node.core().config.transport_port),
+                "host": node.core().config.http_host, "ip": node.core().config.http_host,
                 "roles": ["cluster_manager", "data", "ingest", "remote_cluster_client"],
                 "attributes": {},
                 "indices": indices,
                 "os": os_stats(),
                 // No JVM here; the section exists because tools (opensearch-benchmark) read it.
-                "jvm": {"timestamp": shoal_node::node::now_millis(), "uptime_in_millis": node.started.elapsed().as_millis() as u64,
+                "jvm": {"timestamp": shoal_node::node::now_millis(), "uptime_in_millis": node.core().started.elapsed().as_millis() as u64,
                         "mem": {"heap_used_in_bytes": 0, "heap_used_percent": 0, "heap_committed_in_bytes": 0, "heap_max_in_bytes": 0,
                                 "non_heap_used_in_bytes": 0, "non_heap_committed_in_bytes": 0, "pools": {}},
                         "threads": {"count": 0, "peak_count": 0},
@@ -411,8 +251,8 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
                                               "old": {"collection_count": 0, "collection_time_in_millis": 0}}}},
                 "process": process,
                 "fs": fs,
-                "thread_pool": node.pressure.stats(),
-                "indexing_pressure": node.pressure.indexing.stats(),
+                "thread_pool": node.core().pressure.stats(),
+                "indexing_pressure": node.core().pressure.indexing.stats(),
                 "transport": transport_stats(&node),
                 "breakers": {}, "http": {"current_open": 0, "total_opened": 0}
             }}
@@ -424,7 +264,7 @@ pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
 
 /// Node-to-node messages and their payload bytes (request and reply bodies, not the framing).
 fn transport_stats(node: &Node) -> Value {
-    let counts = node.core.transport.stats();
+    let counts = node.core().transport.stats();
     json!({
         "rx_count": counts.rx_count, "rx_size_in_bytes": counts.rx_bytes,
         "tx_count": counts.tx_count, "tx_size_in_bytes": counts.tx_bytes,
@@ -520,7 +360,7 @@ fn metric_filtered(mut section: Value, metric: Option<&str>) -> Value {
 /// `level=shards`: one entry per active shard copy in the cluster, with its routing (from the
 /// cluster state) and its own sections (from the node holding it).
 fn shard_sections(
-    state: &shoal_state::ClusterState,
+    state: &shoal_node::admin::ClusterView,
     service: &shoal_node::index_service::IndexService,
     copies: &shoal_node::broadcast::CopyStats,
     metric: Option<&str>,
@@ -565,17 +405,17 @@ pub async fn index_stats(
 ) -> RestResult {
     let shard_level = params.get("level") == Some("shards");
     let body = blocking(move || {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let services = node.core().resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
-        node.blocks()
+        node.core().blocks()
             .check_global_then_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
         let mut all_primaries = json!({});
         let mut all_total = json!({});
         let mut indices = Map::new();
         let (mut total_shards, mut successful) = (0, 0);
-        let state = node.cluster_state();
+        let state = node.admin.view();
         let health = state.health(None);
-        let copies = node.copy_stats(&services);
+        let copies = node.broadcast.copy_stats(&services);
         for service in &services {
             let Some(index_health) = health.indices.get(&service.name()) else {
                 continue;

@@ -19,7 +19,6 @@ use shoal_node::settings::{nest_settings, parse_time, FlatSettings};
 use shoal_node::{ApiError, ApiResult, Node};
 use shoal_state::RerouteCommand;
 
-use crate::cluster::state_body;
 use crate::health::health;
 use crate::request::{object_body, Params};
 use crate::response::{ok, RestResult};
@@ -215,8 +214,11 @@ pub async fn explain(node: Arc<Node>, params: Params, body: Bytes) -> RestResult
     let include_yes = params.bool_or("include_yes_decisions", false)?;
     let include_disk = params.bool_or("include_disk_info", false)?;
     let request = parse_explain_body(&body)?;
-    let out =
-        blocking(move || node.allocation_explain(&request, include_yes, include_disk)).await?;
+    let out = blocking(move || {
+        node.admin
+            .allocation_explain(&request, include_yes, include_disk)
+    })
+    .await?;
     ok(out, &params)
 }
 
@@ -391,8 +393,12 @@ pub async fn reroute(node: Arc<Node>, params: Params, body: Bytes) -> RestResult
         .unwrap_or(REROUTE_DEFAULT_METRICS)
         .to_string();
     let out = blocking(move || {
-        let outcome = node.reroute(commands, retry_failed, dry_run, explain)?;
-        let state = state_body(&node, &outcome.state, &metric, None)?;
+        let outcome = node
+            .admin
+            .reroute(commands, retry_failed, dry_run, explain)?;
+        let state = node
+            .admin
+            .cluster_state_json(&outcome.state, &metric, None)?;
         let mut body = json!({"acknowledged": true, "state": state});
         if explain {
             body["explanations"] = json!(outcome.explanations);
@@ -432,25 +438,24 @@ pub async fn add_exclusions(
             }
             node_ids = described_eligible_nodes(&node, &description)?;
         }
-        node.add_voting_exclusions(&node_ids, &node_names, timeout)
+        node.admin.add_voting_exclusions(&node_ids, &node_names, timeout)
     })
     .await?;
     Ok(empty_ok())
 }
 
 fn described_eligible_nodes(node: &Node, description: &str) -> ApiResult<Vec<String>> {
-    let state = node.cluster_state();
+    let state = node.admin.view();
     let selectors = split_list(Some(description));
-    let ids: Vec<String> =
-        shoal_node::core::node_selectors::resolve_node_selectors(&state, &node.node_id, &selectors)
-            .into_iter()
-            .filter(|id| {
-                state
-                    .nodes
-                    .get(id)
-                    .is_some_and(|n| n.is_cluster_manager_eligible())
-            })
-            .collect();
+    let ids: Vec<String> = state
+        .resolve_node_selectors(&node.core().node_id, &selectors)
+        .into_iter()
+        .filter(|id| {
+            state
+                .node(id)
+                .is_some_and(|n| n.is_cluster_manager_eligible())
+        })
+        .collect();
     if ids.is_empty() {
         return Err(ApiError::bad_request(format!(
             "add voting config exclusions request for [{}] matched no cluster-manager-eligible nodes",
@@ -464,7 +469,11 @@ fn described_eligible_nodes(node: &Node, description: &str) -> ApiResult<Vec<Str
 pub async fn clear_exclusions(node: Arc<Node>, params: Params) -> RestResult {
     let wait_for_removal = params.bool_or("wait_for_removal", true)?;
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
-    blocking(move || node.clear_voting_exclusions(wait_for_removal, timeout)).await?;
+    blocking(move || {
+        node.admin
+            .clear_voting_exclusions(wait_for_removal, timeout)
+    })
+    .await?;
     Ok(empty_ok())
 }
 
@@ -593,20 +602,17 @@ pub async fn nodes_info(
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let flat_settings = params.flag("flat_settings");
     let body = blocking(move || {
-        let state = node.cluster_state();
-        let ids = shoal_node::core::node_selectors::resolve_node_selectors(
-            &state,
-            &node.node_id,
+        let state = node.admin.view();
+        let ids = state.resolve_node_selectors(&node.core().node_id,
             &selectors,
         );
         let mut nodes = Map::new();
         let mut failures = Vec::new();
-        for (id, answer) in node.nodes_info(&state, &ids, timeout) {
+        for (id, answer) in node.admin.nodes_info(&state, &ids, timeout) {
             let discovery = state
-                .nodes
-                .get(&id)
+                .node(&id)
                 .cloned()
-                .unwrap_or_else(|| node.cluster().local().clone());
+                .unwrap_or_else(|| node.admin.local_node());
             match answer {
                 Ok(sections) => {
                     let info = node_info_json(&discovery, &sections, &metrics, flat_settings);
@@ -622,7 +628,7 @@ pub async fn nodes_info(
         if !failures.is_empty() {
             header["failures"] = json!(failures);
         }
-        Ok(json!({"_nodes": header, "cluster_name": node.config.cluster_name, "nodes": nodes}))
+        Ok(json!({"_nodes": header, "cluster_name": node.core().config.cluster_name, "nodes": nodes}))
     })
     .await?;
     ok(body, &params)

@@ -9,7 +9,7 @@ use shoal_engine::{DocRequest, VersionType};
 use shoal_node::bulk::{parse_bulk, parse_version_type, BulkAction};
 use shoal_node::documents::{DocWrite, Refresh, WriteOptions};
 use shoal_node::replication::active_shards::ActiveShards;
-use shoal_node::update::UpdateRequest;
+use shoal_node::write::update::UpdateRequest;
 use shoal_node::{ApiError, ApiResult, Node};
 use shoal_query::search::{filter_source, SourceFilter};
 
@@ -112,7 +112,11 @@ pub async fn index_doc(
         source: body.to_vec(),
         request,
     };
-    let _in_flight = node.pressure.indexing.coordinating(body.len() as u64)?;
+    let _in_flight = node
+        .core()
+        .pressure
+        .indexing
+        .coordinating(body.len() as u64)?;
     let outcome = blocking(move || {
         node.writes
             .execute_writes(vec![write], &options)
@@ -145,7 +149,7 @@ pub async fn delete_doc(node: Arc<Node>, index: String, id: String, params: Para
     };
     let node2 = node.clone();
     // Deleting from a missing index is a 404, never an auto-create.
-    blocking(move || node2.resolve_single_for_read(&index).map(|_| ())).await?;
+    blocking(move || node2.reads.resolve_single_for_read(&index).map(|_| ())).await?;
     let outcome = blocking(move || {
         node.writes
             .execute_writes(vec![write], &options)
@@ -190,7 +194,8 @@ pub async fn get_doc(
 ) -> RestResult {
     let options = shoal_node::documents::GetOptions::from_params(&params.0)?;
     let id2 = id.clone();
-    let (service, doc) = blocking(move || node.get_document_with(&index, &id2, &options)).await?;
+    let (service, doc) =
+        blocking(move || node.reads.get_document_with(&index, &id2, &options)).await?;
     let index_name = service.name();
     let Some(doc) = doc else {
         if head {
@@ -248,7 +253,7 @@ pub async fn update_doc(
     let bytes = body.len() as u64;
     let body = object_body(&body)?;
     let mut request = UpdateRequest::parse(&body)?;
-    let _in_flight = node.pressure.indexing.coordinating(bytes)?;
+    let _in_flight = node.core().pressure.indexing.coordinating(bytes)?;
     request.retry_on_conflict = params.i64("retry_on_conflict")?.unwrap_or(0).max(0) as u32;
     request.routing = params.get("routing").map(str::to_string);
     request.if_seq_no = params.i64("if_seq_no")?;
@@ -260,7 +265,8 @@ pub async fn update_doc(
         request.fetch_source = Some(source_filter(&params));
     }
     let options = write_options(&params)?;
-    let update = blocking(move || node.update_document(&index, &id, &request, &options)).await?;
+    let update =
+        blocking(move || node.writes.update_document(&index, &id, &request, &options)).await?;
     let mut response = update.outcome.to_json();
     if update.noop {
         response["_shards"] = json!({"total": 0, "successful": 0, "failed": 0});
@@ -352,7 +358,7 @@ pub async fn mget(
             .into_iter()
             .map(|(index, id, routing, filter)| {
                 let index = index.expect("checked");
-                match node.get_document(&index, &id, routing.as_deref()) {
+                match node.reads.get_document(&index, &id, routing.as_deref()) {
                     Ok((service, Some(doc))) => {
                         let mut body = json!({"_index": service.name(), "_id": id, "_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": doc.primary_term, "found": true});
                         if let Some(routing) = doc.routing.clone().or_else(|| routing.clone()) {
@@ -396,9 +402,14 @@ pub async fn bulk(
         let options = write_options(&request_params)?;
         let default_require_alias = options.require_alias;
         // Over `indexing_pressure.memory.limit` the whole request is 429.
-        let _in_flight = node.pressure.indexing.coordinating(body.len() as u64)?;
+        let _in_flight = node
+            .core()
+            .pressure
+            .indexing
+            .coordinating(body.len() as u64)?;
         // A cluster-wide write block fails the whole request, index blocks fail their items.
-        node.blocks()
+        node.core()
+            .blocks()
             .check_global(shoal_node::blocks::BlockLevel::Write)?;
         Ok(execute_bulk(
             &node,
@@ -516,16 +527,17 @@ fn run_bulk_update(
     default_source: Option<Value>,
 ) -> Value {
     let id = item.id.clone().unwrap_or_default();
-    let result = shoal_node::update::UpdateRequest::parse(
+    let result = shoal_node::write::update::UpdateRequest::parse(
         &serde_json::from_slice(&item.body).unwrap_or(Value::Null),
     )
     .and_then(|mut request| {
         request.retry_on_conflict = item.retry_on_conflict;
         request.routing = item.routing.clone();
         if let Some(source) = item.source_option.clone().or(default_source) {
-            request.fetch_source = Some(shoal_node::update::source_filter_from_body(&source)?);
+            request.fetch_source =
+                Some(shoal_node::write::update::source_filter_from_body(&source)?);
         }
-        node.update_document(&index, &id, &request, options)
+        node.writes.update_document(&index, &id, &request, options)
     });
     match result {
         Ok(update) => {

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
+use shoal_node::admin::ClusterView;
 use shoal_node::replication::active_shards::ActiveShards;
 use shoal_node::{ApiError, ApiResult, Node};
-use shoal_state::{ClusterState, HealthStatus};
+use shoal_state::HealthStatus;
 
 use crate::cluster::health_body;
 use crate::cluster_admin::{timeout_param, DEFAULT_TIMEOUT};
@@ -157,26 +158,28 @@ pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> R
     let waits = HealthWaits::parse(&params)?;
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let (body, satisfied) = blocking(move || {
-        let evaluate = |state: &ClusterState| -> ApiResult<(Value, bool)> {
+        let evaluate = |state: &ClusterView| -> ApiResult<(Value, bool)> {
             let (body, status, missing) = health_body(&node, state, index.as_deref(), &level)?;
             let satisfied = waits.satisfied(&body, status, missing);
             Ok((body, satisfied))
         };
         let mut failure = None;
-        let done = node.wait_for_state(timeout, |state| match evaluate(state) {
-            Ok((body, true)) => Some(body),
-            Ok(_) => None,
-            Err(e) => {
-                failure = Some(e);
-                Some(Value::Null)
-            }
-        });
+        let done = node
+            .admin
+            .wait_for_view(timeout, |state| match evaluate(state) {
+                Ok((body, true)) => Some(body),
+                Ok(_) => None,
+                Err(e) => {
+                    failure = Some(e);
+                    Some(Value::Null)
+                }
+            });
         if let Some(e) = failure {
             return Err(e);
         }
         match done {
             Some(body) => Ok((body, true)),
-            None => evaluate(&node.cluster_state()),
+            None => evaluate(&node.admin.view()),
         }
     })
     .await?;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
+use shoal_node::admin::AliasAction;
 use shoal_node::index_service::IndexService;
 use shoal_node::metadata::{parse_alias, AliasMetadata};
-use shoal_node::node::AliasAction;
 use shoal_node::settings::{self, FlatSettings};
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
 
@@ -39,7 +39,7 @@ pub async fn create(
 ) -> RestResult {
     let body = object_body(&body)?;
     let name = index.clone();
-    blocking(move || node.create_index(&name, &body)).await?;
+    blocking(move || node.admin.create_index(&name, &body)).await?;
     ok(
         json!({"acknowledged": true, "shards_acknowledged": true, "index": index}),
         &params,
@@ -57,13 +57,13 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
     )?;
     blocking(move || {
         let destructive = index.split(',').any(|p| p == "_all" || p == "*" || (p.contains('*') && !p.starts_with('-')));
-        if destructive && node.cluster_setting("action.destructive_requires_name").as_deref() == Some("true") {
+        if destructive && node.core().cluster_setting("action.destructive_requires_name").as_deref() == Some("true") {
             return Err(ApiError::bad_request("Wildcard expressions or all indices are not allowed"));
         }
         // Deleting through an alias is refused, like OpenSearch.
         for part in index.split(',') {
-            if !part.contains('*') && part != "_all" && node.index(part).is_none() {
-                let via_alias = node.resolve(part, ResolveOptions::admin()).map(|r| !r.is_empty()).unwrap_or(false);
+            if !part.contains('*') && part != "_all" && node.core().index(part).is_none() {
+                let via_alias = node.core().resolve(part, ResolveOptions::admin()).map(|r| !r.is_empty()).unwrap_or(false);
                 if via_alias {
                     return Err(ApiError::bad_request(format!(
                         "The provided expression [{part}] matches an alias, specify the corresponding concrete indices instead."
@@ -71,8 +71,8 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
                 }
             }
         }
-        let services = node.resolve(&index, opts)?;
-        node.delete_indices(&services)
+        let services = node.core().resolve(&index, opts)?;
+        node.admin.delete_indices(&services)
     })
     .await?;
     ok(ack(), &params)
@@ -81,7 +81,7 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
 /// `HEAD /{index}`.
 pub async fn exists(node: Arc<Node>, index: String) -> RestResult {
     let status = blocking(move || {
-        let found = match node.resolve(&index, ResolveOptions::admin()) {
+        let found = match node.core().resolve(&index, ResolveOptions::admin()) {
             Ok(services) if !services.is_empty() => services,
             _ => return Ok(StatusCode::NOT_FOUND),
         };
@@ -101,7 +101,7 @@ pub async fn get(node: Arc<Node>, index: String, params: Params) -> RestResult {
     let flat = params.flag("flat_settings");
     let body = blocking(move || {
         let mut out = Map::new();
-        for service in metadata_readable(&node, node.resolve(&index, opts)?)? {
+        for service in metadata_readable(&node, node.core().resolve(&index, opts)?)? {
             let (meta, mapping) = service.meta_and_mapping();
             out.insert(
                 meta.name.clone(),
@@ -142,7 +142,8 @@ pub async fn get_mapping(node: Arc<Node>, index: Option<String>, params: Params)
         let mut out = Map::new();
         for service in metadata_readable(
             &node,
-            node.resolve(index.as_deref().unwrap_or("_all"), opts)?,
+            node.core()
+                .resolve(index.as_deref().unwrap_or("_all"), opts)?,
         )? {
             out.insert(
                 service.name(),
@@ -170,8 +171,9 @@ pub async fn put_mapping(
     }
     blocking(move || {
         let update = shoal_mapping::Mapping::from_json(&body)?;
-        let services = node.resolve(&index, ResolveOptions::admin())?;
-        node.blocks()
+        let services = node.core().resolve(&index, ResolveOptions::admin())?;
+        node.core()
+            .blocks()
             .check_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
         for service in services {
             service.merge_mapping(&update)?;
@@ -196,7 +198,8 @@ pub async fn get_settings(
         let mut out = Map::new();
         for service in metadata_readable(
             &node,
-            node.resolve(index.as_deref().unwrap_or("_all"), opts)?,
+            node.core()
+                .resolve(index.as_deref().unwrap_or("_all"), opts)?,
         )? {
             let meta = service.meta();
             let filter = |s: &FlatSettings| -> FlatSettings {
@@ -247,9 +250,12 @@ pub async fn put_settings(
         );
     }
     blocking(move || {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
         let keys: Vec<String> = update.keys().cloned().collect();
-        node.blocks()
+        node.core()
+            .blocks()
             .check_index_settings_update(&keys, &names_of(&services))?;
         for service in &services {
             let meta = service.meta();
@@ -260,7 +266,8 @@ pub async fn put_settings(
             .and_then(Value::as_str)
         {
             let replicas = replicas.parse().unwrap_or(0);
-            node.check_shard_limit_for_replicas(&names_of(&services), replicas)?;
+            node.admin
+                .check_shard_limit_for_replicas(&names_of(&services), replicas)?;
         }
         for service in services {
             apply_settings_update(&service, &update)?;
@@ -292,13 +299,13 @@ fn apply_settings_update(service: &IndexService, update: &FlatSettings) -> ApiRe
 /// `POST /{index}/_close` and `/_open`.
 pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Params) -> RestResult {
     let names = blocking(move || {
-        let services = node.resolve(&index, ResolveOptions::admin())?;
+        let services = node.core().resolve(&index, ResolveOptions::admin())?;
         let mut names = Vec::new();
         for service in services {
             if open {
-                node.open_index(&service)?;
+                node.admin.open_index(&service)?;
             } else {
-                node.close_index(&service)?;
+                node.admin.close_index(&service)?;
             }
             names.push(service.name());
         }
@@ -341,12 +348,15 @@ pub async fn maintenance(
     };
     let is_merge = action != "refresh" && action != "flush";
     let (summary, worst) = blocking(move || {
-        let services = node.resolve(index.as_deref().unwrap_or("_all"), opts)?;
+        let services = node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), opts)?;
         if matches!(op, BroadcastOp::ForceMerge { .. }) {
-            node.blocks()
+            node.core()
+                .blocks()
                 .check_global_then_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
         }
-        let summary = node.broadcast(&services, op)?;
+        let summary = node.broadcast.broadcast(&services, op)?;
         Ok((summary.to_json(), summary.worst_failure_status()))
     })
     .await?;
@@ -399,7 +409,8 @@ pub async fn update_aliases(
             let mut concrete = Vec::new();
             for pattern in &indices {
                 concrete.extend(
-                    node.resolve(pattern, ResolveOptions::admin())?
+                    node.core()
+                        .resolve(pattern, ResolveOptions::admin())?
                         .into_iter()
                         .map(|s| s.name()),
                 );
@@ -456,7 +467,7 @@ pub async fn update_aliases(
                 }
             }
         }
-        node.update_aliases(&expanded)
+        node.admin.update_aliases(&expanded)
     })
     .await?;
     ok(ack(), &params)
@@ -474,6 +485,7 @@ pub async fn put_alias(
     blocking(move || {
         let spec = parse_alias(&body)?;
         let actions: Vec<AliasAction> = node
+            .core()
             .resolve(&index, ResolveOptions::admin())?
             .into_iter()
             .map(|s| AliasAction::Add {
@@ -482,7 +494,7 @@ pub async fn put_alias(
                 spec: spec.clone(),
             })
             .collect();
-        node.update_aliases(&actions)
+        node.admin.update_aliases(&actions)
     })
     .await?;
     ok(ack(), &params)
@@ -497,6 +509,7 @@ pub async fn delete_alias(
 ) -> RestResult {
     blocking(move || {
         let actions: Vec<AliasAction> = node
+            .core()
             .resolve(&index, ResolveOptions::admin())?
             .into_iter()
             .map(|s| AliasAction::Remove {
@@ -505,7 +518,7 @@ pub async fn delete_alias(
                 must_exist: None,
             })
             .collect();
-        node.update_aliases(&actions)
+        node.admin.update_aliases(&actions)
     })
     .await?;
     ok(ack(), &params)
@@ -522,7 +535,10 @@ pub async fn get_aliases(
     let (body, missing) = blocking(move || {
         let mut out = Map::new();
         let mut found_names = std::collections::BTreeSet::new();
-        for service in node.resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())? {
+        for service in node
+            .core()
+            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?
+        {
             let meta = service.meta();
             let selected: Map<String, Value> = meta
                 .aliases
@@ -577,7 +593,8 @@ fn metadata_readable(
     node: &Node,
     services: Vec<Arc<IndexService>>,
 ) -> Result<Vec<Arc<IndexService>>, ApiError> {
-    node.blocks()
+    node.core()
+        .blocks()
         .check_indices(BlockLevel::MetadataRead, &names_of(&services))?;
     Ok(services)
 }

@@ -9,7 +9,6 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 use shoal_node::recovery::progress::{percent, RecoveryRecord, Stage};
 use shoal_node::{ApiResult, Node, ResolveOptions};
-use shoal_state::ClusterState;
 
 use crate::cat::{col, n, t, Cell, Column, Table};
 use crate::request::Params;
@@ -45,7 +44,9 @@ pub fn routes() -> Router<S> {
 
 /// The records of the indices an expression names; `active_only` drops finished ones.
 fn records(node: &Node, index: Option<&str>, params: &Params) -> ApiResult<Vec<RecoveryRecord>> {
-    let services = node.resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
+    let services = node
+        .core()
+        .resolve(index.unwrap_or("_all"), ResolveOptions::admin())?;
     let names: Vec<String> = services.iter().map(|s| s.name()).collect();
     let active_only = params.bool_or("active_only", false)?;
     Ok(node
@@ -56,8 +57,8 @@ fn records(node: &Node, index: Option<&str>, params: &Params) -> ApiResult<Vec<R
         .collect())
 }
 
-fn node_name(state: &ClusterState, id: Option<&str>) -> Option<(String, String)> {
-    let node = state.nodes.get(id?)?;
+fn node_name(state: &shoal_node::admin::ClusterView, id: Option<&str>) -> Option<(String, String)> {
+    let node = state.node(id?)?;
     Some((node.host.clone(), node.name.clone()))
 }
 
@@ -65,7 +66,7 @@ fn node_name(state: &ClusterState, id: Option<&str>) -> Option<(String, String)>
 pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let params2 = params.clone();
     let table = blocking(move || -> ApiResult<Table> {
-        let state = node.cluster_state();
+        let state = node.admin.view();
         let rows = records(&node, index.as_deref(), &params2)?
             .into_iter()
             .map(|r| {
@@ -159,7 +160,7 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
 pub async fn recovery(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let params2 = params.clone();
     let body = blocking(move || -> ApiResult<Value> {
-        let state = node.cluster_state();
+        let state = node.admin.view();
         let mut out = Map::new();
         for r in records(&node, index.as_deref(), &params2)? {
             let entry = out
@@ -176,8 +177,8 @@ pub async fn recovery(node: Arc<Node>, index: Option<String>, params: Params) ->
     ok(body, &params)
 }
 
-fn node_json(state: &ClusterState, id: Option<&str>) -> Value {
-    match id.and_then(|id| state.nodes.get(id)) {
+fn node_json(state: &shoal_node::admin::ClusterView, id: Option<&str>) -> Value {
+    match id.and_then(|id| state.node(id)) {
         Some(n) => {
             json!({"id": n.id, "host": n.host, "transport_address": n.transport_address, "ip": n.ip, "name": n.name})
         }
@@ -186,7 +187,7 @@ fn node_json(state: &ClusterState, id: Option<&str>) -> Value {
 }
 
 /// A peer recovery's source node, or a snapshot restore's repository and snapshot.
-fn source_json(state: &ClusterState, r: &RecoveryRecord) -> Value {
+fn source_json(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord) -> Value {
     match &r.snapshot {
         Some((repository, snapshot)) => json!({
             "repository": repository,
@@ -198,7 +199,7 @@ fn source_json(state: &ClusterState, r: &RecoveryRecord) -> Value {
     }
 }
 
-fn shard_json(state: &ClusterState, r: &RecoveryRecord) -> Value {
+fn shard_json(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord) -> Value {
     let millis = r.elapsed().as_millis() as u64;
     let to_recover_files = r.files_total - r.files_reused;
     let to_recover_bytes = r.bytes_total - r.bytes_reused;

@@ -51,6 +51,7 @@ fn p(q: HashMap<String, String>) -> Params {
 /// The whole REST API.
 pub fn router(node: Arc<Node>) -> Router {
     let max_content_length = node
+        .core()
         .cluster_setting("http.max_content_length")
         .and_then(|v| shoal_node::settings::parse_byte_size(&v).ok())
         .unwrap_or(100 * 1024 * 1024) as usize;

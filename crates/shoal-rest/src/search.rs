@@ -379,6 +379,6 @@ pub async fn by_query(
 ) -> RestResult {
     let body = search_body(&body)?;
     let map = params.0.clone();
-    let response = blocking(move || node.by_query(&index, &body, &map, update)).await?;
+    let response = blocking(move || node.writes.by_query(&index, &body, &map, update)).await?;
     ok(response, &params)
 }

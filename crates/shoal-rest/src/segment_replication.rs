@@ -44,14 +44,14 @@ async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResu
     let table = blocking(move || -> ApiResult<Table> {
         let indices = match &index {
             Some(expression) => Some(
-                node.resolve(expression, ResolveOptions::admin())?
+                node.core().resolve(expression, ResolveOptions::admin())?
                     .iter()
                     .map(|s| s.name())
                     .collect(),
             ),
             None => None,
         };
-        let state = node.cluster_state();
+        let state = node.admin.view();
         let time = |ms: u64| time_cell(ms, time_unit.as_deref());
         let rows = node
             .segrep
@@ -60,7 +60,7 @@ async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResu
             .filter(|r| !active_only || r.checkpoints_behind > 0)
             .filter(|r| shards.as_ref().is_none_or(|s| s.contains(&r.shard)))
             .map(|r| {
-                let target = state.nodes.get(&r.target_node);
+                let target = state.node(&r.target_node);
                 let mut row = vec![
                     t(format!("[{}][{}]", r.index, r.shard)),
                     t(target.map_or(r.target_node.clone(), |n| n.name.clone())),

@@ -21,7 +21,8 @@ use crate::response::RestError;
 /// `http.max_initial_line_length` and `http.max_header_size` from the node's settings.
 pub fn limits(node: &Node) -> Limits {
     let bytes = |key: &str, default: usize| {
-        node.cluster_setting(key)
+        node.core()
+            .cluster_setting(key)
             .and_then(|v| shoal_node::settings::parse_byte_size(&v).ok())
             .map_or(default, |v| v.max(64) as usize)
     };

@@ -37,7 +37,11 @@ pub(crate) async fn route_to_pool(
 ) -> Response {
     let path = crate::server::decoded_path(req.uri().path());
     let route = Route {
-        pool: node.pressure.pool(pool_for(req.method(), &path)).clone(),
+        pool: node
+            .core()
+            .pressure
+            .pool(pool_for(req.method(), &path))
+            .clone(),
         task: format!("[{} {path}]", req.method()),
     };
     ROUTE.scope(route, next.run(req)).await
@@ -108,12 +112,12 @@ pub async fn cat(node: Arc<Node>, patterns: Option<String>, params: Params) -> R
         .map(|p| p.trim().to_string())
         .collect();
     let rows = blocking(move || -> ApiResult<Vec<Vec<Cell>>> {
-        let state = node.cluster_state();
-        let ids: Vec<String> = state.nodes.keys().cloned().collect();
+        let state = node.admin.view();
+        let ids: Vec<String> = state.node_ids();
         let mut rows = Vec::new();
-        for (id, sections) in node.nodes_info(&state, &ids, Duration::from_secs(10)) {
+        for (id, sections) in node.admin.nodes_info(&state, &ids, Duration::from_secs(10)) {
             // A node that does not answer has no row, as in OpenSearch.
-            let (Some(discovery), Ok(sections)) = (state.nodes.get(&id), sections) else {
+            let (Some(discovery), Ok(sections)) = (state.node(&id), sections) else {
                 continue;
             };
             let port = discovery

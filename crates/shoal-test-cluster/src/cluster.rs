@@ -187,6 +187,7 @@ impl TestCluster {
         for other in self.running() {
             // Like a peer that noticed the crash: its next call opens a fresh connection.
             self.node(other)
+                .core()
                 .transport
                 .disconnect(&self.slots[i].transport_address);
         }
@@ -260,7 +261,7 @@ impl TestCluster {
     }
 
     pub fn transport(&self, i: usize) -> &Arc<Transport> {
-        &self.node(i).transport
+        &self.node(i).core().transport
     }
 
     /// An HTTP client of running node `i`.
@@ -274,17 +275,17 @@ impl TestCluster {
     pub fn index_of_node_id(&self, node_id: &str) -> Option<usize> {
         self.running()
             .into_iter()
-            .find(|&i| self.node(i).node_id == node_id)
+            .find(|&i| self.node(i).core().node_id == node_id)
     }
 
     /// The cluster state node `i` applied last.
     pub fn state(&self, i: usize) -> Arc<ClusterState> {
-        self.node(i).cluster_state()
+        self.node(i).core().cluster_state()
     }
 
     /// The node-local engine of `index`'s `shard` on node `i`, if it holds an open copy.
     pub fn engine(&self, i: usize, index: &str, shard: usize) -> Option<Arc<Engine>> {
-        self.node(i).index(index)?.shard(shard).ok()
+        self.node(i).core().index(index)?.shard(shard).ok()
     }
 
     /// The started copies of `index` as (shard, node slot, primary), by the state of the
@@ -307,7 +308,7 @@ impl TestCluster {
         self.wait_for(Duration::from_secs(60), "an elected cluster manager", |c| {
             c.running()
                 .into_iter()
-                .find(|&i| c.node(i).cluster().is_cluster_manager())
+                .find(|&i| c.node(i).core().cluster().is_cluster_manager())
                 .ok_or_else(|| "no running node leads".to_string())
         })
     }
@@ -494,7 +495,7 @@ fn boot(mut settings: FlatSettings) -> Running {
     let name = config.node_name.clone();
     let node = Node::start(config).unwrap_or_else(|e| panic!("{name} cannot start: {}", e.reason));
     listener.set_nonblocking(true).expect("nonblocking");
-    let runtime = node.runtime().clone();
+    let runtime = node.core().runtime().clone();
     let listener = {
         let _entered = runtime.enter();
         tokio::net::TcpListener::from_std(listener).expect("http listener")
@@ -528,7 +529,8 @@ fn base_settings(name: &str, data: &std::path::Path, port: u16, cluster_no: usiz
 
 /// The engines open on a node, by a printable name.
 fn local_engines(node: &Node) -> Vec<(String, Weak<Engine>)> {
-    node.all_indices()
+    node.core()
+        .all_indices()
         .iter()
         .flat_map(|index| {
             index

@@ -49,8 +49,9 @@ fn a_replica_batch_of_the_old_term_never_applies_after_the_term_bump() {
     let old_primary = state.primary("race", 0).expect("primary routing").clone();
     cluster
         .node(replica)
+        .core()
         .runtime()
-        .block_on(cluster.node(replica).cluster().propose(
+        .block_on(cluster.node(replica).core().cluster().propose(
             Command::ShardFailed {
                 index: "race".into(),
                 shard: 0,
@@ -90,7 +91,7 @@ fn replication_tasks_running(cluster: &TestCluster) -> usize {
         .running()
         .into_iter()
         .map(|i| {
-            let pool = cluster.node(i).pressure.pool(REPLICATION_POOL);
+            let pool = cluster.node(i).core().pressure.pool(REPLICATION_POOL);
             pool.stats().active
         })
         .sum()
@@ -162,10 +163,11 @@ fn a_recovery_cancelled_between_file_chunks_leaves_nothing_behind_and_the_next_o
     let index_dir = {
         let uuid = cluster
             .node(target)
+            .core()
             .index("moving")
             .expect("index on target")
             .uuid();
-        cluster.node(target).paths.index_dir(&uuid)
+        cluster.node(target).core().paths.index_dir(&uuid)
     };
     assert!(
         !open_files_under(&index_dir).is_empty(),
@@ -240,15 +242,21 @@ fn a_recovery_whose_target_is_failed_between_file_chunks_gives_way_to_a_new_one(
         .expect("the recovering copy")
         .clone();
     let index_dir = {
-        let uuid = cluster.node(target).index("moving").expect("index").uuid();
-        cluster.node(target).paths.index_dir(&uuid)
+        let uuid = cluster
+            .node(target)
+            .core()
+            .index("moving")
+            .expect("index")
+            .uuid();
+        cluster.node(target).core().paths.index_dir(&uuid)
     };
 
     // The cluster manager fails the recovering copy; the next one may land on the same node.
     cluster
         .node(primary)
+        .core()
         .runtime()
-        .block_on(cluster.node(primary).cluster().propose(
+        .block_on(cluster.node(primary).core().cluster().propose(
             Command::ShardFailed {
                 index: "moving".into(),
                 shard: 0,

@@ -21,7 +21,7 @@ fn a_search_whose_query_phase_node_dies_before_the_fetch_answers_in_full_from_an
     let paused = cluster.pause_at(coordinator, "search_before_fetch");
     let searcher = {
         let client = cluster.client(coordinator);
-        let node_id = cluster.node(primary).node_id.clone();
+        let node_id = cluster.node(primary).core().node_id.clone();
         std::thread::spawn(move || {
             client.request(
                 "POST",

@@ -16,7 +16,10 @@ const ANSWERED_WITHIN: Duration = Duration::from_secs(30);
 fn reads_sent_to_a_frozen_node_answer_from_another_copy_once_it_is_removed() {
     let cluster = TestCluster::start(3);
     let (primary, coordinator) = common::one_shard_and_a_spare_node(&cluster, "reads");
-    let prefer = format!("preference=_prefer_nodes:{}", cluster.node(primary).node_id);
+    let prefer = format!(
+        "preference=_prefer_nodes:{}",
+        cluster.node(primary).core().node_id
+    );
 
     cluster.freeze(primary);
     let client = cluster.client(coordinator);

@@ -296,7 +296,7 @@ fn a_replica_partitioned_from_its_primary_is_failed_and_recovers() {
 }
 
 fn allocation_id_opt(cluster: &TestCluster, slot: usize) -> Option<String> {
-    let node_id = cluster.node(slot).node_id.clone();
+    let node_id = cluster.node(slot).core().node_id.clone();
     let state = cluster.state(cluster.cluster_manager());
     state
         .copies(INDEX, 0)
@@ -331,8 +331,8 @@ fn a_copy_that_cannot_open_is_reported_failed_while_the_other_shards_open() {
         .post(&format!("/{INDEX}/_flush"), &json!(null))
         .expect("flush")
         .ok();
-    let uuid = cluster.node(0).index(INDEX).expect("index").uuid();
-    let shard_dir = cluster.node(0).paths.shard_dir(&uuid, 1);
+    let uuid = cluster.node(0).core().index(INDEX).expect("index").uuid();
+    let shard_dir = cluster.node(0).core().paths.shard_dir(&uuid, 1);
     cluster.kill(0);
     // The store of shard 1 becomes a plain file: the engine cannot open it.
     assert!(

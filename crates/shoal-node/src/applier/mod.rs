@@ -5,7 +5,7 @@
 //! copy, another index, or the publication of the applied version.
 //!
 //! Two notions of "applied" follow from that:
-//! - the applied version (`Node::applied_version`): metadata installed and every copy's work
+//! - the applied version (`NodeCore::applied_version`): metadata installed and every copy's work
 //!   handed out for that state. Waiters on it (`NodeCore::wait_until_applied`) are woken again
 //!   after every copy task, so a check on a copy's state ("open", "acting as primary") sees it
 //!   as soon as its task is done;
@@ -22,12 +22,17 @@ use std::time::Duration;
 use shoal_state::ClusterState;
 use tracing::warn;
 
-use crate::core::CopyKey;
+use crate::copy_reports::CopyReports;
+use crate::core::{CopyKey, NodeCore};
 use crate::error::ApiResult;
 use crate::index_service::{IndexService, MetadataPublisher};
 use crate::metadata::IndexMetadata;
-use crate::node::Node;
 use crate::pressure::shard_tasks::ShardTasks;
+use crate::recovery::RecoveryService;
+use crate::remote::RemoteStoreService;
+use crate::replication::ReplicationService;
+use crate::segrep::SegrepService;
+use crate::snapshot::SnapshotService;
 use decide::{CopyAction, LocalNode};
 
 /// How often a copy that could not open for a passing reason tries again.
@@ -40,31 +45,100 @@ fn task_limit() -> usize {
     (crate::pressure::settings::allocated_processors() * 2).clamp(4, 16)
 }
 
+/// The cluster-state applier: what it needs to bring this node's copies in line with each
+/// state. The node owns it (the only strong reference, so the applier thread and the copy
+/// tasks stop with the node); it holds the core and the services a copy task calls.
+pub(crate) struct Applier {
+    core: Arc<NodeCore>,
+    /// Started and failed reports of this node's copies.
+    reports: Arc<CopyReports>,
+    /// A copy recovering from a peer starts its recovery; a delete waits for one writing.
+    recoveries: Arc<RecoveryService>,
+    /// A promoted primary resyncs its replicas.
+    replication: Arc<ReplicationService>,
+    /// A segment-replicated copy gets its checkpoint publisher and merge warmer.
+    segrep: Arc<SegrepService>,
+    /// A remote-backed primary restores its store from the repository.
+    remote: Arc<RemoteStoreService>,
+    /// A restored primary copies its files from the snapshot.
+    snapshots: Arc<SnapshotService>,
+}
+
+/// The services the applier calls (see [`Applier`]).
+pub(crate) struct ApplierParts {
+    pub reports: Arc<CopyReports>,
+    pub recoveries: Arc<RecoveryService>,
+    pub replication: Arc<ReplicationService>,
+    pub segrep: Arc<SegrepService>,
+    pub remote: Arc<RemoteStoreService>,
+    pub snapshots: Arc<SnapshotService>,
+}
+
+impl Applier {
+    pub(crate) fn new(core: Arc<NodeCore>, parts: ApplierParts) -> Applier {
+        Applier {
+            core,
+            reports: parts.reports,
+            recoveries: parts.recoveries,
+            replication: parts.replication,
+            segrep: parts.segrep,
+            remote: parts.remote,
+            snapshots: parts.snapshots,
+        }
+    }
+}
+
+/// The applier, which creates the index services, publishes the metadata changes they make
+/// (held weakly by each: an index never keeps a stopped node's applier alive).
+impl crate::index_service::MetadataPublisher for Applier {
+    fn node_name(&self) -> String {
+        self.core.config.node_name.clone()
+    }
+
+    fn check_metadata_write(&self, index: &str) -> ApiResult<()> {
+        self.core
+            .blocks()
+            .check_index(crate::blocks::BlockLevel::MetadataWrite, index)
+    }
+
+    fn publish_index(&self, meta: IndexMetadata) -> ApiResult<()> {
+        self.core.publish_index(meta, false).map(|_| ())
+    }
+
+    fn wait_applied(&self, timeout: Duration, check: &mut dyn FnMut() -> bool) {
+        self.core
+            .wait_until_applied(timeout, |_, _| check().then_some(()));
+    }
+}
+
 /// Follows the cluster state on a dedicated thread.
-pub fn spawn_applier(node: &Arc<Node>) {
-    let weak = Arc::downgrade(node);
+pub(crate) fn spawn_applier(applier: &Arc<Applier>) {
+    let weak = Arc::downgrade(applier);
     let woken = weak.clone();
+    let core = &applier.core;
     let tasks = ShardTasks::new(
-        node.pressure
+        core.pressure
             .pool(crate::pressure::settings::GENERIC)
             .clone(),
         task_limit(),
         move || {
-            if let Some(node) = woken.upgrade() {
-                node.wake_applied_waiters();
+            if let Some(applier) = woken.upgrade() {
+                applier.core.wake_applied_waiters();
             }
         },
     );
-    let _ = node.core.copy_tasks.set(tasks);
-    let mut rx = node.cluster.subscribe();
-    let runtime = node.runtime.clone();
+    let _ = core.copy_tasks.set(tasks);
+    let mut rx = core.cluster.subscribe();
+    let runtime = core.runtime.clone();
     std::thread::Builder::new()
         .name("cluster-applier".into())
         .spawn(move || loop {
             let state = rx.borrow_and_update().clone();
-            let Some(node) = weak.upgrade() else { return };
-            node.apply_cluster_state(&state);
-            drop(node);
+            let Some(applier) = weak.upgrade() else {
+                return;
+            };
+            applier.apply_cluster_state(&state);
+            drop(applier);
             // A copy whose open failed for a passing reason (a full disk) is retried by
             // applying the same state again.
             loop {
@@ -74,7 +148,7 @@ pub fn spawn_applier(node: &Arc<Node>) {
                     Ok(Ok(())) => break,
                     Ok(Err(_)) => return,
                     Err(_elapsed) => {
-                        let retry = weak.upgrade().is_some_and(|n| n.reports.take_retry_open());
+                        let retry = weak.upgrade().is_some_and(|a| a.reports.take_retry_open());
                         if retry {
                             break;
                         }
@@ -85,12 +159,12 @@ pub fn spawn_applier(node: &Arc<Node>) {
         .expect("spawn applier");
 }
 
-impl Node {
+impl Applier {
     /// Applies a cluster state to this node: installs the index metadata, hands each local
     /// copy's work to its task, drops the indices the state no longer has, and publishes the
     /// applied version.
     pub(crate) fn apply_cluster_state(self: &Arc<Self>, state: &Arc<ClusterState>) {
-        if self.cluster.is_leaving() {
+        if self.core.cluster.is_leaving() {
             // A node shutting down keeps its copies as they are (a state without this node
             // would close or delete them); waiters still see each version go by.
             self.publish_applied(state.version);
@@ -98,9 +172,9 @@ impl Node {
         }
         // Every task of this round stands for each state since the last one applied (the
         // applier may skip states that came in quick succession).
-        let since = *self.applied_version.lock() + 1;
+        let since = *self.core.applied_version.lock() + 1;
         let local = LocalNode {
-            node_id: &self.node_id,
+            node_id: &self.core.node_id,
             current_incarnation: self.state_knows_this_incarnation(state),
             is_failed: &|id| self.reports.is_failed_copy(id),
         };
@@ -120,9 +194,9 @@ impl Node {
     }
 
     fn publish_applied(&self, version: u64) {
-        let mut applied = self.applied_version.lock();
+        let mut applied = self.core.applied_version.lock();
         *applied = version;
-        self.applied_cond.notify_all();
+        self.core.applied_cond.notify_all();
     }
 
     /// Queues one copy's action; a close or delete with nothing to act on is skipped (most
@@ -135,7 +209,7 @@ impl Node {
         state: &Arc<ClusterState>,
         since: u64,
     ) {
-        let Some(tasks) = self.copy_tasks() else {
+        let Some(tasks) = self.core.copy_tasks() else {
             return;
         };
         let key = CopyKey::of(service, shard);
@@ -150,34 +224,34 @@ impl Node {
         if nothing_to_do {
             return;
         }
-        let (node, service, state) = (Arc::downgrade(self), service.clone(), state.clone());
+        let (applier, service, state) = (Arc::downgrade(self), service.clone(), state.clone());
         tasks.submit(key, since, move || {
-            let Some(node) = node.upgrade().filter(|n| !n.is_killed()) else {
+            let Some(applier) = applier.upgrade().filter(|a| !a.core.is_killed()) else {
                 return;
             };
-            node.run_copy_action(&service, shard, action, &state);
+            applier.run_copy_action(&service, shard, action, &state);
         });
     }
 
     /// Drops the local indices the state no longer has: out of the node's map now, their
     /// copies closed and files deleted by their tasks (after any task of theirs running).
     fn remove_gone_indices(self: &Arc<Self>, state: &ClusterState, since: u64) {
-        let services = self.all_indices();
+        let services = self.core.all_indices();
         let local: Vec<(String, String)> = services.iter().map(|s| (s.name(), s.uuid())).collect();
         let gone = decide::gone_indices(state, local.iter().map(|(n, u)| (n.as_str(), u.as_str())));
         for service in services {
             if !gone.contains(&(service.name().as_str(), service.uuid().as_str())) {
                 continue;
             }
-            self.forget_index(&service);
-            let Some(tasks) = self.copy_tasks() else {
+            self.core.forget_index(&service);
+            let Some(tasks) = self.core.copy_tasks() else {
                 continue;
             };
             for shard in 0..service.shard_count() {
-                let (node, service_) = (Arc::downgrade(self), service.clone());
+                let (applier, service_) = (Arc::downgrade(self), service.clone());
                 tasks.submit(CopyKey::of(&service, shard), since, move || {
-                    if let Some(node) = node.upgrade() {
-                        node.remove_copy_of_deleted_index(&service_, shard);
+                    if let Some(applier) = applier.upgrade() {
+                        applier.remove_copy_of_deleted_index(&service_, shard);
                     }
                 });
             }
@@ -187,7 +261,7 @@ impl Node {
     /// Whether `state` was made after this process joined (it lists this node with the
     /// ephemeral id of this process), rather than persisted before a restart.
     fn state_knows_this_incarnation(&self, state: &ClusterState) -> bool {
-        let local = self.cluster.local();
+        let local = self.core.cluster.local();
         state
             .nodes
             .get(&local.id)
@@ -201,16 +275,20 @@ impl Node {
         name: &str,
         state_meta: &Arc<IndexMetadata>,
     ) -> ApiResult<Arc<IndexService>> {
-        if let Some(service) = self.index(name).filter(|s| s.uuid() == state_meta.uuid) {
+        if let Some(service) = self
+            .core
+            .index(name)
+            .filter(|s| s.uuid() == state_meta.uuid)
+        {
             service.replace_meta(state_meta.clone())?;
             return Ok(service);
         }
         let service = Arc::new(IndexService::new(
             state_meta.clone(),
-            self.paths.clone(),
+            self.core.paths.clone(),
             Arc::downgrade(self) as Weak<dyn MetadataPublisher>,
         )?);
-        self.insert_index(name, service.clone());
+        self.core.insert_index(name, service.clone());
         Ok(service)
     }
 
@@ -219,8 +297,9 @@ impl Node {
     /// it places on this node is open, so the node does not answer reads from a shard it has
     /// not reopened yet. Needs no cluster manager, so a node never waits for its peers.
     pub(crate) fn wait_for_local_shards(&self, timeout: Duration) {
-        let ready = self.wait_until_applied(timeout, |state, applied| {
+        let ready = self.core.wait_until_applied(timeout, |state, applied| {
             let settled = self
+                .core
                 .copy_tasks()
                 .is_none_or(|t| t.settled(state.version, |_| true));
             (applied >= state.version && settled && self.local_copies_open(state)).then_some(())
@@ -232,7 +311,7 @@ impl Node {
 
     fn local_copies_open(&self, state: &ClusterState) -> bool {
         state
-            .copies_on_node(&self.node_id)
+            .copies_on_node(&self.core.node_id)
             .filter(|c| c.is_active())
             .filter(|c| {
                 state
@@ -242,7 +321,8 @@ impl Node {
                     .is_some_and(|m| m.state == shoal_state::IndexState::Open)
             })
             .all(|c| {
-                self.index(&c.index)
+                self.core
+                    .index(&c.index)
                     .is_some_and(|s| s.shard(c.shard as usize).is_ok())
             })
     }

@@ -6,16 +6,16 @@ use std::sync::Arc;
 use shoal_state::{ClusterState, ShardRouting, ShardState};
 
 use super::decide::CopyAction;
+use super::Applier;
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
-use crate::node::Node;
 use crate::shard::IndexShard;
 
 fn now_millis() -> i64 {
     crate::remote::layout::now_millis() as i64
 }
 
-impl Node {
+impl Applier {
     pub(super) fn run_copy_action(
         self: &Arc<Self>,
         service: &Arc<IndexService>,
@@ -74,7 +74,7 @@ impl Node {
         let shard = copy.shard as usize;
         let allocation_id = copy.allocation_id.clone().unwrap_or_default();
         let term = state.primary_term(&copy.index, copy.shard).unwrap_or(1) as i64;
-        crate::failpoints::failpoint!(self, "applier_before_open");
+        crate::failpoints::failpoint!(self.core, "applier_before_open");
         let restoring = copy.primary
             && copy.state == ShardState::Initializing
             && copy.recovery_source == Some(shoal_state::RecoverySource::RemoteStore)
@@ -126,28 +126,41 @@ impl Node {
             local.resume_after_cancelled_relocation();
         }
         if copy.primary && !replication.tracker.lock().is_primary_mode() {
-            if copy.state == ShardState::Initializing {
-                // A primary opening its own store (new or existing) has no copies to resync.
-                crate::segrep::ensure_writer(service, &engine)?;
-                if copy.bootstrap_new_history_uuid {
-                    engine.bootstrap_new_history()?;
-                    tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");
-                }
-                replication.activate_primary(&engine, &self.node_id);
-            } else {
-                // A replica promoted, or a relocation target handed the primary role.
-                self.replication.start_primary_resync(
-                    service,
-                    shard,
-                    engine.clone(),
-                    replication.clone(),
-                );
-            }
+            self.take_primary_role(service, copy, &engine, &replication)?;
         }
         if copy.state == ShardState::Initializing {
             self.record_store_recovery(copy, &local);
             self.reports.report_started(copy);
         }
+        Ok(())
+    }
+
+    /// A copy the state makes primary that is not acting as one yet: a primary opening its own
+    /// store (new or existing) activates at once, with no copies to resync; a promoted replica
+    /// or a relocation target handed the role resyncs its replicas first.
+    fn take_primary_role(
+        &self,
+        service: &Arc<IndexService>,
+        copy: &ShardRouting,
+        engine: &Arc<shoal_engine::Engine>,
+        replication: &Arc<crate::replication::ShardReplication>,
+    ) -> ApiResult<()> {
+        let shard = copy.shard as usize;
+        if copy.state != ShardState::Initializing {
+            self.replication.start_primary_resync(
+                service,
+                shard,
+                engine.clone(),
+                replication.clone(),
+            );
+            return Ok(());
+        }
+        crate::segrep::ensure_writer(service, engine)?;
+        if copy.bootstrap_new_history_uuid {
+            engine.bootstrap_new_history()?;
+            tracing::info!(index = %copy.index, shard, history_uuid = %engine.history_uuid(), "forced primary starts a new history");
+        }
+        replication.activate_primary(engine, &self.core.node_id);
         Ok(())
     }
 
@@ -173,7 +186,7 @@ impl Node {
                 Some(_) => RecoveryType::Snapshot,
                 None => RecoveryType::RemoteStore,
             },
-            &self.node_id,
+            &self.core.node_id,
         );
         record.snapshot = snapshot;
         record.start_millis = started;
@@ -211,7 +224,7 @@ impl Node {
             &allocation_id,
             copy.primary,
             kind,
-            &self.node_id,
+            &self.core.node_id,
         );
         if let Ok(files) = local.engine().commit_files() {
             record.files_total = files.len() as u64;
@@ -228,7 +241,7 @@ impl Node {
     pub(super) fn remove_copy_of_deleted_index(&self, service: &IndexService, shard: usize) {
         service.close_shard(shard);
         service.remove_shard_files(shard);
-        let index_dir = self.paths.index_dir(&service.uuid());
+        let index_dir = self.core.paths.index_dir(&service.uuid());
         // Only empty once every shard's directory is gone: the last task to get here removes it.
         if std::fs::remove_dir(&index_dir).is_ok() {
             tracing::info!(index = %service.name(), "index deleted");

@@ -154,6 +154,33 @@ impl NodeCore {
         }
     }
 
+    /// Waits without polling until `check` accepts the cluster state: it runs now and after
+    /// every state this node applies. `None` when `timeout` passed first.
+    pub fn wait_for_state<T>(
+        &self,
+        timeout: Duration,
+        mut check: impl FnMut(&ClusterState) -> Option<T>,
+    ) -> Option<T> {
+        self.wait_until_applied(timeout, |state, _| check(state))
+    }
+
+    /// A single-node cluster elects itself and adds this process to its state within a
+    /// second of starting: waiting for that (bounded) lets the first requests see the state
+    /// of this run (transient settings cleared, say), not the one persisted before it.
+    /// A node with peers never waits here (they may not be started yet).
+    pub(crate) fn wait_for_single_node_join(&self, timeout: Duration) {
+        if self.cluster.config().single_node {
+            let local = self.cluster.local().ephemeral_id.clone();
+            self.wait_for_state(timeout, |state| {
+                state
+                    .nodes
+                    .get(&self.node_id)
+                    .is_some_and(|n| n.ephemeral_id == local)
+                    .then_some(())
+            });
+        }
+    }
+
     /// Waits until every primary of `index` is started (create index answers after that,
     /// like OpenSearch's default `wait_for_active_shards=1`). Returns whether they did.
     pub fn wait_for_primaries(&self, index: &str, timeout: Duration) -> bool {

@@ -21,72 +21,9 @@ pub fn resolve_node_selectors(
     if selectors.is_empty() {
         return state.nodes.keys().cloned().collect();
     }
-    let matches = |pattern: &str, text: &str| wildcard_match(pattern, text);
     let mut chosen: BTreeSet<String> = BTreeSet::new();
     for selector in selectors.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        match selector {
-            "_local" => {
-                chosen.insert(local_id.to_string());
-                continue;
-            }
-            "_master" | "_cluster_manager" => {
-                chosen.extend(state.cluster_manager.clone());
-                continue;
-            }
-            id if state.nodes.contains_key(id) => {
-                chosen.insert(id.to_string());
-                continue;
-            }
-            _ => {}
-        }
-        for node in state.nodes.values() {
-            if selector == "_all"
-                || matches(selector, &node.name)
-                || matches(selector, &node.ip)
-                || matches(selector, &node.host)
-            {
-                chosen.insert(node.id.clone());
-            }
-        }
-        let Some((name, value)) = selector.split_once(':') else {
-            continue;
-        };
-        let role = match name {
-            "data" => Some(Some(shoal_state::Role::Data)),
-            "ingest" => Some(Some(shoal_state::Role::Ingest)),
-            "master" | "cluster_manager" => Some(Some(shoal_state::Role::ClusterManager)),
-            "remote_cluster_client" => Some(Some(shoal_state::Role::RemoteClusterClient)),
-            "coordinating_only" => Some(None),
-            _ => None,
-        };
-        match role {
-            Some(role) => {
-                // `Booleans.parseBoolean(value, true)`: anything but `false` adds.
-                let add = value != "false";
-                for node in state.nodes.values() {
-                    let has = match role {
-                        Some(role) => node.roles.contains(&role),
-                        None => node.roles.is_empty(),
-                    };
-                    if has && add {
-                        chosen.insert(node.id.clone());
-                    } else if has {
-                        chosen.remove(&node.id);
-                    }
-                }
-            }
-            None => {
-                for node in state.nodes.values() {
-                    if node
-                        .attributes
-                        .iter()
-                        .any(|(k, v)| matches(name, k) && matches(value, v))
-                    {
-                        chosen.insert(node.id.clone());
-                    }
-                }
-            }
-        }
+        apply_selector(state, local_id, selector, &mut chosen);
     }
     // `_local` before the node joined the state still names this node.
     let mut out: Vec<String> = state
@@ -99,6 +36,83 @@ pub fn resolve_node_selectors(
         out.push(local_id.to_string());
     }
     out
+}
+
+/// Adds to `chosen` (or, for `role:false`, removes from it) the nodes one selector names.
+fn apply_selector(
+    state: &ClusterState,
+    local_id: &str,
+    selector: &str,
+    chosen: &mut BTreeSet<String>,
+) {
+    match selector {
+        "_local" => {
+            chosen.insert(local_id.to_string());
+            return;
+        }
+        "_master" | "_cluster_manager" => {
+            chosen.extend(state.cluster_manager.clone());
+            return;
+        }
+        id if state.nodes.contains_key(id) => {
+            chosen.insert(id.to_string());
+            return;
+        }
+        _ => {}
+    }
+    for node in state.nodes.values() {
+        if selector == "_all"
+            || wildcard_match(selector, &node.name)
+            || wildcard_match(selector, &node.ip)
+            || wildcard_match(selector, &node.host)
+        {
+            chosen.insert(node.id.clone());
+        }
+    }
+    let Some((name, value)) = selector.split_once(':') else {
+        return;
+    };
+    match role_selector(name) {
+        Some(role) => {
+            // `Booleans.parseBoolean(value, true)`: anything but `false` adds.
+            let add = value != "false";
+            for node in state.nodes.values() {
+                let has = match role {
+                    Some(role) => node.roles.contains(&role),
+                    None => node.roles.is_empty(),
+                };
+                if has && add {
+                    chosen.insert(node.id.clone());
+                } else if has {
+                    chosen.remove(&node.id);
+                }
+            }
+        }
+        None => {
+            for node in state.nodes.values() {
+                if node
+                    .attributes
+                    .iter()
+                    .any(|(k, v)| wildcard_match(name, k) && wildcard_match(value, v))
+                {
+                    chosen.insert(node.id.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The role a `role:true|false` selector names: `Some(None)` for `coordinating_only` (no
+/// role), `None` when `name` is not a role (an attribute).
+fn role_selector(name: &str) -> Option<Option<shoal_state::Role>> {
+    match name {
+        "data" => Some(Some(shoal_state::Role::Data)),
+        "ingest" => Some(Some(shoal_state::Role::Ingest)),
+        "master" | "cluster_manager" => Some(Some(shoal_state::Role::ClusterManager)),
+        "remote_cluster_client" => Some(Some(shoal_state::Role::RemoteClusterClient)),
+        "coordinating_only" => Some(None),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

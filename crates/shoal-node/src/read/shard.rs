@@ -31,10 +31,7 @@ use crate::metadata::IndexMetadataExt;
 use crate::rpc::NodeActions;
 
 /// Registers the shard-level read handlers: they run on this node's [`ReadService`].
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut NodeActions<N>,
-    reads: &Arc<ReadService>,
-) {
+pub(crate) fn register_actions(actions: &mut NodeActions, reads: &Arc<ReadService>) {
     let reads = Arc::downgrade(reads);
     actions.register_on::<QueryAction, _>(reads.clone(), |reads, request| {
         Ok(reads.shard_query(&request))

@@ -109,10 +109,7 @@ impl Action for FinalizeAction {
 }
 
 /// Registers the recovery actions this node serves, as the source and for the records.
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut NodeActions<N>,
-    service: &Arc<RecoveryService>,
-) {
+pub(crate) fn register_actions(actions: &mut NodeActions, service: &Arc<RecoveryService>) {
     let weak = Arc::downgrade(service);
     actions.register_on::<StartAction, _>(weak.clone(), RecoveryService::serve_start);
     actions.register_on::<FileChunkAction, _>(weak.clone(), RecoveryService::serve_chunk);

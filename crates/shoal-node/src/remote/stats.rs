@@ -33,8 +33,8 @@ pub struct CopyStats {
     pub body: Value,
 }
 
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut crate::rpc::NodeActions<N>,
+pub(crate) fn register_actions(
+    actions: &mut crate::rpc::NodeActions,
     service: &std::sync::Arc<RemoteStoreService>,
 ) {
     actions.register_on::<RemoteStoreStatsAction, _>(

@@ -30,8 +30,8 @@ impl shoal_transport::Action for LocalCheckpointAction {
 pub const ACTION_LOCAL_CHECKPOINT: &str = <LocalCheckpointAction as shoal_transport::Action>::NAME;
 const ASK_TIMEOUT: Duration = Duration::from_millis(300);
 
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut crate::rpc::NodeActions<N>,
+pub(crate) fn register_actions(
+    actions: &mut crate::rpc::NodeActions,
     service: &Arc<ReplicationService>,
 ) {
     actions.register_on::<LocalCheckpointAction, _>(

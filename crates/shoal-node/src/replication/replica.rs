@@ -48,8 +48,8 @@ pub struct ReplicaFrame {
     pub sources: Vec<Option<Bytes>>,
 }
 
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut crate::rpc::NodeActions<N>,
+pub(crate) fn register_actions(
+    actions: &mut crate::rpc::NodeActions,
     service: &std::sync::Arc<ReplicationService>,
 ) {
     actions.register_on::<ReplicaOpsAction, _>(

@@ -97,8 +97,8 @@ crate::transfer::peer::file_stream_action!(
 
 /// Registers the segment replication actions this node serves (the file stream is registered
 /// by the node, whose stream registration takes it).
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut crate::rpc::NodeActions<N>,
+pub(crate) fn register_actions(
+    actions: &mut crate::rpc::NodeActions,
     service: &Arc<SegrepService>,
 ) {
     let weak = Arc::downgrade(service);

@@ -233,96 +233,110 @@ fn validate_value(key: &str, value: &Value) -> ApiResult<()> {
         .as_str()
         .map(str::to_string)
         .unwrap_or_else(|| value.to_string());
-    let int_at_least = |min: i64| -> ApiResult<()> {
-        let n: i64 = text.parse().map_err(|_| failed_to_parse(key, &text))?;
-        if n < min {
-            return Err(ApiError::bad_request(format!(
-                "Failed to parse value [{text}] for setting [{key}] must be >= {min}"
-            )));
-        }
-        Ok(())
-    };
     match key {
-        behaviour::DEFAULT_FIELD => behaviour::check_default_field(value)?,
-        shoal_allocation::auto_expand::SETTING => {
-            shoal_allocation::auto_expand::parse(&text).map_err(ApiError::bad_request)?;
-        }
-        "index.number_of_shards" => {
-            int_at_least(1)?;
-            let n: i64 = text.parse().unwrap_or(1);
-            if n > 1024 {
-                return Err(ApiError::bad_request(format!(
-                    "Failed to parse value [{text}] for setting [{key}] must be <= 1024"
-                )));
-            }
-        }
-        "index.number_of_replicas"
+        behaviour::DEFAULT_FIELD => behaviour::check_default_field(value),
+        shoal_allocation::auto_expand::SETTING => shoal_allocation::auto_expand::parse(&text)
+            .map(|_| ())
+            .map_err(ApiError::bad_request),
+        "index.number_of_shards"
+        | "index.number_of_replicas"
         | "index.max_result_window"
-        | "index.number_of_routing_shards" => int_at_least(if key == "index.number_of_replicas" {
-            0
-        } else {
-            1
-        })?,
+        | "index.number_of_routing_shards" => check_count(key, &text),
         "index.refresh_interval"
         | "index.translog.sync_interval"
         | "index.gc_deletes"
         | "index.soft_deletes.retention_lease.period"
-        | "index.unassigned.node_left.delayed_timeout" => {
-            let parsed = parse_time(&text).map_err(|reason| {
-                ApiError::bad_request(format!(
-                    "failed to parse setting [{key}] with value [{text}] as a time value: {reason}"
-                ))
-            })?;
-            if key == "index.translog.sync_interval"
-                && parsed.is_some_and(|d| d < Duration::from_millis(100))
-            {
-                return Err(ApiError::bad_request(format!(
-                    "failed to parse value [{text}] for setting [{key}], must be >= [100ms]"
-                )));
-            }
-        }
+        | "index.unassigned.node_left.delayed_timeout" => check_time(key, &text),
         "index.translog.flush_threshold_size" | "index.translog.generation_threshold_size" => {
-            parse_byte_size(&text).map_err(|reason| {
+            parse_byte_size(&text).map(|_| ()).map_err(|reason| {
                 ApiError::parse_exception(format!("failed to parse setting [{key}] with value [{text}] as a size in bytes: {reason}"))
-            })?;
+            })
         }
-        "index.translog.durability" => {
-            text.parse::<Durability>().map_err(|_| {
-                ApiError::bad_request(format!(
-                    "No enum constant org.opensearch.index.translog.Translog.Durability.{}",
-                    text.to_uppercase()
-                ))
-            })?;
-        }
-        "index.shard.check_on_startup" => {
-            if shoal_engine::store::CheckOnStartup::parse(&text).is_none() {
-                return Err(ApiError::bad_request(format!(
-                    "unknown value for [index.shard.check_on_startup] must be one of [true, false, checksum] but was: {text}"
-                )));
-            }
-        }
-        "index.replication.type" => {
-            if !matches!(text.as_str(), "DOCUMENT" | "SEGMENT") {
-                return Err(ApiError::bad_request(format!(
-                    "No enum constant org.opensearch.indices.replication.common.ReplicationType.{text}"
-                )));
-            }
+        "index.translog.durability" | "index.shard.check_on_startup" | "index.replication.type" => {
+            check_enum(key, &text)
         }
         "index.blocks.read_only"
         | "index.blocks.write"
         | "index.blocks.read"
         | "index.blocks.metadata"
         | "index.blocks.read_only_allow_delete"
-        | "index.hidden" => {
-            if !matches!(text.as_str(), "true" | "false") {
-                return Err(ApiError::bad_request(format!(
-                    "Failed to parse value [{text}] as only [true] or [false] are allowed."
-                )));
-            }
-        }
-        _ => typed::check_value(key, &text)?,
+        | "index.hidden" => check_bool(&text),
+        _ => typed::check_value(key, &text),
+    }
+}
+
+/// A shard, replica or window count: an integer, at least 0 for replicas and 1 otherwise;
+/// at most 1024 shards.
+fn check_count(key: &str, text: &str) -> ApiResult<()> {
+    let min = if key == "index.number_of_replicas" {
+        0
+    } else {
+        1
+    };
+    let n: i64 = text.parse().map_err(|_| failed_to_parse(key, text))?;
+    if n < min {
+        return Err(ApiError::bad_request(format!(
+            "Failed to parse value [{text}] for setting [{key}] must be >= {min}"
+        )));
+    }
+    if key == "index.number_of_shards" && n > 1024 {
+        return Err(ApiError::bad_request(format!(
+            "Failed to parse value [{text}] for setting [{key}] must be <= 1024"
+        )));
     }
     Ok(())
+}
+
+/// A time value; the translog's sync interval is at least 100ms.
+fn check_time(key: &str, text: &str) -> ApiResult<()> {
+    let parsed = parse_time(text).map_err(|reason| {
+        ApiError::bad_request(format!(
+            "failed to parse setting [{key}] with value [{text}] as a time value: {reason}"
+        ))
+    })?;
+    if key == "index.translog.sync_interval"
+        && parsed.is_some_and(|d| d < Duration::from_millis(100))
+    {
+        return Err(ApiError::bad_request(format!(
+            "failed to parse value [{text}] for setting [{key}], must be >= [100ms]"
+        )));
+    }
+    Ok(())
+}
+
+/// One of an enumeration's names, refused with the message of the Java enum OpenSearch parses.
+fn check_enum(key: &str, text: &str) -> ApiResult<()> {
+    let known = match key {
+        "index.translog.durability" => text.parse::<Durability>().is_ok(),
+        "index.shard.check_on_startup" => {
+            shoal_engine::store::CheckOnStartup::parse(text).is_some()
+        }
+        _ => matches!(text, "DOCUMENT" | "SEGMENT"),
+    };
+    if known {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(match key {
+        "index.translog.durability" => format!(
+            "No enum constant org.opensearch.index.translog.Translog.Durability.{}",
+            text.to_uppercase()
+        ),
+        "index.shard.check_on_startup" => format!(
+            "unknown value for [index.shard.check_on_startup] must be one of [true, false, checksum] but was: {text}"
+        ),
+        _ => format!(
+            "No enum constant org.opensearch.indices.replication.common.ReplicationType.{text}"
+        ),
+    }))
+}
+
+fn check_bool(text: &str) -> ApiResult<()> {
+    if matches!(text, "true" | "false") {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "Failed to parse value [{text}] as only [true] or [false] are allowed."
+    )))
 }
 
 /// Validates `PUT /_cluster/settings`: every key known, dynamic and honoured by Shoal, every

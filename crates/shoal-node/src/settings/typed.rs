@@ -45,6 +45,13 @@ const INT_MAX: i64 = i32::MAX as i64;
 
 /// Settings whose type or range the registry's default alone does not tell.
 fn explicit_kind(key: &str) -> Option<Kind> {
+    numeric_kind(key)
+        .or_else(|| enum_kind(key))
+        .or_else(|| other_kind(key))
+}
+
+/// Numbers, times and watermarks with the range OpenSearch gives them.
+fn numeric_kind(key: &str) -> Option<Kind> {
     let int = |min| Kind::Int { min, max: INT_MAX };
     Some(match key {
         DISK_LOW | DISK_HIGH | DISK_FLOOD => Kind::Watermark,
@@ -70,6 +77,13 @@ fn explicit_kind(key: &str) -> Option<Kind> {
         "cluster.routing.allocation.balance.shard"
         | "cluster.routing.allocation.balance.index"
         | "cluster.routing.allocation.balance.threshold" => Kind::Float { min: 0.0 },
+        _ => return None,
+    })
+}
+
+/// Settings taking one of a few names, refused with OpenSearch's message.
+fn enum_kind(key: &str) -> Option<Kind> {
+    Some(match key {
         REPLICATION_STRATEGY => Kind::Enum(
             |v| {
                 format!("No enum constant org.opensearch.indices.replication.common.ReplicationType.{v}")
@@ -109,6 +123,13 @@ fn explicit_kind(key: &str) -> Option<Kind> {
             },
             &["false"],
         ),
+        _ => return None,
+    })
+}
+
+/// Active shard counts, mapping limits, and values of their own syntax.
+fn other_kind(key: &str) -> Option<Kind> {
+    Some(match key {
         "index.write.wait_for_active_shards" => Kind::ActiveShards,
         "index.mapping.total_fields.limit" => Kind::Int {
             min: 0,

@@ -18,7 +18,7 @@ use super::shard::{ShardRequest, SnapshotShardAction};
 use super::SnapshotService;
 use crate::core::ResolveOptions;
 use crate::error::{ApiError, ApiResult};
-use crate::node::now_millis;
+use shoal_cluster::now_millis;
 
 /// How long one shard's snapshot may take before the coordinator gives up on it.
 const SHARD_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -87,7 +87,7 @@ impl SnapshotService {
         let entry = SnapshotInProgress {
             repository: request.repository.clone(),
             snapshot: request.snapshot.clone(),
-            uuid: crate::node::new_id(),
+            uuid: shoal_cluster::new_id(),
             operation: SnapshotOperation::Create,
             coordinator: self.core.node_id.clone(),
             start_millis: now_millis(),

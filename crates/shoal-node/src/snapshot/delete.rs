@@ -8,7 +8,7 @@ use super::layout::{self, SnapshotDetails};
 use super::read::wildcard_match;
 use super::{snapshot_missing, SnapshotService};
 use crate::error::ApiResult;
-use crate::node::now_millis;
+use shoal_cluster::now_millis;
 
 impl SnapshotService {
     pub fn delete_snapshots(&self, repository: &str, names: &str) -> ApiResult<Value> {
@@ -34,7 +34,7 @@ impl SnapshotService {
         let entry = SnapshotInProgress {
             repository: repository.to_string(),
             snapshot: names.to_string(),
-            uuid: crate::node::new_id(),
+            uuid: shoal_cluster::new_id(),
             operation: SnapshotOperation::Delete,
             coordinator: self.core.node_id.clone(),
             start_millis: now_millis(),

@@ -85,8 +85,8 @@ impl SnapshotService {
             .map(|m| (m.number_of_shards() * (1 + m.number_of_replicas())) as i64)
             .sum();
         let state = self.core.cluster_state();
-        let per_node = crate::shard_limit::max_shards_per_node(&self.core);
-        crate::shard_limit::check(&state, per_node, copies)?;
+        let per_node = crate::admin::shard_limit::max_shards_per_node(&self.core);
+        crate::admin::shard_limit::check(&state, per_node, copies)?;
         let names: Vec<String> = targets.iter().map(|m| m.name.clone()).collect();
         self.propose(Command::RestoreSnapshot {
             indices: targets,
@@ -336,7 +336,7 @@ fn restored_index(
     overrides: &BTreeMap<String, Value>,
 ) -> IndexMetadata {
     let mut meta = snapshot_meta.clone();
-    let uuid = crate::node::new_id();
+    let uuid = shoal_cluster::new_id();
     meta.name = name.to_string();
     meta.uuid = uuid.clone();
     meta.state = IndexState::Open;

@@ -31,8 +31,8 @@ pub struct ShardRequest {
     pub snapshot_uuid: String,
 }
 
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut crate::rpc::NodeActions<N>,
+pub(crate) fn register_actions(
+    actions: &mut crate::rpc::NodeActions,
     service: &Arc<SnapshotService>,
 ) {
     actions.register_on::<SnapshotShardAction, _>(
@@ -45,7 +45,7 @@ impl SnapshotService {
     /// Snapshots the local primary a request names.
     pub(crate) fn snapshot_local_primary(&self, request: ShardRequest) -> ApiResult<ShardSnapshot> {
         let started = Instant::now();
-        let start_millis = crate::node::now_millis();
+        let start_millis = shoal_cluster::now_millis();
         let copy = self
             .core
             .local_copy(&request.index, &request.shard_id, None)?;

@@ -15,10 +15,10 @@ use tantivy::DocAddress;
 
 use crate::documents::{DocWrite, Refresh, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult};
-use crate::node::Node;
 use crate::read::actions::QueryMode;
 use crate::read::coordinator::{PlannedShard, QueryOutcome, QueryPhase};
 use crate::read::search::{forbid_closed, outcome_checked, SearchScope};
+use crate::write::WriteService;
 
 /// What a by-query request asks for, beyond the query.
 struct ByQuery {
@@ -32,7 +32,7 @@ struct ByQuery {
 /// The matches a by-query read found, with their sources when it updates.
 type Matches = (QueryOutcome, HashMap<(usize, DocAddress), Option<Bytes>>);
 
-impl Node {
+impl WriteService {
     /// `_delete_by_query` and `_update_by_query` (re-index in place, no scripts).
     pub fn by_query(
         &self,
@@ -44,9 +44,9 @@ impl Node {
         let started = Instant::now();
         let request = ByQuery::parse(body, params, update)?;
         let scope = SearchScope::from_params(params)?;
-        let services = forbid_closed(self.resolve(indices, scope.options)?, scope.options)?;
+        let services = forbid_closed(self.core.resolve(indices, scope.options)?, scope.options)?;
         // Point-in-time view of the matches, as OpenSearch's scroll-based implementation.
-        self.broadcast_refresh(&services)?;
+        self.broadcast.broadcast_refresh(&services)?;
         let shards = self.reads.search_shards(indices, &scope)?;
         let matches = self.read_matches(&shards, body, params, &scope, update)?;
         let mut writes = writes_for(&shards, matches, update);
@@ -54,7 +54,7 @@ impl Node {
             writes.truncate(max as usize);
         }
         let total = writes.len();
-        let results = self.writes.execute_writes(
+        let results = self.execute_writes(
             writes,
             &WriteOptions {
                 refresh: request.refresh,

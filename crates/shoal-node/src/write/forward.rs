@@ -25,10 +25,7 @@ impl shoal_transport::Action for ShardBulkAction {
 }
 
 /// Registers the shard bulk handler: it runs on this node's [`WriteService`].
-pub(crate) fn register_actions<N: Send + Sync + 'static>(
-    actions: &mut NodeActions<N>,
-    writes: &Arc<WriteService>,
-) {
+pub(crate) fn register_actions(actions: &mut NodeActions, writes: &Arc<WriteService>) {
     actions
         .register_on::<ShardBulkAction, _>(Arc::downgrade(writes), WriteService::handle_shard_bulk);
 }

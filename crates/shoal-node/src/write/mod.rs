@@ -4,30 +4,34 @@
 //! `replication/replica.rs`.
 //!
 //! They are one service, [`WriteService`] (`Node.writes`): it holds the node's [`NodeCore`],
-//! the services the primary role calls (replication, segment replication, remote store) and,
-//! for what is not a service yet, [`IndexCreation`] (auto-create), never the
-//! [`Node`](crate::node::Node). `_delete_by_query` and
-//! `_update_by_query` ([`by_query`]) read through the read service and write through this one.
+//! the services the primary role calls (replication, segment replication, remote store) and
+//! [`IndexCreation`] (auto-create, through the admin service), never the
+//! [`Node`](crate::node::Node). Writes that read first read through the read service and write
+//! through this one: the update API ([`update`]), `_delete_by_query` and `_update_by_query`
+//! ([`by_query`]).
 
 pub mod by_query;
 pub mod coordinator;
 pub mod forward;
 pub mod primary;
+pub mod update;
 
 use std::sync::{Arc, Weak};
 
+use crate::broadcast::BroadcastService;
 use crate::core::NodeCore;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::read::ReadService;
 use crate::remote::RemoteStoreService;
 use crate::replication::ReplicationService;
 use crate::segrep::SegrepService;
 
 pub(crate) use forward::register_actions;
 
-/// Index creation, which is not a service yet: a first write may create its index. The node
-/// implements it; the service holds it weakly, so a service never keeps a stopped node alive
-/// (and a node that is stopping writes nothing more).
+/// Index creation: a first write may create its index. The admin service implements it; the
+/// write service holds it weakly, and only the node holds the admin service, so a node that
+/// is stopping writes nothing more.
 pub(crate) trait IndexCreation: Send + Sync {
     /// Creates an index with default settings and mappings (auto-create on first write).
     fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>>;
@@ -44,20 +48,27 @@ pub struct WriteService {
     segrep: Arc<SegrepService>,
     /// A remote-backed primary's pressure and translog upload.
     remote: Arc<RemoteStoreService>,
+    /// Writes that read first: an update reads the document, by-query finds the matches.
+    reads: Arc<ReadService>,
+    /// By-query refreshes its indices first, for a point-in-time view of the matches.
+    broadcast: Arc<BroadcastService>,
     creation: Weak<dyn IndexCreation>,
 }
 
-/// The services the write service's primary role calls.
-pub(crate) struct PrimaryParts {
+/// The services the write service calls: the primary role's (replication, segment
+/// replication, remote store) and, for writes that read first, reads and broadcasts.
+pub(crate) struct WriteParts {
     pub replication: Arc<ReplicationService>,
     pub segrep: Arc<SegrepService>,
     pub remote: Arc<RemoteStoreService>,
+    pub reads: Arc<ReadService>,
+    pub broadcast: Arc<BroadcastService>,
 }
 
 impl WriteService {
     pub(crate) fn new(
         core: Arc<NodeCore>,
-        parts: PrimaryParts,
+        parts: WriteParts,
         creation: Weak<dyn IndexCreation>,
     ) -> WriteService {
         WriteService {
@@ -65,6 +76,8 @@ impl WriteService {
             replication: parts.replication,
             segrep: parts.segrep,
             remote: parts.remote,
+            reads: parts.reads,
+            broadcast: parts.broadcast,
             creation,
         }
     }

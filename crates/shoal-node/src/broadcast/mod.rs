@@ -9,11 +9,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::core::NodeCore;
 use crate::error::ApiResult;
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
-use crate::node::Node;
+use crate::remote::RemoteStoreService;
 use crate::rpc::NodeActions;
+use crate::segrep::SegrepService;
 
 /// Runs a refresh, flush or force merge on the node's copies of some indices.
 pub struct BroadcastAction;
@@ -39,10 +41,21 @@ impl shoal_transport::Action for ShardSegmentsAction {
     type Response = Vec<((String, usize, String), Vec<shoal_engine::SegmentInfo>)>;
 }
 
-pub(crate) fn register_actions(actions: &mut NodeActions<Node>) {
-    actions.register::<BroadcastAction>(Node::handle_broadcast);
-    actions.register::<ShardStatsAction>(Node::handle_copy_stats);
-    actions.register::<ShardSegmentsAction>(Node::handle_copy_segments);
+pub(crate) fn register_actions(actions: &mut NodeActions, service: &Arc<BroadcastService>) {
+    let weak = Arc::downgrade(service);
+    actions.register_on::<BroadcastAction, _>(weak.clone(), BroadcastService::handle_broadcast);
+    actions.register_on::<ShardStatsAction, _>(weak.clone(), BroadcastService::handle_copy_stats);
+    actions.register_on::<ShardSegmentsAction, _>(weak, BroadcastService::handle_copy_segments);
+}
+
+/// Broadcast shard operations and copy statistics: this node's part, and the fan-out to
+/// every other node holding copies when it coordinates.
+pub struct BroadcastService {
+    core: Arc<NodeCore>,
+    /// A refresh of a segment-replicated index has its replicas copy the new checkpoint.
+    segrep: Arc<SegrepService>,
+    /// A refresh of a remote-backed primary uploads what it made searchable.
+    remote: Arc<RemoteStoreService>,
 }
 
 /// The segments of every active copy of some indices, by `(index, shard, node id)`.
@@ -114,7 +127,19 @@ fn index_ids(services: &[Arc<IndexService>]) -> IndexIds {
     services.iter().map(|s| (s.name(), s.uuid())).collect()
 }
 
-impl Node {
+impl BroadcastService {
+    pub(crate) fn new(
+        core: Arc<NodeCore>,
+        segrep: Arc<SegrepService>,
+        remote: Arc<RemoteStoreService>,
+    ) -> BroadcastService {
+        BroadcastService {
+            core,
+            segrep,
+            remote,
+        }
+    }
+
     /// Runs `op` on every copy of these indices, wherever it is.
     pub fn broadcast(
         &self,
@@ -157,15 +182,19 @@ impl Node {
     /// A node that does not answer (gone, frozen) holds copies that count as not successful.
     fn broadcast_once(&self, request: &NodeRequest, total: usize) -> BroadcastSummary {
         let holders = self.holder_addresses(&request.indices);
-        let asked =
-            self.ask::<BroadcastAction>(holders, request, BROADCAST_TIMEOUT, "broadcast results");
+        let asked = self.core.ask::<BroadcastAction>(
+            holders,
+            request,
+            BROADCAST_TIMEOUT,
+            "broadcast results",
+        );
         let local = self.broadcast_locally(request);
         let mut summary = BroadcastSummary {
             total,
             successful: local.successful,
             failures: local.failures,
         };
-        for reply in self.answers(asked) {
+        for reply in self.core.answers(asked) {
             summary.successful += reply.successful;
             summary.failures.extend(reply.failures);
         }
@@ -174,14 +203,14 @@ impl Node {
 
     /// The transport addresses of the other nodes holding an active copy of these indices.
     fn holder_addresses(&self, indices: &IndexIds) -> Vec<String> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let holders: BTreeSet<&str> = indices
             .iter()
             .filter_map(|(name, _)| state.routing.get(name))
             .flat_map(|table| table.shards.iter().flatten())
             .filter(|c| c.is_active())
             .filter_map(|c| c.node.as_deref())
-            .filter(|node| *node != self.node_id)
+            .filter(|node| *node != self.core.node_id)
             .collect();
         holders
             .into_iter()
@@ -194,7 +223,7 @@ impl Node {
     fn local_copies(&self, indices: &IndexIds) -> Vec<(String, usize, Arc<shoal_engine::Engine>)> {
         indices
             .iter()
-            .filter_map(|(name, uuid)| self.index(name).filter(|s| s.uuid() == *uuid))
+            .filter_map(|(name, uuid)| self.core.index(name).filter(|s| s.uuid() == *uuid))
             .flat_map(|service| {
                 let name = service.name();
                 service
@@ -211,10 +240,14 @@ impl Node {
     pub fn copy_stats(&self, services: &[Arc<IndexService>]) -> CopyStats {
         let indices = index_ids(services);
         let holders = self.holder_addresses(&indices);
-        let asked =
-            self.ask::<ShardStatsAction>(holders, &indices, BROADCAST_TIMEOUT, "copy statistics");
+        let asked = self.core.ask::<ShardStatsAction>(
+            holders,
+            &indices,
+            BROADCAST_TIMEOUT,
+            "copy statistics",
+        );
         let mut stats = self.local_copy_stats(&indices);
-        stats.extend(self.answers(asked).into_iter().flatten());
+        stats.extend(self.core.answers(asked).into_iter().flatten());
         stats
     }
 
@@ -224,9 +257,10 @@ impl Node {
         let indices = index_ids(services);
         let holders = self.holder_addresses(&indices);
         let asked =
-            self.ask::<ShardSegmentsAction>(holders, &indices, BROADCAST_TIMEOUT, "segments");
+            self.core
+                .ask::<ShardSegmentsAction>(holders, &indices, BROADCAST_TIMEOUT, "segments");
         let mut segments = self.local_copy_segments(&indices);
-        segments.extend(self.answers(asked).into_iter().flatten());
+        segments.extend(self.core.answers(asked).into_iter().flatten());
         segments
     }
 
@@ -235,7 +269,7 @@ impl Node {
             .into_iter()
             .filter_map(|(name, shard, engine)| {
                 let segments = engine.segments().ok()?;
-                Some(((name, shard, self.node_id.clone()), segments))
+                Some(((name, shard, self.core.node_id.clone()), segments))
             })
             .collect()
     }
@@ -250,7 +284,7 @@ impl Node {
     fn local_copy_stats(&self, indices: &IndexIds) -> CopyStats {
         self.local_copies(indices)
             .into_iter()
-            .map(|(name, shard, engine)| ((name, shard, self.node_id.clone()), engine.stats()))
+            .map(|(name, shard, engine)| ((name, shard, self.core.node_id.clone()), engine.stats()))
             .collect()
     }
 
@@ -293,7 +327,7 @@ impl Node {
     /// A remote-backed primary has what it just refreshed uploaded before `_refresh` goes on
     /// to its replicas (they copy from the repository).
     fn upload_refreshed(&self, name: &str, shard: usize) -> ApiResult<()> {
-        let Some(service) = self.index(name).filter(|s| s.is_remote_store()) else {
+        let Some(service) = self.core.index(name).filter(|s| s.is_remote_store()) else {
             return Ok(());
         };
         let copy = service.copy(shard)?;
@@ -312,7 +346,7 @@ impl Node {
             .find(|(n, _)| n == name)
             .map(|(_, uuid)| uuid.clone())
             .unwrap_or_default();
-        let service = self.require_index(name)?;
+        let service = self.core.require_index(name)?;
         let Some(replication) = service.replication(shard) else {
             return Ok(());
         };

@@ -4,8 +4,8 @@
 
 use shoal_state::{ClusterState, IndexState};
 
+use super::AdminService;
 use crate::error::{ApiError, ApiResult};
-use crate::node::Node;
 
 pub const MAX_SHARDS_PER_NODE: &str = "cluster.max_shards_per_node";
 
@@ -48,7 +48,7 @@ pub fn max_shards_per_node(core: &crate::core::NodeCore) -> u64 {
         .unwrap_or(1000)
 }
 
-impl Node {
+impl AdminService {
     fn max_shards_per_node(&self) -> u64 {
         max_shards_per_node(&self.core)
     }
@@ -56,7 +56,7 @@ impl Node {
     /// Refuses adding `new_shards` shard copies past `cluster.max_shards_per_node`.
     pub fn check_shard_limit(&self, new_shards: i64) -> ApiResult<()> {
         check(
-            &self.cluster_state(),
+            &self.core.cluster_state(),
             self.max_shards_per_node(),
             new_shards,
         )
@@ -68,7 +68,7 @@ impl Node {
         indices: &[String],
         replicas: i64,
     ) -> ApiResult<()> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let added: i64 = indices
             .iter()
             .filter_map(|name| state.metadata.indices.get(name))
@@ -79,7 +79,7 @@ impl Node {
 
     /// The copies that opening `index` adds back.
     pub fn check_shard_limit_for_open(&self, index: &str) -> ApiResult<()> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let added = state
             .metadata
             .indices

@@ -8,7 +8,7 @@ use shoal_query::search::{filter_source, SourceFilter};
 use crate::documents::{DocWrite, WriteOptions, WriteOutcome};
 use crate::error::{ApiError, ApiResult, ErrorKind};
 use crate::index_service::IndexService;
-use crate::node::Node;
+use crate::write::WriteService;
 use std::sync::Arc;
 
 /// A parsed update request body plus its parameters.
@@ -77,12 +77,19 @@ pub struct UpdateOutcome {
     pub source: Option<Value>,
 }
 
-impl Node {
+/// The document an update starts from: its index and what the primary has for it.
+type Current = (Arc<IndexService>, shoal_engine::GetResult);
+
+/// What an update writes: the new source and the write's guard (create-only for an upsert,
+/// the read seq_no and term otherwise).
+type Planned = (Value, DocRequest);
+
+impl WriteService {
     /// The index an update goes to, once the write blocks let it through.
     fn update_target(&self, index: &str) -> ApiResult<Option<Arc<IndexService>>> {
-        let blocks = self.blocks();
+        let blocks = self.core.blocks();
         blocks.check_global(crate::blocks::BlockLevel::Write)?;
-        let Some(service) = self.resolve_write_index(index)? else {
+        let Some(service) = self.core.resolve_write_index(index)? else {
             return Ok(None);
         };
         blocks.check_index(crate::blocks::BlockLevel::Write, &service.name())?;
@@ -108,6 +115,8 @@ impl Node {
         }
     }
 
+    /// One attempt: read the current document, merge, and write it back guarded by what was
+    /// read (a concurrent change makes it a 409 that `update_document` retries).
     fn try_update(
         &self,
         index: &str,
@@ -115,97 +124,14 @@ impl Node {
         request: &UpdateRequest,
         options: &WriteOptions,
     ) -> ApiResult<UpdateOutcome> {
-        // The primary decides the update, so read what it has (a replica may lag).
-        let read = crate::documents::GetOptions {
-            preference: crate::read::copies::Preference::Primary,
-            ..crate::documents::GetOptions::realtime(request.routing.as_deref())
-        };
-        let current = match self.update_target(index).and_then(|service| match service {
-            Some(service) => self.read_document(service, id, &read),
-            None => Err(ApiError::index_not_found(index)),
-        }) {
-            Ok((service, doc)) => doc.map(|d| (service, d)),
-            Err(e) if e.kind == ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
+        let current = self.current_for_update(index, id, request)?;
         let doc = request.doc.clone().unwrap_or_else(|| json!({}));
         let (source, write_request) = match &current {
-            None => {
-                let upsert = match (&request.upsert, request.doc_as_upsert) {
-                    (Some(upsert), _) => upsert.clone(),
-                    (None, true) => doc.clone(),
-                    (None, false) => {
-                        let service = self.resolve_single_for_read(index)?;
-                        let shard = service.route(request.routing.as_deref().unwrap_or(id));
-                        return Err(ApiError::document_missing(
-                            &service.name(),
-                            &service.uuid(),
-                            shard,
-                            id,
-                        ));
-                    }
-                };
-                (
-                    upsert,
-                    DocRequest {
-                        create_only: true,
-                        ..DocRequest::default()
-                    },
-                )
-            }
-            Some((service, existing)) => {
-                if let Some(if_seq_no) = request.if_seq_no {
-                    let if_term = request.if_primary_term.unwrap_or(0);
-                    if existing.seq_no != if_seq_no || existing.primary_term != if_term {
-                        let shard = service.route(request.routing.as_deref().unwrap_or(id));
-                        return Err(ApiError::version_conflict(&service.name(), &service.uuid(), shard, format!(
-                            "[{id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_term}]. current document has seqNo [{}] and primary term [{}]",
-                            existing.seq_no, existing.primary_term
-                        )));
-                    }
-                }
-                let old: Value =
-                    serde_json::from_slice(&existing.source).unwrap_or_else(|_| json!({}));
-                let mut merged = old.clone();
-                let changed = deep_merge(&mut merged, &doc);
-                if request.detect_noop && !changed {
-                    let shard = service.route(request.routing.as_deref().unwrap_or(id));
-                    if let Ok(engine) = service.shard(shard) {
-                        engine.record_noop_update();
-                    }
-                    let outcome = WriteOutcome {
-                        index: service.name(),
-                        id: id.to_string(),
-                        shard,
-                        result: OpResult {
-                            kind: OpResultKind::Noop,
-                            seq_no: existing.seq_no,
-                            primary_term: existing.primary_term,
-                            version: existing.version,
-                            location: None,
-                        },
-                        shards_total: 0,
-                        shards_successful: 0,
-                        shards_failed: 0,
-                        forced_refresh: false,
-                    };
-                    let source = request
-                        .fetch_source
-                        .as_ref()
-                        .map(|f| filter_source(&old, f));
-                    return Ok(UpdateOutcome {
-                        outcome,
-                        noop: true,
-                        source,
-                    });
-                }
-                let guard = DocRequest {
-                    if_seq_no: Some(existing.seq_no),
-                    if_primary_term: Some(existing.primary_term),
-                    ..DocRequest::default()
-                };
-                (merged, guard)
-            }
+            None => self.upsert_source(index, id, request, &doc)?,
+            Some(current) => match merge_existing(current, id, request, &doc)? {
+                Ok(planned) => planned,
+                Err(noop) => return Ok(noop),
+            },
         };
         let index_name = current
             .as_ref()
@@ -220,7 +146,6 @@ impl Node {
             request: write_request,
         };
         let outcome = self
-            .writes
             .execute_writes(vec![write], options)
             .pop()
             .expect("one result")?;
@@ -233,6 +158,127 @@ impl Node {
             noop: false,
             source: fetched,
         })
+    }
+
+    /// The document as the primary has it (a replica may lag), or `None` when it (or its
+    /// index) does not exist.
+    fn current_for_update(
+        &self,
+        index: &str,
+        id: &str,
+        request: &UpdateRequest,
+    ) -> ApiResult<Option<Current>> {
+        let read = crate::documents::GetOptions {
+            preference: crate::read::copies::Preference::Primary,
+            ..crate::documents::GetOptions::realtime(request.routing.as_deref())
+        };
+        match self.update_target(index).and_then(|service| match service {
+            Some(service) => self.reads.read_document(service, id, &read),
+            None => Err(ApiError::index_not_found(index)),
+        }) {
+            Ok((service, doc)) => Ok(doc.map(|d| (service, d))),
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The source of an update of a missing document: the upsert, or the doc itself with
+    /// `doc_as_upsert`; without either the document is missing.
+    fn upsert_source(
+        &self,
+        index: &str,
+        id: &str,
+        request: &UpdateRequest,
+        doc: &Value,
+    ) -> ApiResult<Planned> {
+        let upsert = match (&request.upsert, request.doc_as_upsert) {
+            (Some(upsert), _) => upsert.clone(),
+            (None, true) => doc.clone(),
+            (None, false) => {
+                let service = self.reads.resolve_single_for_read(index)?;
+                let shard = service.route(request.routing.as_deref().unwrap_or(id));
+                return Err(ApiError::document_missing(
+                    &service.name(),
+                    &service.uuid(),
+                    shard,
+                    id,
+                ));
+            }
+        };
+        let create_only = DocRequest {
+            create_only: true,
+            ..DocRequest::default()
+        };
+        Ok((upsert, create_only))
+    }
+}
+
+/// The existing document merged with `doc`, guarded by the seq_no and term it was read at;
+/// or, when the merge changes nothing and `detect_noop` is on, the noop outcome (`Err`).
+fn merge_existing(
+    (service, existing): &Current,
+    id: &str,
+    request: &UpdateRequest,
+    doc: &Value,
+) -> ApiResult<Result<Planned, UpdateOutcome>> {
+    if let Some(if_seq_no) = request.if_seq_no {
+        let if_term = request.if_primary_term.unwrap_or(0);
+        if existing.seq_no != if_seq_no || existing.primary_term != if_term {
+            let shard = service.route(request.routing.as_deref().unwrap_or(id));
+            return Err(ApiError::version_conflict(&service.name(), &service.uuid(), shard, format!(
+                "[{id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_term}]. current document has seqNo [{}] and primary term [{}]",
+                existing.seq_no, existing.primary_term
+            )));
+        }
+    }
+    let old: Value = serde_json::from_slice(&existing.source).unwrap_or_else(|_| json!({}));
+    let mut merged = old.clone();
+    let changed = deep_merge(&mut merged, doc);
+    if request.detect_noop && !changed {
+        return Ok(Err(noop_outcome(service, existing, id, request, &old)));
+    }
+    let guard = DocRequest {
+        if_seq_no: Some(existing.seq_no),
+        if_primary_term: Some(existing.primary_term),
+        ..DocRequest::default()
+    };
+    Ok(Ok((merged, guard)))
+}
+
+/// An update that changes nothing: counted on the shard, answered `noop` with the document
+/// as it is.
+fn noop_outcome(
+    service: &IndexService,
+    existing: &shoal_engine::GetResult,
+    id: &str,
+    request: &UpdateRequest,
+    old: &Value,
+) -> UpdateOutcome {
+    let shard = service.route(request.routing.as_deref().unwrap_or(id));
+    if let Ok(engine) = service.shard(shard) {
+        engine.record_noop_update();
+    }
+    let outcome = WriteOutcome {
+        index: service.name(),
+        id: id.to_string(),
+        shard,
+        result: OpResult {
+            kind: OpResultKind::Noop,
+            seq_no: existing.seq_no,
+            primary_term: existing.primary_term,
+            version: existing.version,
+            location: None,
+        },
+        shards_total: 0,
+        shards_successful: 0,
+        shards_failed: 0,
+        forced_refresh: false,
+    };
+    let source = request.fetch_source.as_ref().map(|f| filter_source(old, f));
+    UpdateOutcome {
+        outcome,
+        noop: true,
+        source,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Cluster administration on the node: waiting on applied cluster states, allocation explain,
+//! Cluster administration: allocation explain,
 //! reroute (dry run or through Raft), voting configuration exclusions and node info for
 //! `_nodes` (its node selectors are in [`crate::core::node_selectors`]). The disk usage reporter lives in `disk_usage.rs`.
 
@@ -12,8 +12,9 @@ use shoal_state::{
     ClusterState, Command, DiscoveryNode, RerouteCommand, StateError, VotingExclusion,
 };
 
+use super::AdminService;
 use crate::error::{ApiError, ApiResult};
-use crate::node::{now_millis, Node};
+use shoal_cluster::now_millis;
 
 /// Transport action answering a node's own `_nodes` sections.
 pub struct NodesInfoAction;
@@ -25,8 +26,10 @@ impl shoal_transport::Action for NodesInfoAction {
 
 pub const ACTION_NODES_INFO: &str = <NodesInfoAction as shoal_transport::Action>::NAME;
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions<Node>) {
-    actions.register::<NodesInfoAction>(|node, ()| Ok(node.local_node_sections()));
+pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions, admin: &Arc<AdminService>) {
+    actions.register_on::<NodesInfoAction, _>(Arc::downgrade(admin), |admin, ()| {
+        Ok(admin.local_node_sections())
+    });
 }
 
 /// OpenSearch's marker for the unknown half of a voting exclusion (`VotingConfigExclusion`).
@@ -44,38 +47,11 @@ fn timeout_error(reason: String) -> ApiError {
 /// What a reroute did: the resulting state (not published for a dry run) and, with
 /// `explain`, one explanation per command.
 pub struct RerouteOutcome {
-    pub state: Arc<ClusterState>,
+    pub state: super::ClusterView,
     pub explanations: Vec<Value>,
 }
 
-impl Node {
-    /// Waits without polling until `check` accepts the cluster state: it runs now and after
-    /// every state this node applies. `None` when `timeout` passed first.
-    pub fn wait_for_state<T>(
-        &self,
-        timeout: Duration,
-        mut check: impl FnMut(&ClusterState) -> Option<T>,
-    ) -> Option<T> {
-        self.wait_until_applied(timeout, |state, _| check(state))
-    }
-
-    /// A single-node cluster elects itself and adds this process to its state within a
-    /// second of starting: waiting for that (bounded) lets the first requests see the state
-    /// of this run (transient settings cleared, say), not the one persisted before it.
-    /// A node with peers never waits here (they may not be started yet).
-    pub(crate) fn wait_for_single_node_join(&self, timeout: Duration) {
-        if self.cluster.config().single_node {
-            let local = self.cluster.local().ephemeral_id.clone();
-            self.wait_for_state(timeout, |state| {
-                state
-                    .nodes
-                    .get(&self.node_id)
-                    .is_some_and(|n| n.ephemeral_id == local)
-                    .then_some(())
-            });
-        }
-    }
-
+impl AdminService {
     /// `GET /_cluster/allocation/explain`, from this node's applied state.
     pub fn allocation_explain(
         &self,
@@ -83,7 +59,7 @@ impl Node {
         include_yes_decisions: bool,
         include_disk_info: bool,
     ) -> ApiResult<Value> {
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let mut body =
             shoal_allocation::explain(&state, request, include_yes_decisions, now_millis())
                 .map_err(state_error)?;
@@ -98,11 +74,11 @@ impl Node {
     fn cluster_info_json(&self, state: &ClusterState) -> Value {
         let mut nodes = Map::new();
         for (id, node) in &state.nodes {
-            let Some(usage) = self.disk_usage_of(state, id) else {
+            let Some(usage) = self.core.disk_usage_of(state, id) else {
                 continue;
             };
-            let path = if *id == self.node_id {
-                self.config.data_path.display().to_string()
+            let path = if *id == self.core.node_id {
+                self.core.config.data_path.display().to_string()
             } else {
                 String::new()
             };
@@ -113,8 +89,9 @@ impl Node {
             );
         }
         let mut shard_sizes = Map::new();
-        for copy in state.copies_on_node(&self.node_id) {
+        for copy in state.copies_on_node(&self.core.node_id) {
             let size = self
+                .core
                 .index(&copy.index)
                 .and_then(|s| s.shard(copy.shard as usize).ok())
                 .map(|engine| engine.stats().store_size_in_bytes);
@@ -141,7 +118,7 @@ impl Node {
         explain: bool,
     ) -> ApiResult<RerouteOutcome> {
         let now = now_millis();
-        let mut work = (*self.cluster_state()).clone();
+        let mut work = (*self.core.cluster_state()).clone();
         let (accepted, explanations) = if explain {
             execute_explained(&mut work, commands, retry_failed, now)
         } else {
@@ -152,16 +129,16 @@ impl Node {
         if dry_run {
             shoal_allocation::reroute(&mut work, now);
             return Ok(RerouteOutcome {
-                state: Arc::new(work),
+                state: super::ClusterView::new(Arc::new(work)),
                 explanations,
             });
         }
-        let state = self.propose(Command::Reroute {
+        let state = self.core.propose(Command::Reroute {
             commands: accepted,
             retry_failed,
         })?;
         Ok(RerouteOutcome {
-            state,
+            state: super::ClusterView::new(state),
             explanations,
         })
     }
@@ -181,13 +158,14 @@ impl Node {
             ));
         }
         let started = Instant::now();
-        let state = self.cluster_state();
+        let state = self.core.cluster_state();
         let existing = &state.metadata.voting_config_exclusions;
         let added: Vec<VotingExclusion> = resolve_exclusions(&state, node_ids, node_names)
             .into_iter()
             .filter(|e| !existing.contains(e))
             .collect();
         let max = self
+            .core
             .cluster_setting("cluster.max_voting_config_exclusions")
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or(10);
@@ -201,15 +179,16 @@ impl Node {
         }
         let mut all = existing.clone();
         all.extend(added.iter().cloned());
-        self.propose(Command::SetVotingExclusions(all))?;
+        self.core.propose(Command::SetVotingExclusions(all))?;
         let excluded: BTreeSet<u64> = added
             .iter()
             .filter(|e| e.node_id != ABSENT)
             .map(|e| shoal_state::raft_id_of(&e.node_id))
             .collect();
         let remaining = timeout.saturating_sub(started.elapsed());
-        let removed = self.runtime.block_on(
-            self.cluster
+        let removed = self.core.runtime.block_on(
+            self.core
+                .cluster
                 .wait_for_committed_voters(remaining, move |voters| voters.is_disjoint(&excluded)),
         );
         if !removed {
@@ -229,6 +208,7 @@ impl Node {
         timeout: Duration,
     ) -> ApiResult<()> {
         let initial = self
+            .core
             .cluster_state()
             .metadata
             .voting_config_exclusions
@@ -237,7 +217,7 @@ impl Node {
             return Ok(());
         }
         if wait_for_removal {
-            let gone = self.wait_for_state(timeout, |state| {
+            let gone = self.core.wait_for_state(timeout, |state| {
                 initial
                     .iter()
                     .all(|e| !state.nodes.contains_key(&e.node_id))
@@ -250,14 +230,15 @@ impl Node {
                 )));
             }
         }
-        self.propose(Command::SetVotingExclusions(Vec::new()))?;
+        self.core
+            .propose(Command::SetVotingExclusions(Vec::new()))?;
         Ok(())
     }
 
     /// The node ids of the last committed and last accepted voting configurations (a voter
     /// that is not in the cluster state any more shows as its Raft id).
-    pub fn voting_configs(&self, state: &ClusterState) -> (Vec<String>, Vec<String>) {
-        let (committed, accepted) = self.cluster.voting_configs();
+    pub(crate) fn voting_configs(&self, state: &ClusterState) -> (Vec<String>, Vec<String>) {
+        let (committed, accepted) = self.core.cluster.voting_configs();
         let names = |ids: BTreeSet<u64>| -> Vec<String> {
             ids.into_iter()
                 .map(|raft_id| {
@@ -277,14 +258,14 @@ impl Node {
     /// transport. A node that does not answer is a failure (`_nodes.failures`).
     pub fn nodes_info(
         &self,
-        state: &ClusterState,
+        view: &super::ClusterView,
         ids: &[String],
         timeout: Duration,
     ) -> Vec<(String, ApiResult<Value>)> {
         let calls = ids.iter().map(|id| {
-            let address = state.nodes.get(id).map(|n| n.transport_address.clone());
-            let (id, local) = (id.clone(), *id == self.node_id);
-            let transport = self.transport.clone();
+            let address = view.node(id).map(|n| n.transport_address.clone());
+            let (id, local) = (id.clone(), *id == self.core.node_id);
+            let transport = self.core.transport.clone();
             async move {
                 if local {
                     return (id, Ok(Value::Null));
@@ -302,11 +283,11 @@ impl Node {
                 (id, reply)
             }
         });
-        let answers = self.runtime.block_on(futures::future::join_all(calls));
+        let answers = self.core.runtime.block_on(futures::future::join_all(calls));
         answers
             .into_iter()
             .map(|(id, answer)| {
-                let answer = if id == self.node_id {
+                let answer = if id == self.core.node_id {
                     Ok(self.local_node_sections())
                 } else {
                     answer
@@ -319,11 +300,11 @@ impl Node {
     /// What only this node knows about itself for `_nodes`: its settings (flat), OS, process,
     /// transport and HTTP addresses. The rest comes from the cluster state.
     pub fn local_node_sections(&self) -> Value {
-        let config = &self.config;
+        let config = &self.core.config;
         let processors = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        let local = self.cluster.local();
+        let local = self.core.cluster.local();
         let http = format!("{}:{}", config.http_host, config.http_port);
         json!({
             "total_indexing_buffer": 134217728,
@@ -336,9 +317,9 @@ impl Node {
                           "profiles": {}},
             "http": {"bound_address": [http], "publish_address": http,
                      "max_content_length_in_bytes": 104857600},
-            "thread_pool": self.pressure.info(),
+            "thread_pool": self.core.pressure.info(),
             // Not a `_nodes` section (the REST layer lists those): read by `_cat/thread_pool`.
-            "thread_pool_stats": self.pressure.stats(),
+            "thread_pool_stats": self.core.pressure.stats(),
             "plugins": [], "modules": []
         })
     }
@@ -346,7 +327,7 @@ impl Node {
 
 /// The node's settings as OpenSearch lists them: the given ones plus `client.type`, which
 /// every OpenSearch node sets for itself.
-fn node_settings(config: &crate::node::NodeConfig) -> Value {
+fn node_settings(config: &crate::config::NodeConfig) -> Value {
     let mut settings = config.settings.clone();
     settings
         .entry("client.type".to_string())
