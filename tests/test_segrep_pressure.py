@@ -122,19 +122,26 @@ def assert_nothing_acknowledged_lost(c: ShoalCluster, writers: Writers) -> None:
     assert on_primary == on_replica, f"copies differ by {len(on_primary ^ on_replica)} ids"
 
 
+def freeze_until_refused(c: ShoalCluster, writers: Writers, replica: int) -> tuple[float, tuple]:
+    """SIGSTOPs the replica once writes flow; returns when it froze and the first write refused
+    after, checked to be OpenSearch's segrep rejection."""
+    wait_for(lambda: len(writers.acknowledged()) >= 20, timeout=30, what="writes before the freeze")
+    frozen_at = time.monotonic()
+    c.stop(replica)
+    refused = wait_for(lambda: writers.first(429, frozen_at), timeout=30,
+                       what="a write refused while the replica is frozen")
+    print(f"segrep pressure: first 429 {refused[0] - frozen_at:.2f}s after SIGSTOP")
+    assert refused[3]["error"]["type"] == "rejected_execution_exception", refused
+    assert refused[3]["error"]["reason"].startswith(
+        f"rejected execution on primary shard:[{INDEX}][0] Stale Replicas: ["), refused
+    return frozen_at, refused
+
+
 def test_a_frozen_replica_makes_writes_answer_429_until_it_is_thawed(tmp_path):
     with ShoalCluster(tmp_path, 3) as c:
         primary, replica = create_pressed_index(c)
         with Writers(c.nodes[primary].url) as writers:
-            wait_for(lambda: len(writers.acknowledged()) >= 20, timeout=30, what="writes before the freeze")
-            frozen_at = time.monotonic()
-            c.stop(replica)
-            refused = wait_for(lambda: writers.first(429, frozen_at), timeout=30,
-                               what="a write refused while the replica is frozen")
-            print(f"segrep pressure: first 429 {refused[0] - frozen_at:.2f}s after SIGSTOP")
-            assert refused[3]["error"]["type"] == "rejected_execution_exception", refused
-            assert refused[3]["error"]["reason"].startswith(
-                f"rejected execution on primary shard:[{INDEX}][0] Stale Replicas: ["), refused
+            freeze_until_refused(c, writers, replica)
             thawed_at = time.monotonic()
             c.cont(replica)
             resumed = wait_for(lambda: writers.first(201, thawed_at), timeout=30,
@@ -153,11 +160,7 @@ def test_a_replica_frozen_until_the_transport_fails_it_is_failed_and_writes_resu
     with ShoalCluster(tmp_path, 3) as c:
         primary, replica = create_pressed_index(c)
         with Writers(c.nodes[primary].url) as writers:
-            wait_for(lambda: len(writers.acknowledged()) >= 20, timeout=30, what="writes before the freeze")
-            frozen_at = time.monotonic()
-            c.stop(replica)
-            refused = wait_for(lambda: writers.first(429, frozen_at), timeout=30,
-                               what="a write refused while the replica is frozen")
+            frozen_at, refused = freeze_until_refused(c, writers, replica)
             resumed = wait_for(lambda: writers.first(201, refused[0]), timeout=60,
                                what="a write acknowledged with the replica still frozen")
             print(f"segrep pressure: replica failed, writes resumed {resumed[0] - frozen_at:.2f}s after SIGSTOP")
