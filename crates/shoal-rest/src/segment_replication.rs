@@ -44,7 +44,8 @@ async fn cat(node: Arc<Node>, index: Option<String>, params: Params) -> RestResu
     let table = blocking(move || -> ApiResult<Table> {
         let indices = match &index {
             Some(expression) => Some(
-                node.core().resolve(expression, ResolveOptions::admin())?
+                node.core()
+                    .resolve(expression, ResolveOptions::admin())?
                     .iter()
                     .map(|s| s.name())
                     .collect(),
