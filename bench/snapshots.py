@@ -99,9 +99,9 @@ KEYS = ["full_s", "full_mb_per_s", "incremental_s", "incremental_uploaded_bytes"
 
 def scenario(ctx, load_shard, summarize_runs):
     target = (20 << 20) if ctx.quick else int(ctx.args.snapshot_gb * (1 << 30))
-    result = {"systems": {}, "notes": ["OpenSearch throttles snapshots and restores to 40 MB/s by default; "
+    result = {"systems": {}, "notes": ["Both throttle snapshots and restores to 40 MB/s by default; "
                                        "'throttles off' sets max_snapshot_bytes_per_sec, max_restore_bytes_per_sec "
-                                       "and indices.recovery.max_bytes_per_sec to 0. Shoal has no snapshot throttle."]}
+                                       "and indices.recovery.max_bytes_per_sec to 0."]}
     for name in ctx.systems:
         node = start_node(name)
         entry = result["systems"][name] = {"modes": {}}
@@ -129,17 +129,17 @@ def render(doc, header, table, cell, ratio, med):
     for name, entry in systems.items():
         if entry.get("shard"):
             lines += [f"{name} shard: {entry['shard']['store_bytes'] / 1e6:.0f} MB, {entry['shard']['docs']} docs.", ""]
-    s = systems.get("shoal", {}).get("modes", {}).get("defaults", {}).get("summary", {})
+    shoal_modes = systems.get("shoal", {}).get("modes", {})
     os_modes = systems.get("opensearch", {}).get("modes", {})
-    o = os_modes.get("defaults", {}).get("summary", {})
-    u = os_modes.get("throttles off", {}).get("summary", {})
+    s, t = (shoal_modes.get(m, {}).get("summary", {}) for m in ("defaults", "throttles off"))
+    o, u = (os_modes.get(m, {}).get("summary", {}) for m in ("defaults", "throttles off"))
     rows = []
     for key, label, unit in (("full_s", "full snapshot", "s"), ("full_mb_per_s", "full snapshot MB/s", "rate"),
                              ("incremental_s", "incremental snapshot (+1 % docs)", "s"),
                              ("incremental_uploaded_bytes", "incremental snapshot bytes uploaded", "mb"),
                              ("restore_s", "restore to green", "s"), ("restore_mb_per_s", "restore MB/s", "rate")):
-        rows.append([label, cell(s.get(key), unit), cell(o.get(key), unit), cell(u.get(key), unit),
-                     ratio(med(s.get(key)), med(o.get(key))), ratio(med(s.get(key)), med(u.get(key)))])
-    lines += table(rows, ["", "Shoal", "OS 2.18 defaults", "OS 2.18 throttles off", "Shoal ÷ OS defaults",
-                          "Shoal ÷ OS throttles off"])
+        rows.append([label, cell(s.get(key), unit), cell(o.get(key), unit), ratio(med(s.get(key)), med(o.get(key))),
+                     cell(t.get(key), unit), cell(u.get(key), unit), ratio(med(t.get(key)), med(u.get(key)))])
+    lines += table(rows, ["", "Shoal defaults", "OS 2.18 defaults", "Shoal ÷ OS defaults", "Shoal throttles off",
+                          "OS 2.18 throttles off", "Shoal ÷ OS throttles off"])
     return lines
