@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::Router;
+use shoal_node::recovery::progress::percent;
 use shoal_node::segrep::stats::ReplicaRow;
 use shoal_node::settings::{format_date_millis, format_time};
 use shoal_node::shard::segrep::CopyRound;
@@ -201,14 +202,6 @@ fn round_cells(row: &ReplicaRow, time: &dyn Fn(u64) -> Cell) -> Vec<Cell> {
         stage_ms(round.get_files_ms),
         stage_ms(round.finalize_ms),
     ]
-}
-
-/// OpenSearch's percent of a transfer: 100 when there was nothing to fetch.
-fn percent(done: u64, total: u64) -> f64 {
-    match total {
-        0 => 100.0,
-        _ => done as f64 * 100.0 / total as f64,
-    }
 }
 
 /// `shards=0,2`: only those shard numbers.

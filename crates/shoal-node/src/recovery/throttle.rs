@@ -119,12 +119,15 @@ impl RateLimiter {
         start.saturating_duration_since(now)
     }
 
+    /// Reserves `bytes` and returns how long to wait before sending them (`None`: no
+    /// limit, no wait).
+    pub fn delay(&self, bytes: u64, bytes_per_sec: Option<u64>) -> Duration {
+        bytes_per_sec.map_or(Duration::ZERO, |rate| self.reserve(bytes, rate))
+    }
+
     /// Waits until `bytes` fit the rate (`None`: no limit, no wait).
     pub fn pace(&self, bytes: u64, bytes_per_sec: Option<u64>) {
-        let Some(rate) = bytes_per_sec else {
-            return;
-        };
-        let wait = self.reserve(bytes, rate);
+        let wait = self.delay(bytes, bytes_per_sec);
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }

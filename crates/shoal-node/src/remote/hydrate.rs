@@ -40,7 +40,7 @@ impl RemoteStoreService {
     ) -> Hydrating {
         let peer: Arc<dyn FileSource> = Arc::from(peer);
         let counted = Arc::<AtomicU64>::default();
-        let only_peer = |peer| -> Hydrating { (Box::new(ArcSource(peer)), Arc::default()) };
+        let only_peer = |peer| -> Hydrating { (Box::new(peer), Arc::default()) };
         let Ok(repositories) = self.repositories() else {
             return only_peer(peer);
         };
@@ -110,18 +110,5 @@ impl FileSource for HydratingSource {
             self.repository.describe(),
             self.peer.describe()
         )
-    }
-}
-
-/// A shared source as a boxed one.
-struct ArcSource(Arc<dyn FileSource>);
-
-impl FileSource for ArcSource {
-    fn open(&self, file: &FileMeta, offset: u64) -> BoxFuture<'static, ApiResult<ByteStream>> {
-        self.0.open(file, offset)
-    }
-
-    fn describe(&self) -> String {
-        self.0.describe()
     }
 }

@@ -261,7 +261,6 @@ impl RemoteStoreService {
         }
         let (old, kept) = names.split_at(names.len().saturating_sub(retain));
         let mut referenced = HashSet::new();
-        let mut known = HashSet::new();
         let mut oldest_kept_checkpoint = i64::MAX;
         for key in kept {
             let metadata = self.read_metadata(repository, key)?;
@@ -270,11 +269,11 @@ impl RemoteStoreService {
             referenced.extend(metadata.checkpoint.files.into_iter().map(|f| f.name));
         }
         for key in old {
-            let metadata = self.read_metadata(repository, key)?;
-            known.extend(metadata.checkpoint.files.into_iter().map(|f| f.name));
             self.block_on(repository.delete(key))?;
         }
-        known.extend(copy.remote.uploaded.lock().keys().cloned());
+        // What this copy uploaded (or found named when it became primary) is its own to
+        // delete; anything else waits out the grace.
+        let known: HashSet<String> = copy.remote.uploaded.lock().keys().cloned().collect();
         let data = self.block_on(repository.list(&keys.segment_data_folder()))?;
         let now = now_millis() as i64;
         let mut deleted = 0;
@@ -323,8 +322,8 @@ fn metadata_term(key: &str) -> Option<i64> {
         .ok()
 }
 
-/// A segment file may go when no kept metadata names it, and either this shard's history
-/// knows it (an older metadata named it, or this copy uploaded it) or it is old enough.
+/// A segment file may go when no kept metadata names it, and either this copy knows it (it
+/// uploaded it, or found it named when it became primary) or it is old enough.
 fn is_garbage(
     name: &str,
     modified_millis: i64,

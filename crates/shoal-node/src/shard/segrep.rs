@@ -192,6 +192,7 @@ impl ReplicaLag {
 
 /// A replica's last completed copy round, by stage (ms) and size, as it reported it.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct CopyRound {
     pub start_time_ms: u64,
     pub stop_time_ms: u64,

@@ -176,9 +176,7 @@ impl SnapshotService {
         }
         let mut failures = Vec::new();
         let outcomes = self.snapshot_shards(&indices, &repository_meta, progress);
-        if self.is_aborted(&entry.repository, &entry.uuid) {
-            return Err(super::abort::aborted(entry));
-        }
+        self.check_not_aborted(&entry.repository, &entry.uuid)?;
         for ((index, shard), outcome) in outcomes {
             let snapshot = indices.get_mut(&index).expect("an index of the snapshot");
             match outcome {
@@ -296,7 +294,7 @@ impl SnapshotService {
                     }
                 }
             }
-            if pending.is_empty() || self.is_aborted(&entry.repository, &entry.uuid) {
+            if pending.is_empty() || self.aborted_entry(&entry.repository, &entry.uuid).is_some() {
                 break;
             }
             std::thread::sleep(RETRY_PAUSE * attempt as u32);

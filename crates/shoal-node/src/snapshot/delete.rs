@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use shoal_state::{Command, SnapshotInProgress, SnapshotOperation};
 
 use super::layout::{self, SnapshotDetails};
-use super::read::wildcard_match;
+use super::read::part_selects;
 use super::{snapshot_missing, SnapshotService};
 use crate::error::ApiResult;
 use shoal_cluster::now_millis;
@@ -20,7 +20,7 @@ impl SnapshotService {
             let matched: Vec<String> = data
                 .snapshots
                 .iter()
-                .filter(|s| part == "_all" || wildcard_match(part, &s.name))
+                .filter(|s| part_selects(part, &s.name))
                 .map(|s| s.uuid.clone())
                 .collect();
             let was_running = aborted.iter().any(|name| name == part);

@@ -65,7 +65,15 @@ impl SnapshotService {
 
     /// The registered repository `name`, opened.
     pub(crate) fn repository(&self, name: &str) -> ApiResult<Repository> {
-        Ok(self.open(name, &self.registered(name)?)?.0)
+        Ok(self.repository_and_throttles(name)?.0)
+    }
+
+    /// The registered repository `name`, opened, with this node's limiters for it.
+    pub(crate) fn repository_and_throttles(
+        &self,
+        name: &str,
+    ) -> ApiResult<(Repository, Arc<throttle::Throttles>)> {
+        self.open(name, &self.registered(name)?)
     }
 
     /// The registration of repository `name`, or `repository_missing_exception`.

@@ -188,6 +188,12 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     shoal_query::glob_match(pattern, text)
 }
 
+/// Whether one part of a `DELETE _snapshot/{repo}/{names}` list (`_all`, a name, a
+/// wildcard) selects snapshot `name`.
+pub(crate) fn part_selects(part: &str, name: &str) -> bool {
+    part == "_all" || wildcard_match(part, name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::wildcard_match;

@@ -180,8 +180,7 @@ impl SnapshotService {
                 meta.name
             ))
         })?;
-        let (repository, throttles) =
-            self.open(&source.repository, &self.registered(&source.repository)?)?;
+        let (repository, throttles) = self.repository_and_throttles(&source.repository)?;
         let details = self.snapshot_details(&repository, &source.snapshot_uuid)?;
         let snapshot = details
             .indices

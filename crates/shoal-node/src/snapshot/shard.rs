@@ -81,16 +81,7 @@ impl SnapshotService {
         let files = checkpoint.files.clone();
         let (mut incremental_files, mut incremental_bytes) = (0, 0);
         for file in &files {
-            if self.is_aborted(&request.repository, &request.snapshot_uuid) {
-                return Err(ApiError::new(
-                    409,
-                    "snapshot_exception",
-                    format!(
-                        "[{}] the snapshot was aborted by a delete",
-                        request.snapshot_uuid
-                    ),
-                ));
-            }
+            self.check_not_aborted(&request.repository, &request.snapshot_uuid)?;
             let key = super::layout::blob_key(file);
             if self.block_on(repository.size_of(&key))? == Some(file.length) {
                 continue;
@@ -98,11 +89,7 @@ impl SnapshotService {
             let path = pinned.path(&file.name).ok_or_else(|| {
                 ApiError::internal(format!("pinned commit lacks [{}]", file.name))
             })?;
-            let rate = throttles.snapshot_rate;
-            let pace = |bytes: u64| match rate {
-                Some(rate) => throttles.snapshot.reserve(bytes, rate),
-                None => std::time::Duration::ZERO,
-            };
+            let pace = |bytes: u64| throttles.snapshot.delay(bytes, throttles.snapshot_rate);
             self.block_on(repository.put_file_paced(&key, &path, &pace))?;
             incremental_files += 1;
             incremental_bytes += file.length;

@@ -57,6 +57,17 @@ pub trait FileSource: Send + Sync {
     fn describe(&self) -> String;
 }
 
+/// A shared source reads as the source it shares.
+impl<T: FileSource + ?Sized> FileSource for std::sync::Arc<T> {
+    fn open(&self, file: &FileMeta, offset: u64) -> BoxFuture<'static, ApiResult<ByteStream>> {
+        (**self).open(file, offset)
+    }
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
 /// A transferred file whose bytes do not match the listed checksum, or a local file of a
 /// listed name that differs where differing means damage.
 pub fn corrupted(reason: String) -> ApiError {
