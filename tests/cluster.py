@@ -11,6 +11,7 @@ configuration. On failure the node logs are printed by `dump_logs()` (the fixtur
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -87,6 +88,17 @@ class ShoalCluster:
         body = r.json()
         assert not body["errors"], [item for item in body["items"] if "error" in next(iter(item.values()))][:3]
         return body
+
+    def load_incompressible(self, i: int, index: str, docs: int = 1500) -> int:
+        """Indexes `docs` documents of 2 kB of random hex through node i (about 3 MB for 1500:
+        nothing compression can shrink), flushes, and returns the primaries' store bytes."""
+        for start in range(0, docs, 500):
+            self.bulk(i, index, {str(n): {"n": n, "filler": os.urandom(1000).hex()}
+                                 for n in range(start, min(start + 500, docs))}, refresh="false")
+        r = self.http(i).post(f"/{index}/_flush")
+        assert r.status_code == 200, r.text
+        rows = self.get(f"/_cat/indices/{index}", i, format="json", h="pri.store.size", bytes="b").json()
+        return int(rows[0]["pri.store.size"])
 
     def client(self, i: int = 0):
         return self.nodes[i].client()

@@ -8,7 +8,6 @@ server the test starts).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -354,12 +353,7 @@ def test_a_new_replica_hydrates_from_the_repository_and_not_from_its_primary(tmp
         r = c.http(0).put("/hydrated", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
         assert r.status_code == 200, r.text
         c.wait_for_status("green")
-        for start in range(0, 1500, 500):  # about 3 MB of random text, which compression cannot shrink
-            c.bulk(0, "hydrated", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
-                                   for n in range(start, start + 500)}, refresh="false")
-        assert c.http(0).post("/hydrated/_flush").status_code == 200
-        size = int(c.get("/_cat/indices/hydrated", format="json", h="pri.store.size", bytes="b").json()[0]
-                   ["pri.store.size"])
+        size = c.load_incompressible(0, "hydrated")
         primary = c.index_of(c.get("/_cat/shards/hydrated", format="json", h="node").json()[0]["node"])
         sent_before = transport_tx_bytes(c, primary)
         r = c.http(0).put("/hydrated/_settings", {"index": {"number_of_replicas": 1}})

@@ -234,11 +234,7 @@ def test_recovery_follows_max_bytes_per_sec_and_bad_values_are_refused(cluster3)
     r = http.put("/throttled", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
     assert r.status_code == 200, r.text
     wait_green(cluster3)
-    for start in range(0, 1500, 500):  # random text: about 3 MB that compression cannot shrink away
-        cluster3.bulk(0, "throttled", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
-                                       for n in range(start, start + 500)}, refresh="false")
-    http.post("/throttled/_flush")
-    size = int(cluster3.get("/_cat/indices/throttled", 0, format="json", h="pri.store.size", bytes="b").json()[0]["pri.store.size"])
+    size = cluster3.load_incompressible(0, "throttled")
 
     def recover(rate: str) -> float:
         r = http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": rate}})

@@ -241,19 +241,13 @@ def test_snapshot_requests_that_cannot_be_honoured_are_refused_with_the_reason(t
 def test_snapshots_and_restores_keep_to_the_repository_rates(tmp_path):
     """`max_snapshot_bytes_per_sec` paces uploads and `max_restore_bytes_per_sec` downloads
     (OpenSearch's repository settings; `0` is unlimited); a rate that is no byte size is refused."""
-    import os
     with cluster(tmp_path, 1) as c:
         http, client = c.http(0), c.client(0)
         assert_error(http.put("/_snapshot/bad", {"type": "fs", "settings": {
             "location": "bad", "max_snapshot_bytes_per_sec": "fast"}}), 400, "repository_exception",
             reason_re=r"max_snapshot_bytes_per_sec")
         client.indices.create(index="paced", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
-        for start in range(0, 1500, 500):  # about 3 MB of random text, which compression cannot shrink
-            c.bulk(0, "paced", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
-                                for n in range(start, start + 500)}, refresh="false")
-        assert http.post("/paced/_flush").status_code == 200
-        size = int(c.get("/_cat/indices/paced", 0, format="json", h="pri.store.size", bytes="b").json()[0]
-                   ["pri.store.size"])
+        size = c.load_incompressible(0, "paced")
         rate = size // 3  # about three seconds for the whole store
 
         def timed_snapshot(repository: str, settings: dict) -> float:
@@ -317,14 +311,10 @@ def test_a_snapshot_restores_over_a_closed_index_of_the_same_shape(tmp_path):
 def test_deleting_a_running_snapshot_aborts_it_and_leaves_no_blob(tmp_path):
     """As in OpenSearch: `DELETE` of a snapshot still running stops it; the create waiting for it
     answers that it was aborted, and nothing it uploaded stays in the repository."""
-    import os
     with cluster(tmp_path, 1) as c:
         http, client = c.http(0), c.client(0)
         client.indices.create(index="big", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
-        for start in range(0, 1500, 500):  # about 3 MB of random text
-            c.bulk(0, "big", {str(n): {"n": n, "filler": os.urandom(1000).hex()}
-                              for n in range(start, start + 500)}, refresh="false")
-        assert http.post("/big/_flush").status_code == 200
+        c.load_incompressible(0, "big")
         client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {
             "location": "r", "max_snapshot_bytes_per_sec": "200kb"}})  # about 15 s for the shard
         answers = []
