@@ -288,12 +288,21 @@ impl Engine {
         // forgets that thread: a later commit would succeed without them. Any error here
         // therefore fails the engine; its last good commit and the translog still hold
         // everything acknowledged.
+        let started = Instant::now();
         let prepared = state.writer().prepare_commit();
         let mut prepared = self.fail_on_error("commit failed", prepared)?;
+        let segments_written = started.elapsed();
         prepared.set_payload(&payload.to_json());
         let committed = prepared.commit();
         self.fail_on_error("commit failed", committed)?;
+        let committed_at = started.elapsed();
         self.reader.reload()?;
+        tracing::debug!(
+            segments_written_ms = segments_written.as_millis() as u64,
+            committed_ms = committed_at.as_millis() as u64,
+            reloaded_ms = started.elapsed().as_millis() as u64,
+            "commit"
+        );
         state
             .version_map
             .prune_refreshed(max_seq_no, self.config.gc_deletes);

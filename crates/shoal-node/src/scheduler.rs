@@ -4,7 +4,7 @@
 //! keep the primaries' retention leases (renewal, expiry) applied to their engines, and drop
 //! the recoveries this node serves whose target gave up.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use shoal_engine::Engine;
@@ -12,19 +12,48 @@ use shoal_translog::Durability;
 use tracing::warn;
 
 use crate::index_service::IndexService;
-use std::sync::Arc;
-
 use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
+use crate::pressure::settings::{FLUSH, REFRESH};
+use crate::pressure::shard_tasks::ShardTasks;
 use crate::shard::schedule::{Due, Intervals};
 
 const TICK: Duration = Duration::from_millis(100);
+
+/// A copy's engine work, by index uuid and shard.
+type CopyKey = (String, usize);
+
+/// Where due engine work runs: at most one refresh (with the scheduled fsync) and one flush
+/// per copy at a time, on OpenSearch's `refresh` and `flush` pools. A copy whose refresh is
+/// still running when the next comes due gets one more, not a backlog.
+struct EngineWork {
+    refreshes: ShardTasks<CopyKey>,
+    flushes: ShardTasks<CopyKey>,
+}
+
+impl EngineWork {
+    fn new(node: &Node) -> EngineWork {
+        let tasks = |pool: &str| {
+            let pool = node.core.pressure.pool(pool).clone();
+            let limit = pool.config().max;
+            ShardTasks::new(pool, limit, || {})
+        };
+        EngineWork {
+            refreshes: tasks(REFRESH),
+            flushes: tasks(FLUSH),
+        }
+    }
+}
 
 pub fn spawn(node: Weak<Node>) {
     std::thread::Builder::new()
         .name("shoal-scheduler".into())
         .spawn(move || {
-            // Ticks keep their cadence whatever a pass takes, so work comes due on time.
+            let Some(work) = node.upgrade().map(|node| EngineWork::new(&node)) else {
+                return;
+            };
+            // Ticks keep their cadence whatever a pass takes, so work comes due on time: the
+            // spacing of a copy's refreshes is what bounds how long a write waits to be seen.
             let mut next_tick = std::time::Instant::now() + TICK;
             loop {
                 std::thread::sleep(next_tick.saturating_duration_since(std::time::Instant::now()));
@@ -33,13 +62,13 @@ pub fn spawn(node: Weak<Node>) {
                 node.reports.fail_failed_engines();
                 node.reports.resend_failure_reports();
                 node.remote.maintain_cluster_state();
-                run_due_work(&node);
+                run_due_work(&node, &work);
             }
         })
         .expect("spawning the scheduler thread");
 }
 
-fn run_due_work(node: &Arc<Node>) {
+fn run_due_work(node: &Arc<Node>, work: &EngineWork) {
     node.recoveries.drop_abandoned();
     for index in node.core.all_indices() {
         if !index.is_open() {
@@ -66,26 +95,45 @@ fn run_due_work(node: &Arc<Node>) {
             if due.sync && index.is_remote_store() && copy.primary_targets().is_some() {
                 node.remote.queue_translog_upload(&index, shard);
             }
-            run_engine_work(&index, copy.engine(), due);
+            queue_engine_work(work, &index, shard, copy.engine(), due);
         }
     }
 }
 
-/// Refresh, fsync and flush of one copy's engine, as due.
-fn run_engine_work(index: &IndexService, engine: &Engine, due: Due) {
+/// Refresh, fsync and flush of one copy's engine, as due, on their pools.
+fn queue_engine_work(
+    work: &EngineWork,
+    index: &IndexService,
+    shard: usize,
+    engine: &Arc<Engine>,
+    due: Due,
+) {
+    let key = (index.uuid(), shard);
+    if due.refresh || due.sync {
+        let (engine, name) = (engine.clone(), index.name());
+        work.refreshes.submit(key.clone(), 0, move || {
+            refresh_and_sync(&name, &engine, due)
+        });
+    }
+    if engine.should_flush() && !work.flushes.busy(&key) {
+        let (engine, name) = (engine.clone(), index.name());
+        work.flushes.submit(key, 0, move || {
+            if let Err(e) = engine.flush(false) {
+                warn!(index = %name, error = %e, "scheduled flush failed");
+            }
+        });
+    }
+}
+
+fn refresh_and_sync(index: &str, engine: &Engine, due: Due) {
     if due.refresh {
         if let Err(e) = engine.refresh() {
-            warn!(index = %index.name(), error = %e, "scheduled refresh failed");
+            warn!(index, error = %e, "scheduled refresh failed");
         }
     }
     if due.sync {
         if let Err(e) = engine.sync_translog() {
-            warn!(index = %index.name(), error = %e, "scheduled translog sync failed");
-        }
-    }
-    if engine.should_flush() {
-        if let Err(e) = engine.flush(false) {
-            warn!(index = %index.name(), error = %e, "scheduled flush failed");
+            warn!(index, error = %e, "scheduled translog sync failed");
         }
     }
 }

@@ -75,6 +75,20 @@ impl ChecksumCache {
         Ok(computed)
     }
 
+    /// What `name` was found to hold, without reading it.
+    fn known(&self, name: &str) -> Option<(u64, u32)> {
+        self.0.lock().get(name).copied()
+    }
+
+    /// Files whose length and checksum were checked another way (a replica's copier checks
+    /// every byte it writes and every file it keeps).
+    fn remember(&self, files: &[StoreFile]) {
+        let mut known = self.0.lock();
+        for file in files {
+            known.insert(file.name.clone(), (file.length, file.checksum));
+        }
+    }
+
     /// Forgets files that are gone: merged away (a file no commit lists but still on disk
     /// is a merged segment waiting for its commit, whose checksum is wanted next).
     fn forget_deleted(&self, dir: &std::path::Path, listed: &HashSet<&str>) {
@@ -85,6 +99,13 @@ impl ChecksumCache {
 }
 
 impl Engine {
+    /// The length and crc32c this copy already knows `name` to have (a file it wrote, copied
+    /// or listed before): files of one name never change, so a replica comparing its files
+    /// with a checkpoint's need not read them again at every round.
+    pub fn known_checksum(&self, name: &str) -> Option<(u64, u32)> {
+        self.merge_hook.checksums.known(name)
+    }
+
     /// Whether this engine is a segment-replication replica (no index writer).
     pub fn is_writer_less(&self) -> bool {
         self.state.lock().writer.is_none()
@@ -272,6 +293,10 @@ impl Engine {
             .map(|f| PathBuf::from(&f.name))
             .collect();
         self.delete_files(previous.difference(&current));
+        let checksums = &self.merge_hook.checksums;
+        checksums.remember(&checkpoint.files);
+        let listed: HashSet<&str> = checkpoint.files.iter().map(|f| f.name.as_str()).collect();
+        checksums.forget_deleted(&self.config.index_dir(), &listed);
         self.notify_refresh_listeners();
         Ok(())
     }

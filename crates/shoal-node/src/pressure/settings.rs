@@ -22,15 +22,22 @@ pub const TRANSPORT: &str = "transport_shard";
 pub const REPLICATION: &str = "replication";
 /// Shard snapshots and the coordinators of snapshots not waited for (OpenSearch's `snapshot`).
 pub const SNAPSHOT: &str = "snapshot";
+/// Periodic refreshes and scheduled translog fsyncs (OpenSearch's `refresh`): off the
+/// scheduler's thread, so one slow refresh neither delays other copies' nor shifts the ticks.
+pub const REFRESH: &str = "refresh";
+/// Flushes past the translog's size threshold (OpenSearch's `flush`).
+pub const FLUSH: &str = "flush";
 
 const FIXED: &[&str] = &[WRITE, SEARCH, GET];
+/// The scaling pools whose `core`, `max` and `keep_alive` a node setting may change.
+const SCALING: &[&str] = &[MANAGEMENT, GENERIC, SNAPSHOT, REFRESH, FLUSH];
 
 /// The node settings Shoal reads for its pools.
 pub fn honoured_keys() -> Vec<String> {
     let fixed = FIXED
         .iter()
         .flat_map(|p| ["size", "queue_size"].map(|k| format!("thread_pool.{p}.{k}")));
-    let scaling = [MANAGEMENT, GENERIC, SNAPSHOT]
+    let scaling = SCALING
         .iter()
         .flat_map(|p| ["core", "max", "keep_alive"].map(|k| format!("thread_pool.{p}.{k}")));
     fixed.chain(scaling).collect()
@@ -71,6 +78,18 @@ fn defaults(processors: usize) -> Vec<PoolConfig> {
         scaling(REPLICATION, 1, generic_max, Duration::from_secs(30)),
         scaling(
             SNAPSHOT,
+            1,
+            (processors / 2).clamp(1, 5),
+            Duration::from_secs(300),
+        ),
+        scaling(
+            REFRESH,
+            1,
+            (processors / 2).clamp(1, 10),
+            Duration::from_secs(300),
+        ),
+        scaling(
+            FLUSH,
             1,
             (processors / 2).clamp(1, 5),
             Duration::from_secs(300),
@@ -123,7 +142,7 @@ fn apply_settings(
                 pool.queue_size = usize::try_from(queue).ok();
             }
         }
-        PoolKind::Scaling if [MANAGEMENT, GENERIC, SNAPSHOT].contains(&pool.name.as_str()) => {
+        PoolKind::Scaling if SCALING.contains(&pool.name.as_str()) => {
             if let Some(core) = int("core", 0, i32::MAX as i64)? {
                 pool.core = core as usize;
             }
@@ -177,6 +196,8 @@ mod tests {
         assert_eq!(shape(GET), (4, 4, Some(1000)));
         assert_eq!(shape(MANAGEMENT), (1, 5, None));
         assert_eq!(shape(GENERIC), (4, 128, None));
+        assert_eq!(shape(REFRESH), (1, 2, None));
+        assert_eq!(shape(FLUSH), (1, 2, None));
     }
 
     #[test]

@@ -323,4 +323,8 @@ impl TransferControl for CopyControl<'_> {
     }
 
     fn progress(&self, _event: Progress<'_>) {}
+
+    fn known_checksum(&self, name: &str) -> Option<(u64, u32)> {
+        self.copy.engine().known_checksum(name)
+    }
 }

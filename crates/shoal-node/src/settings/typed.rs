@@ -545,6 +545,12 @@ const HONOURED_NODE: &[&str] = &[
     "thread_pool.snapshot.core",
     "thread_pool.snapshot.max",
     "thread_pool.snapshot.keep_alive",
+    "thread_pool.refresh.core",
+    "thread_pool.refresh.max",
+    "thread_pool.refresh.keep_alive",
+    "thread_pool.flush.core",
+    "thread_pool.flush.max",
+    "thread_pool.flush.keep_alive",
 ];
 const HONOURED_NODE_GROUPS: &[&str] = &[
     "node.attr.",
