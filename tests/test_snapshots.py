@@ -189,13 +189,60 @@ def test_a_snapshot_in_s3_restores_the_same_documents(tmp_path, s3_server):  # n
         assert rows == ["first", "SUCCESS", "2"], rows
 
 
+def metadata_files(location: Path) -> dict[str, bytes]:
+    """The repository's generations and snapshot files, by path under its location."""
+    found = [*location.glob("generations/index-*"), *location.glob("snap-*.json")]
+    return {str(f.relative_to(location)): f.read_bytes() for f in found}
+
+
+def test_compress_deflates_the_metadata_and_a_readonly_registration_reads_but_never_writes(tmp_path):
+    with cluster(tmp_path, 1) as c:
+        http, client = c.http(0), c.client(0)
+        location = tmp_path / "backups" / "shared"
+        client.snapshot.create_repository(repository="packed", body={
+            "type": "fs", "settings": {"location": "shared", "compress": True}})
+        client.indices.create(index="a", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        load(c, "a", 0, 300)
+        before = documents(c, "a")
+        client.snapshot.create(repository="packed", snapshot="s1", params={"wait_for_completion": "true"})
+        compressed = metadata_files(location)
+        assert compressed and all(b.startswith(b"DFL\0") for b in compressed.values()), list(compressed)
+
+        # Another cluster's view of the same location: it reads and restores, never writes.
+        files_before = sorted(p.name for p in location.rglob("*"))
+        client.snapshot.create_repository(repository="mirror", body={
+            "type": "fs", "settings": {"location": "shared", "readonly": True}})
+        assert sorted(p.name for p in location.rglob("*")) == files_before, "registering a readonly repository wrote to it"
+        assert [s["snapshot"] for s in client.snapshot.get(repository="mirror", snapshot="_all")["snapshots"]] == ["s1"]
+        assert_error(http.put("/_snapshot/mirror/s2", {}, params={"wait_for_completion": "true"}), 400,
+                     "repository_exception", reason_re=r"\[mirror\] cannot create snapshot in a readonly repository")
+        assert_error(http.delete("/_snapshot/mirror/s1"), 400, "repository_exception",
+                     reason_re=r"\[mirror\] cannot delete snapshot from a readonly repository")
+        assert sorted(p.name for p in location.rglob("*")) == files_before
+        client.snapshot.restore(repository="mirror", snapshot="s1", body={
+            "indices": "a", "rename_pattern": "a", "rename_replacement": "a-copy"}, params={"wait_for_completion": "true"})
+        c.wait_for_status("green")
+        assert documents(c, "a-copy") == before
+
+        # Turning compression off leaves the compressed snapshot readable beside a plain one.
+        client.snapshot.create_repository(repository="packed", body={"type": "fs", "settings": {"location": "shared"}})
+        client.snapshot.create(repository="packed", snapshot="s2", params={"wait_for_completion": "true"})
+        plain = {k: v for k, v in metadata_files(location).items() if k not in compressed}
+        assert plain and all(v.startswith(b"{") for v in plain.values()), list(plain)
+        names = [s["snapshot"] for s in client.snapshot.get(repository="packed", snapshot="_all")["snapshots"]]
+        assert names == ["s1", "s2"]
+        assert status_stats(client, "packed", "s1")["total"]["file_count"] > 0
+
+
 def test_snapshot_requests_that_cannot_be_honoured_are_refused_with_the_reason(tmp_path):
     with cluster(tmp_path, 1) as c:
         http, client = c.http(0), c.client(0)
         assert_error(http.put("/_snapshot/outside", {"type": "fs", "settings": {"location": "/etc"}}),
                      400, "repository_exception", reason_re=r"doesn't match any of the locations specified by path.repo")
-        assert_error(http.put("/_snapshot/packed", {"type": "fs", "settings": {"location": "p", "compress": True}}),
-                     400, "repository_verification_exception", reason_re=r"setting \[compress\] is not supported")
+        assert_error(http.put("/_snapshot/chunked", {"type": "fs", "settings": {"location": "p", "chunk_size": "1gb"}}),
+                     400, "repository_verification_exception", reason_re=r"setting \[chunk_size\] is not supported")
+        assert_error(http.put("/_snapshot/packed", {"type": "fs", "settings": {"location": "p", "compress": "yes"}}),
+                     400, "repository_exception", reason_re=r"only \[true\] or \[false\] are allowed")
         assert_error(http.put("/_snapshot/x", {"type": "hdfs", "settings": {}}), 400,
                      "repository_verification_exception", reason_re=r"type \[hdfs\] does not exist")
         with pytest.raises(NotFoundError) as missing:

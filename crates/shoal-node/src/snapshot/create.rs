@@ -63,7 +63,7 @@ impl SnapshotService {
         request: CreateRequest,
     ) -> ApiResult<Value> {
         validate_snapshot_name(&request.repository, &request.snapshot)?;
-        let repository = self.repository(&request.repository)?;
+        let repository = self.writable_repository(&request.repository, "create snapshot in")?;
         let data = self.repository_data(&repository)?;
         if data.find(&request.snapshot).is_some() {
             return Err(invalid_name(
@@ -153,7 +153,7 @@ impl SnapshotService {
         progress: &Progress,
     ) -> ApiResult<SnapshotDetails> {
         let entry = &progress.entry;
-        let repository = self.repository(&entry.repository)?;
+        let repository = self.writable_repository(&entry.repository, "create snapshot in")?;
         let state = self.core.cluster_state();
         let repository_meta = state.metadata.repositories[&entry.repository].clone();
         let mut indices = BTreeMap::new();
@@ -227,8 +227,11 @@ impl SnapshotService {
         repository: &shoal_storage::Repository,
         details: &SnapshotDetails,
     ) -> ApiResult<RepositoryData> {
-        let bytes = serde_json::to_vec(details).expect("snapshot details serialize");
-        self.block_on(repository.put(&super::layout::snapshot_key(&details.uuid), bytes.into()))?;
+        self.put_metadata(
+            repository,
+            &super::layout::snapshot_key(&details.uuid),
+            details,
+        )?;
         let mut data = self.repository_data(repository)?;
         data.snapshots.push(details.summary());
         self.write_repository_data(repository, data)

@@ -12,7 +12,7 @@ use shoal_cluster::now_millis;
 
 impl SnapshotService {
     pub fn delete_snapshots(&self, repository: &str, names: &str) -> ApiResult<Value> {
-        let opened = self.repository(repository)?;
+        let opened = self.writable_repository(repository, "delete snapshot from")?;
         let aborted = self.abort_running(repository, names)?;
         let data = self.repository_data(&opened)?;
         let mut doomed = Vec::new();

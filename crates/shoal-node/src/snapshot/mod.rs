@@ -27,6 +27,7 @@ mod abort;
 pub mod create;
 pub mod delete;
 pub mod layout;
+pub(crate) mod options;
 pub mod read;
 pub mod repositories;
 pub mod restore;
@@ -35,6 +36,7 @@ pub mod status;
 pub(crate) mod throttle;
 
 use layout::{RepositoryData, SnapshotDetails};
+use options::RepositoryOptions;
 
 /// The snapshot role of a node: registers repositories, coordinates the snapshots asked of
 /// it, snapshots its own primaries for other coordinators, and restores shards.
@@ -48,10 +50,12 @@ pub struct SnapshotService {
 }
 
 /// A repository opened with its registration's settings, and this node's limiters for it.
+#[derive(Clone)]
 struct Opened {
     meta: RepositoryMetadata,
     repository: Repository,
     throttles: Arc<throttle::Throttles>,
+    options: RepositoryOptions,
 }
 
 impl SnapshotService {
@@ -65,7 +69,15 @@ impl SnapshotService {
 
     /// The registered repository `name`, opened.
     pub(crate) fn repository(&self, name: &str) -> ApiResult<Repository> {
-        Ok(self.repository_and_throttles(name)?.0)
+        Ok(self.open(name, &self.registered(name)?)?.repository)
+    }
+
+    /// The registered repository `name`, opened to be written (`what`: "create snapshot in",
+    /// "delete snapshot from"): refused when it was registered `readonly`.
+    pub(crate) fn writable_repository(&self, name: &str, what: &str) -> ApiResult<Repository> {
+        let opened = self.open(name, &self.registered(name)?)?;
+        opened.options.check_writable(name, what)?;
+        Ok(opened.repository)
     }
 
     /// The registered repository `name`, opened, with this node's limiters for it.
@@ -73,7 +85,8 @@ impl SnapshotService {
         &self,
         name: &str,
     ) -> ApiResult<(Repository, Arc<throttle::Throttles>)> {
-        self.open(name, &self.registered(name)?)
+        let opened = self.open(name, &self.registered(name)?)?;
+        Ok((opened.repository, opened.throttles))
     }
 
     /// The registration of repository `name`, or `repository_missing_exception`.
@@ -88,26 +101,51 @@ impl SnapshotService {
     }
 
     /// The repository `name` as registered with `meta`, and this node's limiters for it.
-    fn open(
-        &self,
-        name: &str,
-        meta: &RepositoryMetadata,
-    ) -> ApiResult<(Repository, Arc<throttle::Throttles>)> {
+    fn open(&self, name: &str, meta: &RepositoryMetadata) -> ApiResult<Opened> {
         if let Some(opened) = self.opened.lock().get(name) {
             if &opened.meta == meta {
-                return Ok((opened.repository.clone(), opened.throttles.clone()));
+                return Ok(opened.clone());
             }
         }
-        let (settings, throttles) = repositories::settings_of(&self.core, name, meta)?;
-        let repository = Repository::open(settings).map_err(storage_error)?;
-        let throttles = Arc::new(throttles);
+        let registration = repositories::registration_of(&self.core, name, meta)?;
         let opened = Opened {
             meta: meta.clone(),
-            repository: repository.clone(),
-            throttles: throttles.clone(),
+            repository: Repository::open(registration.storage).map_err(storage_error)?,
+            throttles: Arc::new(registration.throttles),
+            options: registration.options,
         };
-        self.opened.lock().insert(name.to_string(), opened);
-        Ok((repository, throttles))
+        self.opened.lock().insert(name.to_string(), opened.clone());
+        Ok(opened)
+    }
+
+    /// Writes a metadata file (compressed if the repository's registration says so).
+    fn put_metadata(
+        &self,
+        repository: &Repository,
+        key: &str,
+        value: &impl serde::Serialize,
+    ) -> ApiResult<()> {
+        let options = self
+            .opened
+            .lock()
+            .get(repository.name())
+            .map(|o| o.options)
+            .unwrap_or_default();
+        let json = serde_json::to_vec(value).expect("repository metadata serializes");
+        let bytes = options.encode_metadata(json);
+        self.block_on(repository.put(key, bytes.into()))
+    }
+
+    /// Reads a metadata file, compressed or not.
+    fn get_metadata<T: serde::de::DeserializeOwned>(
+        &self,
+        repository: &Repository,
+        key: &str,
+    ) -> ApiResult<T> {
+        let stored = self.block_on(repository.get(key))?;
+        let json =
+            options::decode_metadata(&stored).map_err(|e| corrupted_repository(repository, &e))?;
+        serde_json::from_slice(&json).map_err(|e| corrupted_repository(repository, &e))
     }
 
     fn block_on<T>(
@@ -127,8 +165,7 @@ impl SnapshotService {
         let Some(generation) = newest else {
             return Ok(RepositoryData::default());
         };
-        let bytes = self.block_on(repository.get(&layout::generation_key(generation)))?;
-        serde_json::from_slice(&bytes).map_err(|e| corrupted_repository(repository, &e))
+        self.get_metadata(repository, &layout::generation_key(generation))
     }
 
     /// Writes the next generation of a repository. Only the holder of the repository's
@@ -139,8 +176,7 @@ impl SnapshotService {
         mut data: RepositoryData,
     ) -> ApiResult<RepositoryData> {
         data.generation += 1;
-        let bytes = serde_json::to_vec(&data).expect("repository data serializes");
-        self.block_on(repository.put(&layout::generation_key(data.generation), bytes.into()))?;
+        self.put_metadata(repository, &layout::generation_key(data.generation), &data)?;
         // Older generations are kept one step back: a reader that listed just before this
         // write can still read the one it found.
         if data.generation >= 2 {
@@ -155,8 +191,7 @@ impl SnapshotService {
         repository: &Repository,
         uuid: &str,
     ) -> ApiResult<SnapshotDetails> {
-        let bytes = self.block_on(repository.get(&layout::snapshot_key(uuid)))?;
-        serde_json::from_slice(&bytes).map_err(|e| corrupted_repository(repository, &e))
+        self.get_metadata(repository, &layout::snapshot_key(uuid))
     }
 
     /// The details of the snapshot called `name`, or `snapshot_missing_exception`.
@@ -189,7 +224,7 @@ pub(crate) fn snapshot_missing(repository: &str, snapshot: &str) -> ApiError {
     )
 }
 
-fn corrupted_repository(repository: &Repository, error: &serde_json::Error) -> ApiError {
+fn corrupted_repository(repository: &Repository, error: &dyn std::fmt::Display) -> ApiError {
     ApiError::new(
         500,
         "repository_exception",

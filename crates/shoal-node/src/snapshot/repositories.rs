@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use shoal_state::{Command, RepositoryMetadata};
 use shoal_storage::{RepositoryKind, RepositorySettings};
 
+use super::options::RepositoryOptions;
 use super::throttle::Throttles;
 use super::{repository_missing, SnapshotService};
 use crate::core::NodeCore;
@@ -25,9 +26,9 @@ impl SnapshotService {
     /// default) the repository is written to and read back before it is registered.
     pub fn put_repository(&self, name: &str, body: &Value, verify: bool) -> ApiResult<Value> {
         let meta = parse_repository_body(name, body)?;
-        let (settings, _) = settings_of(&self.core, name, &meta)?;
+        let registration = registration_of(&self.core, name, &meta)?;
         if verify {
-            self.verify_settings(settings)?;
+            self.verify_registration(registration)?;
         }
         self.propose(Command::PutRepository {
             name: name.to_string(),
@@ -63,7 +64,7 @@ impl SnapshotService {
     /// `POST _snapshot/{name}/_verify`: writes, reads back and removes an object.
     pub fn verify_repository(&self, name: &str) -> ApiResult<Value> {
         let meta = self.registered(name)?;
-        self.verify_settings(settings_of(&self.core, name, &meta)?.0)?;
+        self.verify_registration(registration_of(&self.core, name, &meta)?)?;
         let node = &self.core.config.node_name;
         Ok(json!({ "nodes": { self.core.node_id.clone(): { "name": node } } }))
     }
@@ -79,9 +80,21 @@ impl SnapshotService {
             .collect()
     }
 
-    fn verify_settings(&self, settings: RepositorySettings) -> ApiResult<()> {
-        let name = settings.name.clone();
-        let repository = shoal_storage::Repository::open(settings).map_err(storage_error)?;
+    /// Writes, reads back and removes an object; a `readonly` repository is only listed
+    /// (this cluster must not write to it).
+    fn verify_registration(&self, registration: Registration) -> ApiResult<()> {
+        let name = registration.storage.name.clone();
+        let repository =
+            shoal_storage::Repository::open(registration.storage).map_err(storage_error)?;
+        if registration.options.readonly {
+            let listed = self
+                .core
+                .runtime
+                .block_on(repository.list(super::layout::GENERATIONS_FOLDER));
+            return listed
+                .map(drop)
+                .map_err(|e| verification_failed(&name, &e.to_string()));
+        }
         let key = format!("tests-{}", uuid::Uuid::new_v4().simple());
         let written = bytes::Bytes::from_static(b"shoal repository verification");
         let checked = self.core.runtime.block_on(async {
@@ -148,14 +161,21 @@ fn parse_repository_body(name: &str, body: &Value) -> ApiResult<RepositoryMetada
     Ok(RepositoryMetadata { kind, settings })
 }
 
-/// The storage settings of a registered repository, its `fs` location resolved against and
-/// checked under `path.repo`, and its snapshot and restore rates.
-pub(crate) fn settings_of(
+/// What a repository's registration asks for, each setting read by the part that acts on it.
+pub(crate) struct Registration {
+    /// Where its objects are, the `fs` location resolved against and checked under `path.repo`.
+    pub storage: RepositorySettings,
+    pub throttles: Throttles,
+    pub options: RepositoryOptions,
+}
+
+pub(crate) fn registration_of(
     core: &NodeCore,
     name: &str,
     meta: &RepositoryMetadata,
-) -> ApiResult<(RepositorySettings, Throttles)> {
-    let (throttles, storage) = Throttles::split(name, &meta.settings)?;
+) -> ApiResult<Registration> {
+    let (throttles, mut storage) = Throttles::split(name, &meta.settings)?;
+    let options = RepositoryOptions::take(name, &mut storage)?;
     let mut settings =
         RepositorySettings::new(name, &meta.kind, &storage).map_err(storage_error)?;
     if let RepositoryKind::Fs { location } = &settings.kind {
@@ -171,7 +191,11 @@ pub(crate) fn settings_of(
         let resolved = resolve_location(name, location, &roots)?;
         settings.kind = RepositoryKind::Fs { location: resolved };
     }
-    Ok((settings, throttles))
+    Ok(Registration {
+        storage: settings,
+        throttles,
+        options,
+    })
 }
 
 /// `location` as an absolute path under one of `roots`, or OpenSearch's refusal.

@@ -63,7 +63,11 @@ impl SnapshotService {
                 ),
             ));
         }
-        let (repository, throttles) = self.open(&request.repository, &request.repository_meta)?;
+        let super::Opened {
+            repository,
+            throttles,
+            ..
+        } = self.open(&request.repository, &request.repository_meta)?;
         let engine = copy.engine();
         // The snapshot holds every operation acknowledged before it started.
         engine.flush(true)?;
