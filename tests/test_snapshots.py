@@ -384,3 +384,30 @@ def test_deleting_a_running_snapshot_aborts_it_and_leaves_no_blob(tmp_path):
             "location": "r", "max_snapshot_bytes_per_sec": "0"}})
         taken = client.snapshot.create(repository="r", snapshot="after", params={"wait_for_completion": "true"})
         assert taken["snapshot"]["state"] == "SUCCESS", taken
+
+
+def test_the_status_of_a_running_snapshot_answers_the_same_on_every_node(tmp_path):
+    """Only a snapshot's coordinator knows its shards' progress; any other node asks it."""
+    with cluster(tmp_path, 2) as c:
+        http = c.http(0)
+        c.client(0).indices.create(index="big", body={"settings": {"number_of_shards": 2, "number_of_replicas": 0}})
+        c.wait_for_status("green")
+        c.load_incompressible(0, "big")
+        c.client(0).snapshot.create_repository(repository="r", body={"type": "fs", "settings": {
+            "location": "r", "max_snapshot_bytes_per_sec": "100kb"}})  # about 30 s for the index
+        r = http.put("/_snapshot/r/slow", {})
+        assert r.status_code == 200 and r.json() == {"accepted": True}, r.text
+
+        def running_status(i: int) -> dict:
+            status = c.get("/_snapshot/r/slow/_status", i).json()["snapshots"][0]
+            assert status["state"] == "STARTED", status
+            return status
+
+        wait_for(lambda: running_status(0)["shards_stats"]["total"] == 2, timeout=10,
+                 what="the coordinator listing the running snapshot's shards")
+        for i in (0, 1):
+            status = running_status(i)
+            assert status["shards_stats"]["total"] == 2, (i, status)
+            assert sorted(status["indices"]["big"]["shards"]) == ["0", "1"], (i, status)
+            assert c.get("/_snapshot/r/_status", i).json()["snapshots"][0]["shards_stats"]["total"] == 2
+        assert http.delete("/_snapshot/r/slow").status_code == 200

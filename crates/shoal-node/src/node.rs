@@ -69,6 +69,7 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     crate::segrep::register_actions(&mut actions, &node.segrep);
     crate::remote::stats::register_actions(&mut actions, &node.remote);
     crate::snapshot::shard::register_actions(&mut actions, &node.snapshots);
+    crate::snapshot::status::register_actions(&mut actions, &node.snapshots);
     actions.register_stream_on::<crate::segrep::FileStreamAction, _>(
         Arc::downgrade(&node.segrep),
         |segrep, request| segrep.serve_file_stream(request),

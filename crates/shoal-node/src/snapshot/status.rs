@@ -3,13 +3,44 @@
 //! others were already in the repository).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use shoal_state::SnapshotInProgress;
 
 use super::create::{Progress, ShardStage};
 use super::layout::{ShardSnapshot, SnapshotDetails};
 use super::{snapshot_missing, SnapshotService};
 use crate::error::ApiResult;
+
+/// Asks the coordinator of a running snapshot for its `_status` (only it knows the shards'
+/// progress): any node answers for any running snapshot.
+pub struct RunningStatusAction;
+impl shoal_transport::Action for RunningStatusAction {
+    // Not on the `snapshot` pool, whose threads a running snapshot may hold.
+    const NAME: &'static str = "cluster:admin/snapshot/status[nodes]";
+    type Request = RunningStatusRequest;
+    type Response = Value;
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunningStatusRequest {
+    pub repository: String,
+    pub entry: SnapshotInProgress,
+}
+
+const COORDINATOR_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) fn register_actions(
+    actions: &mut crate::rpc::NodeActions,
+    service: &Arc<SnapshotService>,
+) {
+    actions.register_on::<RunningStatusAction, _>(Arc::downgrade(service), |service, request| {
+        Ok(service.local_running_status(&request.repository, &request.entry))
+    });
+}
 
 /// File and byte counts of some shards.
 #[derive(Debug, Default, Clone, Copy)]
@@ -115,9 +146,32 @@ impl SnapshotService {
         Ok(json!({ "snapshots": out }))
     }
 
-    /// A running snapshot: its shards' progress when this node coordinates it, else what the
-    /// cluster state says of it.
-    fn running_status(&self, repository: &str, entry: &shoal_state::SnapshotInProgress) -> Value {
+    /// A running snapshot, with its shards' progress as its coordinator knows it. A
+    /// coordinator that cannot be asked (it just left) leaves what the cluster state says.
+    fn running_status(&self, repository: &str, entry: &SnapshotInProgress) -> Value {
+        if entry.coordinator == self.core.node_id {
+            return self.local_running_status(repository, entry);
+        }
+        let request = RunningStatusRequest {
+            repository: repository.to_string(),
+            entry: entry.clone(),
+        };
+        let asked = self.coordinator_address(entry).and_then(|address| {
+            self.core
+                .call::<RunningStatusAction>(&address, &request, COORDINATOR_TIMEOUT)
+                .ok()
+        });
+        asked.unwrap_or_else(|| self.local_running_status(repository, entry))
+    }
+
+    fn coordinator_address(&self, entry: &SnapshotInProgress) -> Option<String> {
+        let state = self.core.cluster_state();
+        let node = state.nodes.get(&entry.coordinator)?;
+        Some(node.transport_address.clone())
+    }
+
+    /// A running snapshot as this node knows it: its shards' progress if it coordinates it.
+    fn local_running_status(&self, repository: &str, entry: &SnapshotInProgress) -> Value {
         let progress = self.running.lock().get(&entry.uuid).cloned();
         let shards = progress.as_deref().map(shard_views).unwrap_or_default();
         render(
