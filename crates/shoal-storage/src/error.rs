@@ -12,6 +12,9 @@ pub enum StorageError {
     /// The store failed or could not be reached; a retry may succeed.
     #[error("[{repository}] {reason}")]
     Unavailable { repository: String, reason: String },
+    /// The caller stopped an upload (its snapshot was aborted); nothing was stored.
+    #[error("[{repository}] the upload of [{key}] was cancelled")]
+    Cancelled { repository: String, key: String },
 }
 
 impl StorageError {
@@ -21,6 +24,7 @@ impl StorageError {
             StorageError::Settings(_) => 400,
             StorageError::NotFound { .. } => 404,
             StorageError::Unavailable { .. } => 503,
+            StorageError::Cancelled { .. } => 409,
         }
     }
 
@@ -30,6 +34,7 @@ impl StorageError {
             StorageError::Settings(_) => "repository_verification_exception",
             StorageError::NotFound { .. } => "no_such_file_exception",
             StorageError::Unavailable { .. } => "repository_exception",
+            StorageError::Cancelled { .. } => "task_cancelled_exception",
         }
     }
 

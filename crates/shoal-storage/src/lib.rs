@@ -10,7 +10,7 @@ mod repository;
 mod settings;
 
 pub use error::{StorageError, StorageResult};
-pub use repository::{Repository, StoredObject};
+pub use repository::{Pacing, Repository, StoredObject};
 pub use settings::{RepositoryKind, RepositorySettings, S3Settings};
 
 #[cfg(test)]

@@ -26,6 +26,14 @@ const PART_BYTES: usize = 8 * 1024 * 1024;
 /// Parts of one file in flight at once.
 const PARTS_IN_FLIGHT: usize = 4;
 
+/// How an upload keeps to a rate and learns that it should stop.
+pub struct Pacing<'a> {
+    /// Asked before each part (its length): how long to wait before sending it.
+    pub delay: &'a (dyn Fn(u64) -> Duration + Send + Sync),
+    /// Asked before each part and while waiting: `true` stops the upload.
+    pub cancelled: &'a (dyn Fn() -> bool + Send + Sync),
+}
+
 /// An object as a listing names it, its key relative to the repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredObject {
@@ -106,16 +114,20 @@ impl Repository {
 
     /// Uploads the local file `file` under `key`; returns its length.
     pub async fn put_file(&self, key: &str, file: &LocalPath) -> StorageResult<u64> {
-        self.put_file_paced(key, file, &|_| Duration::ZERO).await
+        let pacing = Pacing {
+            delay: &|_| Duration::ZERO,
+            cancelled: &|| false,
+        };
+        self.put_file_paced(key, file, &pacing).await
     }
 
-    /// [`Repository::put_file`], asking `pace` before each part (its length) how long to wait
-    /// before sending it: a throttle keeps the upload to a rate.
+    /// [`Repository::put_file`] at the pace `pacing` gives, stopped (nothing stored, a
+    /// multipart upload aborted) as soon as it says so: [`StorageError::Cancelled`].
     pub async fn put_file_paced(
         &self,
         key: &str,
         file: &LocalPath,
-        pace: &(dyn Fn(u64) -> Duration + Send + Sync),
+        pacing: &Pacing<'_>,
     ) -> StorageResult<u64> {
         let unavailable = |e: std::io::Error| StorageError::Unavailable {
             repository: self.settings.name.clone(),
@@ -126,7 +138,7 @@ impl Repository {
         if length as usize <= PART_BYTES {
             let mut bytes = Vec::with_capacity(length as usize);
             local.read_to_end(&mut bytes).await.map_err(unavailable)?;
-            wait(pace(length)).await;
+            self.wait_for_turn(key, length, pacing).await?;
             self.put(key, Bytes::from(bytes)).await?;
             return Ok(length);
         }
@@ -150,11 +162,33 @@ impl Repository {
                 .wait_for_capacity(PARTS_IN_FLIGHT)
                 .await
                 .map_err(self.failed(key))?;
-            wait(pace(read as u64)).await;
+            if let Err(cancelled) = self.wait_for_turn(key, read as u64, pacing).await {
+                let _ = parts.abort().await;
+                return Err(cancelled);
+            }
             parts.write(&buffer[..read]);
         }
         parts.finish().await.map_err(self.failed(key))?;
         Ok(length)
+    }
+
+    /// Waits the delay `pacing` gives for `bytes`, in short steps, asking between them
+    /// whether the upload should stop.
+    async fn wait_for_turn(&self, key: &str, bytes: u64, pacing: &Pacing<'_>) -> StorageResult<()> {
+        let until = tokio::time::Instant::now() + (pacing.delay)(bytes);
+        loop {
+            if (pacing.cancelled)() {
+                return Err(StorageError::Cancelled {
+                    repository: self.settings.name.clone(),
+                    key: key.to_string(),
+                });
+            }
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            tokio::time::sleep(left.min(CANCEL_CHECK)).await;
+        }
     }
 
     /// The whole object under `key`.
@@ -326,8 +360,5 @@ fn open_s3(name: &str, s3: &S3Settings) -> StorageResult<Arc<dyn ObjectStore>> {
     Ok(Arc::new(store))
 }
 
-async fn wait(duration: Duration) {
-    if !duration.is_zero() {
-        tokio::time::sleep(duration).await;
-    }
-}
+/// How often a paced upload that waits for its turn asks whether to stop.
+const CANCEL_CHECK: Duration = Duration::from_millis(50);

@@ -133,3 +133,49 @@ async fn a_large_file_goes_up_in_parts_and_streams_back_from_an_offset() {
     // 11 MiB in 1 MiB reads, not object_store's 8 KiB chunks of a local file.
     assert!(chunks <= 12, "{chunks} chunks");
 }
+
+#[tokio::test]
+async fn a_paced_upload_stops_while_it_waits_once_cancelled_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let repository = fs_repository(&dir.path().join("repo"), "");
+    let started = std::time::Instant::now();
+    let cancel_after = std::time::Duration::from_millis(150);
+    // One part (3 MiB) and several (20 MiB): each is told to wait a minute for its turn.
+    for (name, mib) in [("small", 3u32), ("large", 20)] {
+        let local = dir.path().join(name);
+        std::fs::write(&local, vec![7u8; (mib * 1024 * 1024) as usize]).unwrap();
+        let asked = std::time::Instant::now();
+        let pacing = Pacing {
+            delay: &|_| std::time::Duration::from_secs(60),
+            cancelled: &|| asked.elapsed() > cancel_after,
+        };
+        let error = repository
+            .put_file_paced(name, &local, &pacing)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, StorageError::Cancelled { .. }), "{error}");
+        assert_eq!(error.status(), 409);
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(2),
+            "{name}: {:?}",
+            asked.elapsed()
+        );
+        assert_eq!(repository.size_of(name).await.unwrap(), None);
+    }
+    let leftovers: Vec<_> = walk(&dir.path().join("repo"));
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|e| match e.path().is_dir() {
+            true => walk(&e.path()),
+            false => vec![e.path()],
+        })
+        .collect()
+}

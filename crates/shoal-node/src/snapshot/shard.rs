@@ -93,8 +93,15 @@ impl SnapshotService {
             let path = pinned.path(&file.name).ok_or_else(|| {
                 ApiError::internal(format!("pinned commit lacks [{}]", file.name))
             })?;
-            let pace = |bytes: u64| throttles.snapshot.delay(bytes, throttles.snapshot_rate);
-            self.block_on(repository.put_file_paced(&key, &path, &pace))?;
+            let (repository_name, uuid) = (&request.repository, &request.snapshot_uuid);
+            let pacing = shoal_storage::Pacing {
+                delay: &|bytes| throttles.snapshot.delay(bytes, throttles.snapshot_rate),
+                cancelled: &|| self.check_not_aborted(repository_name, uuid).is_err(),
+            };
+            let uploaded = self.block_on(repository.put_file_paced(&key, &path, &pacing));
+            // An abort stops the file's upload midway, not only between files.
+            self.check_not_aborted(repository_name, uuid)?;
+            uploaded?;
             incremental_files += 1;
             incremental_bytes += file.length;
         }
