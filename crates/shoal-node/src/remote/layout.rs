@@ -4,6 +4,7 @@
 //! <index uuid>/<shard>/segments/data/<segment file>        one object per immutable file
 //! <index uuid>/<shard>/segments/metadata/metadata__<term>__<version>__<millis>__<id>
 //! <index uuid>/<shard>/translog/data/<term>__<first seq_no>__<last seq_no>__<id>
+//! <index uuid>/<shard>/translog/terms/<term>__<from seq_no>     where a term's history begins
 //! cluster-state/<cluster name>/index-metadata              the cluster's indices
 //! ```
 //! Numbers in names are zero-padded so that names sort as the numbers do: the newest
@@ -51,7 +52,11 @@ impl ShardKeys {
     }
 
     pub fn translog_folder(&self) -> String {
-        format!("{}/translog/data/", self.prefix)
+        format!("{}data/", self.translog_root())
+    }
+
+    pub(crate) fn translog_root(&self) -> String {
+        format!("{}/translog/", self.prefix)
     }
 
     pub fn translog_batch(&self, term: i64, first: i64, last: i64) -> String {

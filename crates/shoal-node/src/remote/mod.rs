@@ -32,6 +32,7 @@ pub mod pressure;
 pub mod restore;
 pub mod segments;
 pub mod stats;
+pub(crate) mod terms;
 pub mod translog;
 
 pub const SEGMENT_REPOSITORY_ATTR: &str = "node.attr.remote_store.segment.repository";

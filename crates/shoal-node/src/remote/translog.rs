@@ -5,6 +5,7 @@
 //! `index.remote_store.translog.buffer_interval` apart, as in OpenSearch).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use shoal_engine::{Engine, Operation};
 use shoal_storage::Repository;
 
 use super::layout::{translog_batch_range, ShardKeys};
+use super::terms;
 use super::RemoteStoreService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
@@ -152,6 +154,7 @@ impl RemoteStoreService {
         };
         UploadStats::add(&stats.translog_uploads_started, 1);
         let started = Instant::now();
+        self.upload_term_start(repository, service, shard, copy, (from - 1, &ops))?;
         let bytes = shoal_translog::encode_batch(&ops);
         let length = bytes.len() as u64;
         let key = ShardKeys::new(&service.uuid(), shard).translog_batch(
@@ -177,8 +180,31 @@ impl RemoteStoreService {
         }
     }
 
+    /// Before a term's first batch: where the term's history begins (`terms.rs`).
+    fn upload_term_start(
+        &self,
+        repository: &Repository,
+        service: &IndexService,
+        shard: usize,
+        copy: &IndexShard,
+        (uploaded_to, batch): (i64, &[Operation]),
+    ) -> ApiResult<()> {
+        let term = copy.engine().primary_term();
+        let started = &copy.remote.translog.started_term;
+        if started.load(Ordering::Acquire) >= term {
+            return Ok(());
+        }
+        let start = terms::term_start(term, uploaded_to, batch);
+        let key = ShardKeys::new(&service.uuid(), shard).term_start(start);
+        self.block_on(repository.put(&key, Bytes::new()))?;
+        started.fetch_max(term, Ordering::AcqRel);
+        tracing::debug!(index = %service.name(), shard, term, from = start.from, "translog term start uploaded");
+        Ok(())
+    }
+
     /// Every operation of the shard's translog batches above `above`, one per seq_no (the
-    /// highest term wins, as in a local translog), in seq_no order.
+    /// highest term wins, as in a local translog), without what a later term's start says a
+    /// deposed primary uploaded, in seq_no order.
     pub(crate) fn remote_operations(
         &self,
         keys: &ShardKeys,
@@ -210,7 +236,14 @@ impl RemoteStoreService {
                 }
             }
         }
-        Ok(newest.into_values().collect())
+        let starts: Vec<terms::TermStart> = self
+            .block_on(repository.list(&keys.terms_folder()))?
+            .iter()
+            .filter_map(|object| terms::parse_term_start(&object.key))
+            .collect();
+        Ok(terms::drop_superseded(newest, &starts)
+            .into_values()
+            .collect())
     }
 
     /// Deletes the translog batches whose operations are all at or below `checkpoint` (they

@@ -3,7 +3,7 @@
 //! `IndexShard` holds it without depending on the remote store service.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
@@ -28,6 +28,9 @@ pub struct RemoteCopyState {
 pub struct TranslogUpload {
     pub(crate) state: Mutex<TranslogUploadState>,
     pub(crate) done: Condvar,
+    /// The newest term whose start this copy uploaded (`crate::remote::terms`); only the
+    /// uploading writer reads and sets it.
+    pub(crate) started_term: AtomicI64,
 }
 
 #[derive(Default)]
