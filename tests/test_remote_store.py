@@ -366,3 +366,47 @@ def test_a_new_replica_hydrates_from_the_repository_and_not_from_its_primary(tmp
         for node in c.get("/_nodes").json()["nodes"]:
             r = c.http(0).get("/hydrated/_count", params={"preference": f"_only_nodes:{node}"})
             assert r.json()["count"] == 1500, (node, r.text)
+
+
+def restore_closed(c: ShoalCluster, index: str) -> None:
+    """Closes `index` and restores every shard of it from the remote store (a new term)."""
+    assert c.http(0).post(f"/{index}/_close").status_code == 200
+    r = c.http(0).post("/_remotestore/_restore", {"indices": [index]},
+                       params={"restore_all_shards": "true", "wait_for_completion": "true"})
+    assert r.status_code == 200, r.text
+    c.wait_for_status("green", timeout=60)
+
+
+def test_a_restore_drops_what_a_deposed_primary_uploaded_after_its_successor_began(tmp_path):
+    """A primary cut off from its cluster may still upload batches of writes nobody acknowledged,
+    with seq_nos above all its successor writes. Here such a batch (term 1, seq_no 3: an old
+    version of document `a`) is put into the repository after the successor (term 2) wrote
+    seq_no 2; a restore must keep the acknowledged version."""
+    repo = tmp_path / "repo"
+    with ShoalCluster(tmp_path, 1, settings=remote_settings(fs_repository(tmp_path))) as c:
+        http = c.http(0)
+        body = {"settings": {"number_of_replicas": 0}}
+        for index in ("orders", "deposed"):
+            assert http.put(f"/{index}", body).status_code == 200
+        # The deposed primary's history, term 1: seq_nos 0..3, the last one an old `a`.
+        for n, (doc, version) in enumerate([("s0", 1), ("s1", 1), ("s2", 1), ("a", 0)]):
+            assert http.put(f"/deposed/_doc/{doc}", {"v": version}).status_code in (200, 201)
+        for doc in ("a", "b"):  # seq_nos 0 and 1, term 1
+            assert http.put(f"/orders/_doc/{doc}", {"v": 1}).status_code == 201
+        restore_closed(c, "orders")  # the successor: term 2
+        r = http.put("/orders/_doc/a", {"v": 2})  # seq_no 2, term 2, acknowledged
+        assert r.status_code == 200 and r.json()["_primary_term"] >= 2, r.text
+
+        uuid = lambda index: http.get(f"/{index}/_settings").json()[index]["settings"]["index"]["uuid"]
+        stale = [p for p in (repo / uuid("deposed") / "0" / "translog" / "data").iterdir()
+                 if p.name.split("__")[1:3] == [f"{3:019}", f"{3:019}"]]
+        assert len(stale) == 1, sorted(p.name for p in stale)
+        target = repo / uuid("orders") / "0" / "translog" / "data" / stale[0].name
+        shutil.copy(stale[0], target)
+        starts = sorted(p.name for p in (repo / uuid("orders") / "0" / "translog" / "terms").iterdir())
+        assert any(name.startswith(f"{2:019}__") for name in starts), starts
+
+        restore_closed(c, "orders")
+        http.post("/orders/_refresh")
+        assert http.get("/orders/_doc/a").json()["_source"] == {"v": 2}
+        assert ids_in(c, "orders") == {"a", "b"}
