@@ -234,3 +234,12 @@ fn corrupted_repository(repository: &Repository, error: &dyn std::fmt::Display) 
         ),
     )
 }
+
+/// A repository's settings from pairs (tests).
+#[cfg(test)]
+pub(crate) fn settings_map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}

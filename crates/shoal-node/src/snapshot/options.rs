@@ -91,13 +91,7 @@ fn take_bool(name: &str, settings: &mut BTreeMap<String, String>, key: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::snapshot::settings_map as settings;
 
     #[test]
     fn options_default_off_are_taken_out_of_the_settings_and_refuse_other_words() {

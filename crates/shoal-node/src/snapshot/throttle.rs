@@ -63,13 +63,7 @@ pub(crate) fn tighter(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::snapshot::settings_map as settings;
 
     #[test]
     fn rates_default_as_opensearch_and_leave_the_storage_settings() {
