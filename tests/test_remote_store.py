@@ -410,3 +410,29 @@ def test_a_restore_drops_what_a_deposed_primary_uploaded_after_its_successor_beg
         http.post("/orders/_refresh")
         assert http.get("/orders/_doc/a").json()["_source"] == {"v": 2}
         assert ids_in(c, "orders") == {"a", "b"}
+
+
+def test_segment_transfers_keep_to_the_repositorys_remote_rates(tmp_path):
+    """`max_remote_upload_bytes_per_sec` paces segment uploads and `max_remote_download_bytes_per_sec`
+    the downloads (here a restore's), as OpenSearch's repository settings (unlimited by default)."""
+    settings = {**remote_settings(fs_repository(tmp_path)),
+                f"{REPO}.settings.max_remote_upload_bytes_per_sec": "1mb",
+                f"{REPO}.settings.max_remote_download_bytes_per_sec": "1mb"}
+    with ShoalCluster(tmp_path, 1, settings=settings) as c:
+        assert c.http(0).put("/paced", {"settings": {"number_of_replicas": 0}}).status_code == 200
+        size = c.load_incompressible(0, "paced")
+
+        def upload_stats() -> dict:
+            shards = c.get("/_remotestore/stats/paced").json()["indices"]["paced"]["shards"]["0"]
+            return shards[0]["segment"]["upload"]
+
+        wait_for(lambda: upload_stats()["total_uploads_in_bytes"]["succeeded"] >= 0.9 * size, timeout=60,
+                 what="the shard's segments uploaded")
+        upload_s = upload_stats()["total_upload_time_in_millis"] / 1000
+        started = time.monotonic()
+        restore_closed(c, "paced")
+        restore_s = time.monotonic() - started
+        print(f"\n[figure] {size} bytes at 1mb/s: uploads took {upload_s:.2f}s, the restore {restore_s:.2f}s")
+        assert upload_s >= 0.7 * size / (1 << 20), upload_s
+        assert restore_s >= 0.7 * size / (1 << 20), restore_s
+        assert c.http(0).get("/paced/_count").json()["count"] == 1500

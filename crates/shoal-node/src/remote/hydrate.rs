@@ -41,12 +41,10 @@ impl RemoteStoreService {
         let peer: Arc<dyn FileSource> = Arc::from(peer);
         let counted = Arc::<AtomicU64>::default();
         let only_peer = |peer| -> Hydrating { (Box::new(peer), Arc::default()) };
-        let Ok(repositories) = self.repositories() else {
+        let Ok(remote) = self.segment_source(ShardKeys::new(index_uuid, shard)) else {
             return only_peer(peer);
         };
-        let repository = repositories.segment.clone();
-        let keys = ShardKeys::new(index_uuid, shard);
-        let newest = match self.newest_metadata(&repository, &keys) {
+        let newest = match self.newest_metadata(&remote.repository, &remote.keys) {
             Ok(Some((_, metadata))) => metadata,
             Ok(None) => return only_peer(peer),
             Err(e) => {
@@ -61,7 +59,7 @@ impl RemoteStoreService {
             .map(|f| (f.name, (f.length, f.checksum)))
             .collect();
         let source = HydratingSource {
-            repository: Arc::new(RemoteSource { repository, keys }),
+            repository: Arc::new(remote),
             peer,
             stored,
             bytes_from_repository: counted.clone(),

@@ -29,6 +29,7 @@ pub mod cluster_state;
 pub(crate) mod hydrate;
 pub mod layout;
 pub mod pressure;
+pub mod rates;
 pub mod restore;
 pub mod segments;
 pub mod stats;
@@ -50,13 +51,15 @@ pub struct RemoteRepositories {
     pub segment: Repository,
     pub translog: Repository,
     pub state: Option<Repository>,
+    /// The segment repository's upload and download rates.
+    pub segment_rates: rates::RemoteRates,
 }
 
 impl RemoteRepositories {
     /// The remote store the node's settings describe; `None` when they name no segment
     /// repository. Wrong or unknown `node.attr.remote_store.*` settings stop the node.
     pub fn from_node_settings(settings: &FlatSettings) -> ApiResult<Option<RemoteRepositories>> {
-        let attributes: BTreeMap<String, String> = settings
+        let mut attributes: BTreeMap<String, String> = settings
             .iter()
             .filter(|(k, _)| k.starts_with(ATTR_PREFIX))
             .map(|(k, v)| {
@@ -79,8 +82,11 @@ impl RemoteRepositories {
                 "unknown setting [{unknown}]: the remote store takes [{SEGMENT_REPOSITORY_ATTR}], [{TRANSLOG_REPOSITORY_ATTR}], [{STATE_REPOSITORY_ATTR}] and [{REPOSITORY_ATTR_PREFIX}<name>.*]"
             )));
         }
-        let named = |key: &str| attributes.get(key).cloned();
-        let (segment, translog) = match (named(SEGMENT_REPOSITORY_ATTR), named(TRANSLOG_REPOSITORY_ATTR)) {
+        let named = |attributes: &BTreeMap<String, String>, key: &str| attributes.get(key).cloned();
+        let (segment, translog) = match (
+            named(&attributes, SEGMENT_REPOSITORY_ATTR),
+            named(&attributes, TRANSLOG_REPOSITORY_ATTR),
+        ) {
             (None, None) if attributes.is_empty() => return Ok(None),
             (Some(segment), Some(translog)) => (segment, translog),
             _ => {
@@ -89,6 +95,8 @@ impl RemoteRepositories {
                 )))
             }
         };
+        let segment_rates =
+            rates::RemoteRates::take(REPOSITORY_ATTR_PREFIX, &segment, &mut attributes)?;
         let open = |name: &str| -> ApiResult<Repository> {
             let settings =
                 RepositorySettings::from_attributes(REPOSITORY_ATTR_PREFIX, name, &attributes)
@@ -98,9 +106,10 @@ impl RemoteRepositories {
         Ok(Some(RemoteRepositories {
             segment: open(&segment)?,
             translog: open(&translog)?,
-            state: named(STATE_REPOSITORY_ATTR)
+            state: named(&attributes, STATE_REPOSITORY_ATTR)
                 .map(|name| open(&name))
                 .transpose()?,
+            segment_rates,
         }))
     }
 }

@@ -9,7 +9,6 @@ use serde_json::{json, Value};
 use shoal_state::Command;
 
 use super::layout::ShardKeys;
-use super::segments::RemoteSource;
 use super::RemoteStoreService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
@@ -87,18 +86,17 @@ impl RemoteStoreService {
         shard: usize,
         term: i64,
     ) -> ApiResult<TransferStats> {
-        let repository = self.repositories()?.segment.clone();
-        let keys = ShardKeys::new(&service.uuid(), shard);
+        let source = self.segment_source(ShardKeys::new(&service.uuid(), shard))?;
         let config = service.shard_engine_config(shard);
         let _ = std::fs::remove_dir_all(&config.path);
         std::fs::create_dir_all(config.index_dir())?;
-        let Some((key, metadata)) = self.newest_metadata(&repository, &keys)? else {
+        let Some((key, metadata)) = self.newest_metadata(&source.repository, &source.keys)? else {
             tracing::info!(index = %service.name(), shard, "nothing uploaded for this shard yet: it restores empty and replays its translog");
             return Ok(TransferStats::default());
         };
         let files = crate::segrep::target::file_list(&metadata.checkpoint);
-        let source = RemoteSource { repository, keys };
-        // Restores from the remote store copy at full speed: the index has no copy at all.
+        // Restores keep to the repository's download rate alone: the index has no copy at all,
+        // so the recovery rate does not hold them back.
         let limiter = crate::recovery::throttle::RateLimiter::default();
         let stats = install_store(
             &self.core,

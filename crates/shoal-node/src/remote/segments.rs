@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -13,6 +14,7 @@ use shoal_engine::SegmentCheckpoint;
 use shoal_storage::Repository;
 
 use super::layout::{now_millis, SegmentMetadata, ShardKeys, METADATA_PREFIX};
+use super::rates::Rate;
 use super::{storage_error, RemoteStoreService, METADATA_RETENTION};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
@@ -133,7 +135,13 @@ impl RemoteStoreService {
             let path = pinned.path(&file.name).ok_or_else(|| {
                 ApiError::internal(format!("pinned checkpoint lacks [{}]", file.name))
             })?;
-            bytes += self.block_on(repository.put_file(&keys.segment_file(&file.name), &path))?;
+            let upload = &self.repositories()?.segment_rates.upload;
+            let pacing = shoal_storage::Pacing {
+                delay: &|bytes| upload.delay(bytes),
+                cancelled: &|| false,
+            };
+            let key = keys.segment_file(&file.name);
+            bytes += self.block_on(repository.put_file_paced(&key, &path, &pacing))?;
             copy.remote
                 .uploaded
                 .lock()
@@ -185,11 +193,20 @@ impl RemoteStoreService {
         &self,
         index_uuid: &str,
         shard: usize,
-    ) -> ApiResult<Option<(Repository, ShardKeys, SegmentCheckpoint)>> {
-        let repository = self.repositories()?.segment.clone();
-        let keys = ShardKeys::new(index_uuid, shard);
-        let newest = self.newest_metadata(&repository, &keys)?;
-        Ok(newest.map(|(_, metadata)| (repository, keys, metadata.checkpoint)))
+    ) -> ApiResult<Option<(RemoteSource, SegmentCheckpoint)>> {
+        let source = self.segment_source(ShardKeys::new(index_uuid, shard))?;
+        let newest = self.newest_metadata(&source.repository, &source.keys)?;
+        Ok(newest.map(|(_, metadata)| (source, metadata.checkpoint)))
+    }
+
+    /// The segment files of a shard in this node's segment repository, read at its rate.
+    pub(crate) fn segment_source(&self, keys: ShardKeys) -> ApiResult<RemoteSource> {
+        let repositories = self.repositories()?;
+        Ok(RemoteSource {
+            repository: repositories.segment.clone(),
+            keys,
+            download: repositories.segment_rates.download.clone(),
+        })
     }
 
     /// The shard's newest metadata file (its key and content), if it has one.
@@ -391,16 +408,22 @@ mod garbage_tests {
     }
 }
 
-/// A shard's segment files in a repository, as a file transfer reads them.
+/// A shard's segment files in a repository, as a file transfer reads them, at the
+/// repository's download rate.
 pub struct RemoteSource {
     pub repository: Repository,
     pub keys: ShardKeys,
+    pub download: Arc<Rate>,
 }
 
 impl FileSource for RemoteSource {
     fn open(&self, file: &FileMeta, offset: u64) -> BoxFuture<'static, ApiResult<ByteStream>> {
         let (repository, key) = (self.repository.clone(), self.keys.segment_file(&file.name));
-        Box::pin(async move { open_object(&repository, &key, offset).await })
+        let download = self.download.clone();
+        Box::pin(async move {
+            let stream = open_object(&repository, &key, offset).await?;
+            Ok(super::rates::paced(stream, download))
+        })
     }
 
     fn describe(&self) -> String {

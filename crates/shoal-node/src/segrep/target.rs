@@ -144,7 +144,7 @@ impl SegrepService {
         primary_address: &str,
         mut clock: RoundClock,
     ) -> ApiResult<()> {
-        let Some((repository, keys, checkpoint)) = self
+        let Some((source, checkpoint)) = self
             .remote
             .newest_checkpoint(&target.index_uuid, target.shard)?
         else {
@@ -166,7 +166,6 @@ impl SegrepService {
                 ),
             ));
         }
-        let source = crate::remote::segments::RemoteSource { repository, keys };
         self.install_from(target, copy, primary_address, &checkpoint, &source, clock)?;
         copy.shard
             .remote
