@@ -33,6 +33,7 @@ pub type ParseDocument<'a> = dyn Fn(&str, &[u8]) -> Result<TantivyDocument, Mapp
 pub type RefreshListener = Arc<dyn Fn(&Engine) + Send + Sync>;
 
 mod apply;
+mod committing;
 mod merged;
 mod nrt;
 mod open;
@@ -57,21 +58,31 @@ struct Current {
 /// State changed only under the write lock.
 struct WriteState {
     /// `None` on a segment-replication replica: it copies the primary's segments and only
-    /// logs operations (see [`nrt`]); promotion opens one.
+    /// logs operations (see [`nrt`]); promotion opens one. Also `None` while a commit holds
+    /// it outside this lock (`committing`).
     writer: Option<IndexWriter>,
     tracker: LocalCheckpointTracker,
     version_map: VersionMap,
     /// Writes since the last commit.
     dirty: bool,
+    /// See [`committing`].
+    committing: Option<committing::Pending>,
 }
 
 impl WriteState {
     /// The index writer; only called on paths a writer-less engine never takes (its
-    /// operations go to [`Engine::log_without_indexing`], its refresh and merges do nothing).
+    /// operations go to [`Engine::log_without_indexing`], its refresh and merges do nothing),
+    /// with the engine's commit lock held (no commit has it).
     fn writer(&mut self) -> &mut IndexWriter {
         self.writer
             .as_mut()
             .expect("a writer-less engine never indexes, commits or merges")
+    }
+
+    /// A segment-replication replica's engine: it has no writer of its own (one that a commit
+    /// holds for the moment does not count).
+    fn is_writer_less(&self) -> bool {
+        self.writer.is_none() && self.committing.is_none()
     }
 }
 
@@ -82,6 +93,11 @@ pub struct Engine {
     reader: IndexReader,
     translog: Translog,
     state: Mutex<WriteState>,
+    /// Held by a commit (refresh, flush) from start to end, and to start a merge: one
+    /// commit at a time, and nothing else asks for the writer while a commit holds it.
+    commit_lock: Mutex<()>,
+    /// Told when a commit gives the writer back (writes waiting for room go on).
+    commit_ended: parking_lot::Condvar,
     primary_term: AtomicI64,
     global_checkpoint: AtomicI64,
     /// Names the history of operations this store belongs to; a forced primary starts a new one.
@@ -224,14 +240,14 @@ impl Engine {
 
     /// Makes every write so far searchable (a tantivy commit). Cheap when nothing changed.
     pub fn refresh(&self) -> Result<bool, EngineError> {
-        let mut state = self.state.lock();
+        let _commit = self.commit_lock.lock();
+        let state = self.state.lock();
         // A writer-less replica sees what it copied; it has nothing of its own to refresh.
-        if !state.dirty || state.writer.is_none() {
+        if !state.dirty || state.is_writer_less() {
             return Ok(false);
         }
         let started = Instant::now();
-        self.commit_locked(&mut state)?;
-        drop(state);
+        drop(self.commit(state)?);
         self.notify_refresh_listeners();
         Counters::add(&self.counters.refresh_total, 1);
         Counters::add(
@@ -265,56 +281,12 @@ impl Engine {
         }
     }
 
-    fn commit_locked(&self, state: &mut WriteState) -> Result<(), EngineError> {
-        // A failed engine's writer may have lost documents its payload would claim.
-        self.ensure_open()?;
-        // The commit must not hold operations the translog could lose to a power cut: the
-        // translog is what tells a copy's history above its checkpoints.
-        self.sync_translog()?;
-        let local_checkpoint = state.tracker.checkpoint();
-        let max_seq_no = state.tracker.max_seq_no();
-        let payload = CommitPayload {
-            local_checkpoint,
-            max_seq_no,
-            translog_uuid: self.translog.uuid().to_string(),
-            translog_generation: self
-                .translog
-                .min_generation_for_seq_no(local_checkpoint + 1),
-            global_checkpoint: self.global_checkpoint(),
-            history_uuid: self.history_uuid(),
-            history_complete_from: self.history_complete_from(),
-        };
-        // tantivy drops the documents of an indexing thread that failed (a full disk) and
-        // forgets that thread: a later commit would succeed without them. Any error here
-        // therefore fails the engine; its last good commit and the translog still hold
-        // everything acknowledged.
-        let started = Instant::now();
-        let prepared = state.writer().prepare_commit();
-        let mut prepared = self.fail_on_error("commit failed", prepared)?;
-        let segments_written = started.elapsed();
-        prepared.set_payload(&payload.to_json());
-        let committed = prepared.commit();
-        self.fail_on_error("commit failed", committed)?;
-        let committed_at = started.elapsed();
-        self.reader.reload()?;
-        tracing::debug!(
-            segments_written_ms = segments_written.as_millis() as u64,
-            committed_ms = committed_at.as_millis() as u64,
-            reloaded_ms = started.elapsed().as_millis() as u64,
-            "commit"
-        );
-        state
-            .version_map
-            .prune_refreshed(max_seq_no, self.config.gc_deletes);
-        state.dirty = false;
-        Ok(())
-    }
-
     /// Durable commit, then trims translog generations the commit made unnecessary.
     pub fn flush(&self, force: bool) -> Result<bool, EngineError> {
         let started = Instant::now();
+        let _commit = self.commit_lock.lock();
         let mut state = self.state.lock();
-        if state.writer.is_none() {
+        if state.is_writer_less() {
             // Its commits come from the primary (see `install_checkpoint`), which trims.
             drop(state);
             self.sync_translog()?;
@@ -330,7 +302,7 @@ impl Engine {
         let first_retained = self.first_retained_seq_no(state.tracker.checkpoint());
         self.history_complete_from
             .fetch_max(first_retained, Ordering::AcqRel);
-        self.commit_locked(&mut state)?;
+        let state = self.commit(state)?;
         let keep_from = self.translog.min_generation_for_seq_no(first_retained);
         drop(state);
         self.notify_refresh_listeners();
@@ -457,7 +429,10 @@ impl Engine {
             self.verify_merge_inputs(picked)?;
             let started = Instant::now();
             Counters::add(&self.counters.merge_current, 1);
-            let future = self.state.lock().writer().merge(&ids);
+            let future = {
+                let _commit = self.commit_lock.lock();
+                self.state.lock().writer().merge(&ids)
+            };
             let outcome = future.wait();
             self.counters.merge_current.fetch_sub(1, Ordering::Relaxed);
             match outcome {

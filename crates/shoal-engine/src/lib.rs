@@ -36,6 +36,8 @@ pub const NO_OPS_PERFORMED: i64 = -1;
 pub const UNASSIGNED_SEQ_NO: i64 = -2;
 
 #[cfg(test)]
+mod committing_tests;
+#[cfg(test)]
 mod merged_tests;
 #[cfg(test)]
 mod nrt_tests;

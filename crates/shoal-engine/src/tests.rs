@@ -15,11 +15,11 @@ fn parse_fn(
     }
 }
 
-fn open(dir: &std::path::Path, mapping: &Mapping) -> Engine {
+pub(crate) fn open(dir: &std::path::Path, mapping: &Mapping) -> Engine {
     Engine::open(EngineConfig::new(dir.to_path_buf()), 1, &parse_fn(mapping)).unwrap()
 }
 
-fn index_op(
+pub(crate) fn index_op(
     engine: &Engine,
     mapping: &Mapping,
     id: &str,
@@ -62,7 +62,7 @@ fn apply_one(engine: &Engine, op: WriteOp) -> Result<OpResult, EngineError> {
     Ok(result)
 }
 
-fn mapping() -> Mapping {
+pub(crate) fn mapping() -> Mapping {
     Mapping::from_json(&json!({"properties": {"n": {"type": "long"}, "t": {"type": "text"}}}))
         .unwrap()
 }

@@ -49,13 +49,19 @@ impl VersionMap {
         }
     }
 
-    /// Drops entries made visible by a refresh that covered every seq_no <= `refreshed_seq_no`.
-    /// Tombstones stay until they are older than `gc_deletes`, so a re-created document
-    /// keeps counting versions like OpenSearch.
-    pub fn prune_refreshed(&mut self, refreshed_seq_no: i64, gc_deletes: std::time::Duration) {
+    /// Drops entries made visible by a refresh that covered every seq_no <= `refreshed_seq_no`,
+    /// but not those of the ids `in_commit` says were written after it began (a replica's
+    /// operations may arrive out of seq_no order). Tombstones stay until they are older than
+    /// `gc_deletes`, so a re-created document keeps counting versions like OpenSearch.
+    pub fn prune_refreshed(
+        &mut self,
+        refreshed_seq_no: i64,
+        gc_deletes: std::time::Duration,
+        in_commit: impl Fn(&str) -> bool,
+    ) {
         let now = Instant::now();
-        self.entries.retain(|_, v| {
-            if v.seq_no > refreshed_seq_no {
+        self.entries.retain(|id, v| {
+            if v.seq_no > refreshed_seq_no || !in_commit(id) {
                 return true;
             }
             if v.deleted {

@@ -11,12 +11,13 @@ impl Engine {
         }
         let started = Instant::now();
         let mut state = self.state.lock();
+        self.wait_for_room(&mut state);
         // Again under the lock: a commit that failed meanwhile left tantivy's writer with no
         // indexing thread, and documents sent to it would queue until the channel blocks.
         if let Some(reason) = self.failure() {
             return closed_results(ops.len(), &reason);
         }
-        if state.writer.is_none() {
+        if state.is_writer_less() {
             return self.log_without_indexing(&mut state, ops, origin);
         }
         let searcher = self.reader.searcher();
@@ -155,11 +156,9 @@ impl Engine {
                     version,
                 );
                 if !append_only && (current.is_some() || !request.auto_generated_id) {
-                    state
-                        .writer()
-                        .delete_term(Term::from_field_text(self.schema.id, &id));
+                    state.delete_term(Term::from_field_text(self.schema.id, &id));
                 }
-                state.writer().add_document(doc)?;
+                state.add_document(doc, Term::from_field_text(self.schema.id, &id))?;
                 state.dirty = true;
                 let created = (retried_append && origin == Origin::Primary)
                     || current.is_none_or(|c| c.deleted);
@@ -221,9 +220,7 @@ impl Engine {
                     }
                 };
                 let found = current.is_some_and(|c| !c.deleted);
-                state
-                    .writer()
-                    .delete_term(Term::from_field_text(self.schema.id, &id));
+                state.delete_term(Term::from_field_text(self.schema.id, &id));
                 state.dirty = true;
                 state.version_map.put(
                     &id,

@@ -108,7 +108,7 @@ impl Engine {
 
     /// Whether this engine is a segment-replication replica (no index writer).
     pub fn is_writer_less(&self) -> bool {
-        self.state.lock().writer.is_none()
+        self.state.lock().is_writer_less()
     }
 
     /// The checkpoint of the current commit: its segment files with lengths and checksums,
@@ -250,7 +250,7 @@ impl Engine {
     pub fn install_checkpoint(&self, checkpoint: &SegmentCheckpoint) -> Result<(), EngineError> {
         self.ensure_open()?;
         let state = self.state.lock();
-        if state.writer.is_some() {
+        if !state.is_writer_less() {
             return Err(EngineError::Closed(
                 "a primary's engine does not install copied segments".into(),
             ));
@@ -380,7 +380,7 @@ impl Engine {
         self.ensure_open()?;
         let committed = {
             let mut state = self.state.lock();
-            if state.writer.is_some() {
+            if !state.is_writer_less() {
                 return Ok(0);
             }
             state.writer = Some(open::new_writer(

@@ -1,0 +1,178 @@
+//! A commit without a write stall. tantivy's `prepare_commit` needs the index writer for
+//! itself while its indexing threads write their segments (a couple of hundred milliseconds
+//! under load), and the writer lives under the engine's write lock: holding that lock for the
+//! whole commit stopped every write for as long (the bulk p99 was a refresh long). So a commit
+//! takes the writer out of the write state and lets the lock go; writes meanwhile are logged,
+//! versioned and acknowledged as usual, and their tantivy operations wait here, in order,
+//! until the commit gives the writer back and hands them to it. They were not in the commit
+//! (its payload was taken before), so they are in the next one.
+
+use std::collections::HashSet;
+
+use parking_lot::MutexGuard;
+
+use super::*;
+
+/// Documents that may wait for a commit: about what tantivy's own indexing pipeline holds.
+/// Beyond them writes wait for the commit to end, so that a commit slowed down (a stalled
+/// disk) does not pile acknowledged documents up in memory.
+const MAX_PENDING_DOCS: usize = 10_000;
+
+/// The writer's operations made while a commit held it, in their order.
+#[derive(Default)]
+pub(super) struct Pending {
+    operations: Vec<PendingOperation>,
+    /// The ids they touch: their version-map entries must outlive the commit's pruning.
+    ids: HashSet<Term>,
+}
+
+enum PendingOperation {
+    Delete(Term),
+    Add(TantivyDocument),
+}
+
+impl WriteState {
+    /// Deletes every document with `term` (the writer's, or after the running commit).
+    pub(super) fn delete_term(&mut self, term: Term) {
+        match (&mut self.writer, &mut self.committing) {
+            (Some(writer), _) => {
+                writer.delete_term(term);
+            }
+            (None, Some(pending)) => {
+                pending.ids.insert(term.clone());
+                pending.operations.push(PendingOperation::Delete(term));
+            }
+            (None, None) => debug_assert!(false, "a writer-less engine never indexes"),
+        }
+    }
+
+    /// Adds `doc` (to the writer, or after the running commit); `id` is its `_id` term.
+    pub(super) fn add_document(&mut self, doc: TantivyDocument, id: Term) -> tantivy::Result<()> {
+        match (&mut self.writer, &mut self.committing) {
+            (Some(writer), _) => writer.add_document(doc).map(drop),
+            (None, Some(pending)) => {
+                pending.ids.insert(id);
+                pending.operations.push(PendingOperation::Add(doc));
+                Ok(())
+            }
+            (None, None) => {
+                debug_assert!(false, "a writer-less engine never indexes");
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Waits, the write lock let go meanwhile, while a running commit holds as many waiting
+    /// documents as it may.
+    pub(super) fn wait_for_room(&self, state: &mut MutexGuard<'_, WriteState>) {
+        while state
+            .committing
+            .as_ref()
+            .is_some_and(|p| p.operations.len() >= MAX_PENDING_DOCS)
+        {
+            self.commit_ended.wait(state);
+        }
+    }
+
+    /// Commits what the writer holds with a payload of the checkpoints now, holding the
+    /// write lock only at the start and the end; returns it held again. The caller holds the
+    /// commit lock.
+    pub(super) fn commit<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, WriteState>,
+    ) -> Result<MutexGuard<'a, WriteState>, EngineError> {
+        debug_assert!(state.committing.is_none() && state.writer.is_some());
+        // A failed engine's writer may have lost documents its payload would claim.
+        self.ensure_open()?;
+        // The commit must not hold operations the translog could lose to a power cut: the
+        // translog is what tells a copy's history above its checkpoints.
+        self.sync_translog()?;
+        let payload = self.payload_now(&state);
+        let mut writer = state.writer.take().expect("a commit needs the writer");
+        state.committing = Some(Pending::default());
+        state.dirty = false;
+        drop(state);
+        let started = Instant::now();
+        let outcome = self.commit_writer(&mut writer, &payload);
+        let mut state = self.state.lock();
+        state.writer = Some(writer);
+        let pending = state.committing.take().unwrap_or_default();
+        self.commit_ended.notify_all();
+        let committed_at = started.elapsed();
+        // A failed commit failed the engine: its writer may have no indexing thread left
+        // (documents sent to it would queue until the channel blocks), and the translog
+        // holds the writes that waited.
+        outcome?;
+        self.hand_to_writer(&mut state, pending.operations)?;
+        self.reader.reload()?;
+        tracing::debug!(
+            committed_ms = committed_at.as_millis() as u64,
+            reloaded_ms = started.elapsed().as_millis() as u64,
+            "commit"
+        );
+        let schema_id = self.schema.id;
+        let in_commit = |id: &str| !pending.ids.contains(&Term::from_field_text(schema_id, id));
+        state
+            .version_map
+            .prune_refreshed(payload.max_seq_no, self.config.gc_deletes, in_commit);
+        Ok(state)
+    }
+
+    fn payload_now(&self, state: &WriteState) -> CommitPayload {
+        let local_checkpoint = state.tracker.checkpoint();
+        CommitPayload {
+            local_checkpoint,
+            max_seq_no: state.tracker.max_seq_no(),
+            translog_uuid: self.translog.uuid().to_string(),
+            translog_generation: self
+                .translog
+                .min_generation_for_seq_no(local_checkpoint + 1),
+            global_checkpoint: self.global_checkpoint(),
+            history_uuid: self.history_uuid(),
+            history_complete_from: self.history_complete_from(),
+        }
+    }
+
+    /// tantivy drops the documents of an indexing thread that failed (a full disk) and
+    /// forgets that thread: a later commit would succeed without them. Any error here
+    /// therefore fails the engine; its last good commit and the translog still hold
+    /// everything acknowledged.
+    fn commit_writer(
+        &self,
+        writer: &mut IndexWriter,
+        payload: &CommitPayload,
+    ) -> Result<(), EngineError> {
+        let prepared = writer.prepare_commit();
+        let mut prepared = self.fail_on_error("commit failed", prepared)?;
+        prepared.set_payload(&payload.to_json());
+        let committed = prepared.commit();
+        self.fail_on_error("commit failed", committed)?;
+        Ok(())
+    }
+
+    fn hand_to_writer(
+        &self,
+        state: &mut WriteState,
+        operations: Vec<PendingOperation>,
+    ) -> Result<(), EngineError> {
+        if operations.is_empty() {
+            return Ok(());
+        }
+        state.dirty = true;
+        let writer = state.writer();
+        for operation in operations {
+            match operation {
+                PendingOperation::Delete(term) => {
+                    writer.delete_term(term);
+                }
+                PendingOperation::Add(doc) => {
+                    let added = writer.add_document(doc).map(drop);
+                    self.fail_on_error("index writer failed", added)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
