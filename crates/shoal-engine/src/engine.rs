@@ -272,6 +272,11 @@ impl Engine {
     }
 
     fn maybe_refresh_for_memory(&self) {
+        // A running commit frees the map when it ends; waiting for it here would stall the
+        // write that asked.
+        if self.commit_lock.is_locked() {
+            return;
+        }
         let too_big =
             self.state.lock().version_map.heap_bytes() > self.config.version_map_limit_bytes;
         if too_big {

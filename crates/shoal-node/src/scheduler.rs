@@ -14,7 +14,7 @@ use tracing::warn;
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
 use crate::node::Node;
-use crate::pressure::settings::{FLUSH, REFRESH};
+use crate::pressure::settings::{FLUSH, GENERIC, REFRESH};
 use crate::pressure::shard_tasks::ShardTasks;
 use crate::shard::schedule::{Due, Intervals};
 
@@ -23,11 +23,13 @@ const TICK: Duration = Duration::from_millis(100);
 /// A copy's engine work, by index uuid and shard.
 type CopyKey = (String, usize);
 
-/// Where due engine work runs: at most one refresh (with the scheduled fsync) and one flush
-/// per copy at a time, on OpenSearch's `refresh` and `flush` pools. A copy whose refresh is
-/// still running when the next comes due gets one more, not a backlog.
+/// Where due engine work runs: at most one refresh, one scheduled fsync and one flush per
+/// copy at a time, refreshes and flushes on OpenSearch's `refresh` and `flush` pools, fsyncs
+/// on `generic` (never behind a refresh). A copy whose refresh is still running when the next
+/// comes due gets one more, not a backlog; one kind of work never replaces another.
 struct EngineWork {
     refreshes: ShardTasks<CopyKey>,
+    syncs: ShardTasks<CopyKey>,
     flushes: ShardTasks<CopyKey>,
 }
 
@@ -40,6 +42,7 @@ impl EngineWork {
         };
         EngineWork {
             refreshes: tasks(REFRESH),
+            syncs: tasks(GENERIC),
             flushes: tasks(FLUSH),
         }
     }
@@ -109,10 +112,20 @@ fn queue_engine_work(
     due: Due,
 ) {
     let key = (index.uuid(), shard);
-    if due.refresh || due.sync {
+    if due.refresh {
         let (engine, name) = (engine.clone(), index.name());
         work.refreshes.submit(key.clone(), 0, move || {
-            refresh_and_sync(&name, &engine, due)
+            if let Err(e) = engine.refresh() {
+                warn!(index = %name, error = %e, "scheduled refresh failed");
+            }
+        });
+    }
+    if due.sync {
+        let (engine, name) = (engine.clone(), index.name());
+        work.syncs.submit(key.clone(), 0, move || {
+            if let Err(e) = engine.sync_translog() {
+                warn!(index = %name, error = %e, "scheduled translog sync failed");
+            }
         });
     }
     if engine.should_flush() && !work.flushes.busy(&key) {
@@ -122,19 +135,6 @@ fn queue_engine_work(
                 warn!(index = %name, error = %e, "scheduled flush failed");
             }
         });
-    }
-}
-
-fn refresh_and_sync(index: &str, engine: &Engine, due: Due) {
-    if due.refresh {
-        if let Err(e) = engine.refresh() {
-            warn!(index, error = %e, "scheduled refresh failed");
-        }
-    }
-    if due.sync {
-        if let Err(e) = engine.sync_translog() {
-            warn!(index, error = %e, "scheduled translog sync failed");
-        }
     }
 }
 

@@ -63,14 +63,30 @@ impl WriteState {
     }
 }
 
+/// Fails the engine if tantivy panics while a commit holds the writer: the writer is gone
+/// with the unwinding, and writes must neither queue for it forever nor be indexed by nobody.
+struct PanicGuard<'a> {
+    engine: &'a Engine,
+}
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        let engine = self.engine;
+        engine.fail_engine("the index writer panicked during a commit".into());
+        engine.state.lock().committing = None;
+        engine.commit_ended.notify_all();
+    }
+}
+
 impl Engine {
     /// Waits, the write lock let go meanwhile, while a running commit holds as many waiting
     /// documents as it may.
     pub(super) fn wait_for_room(&self, state: &mut MutexGuard<'_, WriteState>) {
-        while state
-            .committing
-            .as_ref()
-            .is_some_and(|p| p.operations.len() >= MAX_PENDING_DOCS)
+        while self.failure().is_none()
+            && state
+                .committing
+                .as_ref()
+                .is_some_and(|p| p.operations.len() >= MAX_PENDING_DOCS)
         {
             self.commit_ended.wait(state);
         }
@@ -95,7 +111,9 @@ impl Engine {
         state.dirty = false;
         drop(state);
         let started = Instant::now();
+        let unwinding = PanicGuard { engine: self };
         let outcome = self.commit_writer(&mut writer, &payload);
+        std::mem::forget(unwinding);
         let mut state = self.state.lock();
         state.writer = Some(writer);
         let pending = state.committing.take().unwrap_or_default();
@@ -106,14 +124,19 @@ impl Engine {
         // holds the writes that waited.
         outcome?;
         self.hand_to_writer(&mut state, pending.operations)?;
-        self.reader.reload()?;
+        if let Err(e) = self.reader.reload() {
+            // The commit's documents are not searched yet: the next refresh must reload.
+            state.dirty = true;
+            return Err(e.into());
+        }
         tracing::debug!(
             committed_ms = committed_at.as_millis() as u64,
             reloaded_ms = started.elapsed().as_millis() as u64,
             "commit"
         );
         let schema_id = self.schema.id;
-        let in_commit = |id: &str| !pending.ids.contains(&Term::from_field_text(schema_id, id));
+        let waited = |id: &str| pending.ids.contains(&Term::from_field_text(schema_id, id));
+        let in_commit = |id: &str| pending.ids.is_empty() || !waited(id);
         state
             .version_map
             .prune_refreshed(payload.max_seq_no, self.config.gc_deletes, in_commit);
