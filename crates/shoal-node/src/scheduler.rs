@@ -112,31 +112,27 @@ fn queue_engine_work(
     due: Due,
 ) {
     let key = (index.uuid(), shard);
-    if due.refresh {
+    let queue = |tasks: &ShardTasks<CopyKey>, what: &'static str, run: EngineJob| {
         let (engine, name) = (engine.clone(), index.name());
-        work.refreshes.submit(key.clone(), 0, move || {
-            if let Err(e) = engine.refresh() {
-                warn!(index = %name, error = %e, "scheduled refresh failed");
+        tasks.submit(key.clone(), 0, move || {
+            if let Err(e) = run(&engine) {
+                warn!(index = %name, error = %e, "scheduled {what} failed");
             }
         });
+    };
+    if due.refresh {
+        queue(&work.refreshes, "refresh", |e| e.refresh().map(drop));
     }
     if due.sync {
-        let (engine, name) = (engine.clone(), index.name());
-        work.syncs.submit(key.clone(), 0, move || {
-            if let Err(e) = engine.sync_translog() {
-                warn!(index = %name, error = %e, "scheduled translog sync failed");
-            }
-        });
+        queue(&work.syncs, "translog sync", Engine::sync_translog);
     }
     if engine.should_flush() && !work.flushes.busy(&key) {
-        let (engine, name) = (engine.clone(), index.name());
-        work.flushes.submit(key, 0, move || {
-            if let Err(e) = engine.flush(false) {
-                warn!(index = %name, error = %e, "scheduled flush failed");
-            }
-        });
+        queue(&work.flushes, "flush", |e| e.flush(false).map(drop));
     }
 }
+
+/// One kind of scheduled engine work.
+type EngineJob = fn(&Engine) -> Result<(), shoal_engine::EngineError>;
 
 /// Fails a segment replica behind for longer than `segrep.replication.time.limit`, on the
 /// `replication` pool (it waits for the cluster manager).

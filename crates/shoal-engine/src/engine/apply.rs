@@ -156,9 +156,9 @@ impl Engine {
                     version,
                 );
                 if !append_only && (current.is_some() || !request.auto_generated_id) {
-                    state.delete_term(Term::from_field_text(self.schema.id, &id));
+                    state.delete_id(&id, Term::from_field_text(self.schema.id, &id));
                 }
-                state.add_document(doc, Term::from_field_text(self.schema.id, &id))?;
+                state.add_document(&id, doc)?;
                 state.dirty = true;
                 let created = (retried_append && origin == Origin::Primary)
                     || current.is_none_or(|c| c.deleted);
@@ -220,7 +220,7 @@ impl Engine {
                     }
                 };
                 let found = current.is_some_and(|c| !c.deleted);
-                state.delete_term(Term::from_field_text(self.schema.id, &id));
+                state.delete_id(&id, Term::from_field_text(self.schema.id, &id));
                 state.dirty = true;
                 state.version_map.put(
                     &id,

@@ -23,7 +23,7 @@ const MAX_PENDING_DOCS: usize = 10_000;
 pub(super) struct Pending {
     operations: Vec<PendingOperation>,
     /// The ids they touch: their version-map entries must outlive the commit's pruning.
-    ids: HashSet<Term>,
+    ids: HashSet<String>,
 }
 
 enum PendingOperation {
@@ -32,33 +32,39 @@ enum PendingOperation {
 }
 
 impl WriteState {
-    /// Deletes every document with `term` (the writer's, or after the running commit).
-    pub(super) fn delete_term(&mut self, term: Term) {
-        match (&mut self.writer, &mut self.committing) {
-            (Some(writer), _) => {
-                writer.delete_term(term);
-            }
-            (None, Some(pending)) => {
-                pending.ids.insert(term.clone());
-                pending.operations.push(PendingOperation::Delete(term));
-            }
-            (None, None) => debug_assert!(false, "a writer-less engine never indexes"),
-        }
+    /// Deletes every document with `_id` `id` (`term`), now or after the running commit.
+    pub(super) fn delete_id(&mut self, id: &str, term: Term) {
+        self.index_op(id, PendingOperation::Delete(term))
+            .expect("a delete never fails in tantivy");
     }
 
-    /// Adds `doc` (to the writer, or after the running commit); `id` is its `_id` term.
-    pub(super) fn add_document(&mut self, doc: TantivyDocument, id: Term) -> tantivy::Result<()> {
-        match (&mut self.writer, &mut self.committing) {
-            (Some(writer), _) => writer.add_document(doc).map(drop),
-            (None, Some(pending)) => {
-                pending.ids.insert(id);
-                pending.operations.push(PendingOperation::Add(doc));
+    /// Adds `doc`, whose `_id` is `id`, now or after the running commit.
+    pub(super) fn add_document(&mut self, id: &str, doc: TantivyDocument) -> tantivy::Result<()> {
+        self.index_op(id, PendingOperation::Add(doc))
+    }
+
+    fn index_op(&mut self, id: &str, operation: PendingOperation) -> tantivy::Result<()> {
+        if let Some(writer) = self.writer.as_mut() {
+            return operation.apply(writer);
+        }
+        let pending = self
+            .committing
+            .as_mut()
+            .expect("a writer-less engine never indexes");
+        pending.ids.insert(id.to_string());
+        pending.operations.push(operation);
+        Ok(())
+    }
+}
+
+impl PendingOperation {
+    fn apply(self, writer: &IndexWriter) -> tantivy::Result<()> {
+        match self {
+            PendingOperation::Delete(term) => {
+                writer.delete_term(term);
                 Ok(())
             }
-            (None, None) => {
-                debug_assert!(false, "a writer-less engine never indexes");
-                Ok(())
-            }
+            PendingOperation::Add(doc) => writer.add_document(doc).map(drop),
         }
     }
 }
@@ -134,9 +140,7 @@ impl Engine {
             reloaded_ms = started.elapsed().as_millis() as u64,
             "commit"
         );
-        let schema_id = self.schema.id;
-        let waited = |id: &str| pending.ids.contains(&Term::from_field_text(schema_id, id));
-        let in_commit = |id: &str| pending.ids.is_empty() || !waited(id);
+        let in_commit = |id: &str| !pending.ids.contains(id);
         state
             .version_map
             .prune_refreshed(payload.max_seq_no, self.config.gc_deletes, in_commit);
@@ -186,15 +190,7 @@ impl Engine {
         state.dirty = true;
         let writer = state.writer();
         for operation in operations {
-            match operation {
-                PendingOperation::Delete(term) => {
-                    writer.delete_term(term);
-                }
-                PendingOperation::Add(doc) => {
-                    let added = writer.add_document(doc).map(drop);
-                    self.fail_on_error("index writer failed", added)?;
-                }
-            }
+            self.fail_on_error("index writer failed", operation.apply(writer))?;
         }
         Ok(())
     }

@@ -80,13 +80,13 @@ impl ChecksumCache {
         self.0.lock().get(name).copied()
     }
 
-    /// Files whose length and checksum were checked another way (a replica's copier checks
-    /// every byte it writes and every file it keeps).
-    fn remember(&self, files: &[StoreFile]) {
-        let mut known = self.0.lock();
-        for file in files {
-            known.insert(file.name.clone(), (file.length, file.checksum));
-        }
+    /// Exactly the files of an installed commit, whose lengths and checksums were checked
+    /// another way (a replica's copier checks every byte it writes and every file it keeps).
+    fn reset_to(&self, files: &[StoreFile]) {
+        *self.0.lock() = files
+            .iter()
+            .map(|f| (f.name.clone(), (f.length, f.checksum)))
+            .collect();
     }
 
     /// Forgets files that are gone: merged away (a file no commit lists but still on disk
@@ -293,10 +293,7 @@ impl Engine {
             .map(|f| PathBuf::from(&f.name))
             .collect();
         self.delete_files(previous.difference(&current));
-        let checksums = &self.merge_hook.checksums;
-        checksums.remember(&checkpoint.files);
-        let listed: HashSet<&str> = checkpoint.files.iter().map(|f| f.name.as_str()).collect();
-        checksums.forget_deleted(&self.config.index_dir(), &listed);
+        self.merge_hook.checksums.reset_to(&checkpoint.files);
         self.notify_refresh_listeners();
         Ok(())
     }

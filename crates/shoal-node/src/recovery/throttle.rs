@@ -134,6 +134,49 @@ impl RateLimiter {
     }
 }
 
+/// A repository's fixed rate (`None`: unlimited) and the limiter this node's transfers held
+/// to it share.
+#[derive(Debug, Default)]
+pub struct Rate {
+    pub bytes_per_sec: Option<u64>,
+    limiter: RateLimiter,
+}
+
+impl Rate {
+    /// The rate setting `key` taken out of the settings of repository `repository`, or
+    /// `default` when it is not there.
+    pub fn take(
+        repository: &str,
+        settings: &mut std::collections::BTreeMap<String, String>,
+        key: &str,
+        default: Option<u64>,
+    ) -> ApiResult<Rate> {
+        let bytes_per_sec = match settings.remove(key) {
+            None => default,
+            Some(text) => parse_rate(&text).map_err(|_| {
+                ApiError::new(
+                    400,
+                    "repository_exception",
+                    format!("[{repository}] failed to parse [{key}] with value [{text}]: give a byte size per second such as [40mb], or [0] for no limit"),
+                )
+            })?,
+        };
+        Ok(Rate {
+            bytes_per_sec,
+            limiter: RateLimiter::default(),
+        })
+    }
+
+    /// Reserves `bytes`; how long to wait before moving them.
+    pub fn delay(&self, bytes: u64) -> Duration {
+        self.limiter.delay(bytes, self.bytes_per_sec)
+    }
+
+    pub fn limiter(&self) -> &RateLimiter {
+        &self.limiter
+    }
+}
+
 impl NodeCore {
     /// The recovery limits as the cluster settings say now (defaults when unset; a value
     /// that does not parse, which validation keeps out, counts as the default).

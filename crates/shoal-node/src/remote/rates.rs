@@ -10,27 +10,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::error::{ApiError, ApiResult};
-use crate::recovery::throttle::{parse_rate, RateLimiter};
+use crate::error::ApiResult;
+use crate::recovery::throttle::Rate;
 use crate::transfer::ByteStream;
 
 pub const MAX_UPLOAD: &str = "max_remote_upload_bytes_per_sec";
 pub const MAX_DOWNLOAD: &str = "max_remote_download_bytes_per_sec";
-
-/// One direction's rate (`None`: unlimited) and the limiter every transfer of this node in
-/// that direction shares.
-#[derive(Default)]
-pub struct Rate {
-    pub bytes_per_sec: Option<u64>,
-    limiter: RateLimiter,
-}
-
-impl Rate {
-    /// How long to wait before moving `bytes`.
-    pub fn delay(&self, bytes: u64) -> Duration {
-        self.limiter.delay(bytes, self.bytes_per_sec)
-    }
-}
 
 #[derive(Default)]
 pub struct RemoteRates {
@@ -45,20 +30,9 @@ impl RemoteRates {
         name: &str,
         attributes: &mut BTreeMap<String, String>,
     ) -> ApiResult<RemoteRates> {
-        let mut rate = |setting: &str| -> ApiResult<Rate> {
+        let mut rate = |setting: &str| {
             let key = format!("{prefix}{name}.settings.{setting}");
-            let bytes_per_sec = match attributes.remove(&key) {
-                None => None,
-                Some(text) => parse_rate(&text).map_err(|_| {
-                    ApiError::bad_request(format!(
-                        "failed to parse [{key}] with value [{text}]: give a byte size per second such as [100mb], or [0] for no limit"
-                    ))
-                })?,
-            };
-            Ok(Rate {
-                bytes_per_sec,
-                limiter: RateLimiter::default(),
-            })
+            Rate::take(name, attributes, &key, None)
         };
         Ok(RemoteRates {
             upload: rate(MAX_UPLOAD)?,

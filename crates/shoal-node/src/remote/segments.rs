@@ -14,10 +14,10 @@ use shoal_engine::SegmentCheckpoint;
 use shoal_storage::Repository;
 
 use super::layout::{now_millis, SegmentMetadata, ShardKeys, METADATA_PREFIX};
-use super::rates::Rate;
 use super::{storage_error, RemoteStoreService, METADATA_RETENTION};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::recovery::throttle::Rate;
 use crate::shard::remote::UploadStats;
 use crate::shard::IndexShard;
 use crate::transfer::{ByteStream, FileMeta, FileSource};
@@ -130,16 +130,16 @@ impl RemoteStoreService {
         files: &[shoal_engine::StoreFile],
         copy: &IndexShard,
     ) -> ApiResult<u64> {
+        let upload = &self.repositories()?.segment_rates.upload;
+        let pacing = shoal_storage::Pacing {
+            delay: &|bytes| upload.delay(bytes),
+            cancelled: &|| false,
+        };
         let mut bytes = 0;
         for file in files {
             let path = pinned.path(&file.name).ok_or_else(|| {
                 ApiError::internal(format!("pinned checkpoint lacks [{}]", file.name))
             })?;
-            let upload = &self.repositories()?.segment_rates.upload;
-            let pacing = shoal_storage::Pacing {
-                delay: &|bytes| upload.delay(bytes),
-                cancelled: &|| false,
-            };
             let key = keys.segment_file(&file.name);
             bytes += self.block_on(repository.put_file_paced(&key, &path, &pacing))?;
             copy.remote

@@ -207,7 +207,7 @@ impl SnapshotService {
         };
         // A restore is a recovery: the recovery rate paces it too.
         let rate = super::throttle::tighter(
-            throttles.restore_rate,
+            throttles.restore.bytes_per_sec,
             self.core.recovery_limits().bytes_per_sec,
         );
         let stats = crate::remote::restore::install_store(
@@ -217,7 +217,7 @@ impl SnapshotService {
             &snapshot.meta_json,
             term,
             crate::remote::restore::InstallPace {
-                limiter: &throttles.restore,
+                limiter: throttles.restore.limiter(),
                 rate,
             },
         )?;

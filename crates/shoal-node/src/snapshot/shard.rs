@@ -95,7 +95,7 @@ impl SnapshotService {
             })?;
             let (repository_name, uuid) = (&request.repository, &request.snapshot_uuid);
             let pacing = shoal_storage::Pacing {
-                delay: &|bytes| throttles.snapshot.delay(bytes, throttles.snapshot_rate),
+                delay: &|bytes| throttles.snapshot.delay(bytes),
                 cancelled: &|| self.check_not_aborted(repository_name, uuid).is_err(),
             };
             let uploaded = self.block_on(repository.put_file_paced(&key, &path, &pacing));

@@ -6,21 +6,18 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{ApiError, ApiResult};
-use crate::recovery::throttle::{parse_rate, RateLimiter};
+use crate::error::ApiResult;
+use crate::recovery::throttle::Rate;
 
 pub const MAX_SNAPSHOT_BYTES_PER_SEC: &str = "max_snapshot_bytes_per_sec";
 pub const MAX_RESTORE_BYTES_PER_SEC: &str = "max_restore_bytes_per_sec";
 const DEFAULT_SNAPSHOT_RATE: u64 = 40 << 20;
 
-/// The rates of one repository, and the limiters that keep this node's transfers to them.
+/// The rates of one repository, with the limiters that keep this node's transfers to them.
 #[derive(Default)]
 pub(crate) struct Throttles {
-    /// `None`: unlimited.
-    pub snapshot_rate: Option<u64>,
-    pub restore_rate: Option<u64>,
-    pub snapshot: RateLimiter,
-    pub restore: RateLimiter,
+    pub snapshot: Rate,
+    pub restore: Rate,
 }
 
 impl Throttles {
@@ -31,22 +28,14 @@ impl Throttles {
         settings: &BTreeMap<String, String>,
     ) -> ApiResult<(Throttles, BTreeMap<String, String>)> {
         let mut rest = settings.clone();
-        let mut rate = |key: &str, default: Option<u64>| {
-            match rest.remove(key) {
-            None => Ok(default),
-            Some(text) => parse_rate(&text).map_err(|_| {
-                ApiError::new(
-                    400,
-                    "repository_exception",
-                    format!("[{name}] failed to parse [{key}] with value [{text}]: give a byte size per second such as [40mb], or [0] for no limit"),
-                )
-            }),
-        }
-        };
         let throttles = Throttles {
-            snapshot_rate: rate(MAX_SNAPSHOT_BYTES_PER_SEC, Some(DEFAULT_SNAPSHOT_RATE))?,
-            restore_rate: rate(MAX_RESTORE_BYTES_PER_SEC, None)?,
-            ..Throttles::default()
+            snapshot: Rate::take(
+                name,
+                &mut rest,
+                MAX_SNAPSHOT_BYTES_PER_SEC,
+                Some(DEFAULT_SNAPSHOT_RATE),
+            )?,
+            restore: Rate::take(name, &mut rest, MAX_RESTORE_BYTES_PER_SEC, None)?,
         };
         Ok((throttles, rest))
     }
@@ -68,8 +57,8 @@ mod tests {
     #[test]
     fn rates_default_as_opensearch_and_leave_the_storage_settings() {
         let (throttles, rest) = Throttles::split("r", &settings(&[("location", "x")])).unwrap();
-        assert_eq!(throttles.snapshot_rate, Some(40 << 20));
-        assert_eq!(throttles.restore_rate, None);
+        assert_eq!(throttles.snapshot.bytes_per_sec, Some(40 << 20));
+        assert_eq!(throttles.restore.bytes_per_sec, None);
         assert_eq!(rest, settings(&[("location", "x")]));
         let given = settings(&[
             ("location", "x"),
@@ -78,7 +67,10 @@ mod tests {
         ]);
         let (throttles, rest) = Throttles::split("r", &given).unwrap();
         assert_eq!(
-            (throttles.snapshot_rate, throttles.restore_rate),
+            (
+                throttles.snapshot.bytes_per_sec,
+                throttles.restore.bytes_per_sec
+            ),
             (None, Some(10 << 20))
         );
         assert_eq!(rest.len(), 1);
