@@ -1,7 +1,8 @@
 """Replica visibility lag, measured from outside the same way on every system: while a bulk
-load runs, a probe writes one document at a time to the primary's node (no refresh) and polls
-searches pinned to the primary's node and to the replica's node until both find it. The lag is
-the time from the write's acknowledgment to the first search on the replica that finds it, so it
+load runs, a probe writes one document every 0.1-0.3 s (random, so writes land at every phase of
+the refresh cycle) to the primary's node (no refresh), and a poller searches, every 20 ms, pinned
+to the primary's node and to the replica's node, for the probes not yet found there. The lag is
+the time from a write's acknowledgment to the first search on the replica that finds it, so it
 includes the primary's refresh interval (the goal is refresh_interval + 200 ms); the same on the
 primary tells what replication adds (replica minus primary, per probe).
 
@@ -11,14 +12,16 @@ summarized over the merge's window alone.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
 from systems import HttpError, log
 
-PROBE_EVERY_S = 0.2
+PROBE_SPACING_S = (0.1, 0.3)
 POLL_EVERY_S = 0.02
 GIVE_UP_S = 30.0
+ROLES = ("replica", "primary")
 
 
 def percentile(values, p):
@@ -40,49 +43,80 @@ class VisibilityProbe:
     def __init__(self, primary, replica, index):
         self.primary, self.replica, self.index = primary, replica, index
         self.ids = {"primary": node_id(primary), "replica": node_id(replica)}
-        # (monotonic time of the acknowledgment, replica lag, primary lag), lags in ms or None
-        # when never seen
-        self.samples: list[tuple[float, float | None, float | None]] = []
+        # probe name -> [monotonic time of the acknowledgment, {role: lag in ms}]
+        self.probes: dict[str, list] = {}
+        self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.polled_out = threading.Event()
+        self.writer = threading.Thread(target=self.write_probes, daemon=True)
+        self.poller = threading.Thread(target=self.poll, daemon=True)
+        self.rng = random.Random(7)
 
     def __enter__(self):
-        self.thread.start()
+        self.writer.start()
+        self.poller.start()
         return self
 
     def __exit__(self, *exc):
         self.stopping.set()
-        self.thread.join(timeout=GIVE_UP_S + 5)
+        self.writer.join(timeout=GIVE_UP_S + 5)
+        self.polled_out.wait(timeout=GIVE_UP_S + 5)
 
-    def run(self):
+    @property
+    def samples(self):
+        """(monotonic time of the acknowledgment, replica lag, primary lag), lags in ms or
+        None when never seen."""
+        with self.lock:
+            return [(at, seen.get("replica"), seen.get("primary")) for at, seen in self.probes.values()]
+
+    def write_probes(self):
         n = 0
         while not self.stopping.is_set():
             n += 1
-            started = time.monotonic()
+            doc = f"probe-{n}"
             try:
-                self.samples.append(self.probe_once(n))
+                self.primary.req("PUT", f"/{self.index}/_doc/{doc}", {"package": doc}, timeout=60)
+                with self.lock:
+                    self.probes[doc] = [time.monotonic(), {}]
             except (OSError, HttpError) as e:
                 log(f"visibility probe {n} failed: {e}")
-            time.sleep(max(0.0, PROBE_EVERY_S - (time.monotonic() - started)))
+            self.stopping.wait(self.rng.uniform(*PROBE_SPACING_S))
 
-    def probe_once(self, n):
-        doc = f"probe-{n}"
-        self.primary.req("PUT", f"/{self.index}/_doc/{doc}", {"package": doc}, timeout=60)
-        acked = time.monotonic()
-        seen = {}
-        while time.monotonic() - acked < GIVE_UP_S and len(seen) < 2:
-            for role in ("replica", "primary"):
-                if role not in seen and self.finds(role, doc):
-                    seen[role] = (time.monotonic() - acked) * 1000
+    def poll(self):
+        """Searches for the probes each role has not shown yet until every probe is seen or
+        given up, and the writer stopped."""
+        while True:
+            now = time.monotonic()
+            for role in ROLES:
+                with self.lock:
+                    waiting = [doc for doc, (at, seen) in self.probes.items()
+                               if role not in seen and now - at < GIVE_UP_S]
+                if not waiting:
+                    continue
+                try:
+                    found = self.found(role, waiting)
+                except (OSError, HttpError) as e:
+                    log(f"visibility poll failed: {e}")
+                    continue
+                seen_at = time.monotonic()
+                with self.lock:
+                    for doc in found:
+                        at, seen = self.probes[doc]
+                        seen.setdefault(role, (seen_at - at) * 1000)
+            with self.lock:
+                pending = any(len(seen) < len(ROLES) and time.monotonic() - at < GIVE_UP_S
+                              for at, seen in self.probes.values())
+            if self.stopping.is_set() and not self.writer.is_alive() and not pending:
+                self.polled_out.set()
+                return
             time.sleep(POLL_EVERY_S)
-        return acked, seen.get("replica"), seen.get("primary")
 
-    def finds(self, role, doc):
+    def found(self, role, docs):
         node = self.replica if role == "replica" else self.primary
         path = f"/{self.index}/_search?preference=_only_nodes:{self.ids[role]}"
-        query = {"size": 0, "query": {"term": {"package": doc}}}
-        hits = node.req("POST", path, query, timeout=30)["hits"]["total"]
-        return (hits["value"] if isinstance(hits, dict) else hits) > 0
+        query = {"size": len(docs), "_source": ["package"], "query": {"terms": {"package": docs}}}
+        hits = node.req("POST", path, query, timeout=30)["hits"]["hits"]
+        return [hit["_source"]["package"] for hit in hits]
 
     def summary(self, window=None):
         """p50/p99/max lag in ms of the probes acknowledged inside `window` (start, end), or

@@ -45,6 +45,11 @@ pub struct BulkArgs {
     /// Skip this many documents of the corpus first (continue an earlier load).
     #[arg(long, default_value_t = 0)]
     pub skip: usize,
+    /// Offer at most this many documents per second (bulk i is not sent before
+    /// i × docs_per_bulk / rate seconds): a steady load below saturation. Unset: as fast as
+    /// the server answers.
+    #[arg(long)]
+    pub rate: Option<f64>,
 }
 
 struct Shared {
@@ -61,6 +66,12 @@ struct Errors {
     failed_requests: u64,
     failed_items: u64,
     sample: Option<String>,
+}
+
+/// When bulk `i` is due under an offered `rate` of documents per second.
+fn send_time(start: Instant, i: usize, docs_per_bulk: usize, rate: Option<f64>) -> Option<Instant> {
+    let rate = rate?;
+    Some(start + Duration::from_secs_f64((i * docs_per_bulk) as f64 / rate))
 }
 
 pub async fn run(args: BulkArgs) -> anyhow::Result<Value> {
@@ -113,6 +124,10 @@ pub async fn run(args: BulkArgs) -> anyhow::Result<Value> {
     let path = format!("/{}/_bulk", args.index);
     let start = Instant::now();
     let deadline = args.duration.map(|d| start + Duration::from_secs_f64(d));
+    let (docs_per_bulk, rate) = (args.docs_per_bulk, args.rate);
+    if let Some(rate) = rate {
+        anyhow::ensure!(rate > 0.0, "--rate must be above 0, not {rate}");
+    }
     let mut tasks = Vec::new();
     for _ in 0..args.clients.max(1) {
         let shared = Arc::clone(&shared);
@@ -130,6 +145,9 @@ pub async fn run(args: BulkArgs) -> anyhow::Result<Value> {
                 let Some((body, count)) = shared.bodies.get(i) else {
                     break;
                 };
+                if let Some(due) = send_time(start, i, docs_per_bulk, rate) {
+                    tokio::time::sleep_until(due.into()).await;
+                }
                 let t0 = Instant::now();
                 let result = conn
                     .request(Method::POST, &path, "application/x-ndjson", body.clone())
@@ -198,6 +216,7 @@ pub async fn run(args: BulkArgs) -> anyhow::Result<Value> {
         "mb_per_s": round3(body_bytes as f64 / 1e6 / seconds * (acked as f64 / total.max(1) as f64)),
         "clients": args.clients,
         "docs_per_bulk": args.docs_per_bulk,
+        "offered_docs_per_s": args.rate,
         "ids": args.ids,
         "bulk_latency_ms": latency.to_json(),
         "failed_requests": errors.failed_requests,

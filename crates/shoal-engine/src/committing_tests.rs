@@ -5,16 +5,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
+use shoal_mapping::Mapping;
 
 use crate::tests::{index_op, mapping, open};
 use crate::*;
 
-#[test]
-fn writes_are_acknowledged_while_a_commit_writes_its_segments_and_land_in_the_next_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = mapping();
-    let engine = Arc::new(open(dir.path(), &m));
-    // A backlog that takes tantivy a while to write out.
+/// A write acknowledged during a commit: (started, ended, seq_no).
+type Write = (Instant, Instant, i64);
+
+/// An engine with a backlog that takes tantivy a while to write out.
+fn engine_with_backlog(dir: &std::path::Path, m: &Mapping) -> Arc<Engine> {
+    let engine = Arc::new(open(dir, m));
     for batch in 0..40 {
         let ops = (0..1000)
             .map(|k| {
@@ -22,7 +23,7 @@ fn writes_are_acknowledged_while_a_commit_writes_its_segments_and_land_in_the_ne
                 let text = format!("package {k} of batch {batch} with some words to index");
                 index_op(
                     &engine,
-                    &m,
+                    m,
                     &id,
                     json!({"n": k, "t": text}),
                     DocRequest::default(),
@@ -31,12 +32,18 @@ fn writes_are_acknowledged_while_a_commit_writes_its_segments_and_land_in_the_ne
             .collect();
         assert!(engine.apply(ops, Origin::Primary).iter().all(|r| r.is_ok()));
     }
+    engine
+}
+
+/// Runs `commit` on a thread and writes `new-<k>` documents until it returns; answers the
+/// writes and how many were acknowledged while the commit ran (asserted to be some).
+fn write_during(engine: &Arc<Engine>, m: &Mapping, commit: fn(&Engine)) -> (Vec<Write>, usize) {
     let done = Arc::new(AtomicBool::new(false));
-    let refresher = {
+    let committer = {
         let (engine, done) = (engine.clone(), done.clone());
         std::thread::spawn(move || {
             let started = Instant::now();
-            engine.refresh().unwrap();
+            commit(&engine);
             done.store(true, Ordering::Release);
             (started, Instant::now())
         })
@@ -45,7 +52,7 @@ fn writes_are_acknowledged_while_a_commit_writes_its_segments_and_land_in_the_ne
     while !done.load(Ordering::Acquire) {
         let id = format!("new-{}", writes.len());
         let started = Instant::now();
-        let op = index_op(&engine, &m, &id, json!({"n": 1}), DocRequest::default());
+        let op = index_op(engine, m, &id, json!({"n": 1}), DocRequest::default());
         let result = engine
             .apply(vec![op], Origin::Primary)
             .pop()
@@ -57,17 +64,28 @@ fn writes_are_acknowledged_while_a_commit_writes_its_segments_and_land_in_the_ne
         );
         writes.push((started, Instant::now(), result.seq_no));
     }
-    let (refresh_started, refresh_ended) = refresher.join().unwrap();
+    let (commit_started, commit_ended) = committer.join().unwrap();
     let inside = writes
         .iter()
-        .filter(|(started, ended, _)| *started > refresh_started && *ended < refresh_ended)
+        .filter(|(started, ended, _)| *started > commit_started && *ended < commit_ended)
         .count();
     assert!(
         inside > 0,
         "no write was acknowledged during a {:?} commit ({} writes)",
-        refresh_ended - refresh_started,
+        commit_ended - commit_started,
         writes.len()
     );
+    (writes, inside)
+}
+
+#[test]
+fn writes_are_acknowledged_while_a_commit_writes_its_segments_and_land_in_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = engine_with_backlog(dir.path(), &m);
+    let (writes, _) = write_during(&engine, &m, |e| {
+        e.refresh().unwrap();
+    });
     // Not in the commit that ran, all in the next one; ids and seq_nos intact.
     engine.refresh().unwrap();
     let searcher = engine.searcher();
@@ -76,4 +94,19 @@ fn writes_are_acknowledged_while_a_commit_writes_its_segments_and_land_in_the_ne
         let got = engine.get(&format!("new-{k}")).unwrap().unwrap();
         assert_eq!(got.seq_no, *seq_no);
     }
+}
+
+#[test]
+fn writes_made_during_a_flush_still_count_as_uncommitted_translog_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = engine_with_backlog(dir.path(), &m);
+    let (_, inside) = write_during(&engine, &m, |e| {
+        e.flush(true).unwrap();
+    });
+    let uncommitted = engine.stats().translog.uncommitted_operations as usize;
+    assert!(
+        uncommitted >= inside,
+        "{inside} writes were acknowledged during the flush's commit, not in it, yet the translog counts {uncommitted} uncommitted operations"
+    );
 }

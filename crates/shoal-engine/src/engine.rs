@@ -307,7 +307,7 @@ impl Engine {
         let first_retained = self.first_retained_seq_no(state.tracker.checkpoint());
         self.history_complete_from
             .fetch_max(first_retained, Ordering::AcqRel);
-        let state = self.commit(state)?;
+        let (state, committed) = self.commit(state)?;
         let keep_from = self.translog.min_generation_for_seq_no(first_retained);
         drop(state);
         self.notify_refresh_listeners();
@@ -316,8 +316,10 @@ impl Engine {
         let keep_from = keep_from.min(self.translog.current_generation());
         let trimmed = self.translog.trim_unreferenced(keep_from);
         self.fail_on_error("translog trim failed", trimmed)?;
+        // Operations written while the commit ran are in the generation it rolled, not in
+        // the commit: that generation still counts as uncommitted.
         self.translog
-            .mark_committed(self.translog.current_generation());
+            .mark_committed(self.translog.min_generation_for_seq_no(committed + 1));
         Counters::add(&self.counters.flush_total, 1);
         Counters::add(
             &self.counters.flush_time_nanos,

@@ -99,12 +99,12 @@ impl Engine {
     }
 
     /// Commits what the writer holds with a payload of the checkpoints now, holding the
-    /// write lock only at the start and the end; returns it held again. The caller holds the
-    /// commit lock.
+    /// write lock only at the start and the end; returns it held again, with the local
+    /// checkpoint the commit holds. The caller holds the commit lock.
     pub(super) fn commit<'a>(
         &'a self,
         mut state: MutexGuard<'a, WriteState>,
-    ) -> Result<MutexGuard<'a, WriteState>, EngineError> {
+    ) -> Result<(MutexGuard<'a, WriteState>, i64), EngineError> {
         debug_assert!(state.committing.is_none() && state.writer.is_some());
         // A failed engine's writer may have lost documents its payload would claim.
         self.ensure_open()?;
@@ -129,22 +129,27 @@ impl Engine {
         // (documents sent to it would queue until the channel blocks), and the translog
         // holds the writes that waited.
         outcome?;
+        // The reader first: handing the waiting operations to the writer can block on its
+        // indexing threads, and the commit's documents should not wait for that to be seen.
+        let reloaded = self.reader.reload();
+        let reloaded_at = started.elapsed();
         self.hand_to_writer(&mut state, pending.operations)?;
-        if let Err(e) = self.reader.reload() {
+        if let Err(e) = reloaded {
             // The commit's documents are not searched yet: the next refresh must reload.
             state.dirty = true;
             return Err(e.into());
         }
         tracing::debug!(
             committed_ms = committed_at.as_millis() as u64,
-            reloaded_ms = started.elapsed().as_millis() as u64,
+            reloaded_ms = reloaded_at.as_millis() as u64,
+            handed_ms = started.elapsed().as_millis() as u64,
             "commit"
         );
         let in_commit = |id: &str| !pending.ids.contains(id);
         state
             .version_map
             .prune_refreshed(payload.max_seq_no, self.config.gc_deletes, in_commit);
-        Ok(state)
+        Ok((state, payload.local_checkpoint))
     }
 
     fn payload_now(&self, state: &WriteState) -> CommitPayload {

@@ -286,7 +286,7 @@ impl Engine {
         self.reader.reload()?;
         *self.history_uuid.lock() = payload.history_uuid.clone();
         drop(state);
-        self.trim_translog(first_retained)?;
+        self.trim_translog(first_retained, payload.translog_generation)?;
         let current: HashSet<PathBuf> = checkpoint
             .files
             .iter()
@@ -342,16 +342,16 @@ impl Engine {
         })
     }
 
-    /// Drops the translog generations that hold only operations below `first_retained`.
-    fn trim_translog(&self, first_retained: i64) -> Result<(), EngineError> {
+    /// Drops the translog generations that hold only operations below `first_retained`;
+    /// generations from `uncommitted` on hold operations the installed commit does not.
+    fn trim_translog(&self, first_retained: i64, uncommitted: u64) -> Result<(), EngineError> {
         let keep_from = self
             .translog
             .min_generation_for_seq_no(first_retained)
             .min(self.translog.current_generation());
         let trimmed = self.translog.trim_unreferenced(keep_from);
         self.fail_on_error("translog trim failed", trimmed)?;
-        self.translog
-            .mark_committed(self.translog.current_generation());
+        self.translog.mark_committed(uncommitted);
         Ok(())
     }
 
