@@ -118,22 +118,30 @@ def visibility_load_s(ctx):
     return 3 if ctx.quick else 12
 
 
+# A steady load well below either system's saturation on this machine: what a cluster that is
+# not out of CPU sees.
+STEADY_DOCS_PER_S = 10_000
+# (result key, force merge started this many seconds in, offered docs/s)
+VISIBILITY_LOADS = (("visibility", None, None), ("visibility_with_force_merge", 3, None),
+                    ("visibility_steady", None, STEADY_DOCS_PER_S))
+
+
 def measure_visibility(ctx, clusters, systems, base, result):
     """Separate runs (a probe searching the replica would add to its CPU): for each mode with a
-    replica, the replica visibility lag under a bulk load of a fixed duration, without and with
-    a force merge started 3 s into it."""
+    replica, the replica visibility lag under a bulk load of a fixed duration, as fast as the
+    cluster takes it without and with a force merge started 3 s into it, and at a steady rate."""
     for r in range(min(ctx.runs, 3)):
         for label, kind, replicas, has_mode in REPLICATED_MODES:
             for name in (n for n in systems if n in has_mode and replicas):
-                for merge_after_s in (None, 3):
+                for key, merge_after_s, rate in VISIBILITY_LOADS:
                     nodes = clusters[name]
                     nodes[0].recreate_index("repl", with_settings(base, number_of_replicas=1,
                                                                   **{"replication.type": kind}))
                     primary = primary_node(nodes, "repl")
-                    load = lambda: bench_cmd(*bulk_args(primary, None, 100, visibility_load_s(ctx)))
-                    row = visibility_once(nodes, primary, load, merge_after_s)
+                    args = bulk_args(primary, None, 100, visibility_load_s(ctx))
+                    args += ["--rate", rate] if rate else []
+                    row = visibility_once(nodes, primary, lambda: bench_cmd(*args), merge_after_s)
                     nodes[0].delete_index("repl")
-                    key = "visibility_with_force_merge" if merge_after_s is not None else "visibility"
                     mode = result["systems"][name]["modes"].setdefault(label, {"runs": []})
                     mode.setdefault(key, []).append(row)
                     log(f"ingest-replicated {name} {label} {key}: {row}")
@@ -143,7 +151,7 @@ def visibility_summary(mode):
     """Medians over the runs of each run's p50/p99/max visibility lag (ms), per load kind."""
     out = {}
     for key, part in (("visibility", "all"), ("visibility_with_force_merge", "all"),
-                      ("visibility_with_force_merge", "during_merge")):
+                      ("visibility_with_force_merge", "during_merge"), ("visibility_steady", "all")):
         rows = [row.get(part) for row in mode.get(key, []) if row.get(part)]
         if rows:
             name = key if part == "all" else "visibility_during_force_merge"

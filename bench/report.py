@@ -3,6 +3,7 @@ ratios are Shoal ÷ OpenSearch of the medians."""
 
 import os
 
+import replicated
 import rolling
 import snapshots
 
@@ -214,7 +215,8 @@ def render_replicated(doc):
 
 
 VISIBILITY = (("under load", "visibility"), ("force merge started 3 s in", "visibility_with_force_merge"),
-              ("during the force merge (+3 s)", "visibility_during_force_merge"))
+              ("during the force merge (+3 s)", "visibility_during_force_merge"),
+              (f"steady {replicated.STEADY_DOCS_PER_S:,} docs/s", "visibility_steady"))
 
 
 def visibility_table(s_modes, o_modes):
@@ -232,8 +234,8 @@ def visibility_table(s_modes, o_modes):
                         + [cell(s.get("never_seen"), ""), cell(o.get("never_seen"), "")])
     if not rows:
         return []
-    return ["Replica visibility lag in ms: a probe document written to the primary's node every 0.2 s, "
-            "timed until a search on the replica's node finds it (includes the 1 s refresh interval; "
+    return ["Replica visibility lag in ms: a probe document written to the primary's node every 0.1-0.3 s "
+            "(random), timed until a search on the replica's node finds it (includes the 1 s refresh interval; "
             "goal for Shoal SEGMENT p50 and p99 ≤ 1,200); the same on the primary's node, and what "
             "replication adds (replica minus primary, per probe).", ""] + table(
         rows, ["mode", "load", "Shoal p50", "OS p50", "Shoal p99", "OS p99", "Shoal max", "OS max",
