@@ -110,3 +110,58 @@ fn writes_made_during_a_flush_still_count_as_uncommitted_translog_operations() {
         "{inside} writes were acknowledged during the flush's commit, not in it, yet the translog counts {uncommitted} uncommitted operations"
     );
 }
+
+#[test]
+fn a_panic_inside_a_commit_fails_the_engine_and_wakes_the_writes_waiting_for_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = Arc::new(open(dir.path(), &m));
+    let one = index_op(&engine, &m, "first", json!({"n": 1}), DocRequest::default());
+    assert!(engine.apply(vec![one], Origin::Primary)[0].is_ok());
+    // The commit panics once as many writes wait for it as may.
+    *engine.commit_hook.lock() = Some(|engine| {
+        while engine.pending_operations() < crate::engine::committing::MAX_PENDING_DOCS {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("injected: tantivy panicked inside a commit");
+    });
+    let refresher = {
+        let engine = engine.clone();
+        std::thread::spawn(move || engine.refresh())
+    };
+    let writer = {
+        let (engine, m) = (engine.clone(), m.clone());
+        std::thread::spawn(move || {
+            for k in 0.. {
+                let op = index_op(
+                    &engine,
+                    &m,
+                    &format!("w-{k}"),
+                    json!({"n": k}),
+                    DocRequest::default(),
+                );
+                if let Err(e) = engine.apply(vec![op], Origin::Primary).pop().unwrap() {
+                    return (k, e);
+                }
+            }
+            unreachable!()
+        })
+    };
+    assert!(
+        refresher.join().is_err(),
+        "the injected panic did not unwind the refresh"
+    );
+    let started = Instant::now();
+    while !writer.is_finished() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "a write waiting for room was not woken by the failed commit"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (refused_at, error) = writer.join().unwrap();
+    // The hook held the commit until the waiting room was full: the refused write waited.
+    assert!(refused_at > 0, "{refused_at}: {error}");
+    assert!(engine.has_failed());
+    assert!(error.to_string().contains("panicked"), "{error}");
+}

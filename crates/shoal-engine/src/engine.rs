@@ -33,7 +33,7 @@ pub type ParseDocument<'a> = dyn Fn(&str, &[u8]) -> Result<TantivyDocument, Mapp
 pub type RefreshListener = Arc<dyn Fn(&Engine) + Send + Sync>;
 
 mod apply;
-mod committing;
+pub(crate) mod committing;
 mod merged;
 mod nrt;
 mod open;
@@ -122,6 +122,9 @@ pub struct Engine {
     /// The `_source` plugin's merge hook (merged segments before their commit) and the
     /// checksums of this primary's segment files, for segment-replication checkpoints.
     merge_hook: MergeHook,
+    /// Runs inside a commit while it holds the writer (tests inject faults there).
+    #[cfg(test)]
+    pub(crate) commit_hook: Mutex<Option<fn(&Engine)>>,
 }
 
 impl Engine {

@@ -16,7 +16,7 @@ use super::*;
 /// Documents that may wait for a commit: about what tantivy's own indexing pipeline holds.
 /// Beyond them writes wait for the commit to end, so that a commit slowed down (a stalled
 /// disk) does not pile acknowledged documents up in memory.
-const MAX_PENDING_DOCS: usize = 10_000;
+pub(crate) const MAX_PENDING_DOCS: usize = 10_000;
 
 /// The writer's operations made while a commit held it, in their order.
 #[derive(Default)]
@@ -85,6 +85,13 @@ impl Drop for PanicGuard<'_> {
 }
 
 impl Engine {
+    /// How many operations wait for the running commit.
+    #[cfg(test)]
+    pub(crate) fn pending_operations(&self) -> usize {
+        let state = self.state.lock();
+        state.committing.as_ref().map_or(0, |p| p.operations.len())
+    }
+
     /// Waits, the write lock let go meanwhile, while a running commit holds as many waiting
     /// documents as it may.
     pub(super) fn wait_for_room(&self, state: &mut MutexGuard<'_, WriteState>) {
@@ -176,6 +183,10 @@ impl Engine {
         writer: &mut IndexWriter,
         payload: &CommitPayload,
     ) -> Result<(), EngineError> {
+        #[cfg(test)]
+        if let Some(hook) = *self.commit_hook.lock() {
+            hook(self);
+        }
         let prepared = writer.prepare_commit();
         let mut prepared = self.fail_on_error("commit failed", prepared)?;
         prepared.set_payload(&payload.to_json());

@@ -57,6 +57,8 @@ impl Engine {
             }),
             commit_lock: Mutex::new(()),
             commit_ended: parking_lot::Condvar::new(),
+            #[cfg(test)]
+            commit_hook: Mutex::new(None),
             config,
             index,
             schema,
