@@ -723,3 +723,47 @@ fn refresh_listeners_hear_each_commit_with_the_new_checkpoint_and_not_an_idle_re
     engine.flush(false).unwrap();
     assert_eq!(*heard.lock(), vec![(0, 1), (1, 2)]);
 }
+
+#[test]
+fn an_id_written_again_replaces_its_document_wherever_the_first_copy_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let write = |engine: &Engine, id: &str, n: i64| {
+        apply_one(
+            engine,
+            index_op(engine, &m, id, json!({ "n": n }), DocRequest::default()),
+        )
+        .unwrap()
+    };
+    {
+        let engine = open(dir.path(), &m);
+        write(&engine, "committed", 1);
+        write(&engine, "reopened", 1);
+        engine.flush(true).unwrap();
+        // Known only to the searcher (the version map was pruned by the commit).
+        write(&engine, "committed", 2);
+        // Known only to the version map (not committed yet).
+        write(&engine, "uncommitted", 1);
+        write(&engine, "uncommitted", 2);
+        engine.refresh().unwrap();
+        assert_eq!(engine.searcher().num_docs(), 3);
+        engine.close().unwrap();
+    }
+    // A reopened engine knows "reopened" from its commit alone.
+    let engine = open(dir.path(), &m);
+    let again = write(&engine, "reopened", 2);
+    assert_eq!(again.kind, OpResultKind::Updated);
+    engine.refresh().unwrap();
+    assert_eq!(
+        engine.searcher().num_docs(),
+        3,
+        "an overwrite left a second document"
+    );
+    for id in ["committed", "uncommitted", "reopened"] {
+        assert_eq!(
+            engine.get(id).unwrap().unwrap().source,
+            br#"{"n":2}"#,
+            "{id}"
+        );
+    }
+}

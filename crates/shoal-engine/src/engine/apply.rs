@@ -155,7 +155,12 @@ impl Engine {
                     primary_term,
                     version,
                 );
-                if !append_only && (current.is_some() || !request.auto_generated_id) {
+                // Under the write lock the version map and the searcher together know every
+                // document written (a commit reloads the reader before it prunes the map): a
+                // document with neither is new, and deleting its id first would only give
+                // tantivy a delete to look up in every segment at each commit and merge (as
+                // OpenSearch, an update only when the document may exist).
+                if current.is_some() {
                     state.delete_id(&id, Term::from_field_text(self.schema.id, &id));
                 }
                 state.add_document(&id, doc)?;
