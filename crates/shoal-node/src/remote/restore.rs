@@ -121,6 +121,11 @@ impl RemoteStoreService {
         let keys = ShardKeys::new(&service.uuid(), shard);
         let ops = self.remote_operations(&keys, engine.local_checkpoint())?;
         let replayed = ops.len();
+        // Any of them may update a document the restored segments hold: none may take the
+        // append-only path, which skips looking the id up (and would index a second copy).
+        if let Some(last) = ops.iter().map(|op| op.seq_no).max() {
+            engine.advance_max_seq_no_of_updates(last);
+        }
         let writes: Vec<_> = ops
             .into_iter()
             .map(|op| {
