@@ -122,7 +122,8 @@ impl ClusterState {
             Command::RestoreRemoteStore {
                 indices,
                 all_shards,
-            } => self.restore_remote_store(indices, *all_shards, now)?,
+                stored_terms,
+            } => self.restore_remote_store(indices, *all_shards, stored_terms, now)?,
             Command::RestoreClusterMetadata { metadata, source } => {
                 self.restore_cluster_metadata(metadata.as_ref(), source.as_deref(), now)
             }

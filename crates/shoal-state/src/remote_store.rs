@@ -2,17 +2,22 @@
 //! fresh cluster taking back the metadata an earlier one uploaded
 //! (`Command::RestoreClusterMetadata`).
 
+use std::collections::BTreeMap;
+
 use crate::apply::{unassigned_copies, unassigned_table, StateError};
 use crate::routing::{IndexRoutingTable, RecoverySource, UnassignedInfo, UnassignedReason};
 use crate::ClusterState;
 
 impl ClusterState {
     /// Puts the shards to restore back to unassigned, the primary to be restored from the
-    /// remote store (its term bumped when allocated) and no copy in sync until it starts.
+    /// remote store and no copy in sync until it starts. The primary's term is bumped when it
+    /// is allocated, from at least the highest term its repository holds (`stored_terms`), so
+    /// it writes above all of that history.
     pub(crate) fn restore_remote_store(
         &mut self,
         indices: &[String],
         all_shards: bool,
+        stored_terms: &BTreeMap<String, Vec<u64>>,
         now: i64,
     ) -> Result<(), StateError> {
         for name in indices {
@@ -47,18 +52,25 @@ impl ClusterState {
                     unassigned_copies(&meta, shard as u32, &info, RecoverySource::RemoteStore);
                 restored.push(shard);
             }
-            self.reset_restored_shards(name, &restored);
+            let stored = stored_terms
+                .get(name)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            self.reset_restored_shards(name, &restored, stored);
         }
         Ok(())
     }
 
-    /// The restored shards of `index` have no copy in sync.
-    fn reset_restored_shards(&mut self, index: &str, shards: &[usize]) {
+    /// The restored shards of `index` have no copy in sync, and a primary term at least the
+    /// highest their repository holds (`stored`, by shard).
+    fn reset_restored_shards(&mut self, index: &str, shards: &[usize], stored: &[u64]) {
         let Some(meta) = self.metadata.indices.get_mut(index) else {
             return;
         };
         for &shard in shards {
             meta.in_sync_allocations[shard].clear();
+            let term = &mut meta.primary_terms[shard];
+            *term = (*term).max(stored.get(shard).copied().unwrap_or_default());
         }
     }
 
@@ -142,17 +154,68 @@ mod tests {
         state.apply(&proposal).expect("applied");
     }
 
-    fn restore() -> Command {
+    fn restore(stored: &[u64]) -> Command {
         Command::RestoreRemoteStore {
             indices: vec!["i".into()],
             all_shards: false,
+            stored_terms: [("i".to_string(), stored.to_vec())].into(),
         }
+    }
+
+    fn terms(state: &ClusterState) -> Vec<u64> {
+        state
+            .metadata
+            .indices
+            .get("i")
+            .expect("i")
+            .primary_terms
+            .clone()
+    }
+
+    #[test]
+    fn a_restored_shard_starts_from_the_highest_term_its_repository_holds() {
+        let mut state = cluster(1);
+        // The repository holds history of term 3 on shard 0 (and 7 on shard 1, whose primary
+        // is active and not restored: its term is the cluster's own).
+        apply(&mut state, restore(&[3, 7]));
+        assert_eq!(terms(&state), [3, 1]);
+        // The allocation bump then gives the restored primary term 4, above the history.
+        let primary = &state.routing["i"].shards[0][0];
+        assert_eq!(primary.state, ShardState::Unassigned);
+        assert_eq!(
+            primary.recovery_source,
+            Some(crate::RecoverySource::RemoteStore)
+        );
+    }
+
+    #[test]
+    fn a_restore_never_lowers_a_term() {
+        let mut state = cluster(5);
+        apply(&mut state, restore(&[3]));
+        assert_eq!(terms(&state), [5, 1]);
+        apply(&mut state, restore(&[]));
+        assert_eq!(terms(&state), [5, 1]);
+    }
+
+    #[test]
+    fn a_restore_command_persisted_before_stored_terms_still_reads_and_writes_the_same() {
+        let old = json!({"now_millis": 7, "command":
+            {"restore_remote_store": {"indices": ["i"], "all_shards": true}}});
+        let proposal: Proposal = serde_json::from_value(old.clone()).expect("old command reads");
+        let Command::RestoreRemoteStore { stored_terms, .. } = &proposal.command else {
+            panic!("{proposal:?}");
+        };
+        assert!(stored_terms.is_empty());
+        assert_eq!(serde_json::to_value(&proposal).expect("written"), old);
+        let mut state = cluster(2);
+        state.apply(&proposal).expect("applied");
+        assert_eq!(terms(&state), [2, 1]);
     }
 
     #[test]
     fn a_primary_that_fails_to_restore_is_restored_again_never_allocated_empty() {
         let mut state = cluster(1);
-        apply(&mut state, restore());
+        apply(&mut state, restore(&[3]));
         let primary = &mut state.routing.get_mut("i").expect("routing").shards[0][0];
         primary.state = ShardState::Initializing;
         primary.node = Some("n2".into());
