@@ -377,6 +377,37 @@ def restore_closed(c: ShoalCluster, index: str) -> None:
     c.wait_for_status("green", timeout=60)
 
 
+def test_a_document_updated_after_the_last_segment_upload_is_restored_once_with_its_last_value(tmp_path):
+    """The restored segments hold a document's first version and the translog its update: the
+    replayed update replaces it (one hit, the new value), as every later update does."""
+    roles = ["cluster_manager", "data,ingest"]
+    with ShoalCluster(tmp_path, 2, roles=roles, settings=remote_settings(fs_repository(tmp_path))) as c:
+        http = c.http(0)
+        r = http.put("/accounts", {"settings": {"number_of_replicas": 0, "refresh_interval": "-1",
+                                                "index.translog.durability": "request"}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green")
+        for n in range(5):
+            assert http.put(f"/accounts/_doc/{n}", {"balance": 1}).status_code == 201
+        assert http.post("/accounts/_refresh").status_code == 200  # segments uploaded: balance 1
+        for balance in (2, 3):
+            for n in range(5):
+                assert http.put(f"/accounts/_doc/{n}", {"balance": balance}).status_code == 200
+
+        lose_every_data_node(c, [1])
+        r = http.post("/_remotestore/_restore", {"indices": ["accounts"]}, params={"wait_for_completion": "true"})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green", timeout=60)
+        http.post("/accounts/_refresh")
+        r = http.post("/accounts/_search", {"size": 100, "query": {"match_all": {}}})
+        hits = sorted((hit["_id"], hit["_source"]["balance"]) for hit in r.json()["hits"]["hits"])
+        assert hits == [(str(n), 3) for n in range(5)], hits
+        r = http.put("/accounts/_doc/0", {"balance": 4})
+        assert r.status_code == 200 and r.json()["_version"] == 4, r.text
+        http.post("/accounts/_refresh")
+        assert http.get("/accounts/_count").json()["count"] == 5
+
+
 def test_a_restore_drops_what_a_deposed_primary_uploaded_after_its_successor_began(tmp_path):
     """A primary cut off from its cluster may still upload batches of writes nobody acknowledged,
     with seq_nos above all its successor writes. Here such a batch (term 1, seq_no 3: an old

@@ -122,7 +122,8 @@ impl ClusterState {
             Command::RestoreRemoteStore {
                 indices,
                 all_shards,
-            } => self.restore_remote_store(indices, *all_shards, now)?,
+                stored_terms,
+            } => self.restore_remote_store(indices, *all_shards, stored_terms, now)?,
             Command::RestoreClusterMetadata { metadata, source } => {
                 self.restore_cluster_metadata(metadata.as_ref(), source.as_deref(), now)
             }
@@ -354,96 +355,6 @@ impl ClusterState {
         matches!((term, current), (Some(term), Some(current)) if term < current)
     }
 
-    /// Puts the shards to restore back to unassigned, the primary to be restored from the
-    /// remote store (its term bumped when allocated) and no copy in sync until it starts.
-    fn restore_remote_store(
-        &mut self,
-        indices: &[String],
-        all_shards: bool,
-        now: i64,
-    ) -> Result<(), StateError> {
-        for name in indices {
-            let Some(meta) = self.metadata.indices.get_mut(name) else {
-                return Err(StateError::new(
-                    404,
-                    "index_not_found_exception",
-                    format!("no such index [{name}]"),
-                ));
-            };
-            meta.normalize();
-            if all_shards {
-                meta.state = crate::metadata::IndexState::Open;
-            }
-            let meta = meta.clone();
-            let shards = meta.number_of_shards() as usize;
-            let info = UnassignedInfo::new(UnassignedReason::ExistingIndexRestored, now);
-            let table = self
-                .routing
-                .entry(name.clone())
-                .or_insert_with(|| IndexRoutingTable {
-                    shards: vec![Vec::new(); shards],
-                });
-            table.shards.resize(shards, Vec::new());
-            for (shard, copies) in table.shards.iter_mut().enumerate() {
-                let active_primary = copies.iter().any(|c| c.primary && c.is_active());
-                if active_primary && !all_shards {
-                    continue;
-                }
-                *copies =
-                    unassigned_copies(&meta, shard as u32, &info, RecoverySource::RemoteStore);
-                if let Some(meta) = self.metadata.indices.get_mut(name) {
-                    meta.in_sync_allocations[shard].clear();
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// A fresh cluster takes the indices and persistent settings an earlier cluster of its
-    /// name uploaded; a cluster that already has indices keeps its own. Either way the check
-    /// is recorded, so it happens once in a cluster's life.
-    fn restore_cluster_metadata(
-        &mut self,
-        metadata: Option<&crate::metadata::RestorableMetadata>,
-        source: Option<&str>,
-        now: i64,
-    ) {
-        if self
-            .metadata
-            .customs
-            .contains_key(crate::metadata::REMOTE_STATE_CHECKED)
-        {
-            return;
-        }
-        let restore = metadata.filter(|_| self.metadata.indices.is_empty());
-        self.metadata.customs.insert(
-            crate::metadata::REMOTE_STATE_CHECKED.to_string(),
-            serde_json::json!({
-                "restored_from": restore.and(source),
-                "restored_indices": restore.map_or(0, |m| m.indices.len()),
-            }),
-        );
-        let Some(restored) = restore else {
-            return;
-        };
-        for (key, value) in &restored.persistent_settings {
-            self.metadata
-                .persistent_settings
-                .entry(key.clone())
-                .or_insert_with(|| value.clone());
-        }
-        let info = UnassignedInfo::new(UnassignedReason::ClusterRecovered, now);
-        for meta in &restored.indices {
-            let mut meta = meta.clone();
-            meta.normalize();
-            // Red until restored: no node holds these copies any more, and the primary waits
-            // for `_remotestore/_restore` (or for a node with its data to come back).
-            let table = unassigned_table(&meta, &info, RecoverySource::ExistingStore);
-            self.routing.insert(meta.name.clone(), table);
-            self.metadata.indices.insert(meta.name.clone(), meta);
-        }
-    }
-
     fn shard_started(&mut self, index: &str, shard: u32, allocation_id: &str) {
         let Some(copies) = self.copies_mut(index, shard) else {
             return;
@@ -604,11 +515,7 @@ impl ClusterState {
                 // and copies recovering from it must start over.
                 let mut primary = ShardRouting::unassigned(index, shard, true, info.clone());
                 primary.allocation_id = failed.allocation_id.clone();
-                primary.recovery_source = Some(if in_sync.is_empty() {
-                    RecoverySource::EmptyStore
-                } else {
-                    RecoverySource::ExistingStore
-                });
+                primary.recovery_source = Some(next_primary_source(&failed, &in_sync));
                 if in_sync.is_empty() {
                     primary.unassigned.as_mut().expect("unassigned").last_node = None;
                 }
@@ -654,6 +561,20 @@ impl ClusterState {
     }
 }
 
+/// Where a failed primary that no copy replaces recovers from next. A restore from the remote
+/// store that did not finish restores again: its copies were cleared from the in-sync set, but
+/// its data is in the repository, and an empty store would start a history hiding it (as in
+/// OpenSearch, a copy that never started keeps its recovery source). Otherwise the store of a
+/// copy in sync, or an empty one when none is.
+fn next_primary_source(failed: &ShardRouting, in_sync: &BTreeSet<String>) -> RecoverySource {
+    let restoring = failed.recovery_source == Some(RecoverySource::RemoteStore);
+    match (restoring && !failed.is_active(), in_sync.is_empty()) {
+        (true, _) => RecoverySource::RemoteStore,
+        (false, true) => RecoverySource::EmptyStore,
+        (false, false) => RecoverySource::ExistingStore,
+    }
+}
+
 /// The replica that takes over from a failed primary: an active in-sync copy, a started one
 /// before one that is relocating away.
 fn promotion_candidate(
@@ -692,7 +613,7 @@ pub(crate) fn unassigned_table(
     }
 }
 
-fn unassigned_copies(
+pub(crate) fn unassigned_copies(
     meta: &IndexMetadata,
     shard: u32,
     info: &UnassignedInfo,

@@ -141,6 +141,12 @@ pub enum Command {
     RestoreRemoteStore {
         indices: Vec<String>,
         all_shards: bool,
+        /// Per index name, per shard: the highest primary term the shard's remote store holds
+        /// history of, as the proposer listed it. The metadata can be older than the repository
+        /// (the remote cluster state is uploaded asynchronously), and a restored primary must
+        /// write above every stored term: its term is raised past these.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        stored_terms: BTreeMap<String, Vec<u64>>,
     },
     /// The first cluster manager of a cluster with a remote state repository looked for the
     /// metadata an earlier cluster of the same name uploaded: a fresh cluster takes its indices

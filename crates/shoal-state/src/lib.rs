@@ -11,6 +11,7 @@ mod command;
 pub mod health;
 mod metadata;
 mod node;
+mod remote_store;
 mod routing;
 mod settings;
 mod snapshots;

@@ -9,6 +9,8 @@
 //! ```
 //! Numbers in names are zero-padded so that names sort as the numbers do: the newest
 //! metadata file of a shard is the last name listed, whatever the store's listing order.
+//! Metadata files, translog batches and term starts name the primary term that wrote them, so
+//! listing a shard tells the highest term of its history (a restore starts above it, `terms.rs`).
 
 use serde::{Deserialize, Serialize};
 use shoal_engine::SegmentCheckpoint;
@@ -79,6 +81,16 @@ pub fn translog_batch_range(key: &str) -> Option<(i64, i64, i64)> {
     let first = parts.next()?.parse().ok()?;
     let last = parts.next()?.parse().ok()?;
     Some((term, first, last))
+}
+
+/// The primary term a metadata key names (`metadata__<term>__<version>__…`).
+pub fn metadata_term(key: &str) -> Option<i64> {
+    let name = key.rsplit('/').next()?;
+    name.strip_prefix(METADATA_PREFIX)?
+        .split("__")
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// What a shard's metadata file holds: the checkpoint (its file list with lengths and

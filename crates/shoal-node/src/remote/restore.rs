@@ -3,6 +3,7 @@
 //! primary downloads the newest metadata file's segments, opens them, and replays the
 //! translog batches above them, so every acknowledged write is back.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -56,16 +57,19 @@ impl RemoteStoreService {
                 )));
             }
         }
+        let stored_terms = self.stored_terms_of(&state, &request.indices)?;
+        tracing::info!(indices = ?request.indices, all_shards = request.restore_all_shards, stored_terms = ?stored_terms, "remote store restore starting");
         let command = Command::RestoreRemoteStore {
             indices: request.indices.clone(),
             all_shards: request.restore_all_shards,
+            stored_terms,
         };
         self.core.runtime.block_on(
             self.core
                 .cluster
                 .propose(command, crate::config::CLUSTER_MANAGER_TIMEOUT),
         )?;
-        tracing::info!(indices = ?request.indices, all_shards = request.restore_all_shards, "remote store restore started");
+        tracing::info!(indices = ?request.indices, "remote store restore started");
         if !request.wait_for_completion {
             return Ok(json!({ "accepted": true }));
         }
@@ -78,14 +82,37 @@ impl RemoteStoreService {
         }))
     }
 
+    /// Per index to restore, per shard: the highest primary term its remote store holds. The
+    /// cluster metadata can be older than that history (the remote cluster state is uploaded
+    /// asynchronously): the restore's command raises each restored primary's term past it.
+    fn stored_terms_of(
+        &self,
+        state: &shoal_state::ClusterState,
+        indices: &[String],
+    ) -> ApiResult<BTreeMap<String, Vec<u64>>> {
+        let mut terms = BTreeMap::new();
+        for name in indices {
+            let meta = state
+                .metadata
+                .indices
+                .get(name)
+                .ok_or_else(|| ApiError::index_not_found(name))?;
+            let shards = meta.number_of_shards() as usize;
+            terms.insert(name.clone(), self.stored_terms(&meta.uuid, shards)?);
+        }
+        Ok(terms)
+    }
+
     /// Fills the local store of a primary to restore with the newest remote checkpoint (an
-    /// empty store when the shard never uploaded one), before the engine opens it.
+    /// empty store when the shard never uploaded one), before the engine opens it; refuses when
+    /// the repository holds history of `term` or a newer one.
     pub(crate) fn download_store(
         &self,
         service: &IndexService,
         shard: usize,
         term: i64,
     ) -> ApiResult<TransferStats> {
+        self.check_stored_term(service, shard, term)?;
         let source = self.segment_source(ShardKeys::new(&service.uuid(), shard))?;
         let config = service.shard_engine_config(shard);
         let _ = std::fs::remove_dir_all(&config.path);
@@ -121,6 +148,11 @@ impl RemoteStoreService {
         let keys = ShardKeys::new(&service.uuid(), shard);
         let ops = self.remote_operations(&keys, engine.local_checkpoint())?;
         let replayed = ops.len();
+        // Any of them may update a document the restored segments hold: none may take the
+        // append-only path, which skips looking the id up (and would index a second copy).
+        if let Some(last) = ops.iter().map(|op| op.seq_no).max() {
+            engine.advance_max_seq_no_of_updates(last);
+        }
         let writes: Vec<_> = ops
             .into_iter()
             .map(|op| {

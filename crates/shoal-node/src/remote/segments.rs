@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use shoal_engine::SegmentCheckpoint;
 use shoal_storage::Repository;
 
-use super::layout::{now_millis, SegmentMetadata, ShardKeys, METADATA_PREFIX};
+use super::layout::{metadata_term, now_millis, SegmentMetadata, ShardKeys, METADATA_PREFIX};
 use super::{storage_error, RemoteStoreService, METADATA_RETENTION};
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
@@ -327,16 +327,6 @@ fn newer_term(metadata_keys: &[String], own_term: i64) -> Option<i64> {
         .filter_map(|key| metadata_term(key))
         .filter(|term| *term > own_term)
         .max()
-}
-
-/// The primary term a metadata key names (`metadata__<term>__<version>__…`).
-fn metadata_term(key: &str) -> Option<i64> {
-    let name = key.rsplit('/').next()?;
-    name.strip_prefix(METADATA_PREFIX)?
-        .split("__")
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// A segment file may go when no kept metadata names it, and either this copy knows it (it

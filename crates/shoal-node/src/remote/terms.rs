@@ -14,12 +14,24 @@
 //! ```text
 //! <index uuid>/<shard>/translog/terms/<term>__<from>
 //! ```
+//!
+//! Both rules prefer the newer term, so a primary must never write under a term the shard's
+//! history already holds or has passed: a restored primary's term is raised above the highest
+//! term its repository names ([`RemoteStoreService::stored_terms`], listed before the restore's
+//! cluster command), and the node restoring it refuses when the repository is ahead anyway.
 
 use std::collections::BTreeMap;
 
+use futures::{StreamExt, TryStreamExt};
 use shoal_engine::Operation;
+use shoal_storage::{Repository, StorageError, StoredObject};
 
-use super::layout::ShardKeys;
+use super::layout::{metadata_term, translog_batch_range, ShardKeys};
+use super::RemoteStoreService;
+use crate::error::{ApiError, ApiResult};
+
+/// Shards whose repository listings run at once while a restore looks for their terms.
+const LISTINGS_IN_FLIGHT: usize = 16;
 
 /// A term's start: operations of older terms from seq_no `from` on are not its history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +95,103 @@ pub(crate) fn drop_superseded(
         .collect()
 }
 
+impl RemoteStoreService {
+    /// Per shard of an index (by its uuid), the highest primary term its remote store holds
+    /// history of (0 when it holds none).
+    pub(crate) fn stored_terms(&self, index_uuid: &str, shards: usize) -> ApiResult<Vec<u64>> {
+        let repositories = self.repositories()?;
+        let (translog, segment) = (&repositories.translog, &repositories.segment);
+        let listings = (0..shards).map(|shard| {
+            let keys = ShardKeys::new(index_uuid, shard);
+            async move { stored_term(translog, segment, &keys).await }
+        });
+        let terms: Vec<Option<i64>> = self.block_on(
+            futures::stream::iter(listings)
+                .buffered(LISTINGS_IN_FLIGHT)
+                .try_collect(),
+        )?;
+        Ok(terms
+            .into_iter()
+            .map(|term| term.unwrap_or_default().max(0) as u64)
+            .collect())
+    }
+
+    /// Refuses to restore a primary of `term` over history of that term or a newer one: the
+    /// operations it would write could lose to that history in a later restore. (The restore's
+    /// command raised the term past what its proposer listed; this catches what was uploaded
+    /// since, or a proposer that could not list.)
+    pub(crate) fn check_stored_term(
+        &self,
+        service: &crate::index_service::IndexService,
+        shard: usize,
+        term: i64,
+    ) -> ApiResult<()> {
+        let repositories = self.repositories()?;
+        let keys = ShardKeys::new(&service.uuid(), shard);
+        let stored = self.block_on(stored_term(
+            &repositories.translog,
+            &repositories.segment,
+            &keys,
+        ))?;
+        match stored {
+            Some(stored) if stored >= term => {
+                tracing::warn!(index = %service.name(), shard, stored, term, "remote store holds a newer term than the restoring primary: restore refused");
+                Err(repository_ahead(&service.name(), shard, stored, term))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The highest primary term a shard's objects name: its translog batches and term starts, and
+/// its segment metadata files. Listed, nothing downloaded.
+async fn stored_term(
+    translog: &Repository,
+    segment: &Repository,
+    keys: &ShardKeys,
+) -> Result<Option<i64>, StorageError> {
+    let folders = [
+        keys.translog_folder(),
+        keys.terms_folder(),
+        keys.metadata_folder(),
+    ];
+    let (batches, starts, metadata) = futures::try_join!(
+        translog.list(&folders[0]),
+        translog.list(&folders[1]),
+        segment.list(&folders[2]),
+    )?;
+    Ok(highest_term(&batches, &starts, &metadata))
+}
+
+/// The highest term among translog batch keys, term start keys and metadata file keys.
+fn highest_term(
+    batches: &[StoredObject],
+    starts: &[StoredObject],
+    metadata: &[StoredObject],
+) -> Option<i64> {
+    let batch_terms = batches
+        .iter()
+        .filter_map(|o| translog_batch_range(&o.key).map(|(term, _, _)| term));
+    let start_terms = starts
+        .iter()
+        .filter_map(|o| parse_term_start(&o.key).map(|start| start.term));
+    let metadata_terms = metadata.iter().filter_map(|o| metadata_term(&o.key));
+    batch_terms.chain(start_terms).chain(metadata_terms).max()
+}
+
+/// The copy fails (it is not retried in place under the same term): the primary allocated
+/// again takes the next term.
+fn repository_ahead(index: &str, shard: usize, stored: i64, term: i64) -> ApiError {
+    ApiError::new(
+        500,
+        "illegal_state_exception",
+        format!(
+            "[{index}][{shard}] the remote store holds history of primary term [{stored}], not below this primary's term [{term}]: operations written under it could be dropped by a later restore, so the shard is not restored under it"
+        ),
+    )
+    .with_kind(crate::error::ErrorKind::CopyFailed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +249,43 @@ mod tests {
             Some(TermStart { term: 3, from: 42 })
         );
         assert!(key.starts_with("u/0/translog/terms/"), "{key}");
+    }
+
+    #[test]
+    fn the_stored_term_is_the_highest_any_batch_start_or_metadata_key_names() {
+        let keys = ShardKeys::new("u", 1);
+        let object = |key: String| StoredObject {
+            key,
+            size: 0,
+            modified_millis: 0,
+        };
+        let checkpoint = |term| shoal_engine::SegmentCheckpoint {
+            primary_term: term,
+            version: 9,
+            local_checkpoint: 0,
+            max_seq_no: 0,
+            files: vec![],
+            meta: String::new(),
+        };
+        let batches = [
+            object(keys.translog_batch(3, 0, 4)),
+            object("u/1/translog/data/junk".into()),
+        ];
+        let starts = [object(keys.term_start(TermStart { term: 5, from: 5 }))];
+        let metadata = [object(keys.metadata_file(&checkpoint(4), 1))];
+        assert_eq!(highest_term(&batches, &starts, &metadata), Some(5));
+        assert_eq!(highest_term(&batches, &[], &metadata), Some(4));
+        let newer_segments = [object(keys.metadata_file(&checkpoint(8), 1))];
+        assert_eq!(highest_term(&batches, &starts, &newer_segments), Some(8));
+        assert_eq!(highest_term(&[], &[], &[]), None);
+        let refused = repository_ahead("ledger", 1, 5, 4);
+        assert_eq!(refused.status, 500);
+        assert_eq!(refused.error_type, "illegal_state_exception");
+        assert!(
+            refused.reason.contains("primary term [5]"),
+            "{}",
+            refused.reason
+        );
+        assert_eq!(refused.kind, crate::error::ErrorKind::CopyFailed);
     }
 }
