@@ -561,17 +561,25 @@ impl ClusterState {
     }
 }
 
-/// Where a failed primary that no copy replaces recovers from next. A restore from the remote
-/// store that did not finish restores again: its copies were cleared from the in-sync set, but
-/// its data is in the repository, and an empty store would start a history hiding it (as in
+/// Where a failed primary that no copy replaces recovers from next. A restore (from the remote
+/// store or a snapshot) that did not finish restores again: its shard has no copy in sync, but
+/// its data is in the repository, and an empty store would come up green without it (as in
 /// OpenSearch, a copy that never started keeps its recovery source). Otherwise the store of a
 /// copy in sync, or an empty one when none is.
 fn next_primary_source(failed: &ShardRouting, in_sync: &BTreeSet<String>) -> RecoverySource {
-    let restoring = failed.recovery_source == Some(RecoverySource::RemoteStore);
-    match (restoring && !failed.is_active(), in_sync.is_empty()) {
-        (true, _) => RecoverySource::RemoteStore,
-        (false, true) => RecoverySource::EmptyStore,
-        (false, false) => RecoverySource::ExistingStore,
+    let restoring = failed.recovery_source.filter(|source| {
+        matches!(
+            source,
+            RecoverySource::RemoteStore | RecoverySource::Snapshot
+        )
+    });
+    match (
+        restoring.filter(|_| !failed.is_active()),
+        in_sync.is_empty(),
+    ) {
+        (Some(source), _) => source,
+        (None, true) => RecoverySource::EmptyStore,
+        (None, false) => RecoverySource::ExistingStore,
     }
 }
 

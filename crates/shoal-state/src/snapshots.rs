@@ -286,4 +286,42 @@ mod tests {
         let missing = apply(&mut state, Command::SnapshotBegin(entry("a", "n1"))).unwrap_err();
         assert_eq!(missing.status, 404);
     }
+
+    #[test]
+    fn a_primary_that_fails_to_restore_from_a_snapshot_is_restored_again_never_allocated_empty() {
+        let mut state = ClusterState::new("c");
+        let mut meta: IndexMetadata = serde_json::from_value(serde_json::json!({
+            "name": "logs", "uuid": "logs-uuid", "state": "open", "mappings": {},
+            "settings": {"index.number_of_shards": "1", "index.number_of_replicas": "0"},
+            "primary_terms": [1]
+        }))
+        .unwrap();
+        meta.restored_from = Some(SnapshotRecoverySource {
+            repository: "r".into(),
+            snapshot: "s".into(),
+            snapshot_uuid: "s-uuid".into(),
+            index: "logs".into(),
+        });
+        let restore = Command::RestoreSnapshot {
+            indices: vec![meta],
+            replacing: BTreeMap::new(),
+        };
+        apply(&mut state, restore).unwrap();
+        let primary = &mut state.routing.get_mut("logs").unwrap().shards[0][0];
+        primary.state = crate::routing::ShardState::Initializing;
+        primary.node = Some("n2".into());
+        primary.allocation_id = Some("restoring".into());
+        // Its node left, or the download failed, before the primary started.
+        let failed = Command::ShardFailed {
+            index: "logs".into(),
+            shard: 0,
+            allocation_id: "restoring".into(),
+            reason: "the snapshot's files could not be read".into(),
+            primary_term: None,
+        };
+        apply(&mut state, failed).unwrap();
+        let primary = &state.routing["logs"].shards[0][0];
+        assert!(primary.primary && primary.state == crate::routing::ShardState::Unassigned);
+        assert_eq!(primary.recovery_source, Some(RecoverySource::Snapshot));
+    }
 }
