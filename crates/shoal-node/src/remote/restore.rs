@@ -57,8 +57,9 @@ impl RemoteStoreService {
                 )));
             }
         }
-        let stored_terms = self.stored_terms_of(&state, &request.indices)?;
-        tracing::info!(indices = ?request.indices, all_shards = request.restore_all_shards, stored_terms = ?stored_terms, "remote store restore starting");
+        let stored_terms =
+            self.stored_terms_of(&state, &request.indices, request.restore_all_shards)?;
+        tracing::info!(indices = ?request.indices, all_shards = request.restore_all_shards, stored_terms = ?stored_terms, "remote store restore started");
         let command = Command::RestoreRemoteStore {
             indices: request.indices.clone(),
             all_shards: request.restore_all_shards,
@@ -69,7 +70,6 @@ impl RemoteStoreService {
                 .cluster
                 .propose(command, crate::config::CLUSTER_MANAGER_TIMEOUT),
         )?;
-        tracing::info!(indices = ?request.indices, "remote store restore started");
         if !request.wait_for_completion {
             return Ok(json!({ "accepted": true }));
         }
@@ -85,10 +85,13 @@ impl RemoteStoreService {
     /// Per index to restore, per shard: the highest primary term its remote store holds. The
     /// cluster metadata can be older than that history (the remote cluster state is uploaded
     /// asynchronously): the restore's command raises each restored primary's term past it.
+    /// Shards the restore leaves alone (an active primary, without `restore_all_shards`) are
+    /// not listed.
     fn stored_terms_of(
         &self,
         state: &shoal_state::ClusterState,
         indices: &[String],
+        all_shards: bool,
     ) -> ApiResult<BTreeMap<String, Vec<u64>>> {
         let mut terms = BTreeMap::new();
         for name in indices {
@@ -97,8 +100,10 @@ impl RemoteStoreService {
                 .indices
                 .get(name)
                 .ok_or_else(|| ApiError::index_not_found(name))?;
-            let shards = meta.number_of_shards() as usize;
-            terms.insert(name.clone(), self.stored_terms(&meta.uuid, shards)?);
+            let restored: Vec<bool> = (0..meta.number_of_shards())
+                .map(|shard| all_shards || !has_active_primary(state, name, shard))
+                .collect();
+            terms.insert(name.clone(), self.stored_terms(&meta.uuid, &restored)?);
         }
         Ok(terms)
     }
@@ -229,4 +234,14 @@ impl TransferControl for Paced {
     }
 
     fn progress(&self, _event: Progress<'_>) {}
+}
+
+/// Whether `index`'s shard `shard` has an active primary (a restore without
+/// `restore_all_shards` leaves it alone).
+fn has_active_primary(state: &shoal_state::ClusterState, index: &str, shard: u32) -> bool {
+    state
+        .routing
+        .get(index)
+        .and_then(|table| table.shards.get(shard as usize))
+        .is_some_and(|copies| copies.iter().any(|c| c.primary && c.is_active()))
 }

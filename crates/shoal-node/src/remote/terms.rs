@@ -97,13 +97,18 @@ pub(crate) fn drop_superseded(
 
 impl RemoteStoreService {
     /// Per shard of an index (by its uuid), the highest primary term its remote store holds
-    /// history of (0 when it holds none).
-    pub(crate) fn stored_terms(&self, index_uuid: &str, shards: usize) -> ApiResult<Vec<u64>> {
+    /// history of (0 when it holds none); only the shards `listed` says are looked at.
+    pub(crate) fn stored_terms(&self, index_uuid: &str, listed: &[bool]) -> ApiResult<Vec<u64>> {
         let repositories = self.repositories()?;
         let (translog, segment) = (&repositories.translog, &repositories.segment);
-        let listings = (0..shards).map(|shard| {
+        let listings = listed.iter().enumerate().map(|(shard, &listed)| {
             let keys = ShardKeys::new(index_uuid, shard);
-            async move { stored_term(translog, segment, &keys).await }
+            async move {
+                if !listed {
+                    return Ok(None);
+                }
+                stored_term(translog, segment, &keys).await
+            }
         });
         let terms: Vec<Option<i64>> = self.block_on(
             futures::stream::iter(listings)
