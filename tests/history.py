@@ -93,7 +93,8 @@ class History:
                 continue
             value = doc["_source"]["value"]
             if value < ack.value:
-                problems.append(f"{doc_id}: holds value {value}, acknowledged {ack.value} later")
+                problems.append(f"{doc_id}: holds value {value} ({held(doc)}), acknowledged {ack.value} later "
+                                f"(term {ack.primary_term}, seq_no {ack.seq_no}, version {ack.version})")
             elif value > ack.value and value not in self.indeterminate.get(doc_id, ()):
                 problems.append(f"{doc_id}: holds value {value}, never written after the acknowledged {ack.value}")
         for doc_id, doc in found.items():
@@ -105,10 +106,15 @@ class History:
         return {"acknowledged": len(self.acks), "attempted": self.attempted, "failed": self.failed, "lost": len(lost)}
 
 
+def held(doc: dict) -> str:
+    """Where a document a copy holds sits in the shard's history."""
+    return f"term {doc.get('_primary_term')}, seq_no {doc.get('_seq_no')}, version {doc.get('_version')}"
+
+
 def read_copy(base_url: str, index: str, shard: int, node: str) -> dict[str, dict]:
     """Every document of one shard copy, by id (a scroll pinned to that copy)."""
     params = {"preference": f"_shards:{shard}|_only_nodes:{node}", "scroll": "1m"}
-    r = requests.post(f"{base_url}/{index}/_search", json={"size": 1000, "version": True, "sort": ["_doc"]},
+    r = requests.post(f"{base_url}/{index}/_search", json={"size": 1000, "version": True, "seq_no_primary_term": True, "sort": ["_doc"]},
                       params=params, timeout=60)
     r.raise_for_status()
     body = r.json()

@@ -308,3 +308,50 @@ fn a_replica_counts_only_what_it_logged_and_refuses_a_deposed_primarys_checkpoin
         })
     ));
 }
+
+/// A primary's commit can hold an operation its replica was never sent (the primary died with
+/// the operation in flight, unacknowledged, after the replica copied that commit). Promoted,
+/// the replica must number its writes above that operation: a write numbered below it would
+/// later be replayed as older than the document it replaced, and dropped.
+#[test]
+fn a_promoted_replica_numbers_its_writes_above_every_operation_in_its_copied_segments() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (primary, replica) = (open_primary(dirs[0].path()), open_replica(dirs[1].path()));
+    write(&primary, &replica, 0..10);
+    // Applied and committed on the primary, never sent to the replica.
+    let unsent = primary.apply(vec![index_op("x", 1, UNASSIGNED_SEQ_NO, 0)], Origin::Primary);
+    assert_eq!(unsent[0].as_ref().unwrap().seq_no, 10);
+    refresh_and_copy(&primary, &replica);
+    drop(primary);
+
+    replica.promote_to_writer(&parse).unwrap();
+    let rewrite = replica
+        .apply(vec![index_op("x", 2, UNASSIGNED_SEQ_NO, 0)], Origin::Primary)
+        .pop()
+        .unwrap()
+        .unwrap();
+    assert!(
+        rewrite.seq_no > 10,
+        "the new primary numbered a write {} while its segments hold seq_no 10",
+        rewrite.seq_no
+    );
+    replica.sync_to(&rewrite.location.unwrap()).unwrap();
+
+    // Its own replica copied the commit that still holds x = 1, then logged the rewrite;
+    // promoted in turn, it replays the rewrite over that commit.
+    let next = open_replica(dirs[2].path());
+    let promotion_commit = replica.segment_checkpoint().unwrap();
+    copy_files(&promotion_commit, &replica, &next);
+    next.install_checkpoint(&promotion_commit).unwrap();
+    let logged = next.apply(
+        vec![index_op("x", 2, rewrite.seq_no, rewrite.version)],
+        Origin::Replica,
+    );
+    next.sync_to(&logged[0].as_ref().unwrap().location.unwrap())
+        .unwrap();
+    drop(replica);
+    next.promote_to_writer(&parse).unwrap();
+    next.refresh().unwrap();
+    let x = next.get("x").unwrap().expect("x is there");
+    assert_eq!(x.source, br#"{"n":2}"#, "the acknowledged rewrite of x was lost");
+}

@@ -386,15 +386,20 @@ impl Engine {
                 &self.integrity,
                 &self.merge_hook,
             )?);
-            let committed = self
+            let payload = self
                 .index
                 .load_metas()?
                 .payload
                 .as_deref()
-                .and_then(CommitPayload::from_json)
+                .and_then(CommitPayload::from_json);
+            let committed = payload
+                .as_ref()
                 .map_or(NO_OPS_PERFORMED, |p| p.local_checkpoint);
-            // What was only logged is processed again, now into the index.
-            state.tracker = LocalCheckpointTracker::new(committed, committed);
+            // What was only logged is processed again, now into the index. New writes are
+            // numbered above every operation of the copied segments, also one this copy was
+            // never sent (its primary died with it in flight): numbered below it, a write
+            // replayed later over those segments would count as older than what it replaced.
+            state.tracker = open::tracker_for_commit(payload.as_ref());
             committed
         };
         let replayed = self.replay_translog(committed, parse)?;

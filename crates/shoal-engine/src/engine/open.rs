@@ -50,7 +50,7 @@ impl Engine {
         let engine = Engine {
             state: Mutex::new(WriteState {
                 writer,
-                tracker: LocalCheckpointTracker::new(local_checkpoint, local_checkpoint),
+                tracker: tracker_for_commit(payload.as_ref()),
                 version_map: VersionMap::default(),
                 dirty: payload.is_none(),
                 committing: None,
@@ -215,4 +215,17 @@ pub(super) fn dir_size(path: &Path) -> u64 {
             _ => e.metadata().map(|m| m.len()).unwrap_or(0),
         })
         .sum()
+}
+
+/// The checkpoint tracker of a copy opening `payload`'s commit: processed up to its local
+/// checkpoint, and numbering new operations above its max_seq_no. A commit copied from a
+/// primary (file-based recovery, segment replication, a restore) may hold operations above
+/// its local checkpoint that no translog here replays; a seq_no given twice would make a
+/// later replay take one write for an older version of the other.
+pub(super) fn tracker_for_commit(payload: Option<&CommitPayload>) -> LocalCheckpointTracker {
+    let Some(payload) = payload else {
+        return LocalCheckpointTracker::default();
+    };
+    let local_checkpoint = payload.local_checkpoint;
+    LocalCheckpointTracker::new(payload.max_seq_no.max(local_checkpoint), local_checkpoint)
 }
