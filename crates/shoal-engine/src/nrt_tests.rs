@@ -319,14 +319,20 @@ fn a_promoted_replica_numbers_its_writes_above_every_operation_in_its_copied_seg
     let (primary, replica) = (open_primary(dirs[0].path()), open_replica(dirs[1].path()));
     write(&primary, &replica, 0..10);
     // Applied and committed on the primary, never sent to the replica.
-    let unsent = primary.apply(vec![index_op("x", 1, UNASSIGNED_SEQ_NO, 0)], Origin::Primary);
+    let unsent = primary.apply(
+        vec![index_op("x", 1, UNASSIGNED_SEQ_NO, 0)],
+        Origin::Primary,
+    );
     assert_eq!(unsent[0].as_ref().unwrap().seq_no, 10);
     refresh_and_copy(&primary, &replica);
     drop(primary);
 
     replica.promote_to_writer(&parse).unwrap();
     let rewrite = replica
-        .apply(vec![index_op("x", 2, UNASSIGNED_SEQ_NO, 0)], Origin::Primary)
+        .apply(
+            vec![index_op("x", 2, UNASSIGNED_SEQ_NO, 0)],
+            Origin::Primary,
+        )
         .pop()
         .unwrap()
         .unwrap();
@@ -353,5 +359,8 @@ fn a_promoted_replica_numbers_its_writes_above_every_operation_in_its_copied_seg
     next.promote_to_writer(&parse).unwrap();
     next.refresh().unwrap();
     let x = next.get("x").unwrap().expect("x is there");
-    assert_eq!(x.source, br#"{"n":2}"#, "the acknowledged rewrite of x was lost");
+    assert_eq!(
+        x.source, br#"{"n":2}"#,
+        "the acknowledged rewrite of x was lost"
+    );
 }
