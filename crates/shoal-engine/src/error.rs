@@ -25,4 +25,15 @@ pub enum EngineError {
         "checkpoint of primary term [{checkpoint}] is older than this copy's term [{current}]"
     )]
     StaleCheckpoint { checkpoint: i64, current: i64 },
+    /// A segment-replication checkpoint that holds less than this copy's store: its operations
+    /// end at `local_checkpoint`, and this copy's translog holds history only from
+    /// `complete_from` (a store copied by a peer recovery holds operations no local translog
+    /// has). Installing it would lose the operations between.
+    #[error(
+        "checkpoint holds operations up to seq_no [{local_checkpoint}], and this copy's translog only from [{complete_from}]: installing it would lose the operations between"
+    )]
+    CheckpointBehindStore {
+        local_checkpoint: i64,
+        complete_from: i64,
+    },
 }

@@ -364,3 +364,54 @@ fn a_promoted_replica_numbers_its_writes_above_every_operation_in_its_copied_seg
         "the acknowledged rewrite of x was lost"
     );
 }
+
+/// A store copied by a peer recovery holds operations no translog of the new copy has; a
+/// checkpoint older than that store (a remote store lagging behind the primary) must not
+/// replace it, or a later promotion would fill those operations in as no-ops.
+#[test]
+fn a_recovered_replica_refuses_a_checkpoint_older_than_the_store_it_copied() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let primary = open_primary(a.path());
+    let ops = |ids: std::ops::Range<i64>| {
+        ids.map(|n| index_op(&format!("d{n}"), n, UNASSIGNED_SEQ_NO, 0))
+            .collect()
+    };
+    primary.apply(ops(0..10), Origin::Primary);
+    primary.refresh().unwrap();
+    let older = primary.segment_checkpoint().unwrap();
+    primary.apply(ops(10..20), Origin::Primary);
+    primary.refresh().unwrap();
+    let recovered = primary.segment_checkpoint().unwrap();
+
+    // The file phase of a peer recovery: the primary's commit, bound to a new translog.
+    let config = EngineConfig {
+        segment_replica: true,
+        ..EngineConfig::new(b.path().to_path_buf())
+    };
+    std::fs::create_dir_all(config.index_dir()).unwrap();
+    for checkpoint in [&older, &recovered] {
+        for file in &checkpoint.files {
+            let (from, to) = (a.path().join("index"), config.index_dir());
+            std::fs::copy(from.join(&file.name), to.join(&file.name)).unwrap();
+        }
+    }
+    std::fs::write(config.index_dir().join("meta.json"), &recovered.meta).unwrap();
+    crate::recovery::bind_recovered_store(&config, 1).unwrap();
+    let replica = Engine::open(config, 1, &parse).unwrap();
+    assert_eq!(docs(&replica), 20);
+
+    assert!(replica.is_behind_store(&older));
+    assert!(!replica.is_behind_store(&recovered));
+    assert!(matches!(
+        replica.install_checkpoint(&older),
+        Err(EngineError::CheckpointBehindStore {
+            local_checkpoint: 9,
+            complete_from: 20
+        })
+    ));
+    assert_eq!(
+        docs(&replica),
+        20,
+        "the store copied by the recovery is still searched"
+    );
+}

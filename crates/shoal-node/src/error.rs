@@ -295,6 +295,9 @@ impl From<shoal_engine::EngineError> for ApiError {
             shoal_engine::EngineError::Corrupted(reason) => {
                 ApiError::new(500, "corrupt_index_exception", reason)
             }
+            shoal_engine::EngineError::CheckpointBehindStore { .. } => {
+                ApiError::new(409, "illegal_index_shard_state_exception", e.to_string())
+            }
             shoal_engine::EngineError::StaleCheckpoint { .. } => {
                 ApiError::new(409, "illegal_index_shard_state_exception", e.to_string())
                     .with_kind(ErrorKind::Moved)

@@ -272,6 +272,9 @@ impl Engine {
         // operations of its primary it was never sent (still in flight, or never acknowledged
         // if that primary is deposed), and a new primary's resync must still reach it for them.
         let local_checkpoint = checkpoint.local_checkpoint.min(state.tracker.checkpoint());
+        if let Some(behind) = self.behind_store(local_checkpoint) {
+            return Err(behind);
+        }
         let first_retained = self.first_retained_seq_no(local_checkpoint);
         self.history_complete_from
             .fetch_max(first_retained, Ordering::AcqRel);
@@ -296,6 +299,24 @@ impl Engine {
         self.merge_hook.checksums.reset_to(&checkpoint.files);
         self.notify_refresh_listeners();
         Ok(())
+    }
+
+    /// Whether installing `checkpoint` would lose operations this copy holds: its segments end
+    /// below where this copy's translog history starts. A remote-backed replica meets one when
+    /// the repository lags behind the commit its peer recovery copied from the primary.
+    pub fn is_behind_store(&self, checkpoint: &SegmentCheckpoint) -> bool {
+        let local_checkpoint = checkpoint
+            .local_checkpoint
+            .min(self.state.lock().tracker.checkpoint());
+        self.behind_store(local_checkpoint).is_some()
+    }
+
+    fn behind_store(&self, local_checkpoint: i64) -> Option<EngineError> {
+        let complete_from = self.history_complete_from();
+        (local_checkpoint + 1 < complete_from).then_some(EngineError::CheckpointBehindStore {
+            local_checkpoint,
+            complete_from,
+        })
     }
 
     /// Every file of the checkpoint is in the index directory with its length. Making them

@@ -151,20 +151,17 @@ impl SegrepService {
             return Ok(());
         };
         clock.checkpoint_info_done();
-        if copy.shard.segrep.has_installed(position(&checkpoint)) {
+        // The repository may lag behind the commit a peer recovery copied from the primary:
+        // installing an older checkpoint would drop what lies between.
+        if copy.shard.segrep.has_installed(position(&checkpoint))
+            || copy.engine().is_behind_store(&checkpoint)
+        {
             if !copy.shard.segrep.is_behind() {
                 return Ok(());
             }
             // Published but not listed yet (uploads come before publications, so a listing
             // that lags): the copy task stops here and the next publication tries again.
-            return Err(ApiError::new(
-                503,
-                "replication_failed_exception",
-                format!(
-                    "[{}][{}] the remote store has nothing newer than what this copy installed",
-                    target.index, target.shard
-                ),
-            ));
+            return Err(repository_behind(target));
         }
         self.install_from(target, copy, primary_address, &checkpoint, &source, clock)?;
         copy.shard
@@ -326,4 +323,20 @@ impl TransferControl for CopyControl<'_> {
     fn known_checksum(&self, name: &str) -> Option<(u64, u32)> {
         self.copy.engine().known_checksum(name)
     }
+}
+
+const REPOSITORY_BEHIND: &str = "the remote store has nothing newer than what this copy holds";
+
+fn repository_behind(target: &CopyTarget) -> ApiError {
+    ApiError::new(
+        503,
+        "replication_failed_exception",
+        format!("[{}][{}] {REPOSITORY_BEHIND}", target.index, target.shard),
+    )
+}
+
+/// Whether a remote-backed copy's round ended because the repository has nothing newer than
+/// what the copy holds (it keeps searching what it has; the next publication tries again).
+pub(crate) fn is_repository_behind(error: &ApiError) -> bool {
+    error.error_type == "replication_failed_exception" && error.reason.ends_with(REPOSITORY_BEHIND)
 }
