@@ -231,6 +231,15 @@ impl IndexService {
         }
     }
 
+    /// Closes the local copy of `shard` because it left this node (moved to another node, or
+    /// its index deleted): unlike a copy closing with its index, it stops its segment uploads.
+    pub fn remove_copy(&self, shard: usize) {
+        if let Ok(copy) = self.copy(shard) {
+            copy.mark_removed();
+        }
+        self.close_shard(shard);
+    }
+
     /// Drops the local copy of `shard` without flushing it: its engine failed, and nothing it
     /// holds beyond its last commit and translog may be persisted.
     pub fn discard_shard(&self, shard: usize) {
@@ -293,7 +302,7 @@ impl IndexService {
     /// Closes the local copy of `shard` if open and deletes its directory: the shard is
     /// fully active on other nodes, so these files are redundant (OpenSearch's `IndicesStore`).
     pub fn delete_shard_data(&self, shard: usize) {
-        self.close_shard(shard);
+        self.remove_copy(shard);
         if self.remove_shard_files(shard) {
             tracing::info!(index = %self.name(), shard, "deleted the data of a copy that is active elsewhere");
         }

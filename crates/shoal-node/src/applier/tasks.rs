@@ -31,7 +31,12 @@ impl Applier {
                 }
             }
             CopyAction::Recover(copy) => self.follow_recovering_copy(state, service, &copy),
-            CopyAction::Close => service.close_shard(shard),
+            // An open index's copy not assigned here any more moved away; a closed index's
+            // copies close with it (their last uploads finish: a restore reads them).
+            CopyAction::Close => match index_is_open(state, &service.name()) {
+                true => service.remove_copy(shard),
+                false => service.close_shard(shard),
+            },
             CopyAction::DeleteData => {
                 // A recovery of this shard into this node holds the lock while it writes.
                 let lock = self.recoveries.shard_lock(&service.name(), shard);
@@ -239,7 +244,7 @@ impl Applier {
     /// A copy of an index the state no longer has: closed, and its files deleted (the index
     /// directory with the last of them).
     pub(super) fn remove_copy_of_deleted_index(&self, service: &IndexService, shard: usize) {
-        service.close_shard(shard);
+        service.remove_copy(shard);
         service.remove_shard_files(shard);
         let index_dir = self.core.paths.index_dir(&service.uuid());
         // Only empty once every shard's directory is gone: the last task to get here removes it.
@@ -247,6 +252,14 @@ impl Applier {
             tracing::info!(index = %service.name(), "index deleted");
         }
     }
+}
+
+fn index_is_open(state: &ClusterState, index: &str) -> bool {
+    state
+        .metadata
+        .indices
+        .get(index)
+        .is_some_and(|meta| meta.state == shoal_state::IndexState::Open)
 }
 
 /// A primary of a restored index starting on this node with nothing open yet: its files

@@ -118,6 +118,7 @@ impl RemoteStoreService {
         let lag = missing.iter().map(|f| f.length).sum();
         copy.remote.stats.bytes_lag.store(lag, Ordering::Relaxed);
         let bytes = self.upload_files(repository, keys, pinned, &missing, copy)?;
+        still_uploading(copy)?;
         self.upload_metadata(repository, keys, checkpoint)?;
         Ok((missing.len(), bytes))
     }
@@ -133,10 +134,11 @@ impl RemoteStoreService {
         let upload = &self.repositories()?.segment_rates.upload;
         let pacing = shoal_storage::Pacing {
             delay: &|bytes| upload.delay(bytes),
-            cancelled: &|| false,
+            cancelled: &|| copy.stopped_acting_as_primary(),
         };
         let mut bytes = 0;
         for file in files {
+            still_uploading(copy)?;
             let path = pinned.path(&file.name).ok_or_else(|| {
                 ApiError::internal(format!("pinned checkpoint lacks [{}]", file.name))
             })?;
@@ -319,6 +321,23 @@ impl RemoteStoreService {
 /// is deleted: it may be a new primary's, uploaded just before the metadata that names it
 /// (or an upload that died before its metadata, which is garbage once this old).
 const UNKNOWN_FILE_GRACE_MILLIS: i64 = 10 * 60 * 1000;
+
+/// A copy that stopped acting as primary uploads nothing more (see
+/// [`IndexShard::stopped_acting_as_primary`]).
+pub(crate) fn still_uploading(copy: &IndexShard) -> ApiResult<()> {
+    if !copy.stopped_acting_as_primary() {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        503,
+        "shard_not_in_primary_mode_exception",
+        format!(
+            "[{}][{}] segment upload stopped: this copy left the node or handed its primary role off",
+            copy.index_name(),
+            copy.shard_id().shard
+        ),
+    ))
+}
 
 /// The newest primary term above `own_term` among metadata keys, if any.
 fn newer_term(metadata_keys: &[String], own_term: i64) -> Option<i64> {

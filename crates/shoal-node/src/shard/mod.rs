@@ -45,6 +45,9 @@ pub struct IndexShard {
     /// Set when this primary handed its role to a relocation target: it takes no primary
     /// write again (they fail as moved and their coordinators reroute them to the target).
     relocated: std::sync::atomic::AtomicBool,
+    /// Set when the copy leaves this node for good (moved to another node, its index deleted),
+    /// as opposed to closing with its index.
+    removed: std::sync::atomic::AtomicBool,
     /// Segment replication: checkpoints pinned (primary), copied and installed (replica).
     pub segrep: segrep::CopyState,
     /// Remote-backed storage: what the repository holds of this copy (as its primary).
@@ -68,6 +71,7 @@ impl IndexShard {
             recovery: Mutex::new(None),
             schedule: Mutex::new(Schedule::new(Instant::now())),
             relocated: std::sync::atomic::AtomicBool::new(false),
+            removed: std::sync::atomic::AtomicBool::new(false),
             segrep: Default::default(),
             remote: Default::default(),
         }
@@ -75,6 +79,11 @@ impl IndexShard {
 
     pub fn shard_id(&self) -> &ShardId {
         &self.shard_id
+    }
+
+    /// The name of the copy's index.
+    pub fn index_name(&self) -> &str {
+        &self.index
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -165,6 +174,21 @@ impl IndexShard {
     /// Whether this primary handed its role off (see [`IndexShard::hand_off_primary`]).
     pub fn is_relocated(&self) -> bool {
         self.relocated.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The copy leaves this node for good (moved away, or its index deleted): work it started
+    /// as primary and would finish later stops, since another copy may act as primary by now.
+    pub fn mark_removed(&self) {
+        self.removed
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether this copy no longer acts as the primary it may have been: it left the node, or
+    /// handed its role to a relocation target. A segment upload it started stops then: a late
+    /// metadata file of its last commit would read as newer than the commits the new primary
+    /// uploads until its own versions pass it.
+    pub fn stopped_acting_as_primary(&self) -> bool {
+        self.removed.load(std::sync::atomic::Ordering::Acquire) || self.is_relocated()
     }
 
     /// A relocation cancelled after its hand-off (the target failed before it started): this
@@ -273,3 +297,6 @@ impl IndexShard {
         .with_kind(kind)
     }
 }
+
+#[cfg(test)]
+mod tests;
