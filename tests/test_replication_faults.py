@@ -109,12 +109,15 @@ def started_copies(c: ShoalCluster, i: int) -> list[tuple[int, str]]:
     return [(int(r["shard"]), r["node"]) for r in rows if r["state"] == "STARTED"]
 
 
-def create_index(c: ShoalCluster, shards: int, i: int = 0, delayed_timeout: str = "0") -> None:
-    r = c.http(i).put(f"/{INDEX}", {"settings": {
-        "number_of_shards": shards, "number_of_replicas": 1,
-        "index.translog.durability": "request",
-        "index.unassigned.node_left.delayed_timeout": delayed_timeout},
-        "mappings": {"properties": {"value": {"type": "long"}, "writer": {"type": "integer"}}}})
+def create_index(c: ShoalCluster, shards: int, i: int = 0, delayed_timeout: str = "0",
+                 segment: bool = False) -> None:
+    settings = {"number_of_shards": shards, "number_of_replicas": 1,
+                "index.translog.durability": "request",
+                "index.unassigned.node_left.delayed_timeout": delayed_timeout}
+    if segment:
+        settings["index.replication.type"] = "SEGMENT"
+    mappings = {"properties": {"value": {"type": "long"}, "writer": {"type": "integer"}}}
+    r = c.http(i).put(f"/{INDEX}", {"settings": settings, "mappings": mappings})
     assert r.status_code == 200, r.text
     c.wait_for_status("green", i=i)
 
@@ -159,23 +162,27 @@ def verify(c: ShoalCluster, history: History, i: int) -> dict:
     return history.verify(c.nodes[i].url, INDEX, started_copies(c, i))
 
 
-@pytest.mark.parametrize("delayed_timeout,default_rounds,remote", [
-    ("0", 10, False),  # the victim's copies are rebuilt elsewhere at once (file-based recoveries)
-    ("1m", 6, False),  # copies the cluster manager saw leave wait for their node: operation-based
+@pytest.mark.parametrize("delayed_timeout,default_rounds,storage", [
+    ("0", 10, "document"),  # the victim's copies are rebuilt elsewhere at once (file-based recoveries)
+    ("1m", 6, "document"),  # copies the cluster manager saw leave wait for their node: operation-based
+    # SEGMENT replication: only the primary indexes, and a promoted replica indexes what it
+    # only logged on top of the segments it copied.
+    ("0", 10, "segment"),
     # A remote-backed (so SEGMENT-replicated) index: an acknowledged write is in the translog
     # repository too, and a new replica hydrates from the segment repository.
-    ("0", 10, True),
-], ids=["reallocate-at-once", "wait-for-the-node", "remote-store-segment"])
-def test_killing_primaries_under_load_loses_no_acknowledged_write(tmp_path, delayed_timeout, default_rounds, remote):
+    ("0", 10, "remote"),
+], ids=["reallocate-at-once", "wait-for-the-node", "segment", "remote-store-segment"])
+def test_killing_primaries_under_load_loses_no_acknowledged_write(tmp_path, delayed_timeout, default_rounds, storage):
     rounds = int(os.environ.get("SHOAL_KILL_ROUNDS", str(default_rounds)))
     seed = int(os.environ.get("SHOAL_KILL_SEED", str(random.randrange(1 << 30))))
-    print(f"\nseed {seed}, {rounds} rounds, delayed_timeout {delayed_timeout}, remote store {remote}")
+    print(f"\nseed {seed}, {rounds} rounds, delayed_timeout {delayed_timeout}, {storage}")
     rng = random.Random(seed)
     history = History()
     recoveries: list[float] = []
+    remote = storage == "remote"
     settings = remote_settings(fs_repository(tmp_path)) if remote else None
     with ShoalCluster(tmp_path, 3, settings=settings) as c:
-        create_index(c, 3, delayed_timeout=delayed_timeout)
+        create_index(c, 3, delayed_timeout=delayed_timeout, segment=storage == "segment")
         load = Load(c, history, rng)
         for round_no in range(rounds):
             with load:
@@ -194,7 +201,7 @@ def test_killing_primaries_under_load_loses_no_acknowledged_write(tmp_path, dela
             summary = verify(c, history, survivor)
             print(f"round {round_no + 1}: killed node-{victim}; {summary}")
         print(f"bulk item errors by type: {dict(history.error_types)}")
-        what = " (remote-backed SEGMENT index)" if remote else ""
+        what = {"document": "", "segment": " (SEGMENT index)", "remote": " (remote-backed SEGMENT index)"}[storage]
         record(f"acknowledged writes lost over all kill rounds{what}", 0)
         record(f"documents acknowledged{what}", len(history.acks))
         if recoveries:
