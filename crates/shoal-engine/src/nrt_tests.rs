@@ -46,6 +46,15 @@ fn index_op(id: &str, n: i64, seq_no: i64, version: i64) -> WriteOp {
     }
 }
 
+/// Writes document `id` with `n` as a primary does; returns its result.
+fn index_as_primary(engine: &Engine, id: &str, n: i64) -> OpResult {
+    engine
+        .apply(vec![index_op(id, n, UNASSIGNED_SEQ_NO, 0)], Origin::Primary)
+        .pop()
+        .unwrap()
+        .unwrap()
+}
+
 /// Indexes `ids` on the primary and sends the same operations to the replica, as the
 /// primary's write path does; both wait for their translogs.
 pub(crate) fn write(primary: &Engine, replica: &Engine, ids: std::ops::Range<i64>) {
@@ -197,14 +206,7 @@ fn a_promoted_replica_indexes_what_it_only_logged_and_takes_new_writes() {
     assert_eq!(replayed, 5);
     assert!(!replica.is_writer_less());
     assert_eq!(docs(&replica), 15);
-    let result = replica
-        .apply(
-            vec![index_op("new", 99, UNASSIGNED_SEQ_NO, 0)],
-            Origin::Primary,
-        )
-        .pop()
-        .unwrap()
-        .unwrap();
+    let result = index_as_primary(&replica, "new", 99);
     assert_eq!(result.seq_no, 15);
     replica.refresh().unwrap();
     assert_eq!(docs(&replica), 16);
@@ -319,23 +321,12 @@ fn a_promoted_replica_numbers_its_writes_above_every_operation_in_its_copied_seg
     let (primary, replica) = (open_primary(dirs[0].path()), open_replica(dirs[1].path()));
     write(&primary, &replica, 0..10);
     // Applied and committed on the primary, never sent to the replica.
-    let unsent = primary.apply(
-        vec![index_op("x", 1, UNASSIGNED_SEQ_NO, 0)],
-        Origin::Primary,
-    );
-    assert_eq!(unsent[0].as_ref().unwrap().seq_no, 10);
+    assert_eq!(index_as_primary(&primary, "x", 1).seq_no, 10);
     refresh_and_copy(&primary, &replica);
     drop(primary);
 
     replica.promote_to_writer(&parse).unwrap();
-    let rewrite = replica
-        .apply(
-            vec![index_op("x", 2, UNASSIGNED_SEQ_NO, 0)],
-            Origin::Primary,
-        )
-        .pop()
-        .unwrap()
-        .unwrap();
+    let rewrite = index_as_primary(&replica, "x", 2);
     assert!(
         rewrite.seq_no > 10,
         "the new primary numbered a write {} while its segments hold seq_no 10",

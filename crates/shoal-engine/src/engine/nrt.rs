@@ -268,10 +268,7 @@ impl Engine {
         // every older generation can then go once nothing needs it.
         let rolled = self.translog.roll_generation();
         self.fail_on_error("translog roll failed", rolled)?;
-        // What this copy counts as processed stays what it logged itself: the commit may hold
-        // operations of its primary it was never sent (still in flight, or never acknowledged
-        // if that primary is deposed), and a new primary's resync must still reach it for them.
-        let local_checkpoint = checkpoint.local_checkpoint.min(state.tracker.checkpoint());
+        let local_checkpoint = installed_local_checkpoint(checkpoint, &state);
         if let Some(behind) = self.behind_store(local_checkpoint) {
             return Err(behind);
         }
@@ -305,9 +302,7 @@ impl Engine {
     /// below where this copy's translog history starts. A remote-backed replica meets one when
     /// the repository lags behind the commit its peer recovery copied from the primary.
     pub fn is_behind_store(&self, checkpoint: &SegmentCheckpoint) -> bool {
-        let local_checkpoint = checkpoint
-            .local_checkpoint
-            .min(self.state.lock().tracker.checkpoint());
+        let local_checkpoint = installed_local_checkpoint(checkpoint, &self.state.lock());
         self.behind_store(local_checkpoint).is_some()
     }
 
@@ -407,12 +402,7 @@ impl Engine {
                 &self.integrity,
                 &self.merge_hook,
             )?);
-            let payload = self
-                .index
-                .load_metas()?
-                .payload
-                .as_deref()
-                .and_then(CommitPayload::from_json);
+            let payload = open::commit_payload(&self.index)?;
             let committed = payload
                 .as_ref()
                 .map_or(NO_OPS_PERFORMED, |p| p.local_checkpoint);
@@ -434,6 +424,14 @@ impl Engine {
         info!(path = %self.config.path.display(), replayed, "segment replica promoted to a writer");
         Ok(replayed)
     }
+}
+
+/// The local checkpoint of `checkpoint` installed here. What this copy counts as processed
+/// stays what it logged itself: the commit may hold operations of its primary it was never
+/// sent (still in flight, or never acknowledged if that primary is deposed), and a new
+/// primary's resync must still reach it for them.
+fn installed_local_checkpoint(checkpoint: &SegmentCheckpoint, state: &WriteState) -> i64 {
+    checkpoint.local_checkpoint.min(state.tracker.checkpoint())
 }
 
 /// The translog record of a replicated operation, and how a replica reports it.

@@ -14,11 +14,7 @@ impl Engine {
         std::fs::create_dir_all(config.translog_dir())?;
         let merge_hook = MergeHook::new(config.index_dir());
         let (index, schema) = open_or_create_index(&config.index_dir(), config.codec, &merge_hook)?;
-        let payload = index
-            .load_metas()?
-            .payload
-            .as_deref()
-            .and_then(CommitPayload::from_json);
+        let payload = commit_payload(&index)?;
         let translog_config = TranslogConfig {
             durability: config.durability,
             primary_term,
@@ -215,6 +211,15 @@ pub(super) fn dir_size(path: &Path) -> u64 {
             _ => e.metadata().map(|m| m.len()).unwrap_or(0),
         })
         .sum()
+}
+
+/// The Shoal payload of the index's last commit (`None`: a new index).
+pub(super) fn commit_payload(index: &Index) -> tantivy::Result<Option<CommitPayload>> {
+    Ok(index
+        .load_metas()?
+        .payload
+        .as_deref()
+        .and_then(CommitPayload::from_json))
 }
 
 /// The checkpoint tracker of a copy opening `payload`'s commit: processed up to its local

@@ -101,7 +101,9 @@ impl RemoteStoreService {
                 .get(name)
                 .ok_or_else(|| ApiError::index_not_found(name))?;
             let restored: Vec<bool> = (0..meta.number_of_shards())
-                .map(|shard| all_shards || !has_active_primary(state, name, shard))
+                .map(|shard| {
+                    all_shards || !state.primary(name, shard).is_some_and(|p| p.is_active())
+                })
                 .collect();
             terms.insert(name.clone(), self.stored_terms(&meta.uuid, &restored)?);
         }
@@ -234,14 +236,4 @@ impl TransferControl for Paced {
     }
 
     fn progress(&self, _event: Progress<'_>) {}
-}
-
-/// Whether `index`'s shard `shard` has an active primary (a restore without
-/// `restore_all_shards` leaves it alone).
-fn has_active_primary(state: &shoal_state::ClusterState, index: &str, shard: u32) -> bool {
-    state
-        .routing
-        .get(index)
-        .and_then(|table| table.shards.get(shard as usize))
-        .is_some_and(|copies| copies.iter().any(|c| c.primary && c.is_active()))
 }

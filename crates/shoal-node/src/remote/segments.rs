@@ -118,6 +118,7 @@ impl RemoteStoreService {
         let lag = missing.iter().map(|f| f.length).sum();
         copy.remote.stats.bytes_lag.store(lag, Ordering::Relaxed);
         let bytes = self.upload_files(repository, keys, pinned, &missing, copy)?;
+        // The pacing stops the files; the metadata file is not paced.
         still_uploading(copy)?;
         self.upload_metadata(repository, keys, checkpoint)?;
         Ok((missing.len(), bytes))
@@ -138,7 +139,6 @@ impl RemoteStoreService {
         };
         let mut bytes = 0;
         for file in files {
-            still_uploading(copy)?;
             let path = pinned.path(&file.name).ok_or_else(|| {
                 ApiError::internal(format!("pinned checkpoint lacks [{}]", file.name))
             })?;

@@ -44,7 +44,7 @@ fn a_copy_stops_acting_as_primary_once_it_hands_its_role_off_or_leaves_the_node(
 }
 
 #[test]
-fn a_segment_upload_of_a_copy_that_left_the_node_stops_before_its_next_file() {
+fn a_segment_upload_of_a_copy_that_left_the_node_writes_no_metadata_file() {
     let dir = tempfile::tempdir().unwrap();
     let copy = copy(dir.path());
     assert!(crate::remote::segments::still_uploading(&copy).is_ok());
