@@ -10,8 +10,8 @@
 //! - `translog-<gen>.tlog`: generation data files: a header (magic, format
 //!   version, translog uuid, primary term, generation, crc32c) followed by
 //!   records `[u32 payload_len][u32 crc32c(payload)][payload]`;
-//! - `translog.ckp`: checkpoint of the current generation, rewritten
-//!   atomically on every sync;
+//! - `translog.ckp`: checkpoint of the current generation, rewritten in
+//!   place on every sync, in one of two slots taken in turn (`current`);
 //! - `translog-<gen>.ckp`: immutable final checkpoint of each rolled generation.
 //!
 //! Writes go straight to the OS page cache (no userspace buffering), fsyncs are
@@ -19,6 +19,7 @@
 
 mod batch;
 mod checkpoint;
+mod current;
 mod error;
 mod failed_dirs;
 mod generation;

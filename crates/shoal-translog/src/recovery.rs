@@ -10,8 +10,9 @@ use tracing::{info, warn};
 
 use crate::checkpoint::{
     current_checkpoint_path, fsync_dir, generation_checkpoint_path, read_checkpoint, temp_path_for,
-    write_checkpoint_atomically, Checkpoint,
+    Checkpoint,
 };
+use crate::current::CurrentCheckpointFile;
 use crate::error::{IoResultExt, Result, TranslogError};
 use crate::generation::{
     generation_path, parse_translog_file_name, ClosedGeneration, GenerationHeader,
@@ -31,7 +32,7 @@ pub(crate) fn open(
     if !checkpoint_path.exists() {
         return Err(TranslogError::MissingCheckpoint(checkpoint_path));
     }
-    let checkpoint = read_checkpoint(&checkpoint_path)?;
+    let (mut checkpoint_file, checkpoint) = CurrentCheckpointFile::open(dir)?;
     remove_leftover_files(dir, &checkpoint)?;
 
     let mut uuid_check = UuidCheck::new(expected_uuid);
@@ -67,9 +68,16 @@ pub(crate) fn open(
             .file
             .sync_all()
             .with_path(&inner.current.path)?;
-        write_checkpoint_atomically(&checkpoint_path, &recovered_checkpoint)?;
+        checkpoint_file.write(&recovered_checkpoint)?;
     }
-    let translog = Translog::from_parts(dir, uuid, config, inner, recovered_checkpoint);
+    let translog = Translog::from_parts(
+        dir,
+        uuid,
+        config,
+        inner,
+        checkpoint_file,
+        recovered_checkpoint,
+    );
     let info = RecoveryInfo {
         unsynced_operations_recovered: recovered.unsynced_ops,
         truncated_bytes: recovered.truncated_bytes,

@@ -13,6 +13,7 @@ use crate::checkpoint::{
     current_checkpoint_path, fsync_dir, generation_checkpoint_path, write_checkpoint_atomically,
     Checkpoint,
 };
+use crate::current::CurrentCheckpointFile;
 use crate::error::{IoResultExt, Result, TranslogError};
 use crate::generation::{frame_record, read_operation_at, ClosedGeneration, GenerationWriter};
 use crate::operation::Operation;
@@ -25,8 +26,8 @@ use crate::{
 /// First generation of a new translog (as in OpenSearch).
 const FIRST_GENERATION: u64 = 1;
 
-/// Proof that the caller holds the sync lock.
-type SyncGuard<'a> = MutexGuard<'a, ()>;
+/// Proof that the caller holds the sync lock, and the file it writes checkpoints to.
+type SyncGuard<'a> = MutexGuard<'a, CurrentCheckpointFile>;
 
 /// A per-shard write-ahead log. `Send + Sync`: share it behind an `Arc`.
 ///
@@ -40,7 +41,7 @@ pub struct Translog {
     primary_term: AtomicI64,
     inner: Mutex<Inner>,
     /// Serializes fsyncs, checkpoint writes, rolls and trims.
-    sync_lock: Mutex<()>,
+    sync_lock: Mutex<CurrentCheckpointFile>,
     sync_state: Mutex<SyncState>,
     /// Notified whenever `SyncState` changes, to wake group commit followers.
     sync_state_changed: Condvar,
@@ -152,7 +153,7 @@ impl Translog {
             UNASSIGNED_SEQ_NO,
             FIRST_GENERATION,
         );
-        write_checkpoint_atomically(&checkpoint_path, &checkpoint)?;
+        let checkpoint_file = CurrentCheckpointFile::create(dir, &checkpoint)?;
         info!(dir = %dir.display(), translog_uuid = %uuid, "created translog");
         let inner = Inner {
             current: writer,
@@ -161,7 +162,14 @@ impl Translog {
             trim: TrimRule::none(),
             min_uncommitted_generation: FIRST_GENERATION,
         };
-        Ok(Translog::from_parts(dir, uuid, config, inner, checkpoint))
+        Ok(Translog::from_parts(
+            dir,
+            uuid,
+            config,
+            inner,
+            checkpoint_file,
+            checkpoint,
+        ))
     }
 
     /// Opens an existing translog, verifying every record.
@@ -184,6 +192,7 @@ impl Translog {
         uuid: String,
         config: TranslogConfig,
         inner: Inner,
+        checkpoint_file: CurrentCheckpointFile,
         persisted: Checkpoint,
     ) -> Translog {
         let primary_term = config.primary_term.max(inner.current.primary_term);
@@ -193,7 +202,7 @@ impl Translog {
             config: RwLock::new(config),
             primary_term: AtomicI64::new(primary_term),
             inner: Mutex::new(inner),
-            sync_lock: Mutex::new(()),
+            sync_lock: Mutex::new(checkpoint_file),
             sync_state: Mutex::new(SyncState {
                 persisted,
                 leader_active: false,
@@ -319,13 +328,13 @@ impl Translog {
             }
         }
         let _leader_guard = LeaderGuard { translog: self };
-        let sync_guard = self.sync_lock.lock();
+        let mut sync_guard = self.sync_lock.lock();
         if self.is_persisted(location) {
             // A roll or an explicit sync covered us while we took the lock.
             return Ok(false);
         }
         self.ensure_not_failed()?;
-        self.persist_current_generation(&sync_guard)?;
+        self.persist_current_generation(&mut sync_guard)?;
         if !self.is_persisted(location) {
             return Err(TranslogError::InvalidLocation {
                 location: *location,
@@ -338,9 +347,9 @@ impl Translog {
     /// Makes everything written so far durable, along with the global
     /// checkpoint and trim state.
     pub fn sync(&self) -> Result<()> {
-        let sync_guard = self.sync_lock.lock();
+        let mut sync_guard = self.sync_lock.lock();
         self.ensure_not_failed()?;
-        self.persist_current_generation(&sync_guard)
+        self.persist_current_generation(&mut sync_guard)
     }
 
     /// Whether a [`Translog::sync`] would persist anything.
@@ -352,9 +361,9 @@ impl Translog {
     /// Closes the current generation (fsync + its immutable `.ckp`) and starts
     /// a new one. Returns the new generation.
     pub fn roll_generation(&self) -> Result<u64> {
-        let sync_guard = self.sync_lock.lock();
+        let mut sync_guard = self.sync_lock.lock();
         self.ensure_not_failed()?;
-        self.roll_generation_locked(&sync_guard)
+        self.roll_generation_locked(&mut sync_guard)
     }
 
     /// Sets the global checkpoint; it is persisted with the next sync.
@@ -382,7 +391,7 @@ impl Translog {
     /// current generation is never deleted. Open snapshots keep reading
     /// deleted generations through their open file handles.
     pub fn trim_unreferenced(&self, min_generation_to_keep: u64) -> Result<()> {
-        let sync_guard = self.sync_lock.lock();
+        let mut sync_guard = self.sync_lock.lock();
         self.ensure_not_failed()?;
         let removed = {
             let mut inner = self.inner.lock();
@@ -395,7 +404,7 @@ impl Translog {
         };
         // Persist the new min generation before deleting, so a crash never
         // leaves a checkpoint referencing a missing file.
-        self.persist_current_generation(&sync_guard)?;
+        self.persist_current_generation(&mut sync_guard)?;
         for (generation, closed) in &removed {
             let checkpoint_path = generation_checkpoint_path(&self.dir, *generation);
             fs::remove_file(&closed.path).with_path(&closed.path)?;
@@ -426,13 +435,13 @@ impl Translog {
     /// `< primary_term_below` (ops of a deposed primary that the new primary
     /// did not resync). Persisted immediately. A later call replaces the rule.
     pub fn trim_operations_above(&self, primary_term_below: i64, seq_no: i64) -> Result<()> {
-        let sync_guard = self.sync_lock.lock();
+        let mut sync_guard = self.sync_lock.lock();
         self.ensure_not_failed()?;
         self.inner.lock().trim = TrimRule {
             above_seq_no: seq_no,
             below_primary_term: primary_term_below,
         };
-        self.persist_current_generation(&sync_guard)?;
+        self.persist_current_generation(&mut sync_guard)?;
         info!(
             primary_term_below,
             seq_no, "trimmed translog operations above seq_no"
@@ -588,7 +597,7 @@ impl Translog {
 
     /// Fsyncs the current generation if it grew and rewrites `translog.ckp`
     /// if anything changed since the last persisted checkpoint.
-    fn persist_current_generation(&self, _sync_guard: &SyncGuard<'_>) -> Result<()> {
+    fn persist_current_generation(&self, sync_guard: &mut SyncGuard<'_>) -> Result<()> {
         let (file, path, checkpoint) = {
             let inner = self.inner.lock();
             let current = &inner.current;
@@ -609,23 +618,22 @@ impl Translog {
             self.fail_on_error(file.sync_data().with_path(&path))?;
             self.syncs_total.fetch_add(1, Ordering::Relaxed);
         }
-        let checkpoint_path = current_checkpoint_path(&self.dir);
-        self.fail_on_error(write_checkpoint_atomically(&checkpoint_path, &checkpoint))?;
+        self.fail_on_error(sync_guard.write(&checkpoint))?;
         self.publish_persisted(checkpoint);
         Ok(())
     }
 
     fn roll_generation_if_larger_than(&self, threshold: u64) -> Result<()> {
-        let sync_guard = self.sync_lock.lock();
+        let mut sync_guard = self.sync_lock.lock();
         self.ensure_not_failed()?;
         if self.inner.lock().current.written <= threshold {
             // Another writer rolled while we waited for the lock.
             return Ok(());
         }
-        self.roll_generation_locked(&sync_guard).map(|_| ())
+        self.roll_generation_locked(&mut sync_guard).map(|_| ())
     }
 
-    fn roll_generation_locked(&self, _sync_guard: &SyncGuard<'_>) -> Result<u64> {
+    fn roll_generation_locked(&self, sync_guard: &mut SyncGuard<'_>) -> Result<u64> {
         let mut inner = self.inner.lock();
         let generation = inner.current.generation;
         let fsynced = inner
@@ -658,8 +666,7 @@ impl Translog {
         // Only now does `translog.ckp` point at the new generation; a crash
         // before this leaves an orphan file that `open` deletes.
         let checkpoint = inner.current_checkpoint();
-        let checkpoint_path = current_checkpoint_path(&self.dir);
-        self.fail_on_error(write_checkpoint_atomically(&checkpoint_path, &checkpoint))?;
+        self.fail_on_error(sync_guard.write(&checkpoint))?;
         self.publish_persisted(checkpoint);
         info!(
             generation = generation + 1,
