@@ -1,7 +1,8 @@
 """Replica visibility lag, measured from outside the same way on every system: while a bulk
 load runs, a probe writes one document every 0.1-0.3 s (random, so writes land at every phase of
-the refresh cycle) to the primary's node (no refresh), and a poller searches, every 20 ms, pinned
-to the primary's node and to the replica's node, for the probes not yet found there. The lag is
+the refresh cycle) to the primary's node (no refresh), and two pollers, one pinned to the primary's
+node and one to the replica's node, search every 20 ms for the probes not yet found there (one
+poller per node, so a slow search on one never delays the other's observation). The lag is
 the time from a write's acknowledgment to the first search on the replica that finds it, so it
 includes the primary's refresh interval (the goal is refresh_interval + 200 ms); the same on the
 primary tells what replication adds (replica minus primary, per probe).
@@ -47,20 +48,21 @@ class VisibilityProbe:
         self.probes: dict[str, list] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.polled_out = threading.Event()
         self.writer = threading.Thread(target=self.write_probes, daemon=True)
-        self.poller = threading.Thread(target=self.poll, daemon=True)
+        self.pollers = [threading.Thread(target=self.poll, args=(role,), daemon=True) for role in ROLES]
         self.rng = random.Random(7)
 
     def __enter__(self):
         self.writer.start()
-        self.poller.start()
+        for poller in self.pollers:
+            poller.start()
         return self
 
     def __exit__(self, *exc):
         self.stopping.set()
         self.writer.join(timeout=GIVE_UP_S + 5)
-        self.polled_out.wait(timeout=GIVE_UP_S + 5)
+        for poller in self.pollers:
+            poller.join(timeout=GIVE_UP_S + 5)
 
     @property
     def samples(self):
@@ -82,32 +84,26 @@ class VisibilityProbe:
                 log(f"visibility probe {n} failed: {e}")
             self.stopping.wait(self.rng.uniform(*PROBE_SPACING_S))
 
-    def poll(self):
-        """Searches for the probes each role has not shown yet until every probe is seen or
-        given up, and the writer stopped."""
+    def poll(self, role):
+        """Searches `role`'s node for the probes it has not shown yet until every probe is
+        seen there or given up, and the writer stopped."""
         while True:
             now = time.monotonic()
-            for role in ROLES:
-                with self.lock:
-                    waiting = [doc for doc, (at, seen) in self.probes.items()
-                               if role not in seen and now - at < GIVE_UP_S]
-                if not waiting:
-                    continue
+            with self.lock:
+                waiting = [doc for doc, (at, seen) in self.probes.items()
+                           if role not in seen and now - at < GIVE_UP_S]
+            if waiting:
                 try:
                     found = self.found(role, waiting)
                 except (OSError, HttpError) as e:
                     log(f"visibility poll failed: {e}")
-                    continue
+                    found = []
                 seen_at = time.monotonic()
                 with self.lock:
                     for doc in found:
                         at, seen = self.probes[doc]
                         seen.setdefault(role, (seen_at - at) * 1000)
-            with self.lock:
-                pending = any(len(seen) < len(ROLES) and time.monotonic() - at < GIVE_UP_S
-                              for at, seen in self.probes.values())
-            if self.stopping.is_set() and not self.writer.is_alive() and not pending:
-                self.polled_out.set()
+            elif self.stopping.is_set() and not self.writer.is_alive():
                 return
             time.sleep(POLL_EVERY_S)
 
