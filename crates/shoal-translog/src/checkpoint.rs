@@ -149,8 +149,13 @@ pub(crate) fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
 }
 
 /// Writes `checkpoint` to `path` atomically: a crash leaves either the old or
-/// the new checkpoint, never a mix (write temp, fsync, rename, fsync dir).
+/// the new checkpoint, never a mix.
 pub(crate) fn write_checkpoint_atomically(path: &Path, checkpoint: &Checkpoint) -> Result<()> {
+    write_file_atomically(path, &checkpoint.encode())
+}
+
+/// Replaces `path` with `bytes`: write a temp file, fsync, rename, fsync the directory.
+pub(crate) fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let temp_path = temp_path_for(path);
     {
         let mut file = OpenOptions::new()
@@ -159,7 +164,7 @@ pub(crate) fn write_checkpoint_atomically(path: &Path, checkpoint: &Checkpoint) 
             .truncate(true)
             .open(&temp_path)
             .with_path(&temp_path)?;
-        file.write_all(&checkpoint.encode()).with_path(&temp_path)?;
+        file.write_all(bytes).with_path(&temp_path)?;
         file.sync_all().with_path(&temp_path)?;
     }
     fs::rename(&temp_path, path).with_path(path)?;

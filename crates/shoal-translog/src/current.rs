@@ -12,12 +12,11 @@
 //! crc), `u32` crc32c of both.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{
-    current_checkpoint_path, fsync_dir, temp_path_for, Checkpoint, CHECKPOINT_LEN,
+    current_checkpoint_path, write_file_atomically, Checkpoint, CHECKPOINT_LEN,
 };
 use crate::error::{IoResultExt, Result, TranslogError};
 
@@ -39,21 +38,9 @@ impl CurrentCheckpointFile {
     /// Creates `translog.ckp` holding `checkpoint`, replacing any file there atomically.
     pub fn create(dir: &Path, checkpoint: &Checkpoint) -> Result<CurrentCheckpointFile> {
         let path = current_checkpoint_path(dir);
-        let temp = temp_path_for(&path);
-        {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&temp)
-                .with_path(&temp)?;
-            let mut bytes = vec![0u8; FILE_LEN as usize];
-            bytes[..SLOT_LEN].copy_from_slice(&encode_slot(1, checkpoint));
-            file.write_all(&bytes).with_path(&temp)?;
-            file.sync_all().with_path(&temp)?;
-        }
-        fs::rename(&temp, &path).with_path(&path)?;
-        fsync_dir(dir)?;
+        let mut bytes = vec![0u8; FILE_LEN as usize];
+        bytes[..SLOT_LEN].copy_from_slice(&encode_slot(1, checkpoint));
+        write_file_atomically(&path, &bytes)?;
         let file = open_for_update(&path)?;
         Ok(CurrentCheckpointFile {
             path,
@@ -153,6 +140,7 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
+    use crate::checkpoint::temp_path_for;
 
     fn at_offset(offset: u64) -> Checkpoint {
         Checkpoint {
