@@ -151,25 +151,25 @@ pub(crate) fn read_checkpoint(path: &Path) -> Result<Checkpoint> {
 /// Writes `checkpoint` to `path` atomically: a crash leaves either the old or
 /// the new checkpoint, never a mix.
 pub(crate) fn write_checkpoint_atomically(path: &Path, checkpoint: &Checkpoint) -> Result<()> {
-    write_file_atomically(path, &checkpoint.encode())
+    write_file_atomically(path, &checkpoint.encode()).map(drop)
 }
 
 /// Replaces `path` with `bytes`: write a temp file, fsync, rename, fsync the directory.
-pub(crate) fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Returns the file, open for writing, now at `path`.
+pub(crate) fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<File> {
     let temp_path = temp_path_for(path);
-    {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temp_path)
-            .with_path(&temp_path)?;
-        file.write_all(bytes).with_path(&temp_path)?;
-        file.sync_all().with_path(&temp_path)?;
-    }
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temp_path)
+        .with_path(&temp_path)?;
+    file.write_all(bytes).with_path(&temp_path)?;
+    file.sync_all().with_path(&temp_path)?;
     fs::rename(&temp_path, path).with_path(path)?;
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    fsync_dir(dir)
+    fsync_dir(dir)?;
+    Ok(file)
 }
 
 /// Temp file used while a checkpoint is being replaced.

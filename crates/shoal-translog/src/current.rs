@@ -11,7 +11,8 @@
 //! Slot layout (little endian): `u64` write counter, the 84-byte checkpoint (with its own
 //! crc), `u32` crc32c of both.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -40,8 +41,7 @@ impl CurrentCheckpointFile {
         let path = current_checkpoint_path(dir);
         let mut bytes = vec![0u8; FILE_LEN as usize];
         bytes[..SLOT_LEN].copy_from_slice(&encode_slot(1, checkpoint));
-        write_file_atomically(&path, &bytes)?;
-        let file = open_for_update(&path)?;
+        let file = write_file_atomically(&path, &bytes)?;
         Ok(CurrentCheckpointFile {
             path,
             file,
@@ -53,7 +53,13 @@ impl CurrentCheckpointFile {
     /// single-checkpoint format is read and rewritten in this one.
     pub fn open(dir: &Path) -> Result<(CurrentCheckpointFile, Checkpoint)> {
         let path = current_checkpoint_path(dir);
-        let bytes = fs::read(&path).with_path(&path)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .with_path(&path)?;
+        let mut bytes = Vec::with_capacity(FILE_LEN as usize);
+        file.read_to_end(&mut bytes).with_path(&path)?;
         if bytes.len() == CHECKPOINT_LEN {
             let checkpoint = Checkpoint::decode(&bytes)
                 .map_err(|reason| TranslogError::corrupted(&path, 0, reason))?;
@@ -61,7 +67,6 @@ impl CurrentCheckpointFile {
         }
         let (counter, checkpoint) =
             newest_slot(&bytes).map_err(|reason| TranslogError::corrupted(&path, 0, reason))?;
-        let file = open_for_update(&path)?;
         Ok((
             CurrentCheckpointFile {
                 path,
@@ -85,14 +90,6 @@ impl CurrentCheckpointFile {
         self.counter = counter;
         Ok(())
     }
-}
-
-fn open_for_update(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .with_path(path)
 }
 
 fn encode_slot(counter: u64, checkpoint: &Checkpoint) -> [u8; SLOT_LEN] {
@@ -129,18 +126,18 @@ fn newest_slot(bytes: &[u8]) -> std::result::Result<(u64, Checkpoint), String> {
     }
 }
 
-/// Writes a checkpoint in the earlier single-checkpoint format (the upgrade test's input).
-#[cfg(test)]
-pub(crate) fn write_legacy(dir: &Path, checkpoint: &Checkpoint) -> Result<()> {
-    crate::checkpoint::write_checkpoint_atomically(&current_checkpoint_path(dir), checkpoint)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::fs;
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
-    use crate::checkpoint::temp_path_for;
+    use crate::checkpoint::{temp_path_for, write_checkpoint_atomically};
+
+    /// Writes a checkpoint in the earlier single-checkpoint format (the upgrade's input).
+    fn write_legacy(dir: &Path, checkpoint: &Checkpoint) -> Result<()> {
+        write_checkpoint_atomically(&current_checkpoint_path(dir), checkpoint)
+    }
 
     fn at_offset(offset: u64) -> Checkpoint {
         Checkpoint {
