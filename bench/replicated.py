@@ -123,7 +123,8 @@ def visibility_load_s(ctx):
 STEADY_DOCS_PER_S = 10_000
 # (result key, force merge started this many seconds in, offered docs/s)
 VISIBILITY_LOADS = (("visibility", None, None), ("visibility_with_force_merge", 3, None),
-                    ("visibility_steady", None, STEADY_DOCS_PER_S))
+                    ("visibility_steady", None, STEADY_DOCS_PER_S),
+                    ("visibility_steady_with_force_merge", 3, STEADY_DOCS_PER_S))
 
 
 def measure_visibility(ctx, clusters, systems, base, result):
@@ -150,11 +151,12 @@ def measure_visibility(ctx, clusters, systems, base, result):
 def visibility_summary(mode):
     """Medians over the runs of each run's p50/p99/max visibility lag (ms), per load kind."""
     out = {}
-    for key, part in (("visibility", "all"), ("visibility_with_force_merge", "all"),
-                      ("visibility_with_force_merge", "during_merge"), ("visibility_steady", "all")):
-        rows = [row.get(part) for row in mode.get(key, []) if row.get(part)]
-        if rows:
-            name = key if part == "all" else "visibility_during_force_merge"
+    for key, merge_after_s, _ in VISIBILITY_LOADS:
+        for part in ("all", "during_merge") if merge_after_s is not None else ("all",):
+            rows = [row.get(part) for row in mode.get(key, []) if row.get(part)]
+            if not rows:
+                continue
+            name = key if part == "all" else key.replace("with_force_merge", "during_force_merge")
             out[name] = {k: summarize([row[k] for row in rows])
                          for k in ("p50_ms", "p99_ms", "max_ms", "never_seen", "primary_p50_ms",
                                    "primary_p99_ms", "added_p50_ms", "added_p99_ms")}

@@ -216,7 +216,10 @@ def render_replicated(doc):
 
 VISIBILITY = (("under load", "visibility"), ("force merge started 3 s in", "visibility_with_force_merge"),
               ("during the force merge (+3 s)", "visibility_during_force_merge"),
-              (f"steady {replicated.STEADY_DOCS_PER_S:,} docs/s", "visibility_steady"))
+              (f"steady {replicated.STEADY_DOCS_PER_S:,} docs/s", "visibility_steady"),
+              (f"steady {replicated.STEADY_DOCS_PER_S:,} docs/s, force merge started 3 s in",
+               "visibility_steady_with_force_merge"),
+              ("during that force merge (+3 s)", "visibility_steady_during_force_merge"))
 
 
 def visibility_table(s_modes, o_modes):

@@ -356,7 +356,12 @@ impl BroadcastService {
             shard,
             allocation_id: replication.allocation_id.clone(),
         };
-        self.segrep.sync_segments(target)
+        match self.segrep.sync_segments(target.clone())? {
+            crate::segrep::RoundEnd::Current => Ok(()),
+            crate::segrep::RoundEnd::RepositoryBehind => {
+                Err(crate::segrep::target::repository_behind(&target))
+            }
+        }
     }
 
     /// Serves a broadcast from another coordinator.

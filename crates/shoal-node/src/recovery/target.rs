@@ -160,17 +160,18 @@ impl RecoveryService {
         // primary searches now (the recovery's commit may be older).
         match engine.is_writer_less() {
             false => engine.refresh().map(|_| ())?,
-            true => match self.segrep.sync_segments(crate::segrep::CopyTarget {
-                index: service.name(),
-                index_uuid: service.uuid(),
-                shard,
-                allocation_id: allocation_id.clone(),
-            }) {
-                // A remote store lagging behind the commit this recovery copied: the copy
-                // searches that commit until the repository holds a newer one.
-                Err(e) if crate::segrep::target::is_repository_behind(&e) => {}
-                other => other?,
-            },
+            // A remote store lagging behind the commit this recovery copied
+            // (`RepositoryBehind`): the copy searches that commit until the repository
+            // holds a newer one.
+            true => self
+                .segrep
+                .sync_segments(crate::segrep::CopyTarget {
+                    index: service.name(),
+                    index_uuid: service.uuid(),
+                    shard,
+                    allocation_id: allocation_id.clone(),
+                })
+                .map(drop)?,
         }
         record(&|r| {
             r.ops_total = reply.ops_replayed as u64;

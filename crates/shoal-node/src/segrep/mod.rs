@@ -34,6 +34,7 @@ pub mod stats;
 pub mod target;
 
 pub use crate::shard::segrep::CopyState;
+pub use target::RoundEnd;
 
 /// Every segment-replication action name starts with this (they run on the `replication`
 /// pool, like recoveries).
@@ -69,7 +70,7 @@ pub struct SegmentsSyncAction;
 impl shoal_transport::Action for SegmentsSyncAction {
     const NAME: &'static str = "internal:index/shard/replication/segments_sync";
     type Request = CopyTarget;
-    type Response = ();
+    type Response = target::RoundEnd;
 }
 
 /// A replica searches a newer checkpoint (lag statistics on the primary).

@@ -22,6 +22,17 @@ use crate::transfer::FileMeta;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How a replication round that did not fail ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum RoundEnd {
+    /// The copy searches the newest checkpoint the round found (copied now or before).
+    Current,
+    /// A remote-backed copy was published a checkpoint the repository does not list yet
+    /// (uploads come before publications, so the listing lags). The copy keeps searching
+    /// what it has; the next publication tries again.
+    RepositoryBehind,
+}
+
 impl SegrepService {
     /// A primary published a checkpoint: remember it, and copy until current unless a copy
     /// task runs for this copy already (it picks the newest up when done with the current
@@ -44,7 +55,7 @@ impl SegrepService {
 
     /// Brings a replica to its primary's current checkpoint now (a `_refresh`), after any
     /// copy task that runs for it; then catches up on what was published meanwhile.
-    pub(crate) fn sync_segments(&self, target: CopyTarget) -> ApiResult<()> {
+    pub(crate) fn sync_segments(&self, target: CopyTarget) -> ApiResult<RoundEnd> {
         let target = &target;
         let copy = self.segment_replica(target)?;
         let state = &copy.shard.segrep;
@@ -78,16 +89,28 @@ impl SegrepService {
                 }
                 return;
             }
-            if let Err(error) = self.replicate_once(target, copy) {
-                tracing::warn!(index = %target.index, shard = target.shard, error = %error, "segment replication round failed");
-                state.copying.store(false, Ordering::Release);
-                return;
+            match self.replicate_once(target, copy) {
+                Ok(RoundEnd::Current) => {}
+                Ok(RoundEnd::RepositoryBehind) => {
+                    tracing::debug!(index = %target.index, shard = target.shard, "the repository lists nothing newer yet");
+                    state.copying.store(false, Ordering::Release);
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(index = %target.index, shard = target.shard, error = %error, "segment replication round failed");
+                    state.copying.store(false, Ordering::Release);
+                    return;
+                }
             }
         }
     }
 
     /// One round: the primary's current checkpoint, its files, installed here.
-    pub(crate) fn replicate_once(&self, target: &CopyTarget, copy: &LocalCopy) -> ApiResult<()> {
+    pub(crate) fn replicate_once(
+        &self,
+        target: &CopyTarget,
+        copy: &LocalCopy,
+    ) -> ApiResult<RoundEnd> {
         let (primary_id, address) = self.primary_of(target)?;
         let mut clock = RoundClock::start();
         if self
@@ -107,7 +130,7 @@ impl SegrepService {
             self.core
                 .send::<ReleaseCheckpointAction>(&address, &info.session, CALL_TIMEOUT),
         );
-        outcome
+        outcome.map(|()| RoundEnd::Current)
     }
 
     fn copy_checkpoint(
@@ -143,12 +166,12 @@ impl SegrepService {
         copy: &LocalCopy,
         primary_address: &str,
         mut clock: RoundClock,
-    ) -> ApiResult<()> {
+    ) -> ApiResult<RoundEnd> {
         let Some((source, checkpoint)) = self
             .remote
             .newest_checkpoint(&target.index_uuid, target.shard)?
         else {
-            return Ok(());
+            return Ok(RoundEnd::Current);
         };
         clock.checkpoint_info_done();
         // The repository may lag behind the commit a peer recovery copied from the primary:
@@ -156,12 +179,10 @@ impl SegrepService {
         if copy.shard.segrep.has_installed(position(&checkpoint))
             || copy.engine().is_behind_store(&checkpoint)
         {
-            if !copy.shard.segrep.is_behind() {
-                return Ok(());
-            }
-            // Published but not listed yet (uploads come before publications, so a listing
-            // that lags): the copy task stops here and the next publication tries again.
-            return Err(repository_behind(target));
+            return Ok(match copy.shard.segrep.is_behind() {
+                true => RoundEnd::RepositoryBehind,
+                false => RoundEnd::Current,
+            });
         }
         self.install_from(target, copy, primary_address, &checkpoint, &source, clock)?;
         copy.shard
@@ -169,7 +190,7 @@ impl SegrepService {
             .stats
             .segment_downloads
             .fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(RoundEnd::Current)
     }
 
     /// Copies a checkpoint's files this copy lacks from `source`, then installs it.
@@ -325,18 +346,15 @@ impl TransferControl for CopyControl<'_> {
     }
 }
 
-const REPOSITORY_BEHIND: &str = "the remote store has nothing newer than what this copy holds";
-
-fn repository_behind(target: &CopyTarget) -> ApiError {
+/// A remote-backed copy's sync asked for by a caller that wants the newest checkpoint
+/// searched (a `_refresh`), which the repository does not list yet.
+pub(crate) fn repository_behind(target: &CopyTarget) -> ApiError {
     ApiError::new(
         503,
         "replication_failed_exception",
-        format!("[{}][{}] {REPOSITORY_BEHIND}", target.index, target.shard),
+        format!(
+            "[{}][{}] the remote store has nothing newer than what this copy holds",
+            target.index, target.shard
+        ),
     )
-}
-
-/// Whether a remote-backed copy's round ended because the repository has nothing newer than
-/// what the copy holds (it keeps searching what it has; the next publication tries again).
-pub(crate) fn is_repository_behind(error: &ApiError) -> bool {
-    error.error_type == "replication_failed_exception" && error.reason.ends_with(REPOSITORY_BEHIND)
 }
