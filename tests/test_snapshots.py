@@ -121,6 +121,47 @@ def test_a_second_snapshot_uploads_only_the_files_the_first_did_not_hold(tmp_pat
         assert client.snapshot.get(repository="r", snapshot="_all")["snapshots"] == []
 
 
+def test_chunk_size_stores_large_files_in_parts_and_every_snapshot_restores_after_it_changes(tmp_path):
+    with cluster(tmp_path, 1) as c:
+        client = c.client(0)
+        blobs = tmp_path / "backups" / "parts" / "blobs"
+        client.snapshot.create_repository(repository="parts", body={
+            "type": "fs", "settings": {"location": "parts", "chunk_size": "8kb"}})
+        client.indices.create(index="docs", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        load(c, "docs", 0, 3000)
+        client.indices.forcemerge(index="docs", params={"max_num_segments": 1})
+        before = documents(c, "docs")
+        client.snapshot.create(repository="parts", snapshot="small-parts", params={"wait_for_completion": "true"})
+        stored = sorted(p.name for p in blobs.iterdir())
+        parts = [name for name in stored if ".8192.part" in name]
+        assert parts, stored
+        assert all(p.stat().st_size <= 8 * 1024 for p in blobs.iterdir()), "a blob is larger than chunk_size"
+        first = status_stats(client, "parts", "small-parts")
+        assert first["incremental"] == first["total"]
+
+        # A second snapshot of the same commit finds every part and uploads nothing.
+        client.snapshot.create(repository="parts", snapshot="again", params={"wait_for_completion": "true"})
+        assert status_stats(client, "parts", "again")["incremental"]["file_count"] == 0
+
+        # chunk_size changes: new parts of the new size; the older snapshots still restore.
+        client.snapshot.create_repository(repository="parts", body={
+            "type": "fs", "settings": {"location": "parts", "chunk_size": "32kb"}})
+        client.snapshot.create(repository="parts", snapshot="large-parts", params={"wait_for_completion": "true"})
+        assert any(".32768.part" in p.name for p in blobs.iterdir())
+        client.indices.delete(index="docs")
+        for snapshot in ("small-parts", "large-parts"):
+            client.snapshot.restore(repository="parts", snapshot=snapshot, body={
+                "indices": "docs", "rename_pattern": "docs", "rename_replacement": f"docs-{snapshot}"},
+                params={"wait_for_completion": "true"})
+            c.wait_for_status("green")
+            assert documents(c, f"docs-{snapshot}") == before, snapshot
+
+        # Deleting the snapshots removes every part no remaining snapshot names.
+        client.snapshot.delete(repository="parts", snapshot="small-parts,again")
+        assert not any(".8192.part" in p.name for p in blobs.iterdir())
+        assert client.snapshot.get_repository(repository="parts")["parts"]["settings"]["chunk_size"] == "32kb"
+
+
 def test_a_snapshot_taken_while_writers_run_holds_every_write_acknowledged_before_it(tmp_path):
     with cluster(tmp_path) as c:
         client = c.client(0)
@@ -239,8 +280,8 @@ def test_snapshot_requests_that_cannot_be_honoured_are_refused_with_the_reason(t
         http, client = c.http(0), c.client(0)
         assert_error(http.put("/_snapshot/outside", {"type": "fs", "settings": {"location": "/etc"}}),
                      400, "repository_exception", reason_re=r"doesn't match any of the locations specified by path.repo")
-        assert_error(http.put("/_snapshot/chunked", {"type": "fs", "settings": {"location": "p", "chunk_size": "1gb"}}),
-                     400, "repository_verification_exception", reason_re=r"setting \[chunk_size\] is not supported")
+        assert_error(http.put("/_snapshot/chunked", {"type": "fs", "settings": {"location": "p", "chunk_size": "0b"}}),
+                     400, "repository_exception", reason_re=r"\[chunk_size\] value \[0b\]: it must be above zero")
         assert_error(http.put("/_snapshot/packed", {"type": "fs", "settings": {"location": "p", "compress": "yes"}}),
                      400, "repository_exception", reason_re=r"only \[true\] or \[false\] are allowed")
         assert_error(http.put("/_snapshot/x", {"type": "hdfs", "settings": {}}), 400,

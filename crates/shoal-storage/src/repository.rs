@@ -3,6 +3,8 @@
 //! large segment never sits whole in memory; reads stream from an offset, so a download cut
 //! short resumes where it stopped.
 
+use std::io::SeekFrom;
+use std::ops::Range;
 use std::path::Path as LocalPath;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use object_store::path::Path;
 use object_store::{
     GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart,
 };
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::error::{StorageError, StorageResult};
 use crate::settings::{RepositoryKind, RepositorySettings, S3Settings};
@@ -129,15 +131,36 @@ impl Repository {
         file: &LocalPath,
         pacing: &Pacing<'_>,
     ) -> StorageResult<u64> {
-        let unavailable = |e: std::io::Error| StorageError::Unavailable {
-            repository: self.settings.name.clone(),
-            reason: format!("cannot read [{}]: {e}", file.display()),
-        };
-        let mut local = tokio::fs::File::open(file).await.map_err(unavailable)?;
-        let length = local.metadata().await.map_err(unavailable)?.len();
+        let length = tokio::fs::metadata(file)
+            .await
+            .map_err(|e| self.unreadable(file, e))?
+            .len();
+        self.put_file_range_paced(key, file, 0..length, pacing)
+            .await
+    }
+
+    /// The bytes `range` of the local file `file` under `key` (one part of a file a snapshot
+    /// repository stores in `chunk_size` parts), paced and stopped as
+    /// [`Repository::put_file_paced`]; returns the bytes stored.
+    pub async fn put_file_range_paced(
+        &self,
+        key: &str,
+        file: &LocalPath,
+        range: Range<u64>,
+        pacing: &Pacing<'_>,
+    ) -> StorageResult<u64> {
+        let unavailable = |e: std::io::Error| self.unreadable(file, e);
+        let mut opened = tokio::fs::File::open(file).await.map_err(unavailable)?;
+        opened
+            .seek(SeekFrom::Start(range.start))
+            .await
+            .map_err(unavailable)?;
+        let length = range.end.saturating_sub(range.start);
+        let mut local = opened.take(length);
         if length as usize <= PART_BYTES {
             let mut bytes = Vec::with_capacity(length as usize);
             local.read_to_end(&mut bytes).await.map_err(unavailable)?;
+            self.check_read_whole(file, bytes.len() as u64, length)?;
             self.wait_for_turn(key, length, pacing).await?;
             self.put(key, Bytes::from(bytes)).await?;
             return Ok(length);
@@ -149,6 +172,7 @@ impl Repository {
             .map_err(self.failed(key))?;
         let mut parts = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
         let mut buffer = vec![0u8; PART_BYTES];
+        let mut written = 0;
         loop {
             let read = match local.read(&mut buffer).await {
                 Ok(0) => break,
@@ -167,9 +191,36 @@ impl Repository {
                 return Err(cancelled);
             }
             parts.write(&buffer[..read]);
+            written += read as u64;
+        }
+        if let Err(short) = self.check_read_whole(file, written, length) {
+            let _ = parts.abort().await;
+            return Err(short);
         }
         parts.finish().await.map_err(self.failed(key))?;
         Ok(length)
+    }
+
+    fn unreadable(&self, file: &LocalPath, e: std::io::Error) -> StorageError {
+        StorageError::Unavailable {
+            repository: self.settings.name.clone(),
+            reason: format!("cannot read [{}]: {e}", file.display()),
+        }
+    }
+
+    /// A local file that ended before the range to upload did (it shrank meanwhile): storing
+    /// what was read would store a different file under the key.
+    fn check_read_whole(&self, file: &LocalPath, read: u64, wanted: u64) -> StorageResult<()> {
+        match read == wanted {
+            true => Ok(()),
+            false => Err(StorageError::Unavailable {
+                repository: self.settings.name.clone(),
+                reason: format!(
+                    "[{}] ended after {read} of the {wanted} bytes to upload",
+                    file.display()
+                ),
+            }),
+        }
     }
 
     /// Waits the delay `pacing` gives for `bytes`, in short steps, asking between them

@@ -135,6 +135,42 @@ async fn a_large_file_goes_up_in_parts_and_streams_back_from_an_offset() {
 }
 
 #[tokio::test]
+async fn a_range_of_a_file_is_stored_alone_and_a_range_past_its_end_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let repository = fs_repository(&dir.path().join("repo"), "");
+    let local = dir.path().join("big");
+    let content: Vec<u8> = (0..12 * 1024 * 1024u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&local, &content).unwrap();
+    let pacing = Pacing {
+        delay: &|_| std::time::Duration::ZERO,
+        cancelled: &|| false,
+    };
+    // A small range goes up whole, a large one in multipart parts.
+    for (key, range) in [
+        ("small", 5..1_000_005u64),
+        ("large", 1_000_005..12 * 1024 * 1024),
+    ] {
+        let stored = repository
+            .put_file_range_paced(key, &local, range.clone(), &pacing)
+            .await
+            .unwrap();
+        assert_eq!(stored, range.end - range.start);
+        let read = repository.get(key).await.unwrap();
+        assert_eq!(read, content[range.start as usize..range.end as usize]);
+    }
+    let past_the_end = 12 * 1024 * 1024 - 10..12 * 1024 * 1024 + 10;
+    let error = repository
+        .put_file_range_paced("short", &local, past_the_end, &pacing)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("ended after 10 of the 20 bytes"),
+        "{error}"
+    );
+    assert_eq!(repository.size_of("short").await.unwrap(), None);
+}
+
+#[tokio::test]
 async fn a_paced_upload_stops_while_it_waits_once_cancelled_and_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let repository = fs_repository(&dir.path().join("repo"), "");

@@ -4,6 +4,8 @@
 //! generations/index-<generation>       the repository's snapshots (the newest generation wins)
 //! snap-<uuid>.json                     one snapshot: its indices' metadata, every shard's files
 //! blobs/<file>__<length>__<crc32c>     a segment file, shared by every snapshot that names it
+//! blobs/<file>__<length>__<crc32c>.<part bytes>.part<n>
+//!                                      part n of a file stored in parts (`chunk_size`)
 //! tests-<uuid>                         written and removed again when a repository is verified
 //! ```
 //! A segment file never changes once written, and its key names its length and checksum:
@@ -12,6 +14,7 @@
 //! generation naming it is written, after its own file: a reader never sees half of one.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -125,7 +128,8 @@ impl SnapshotDetails {
         self.indices
             .values()
             .flat_map(|i| i.shards.iter().flatten())
-            .flat_map(|s| s.files.iter().map(blob_key))
+            .flat_map(|s| s.files.iter().flat_map(|f| s.layout_of(f).pieces(f)))
+            .map(|(key, _)| key)
             .collect()
     }
 }
@@ -149,6 +153,9 @@ pub struct ShardSnapshot {
     /// Files (and their bytes) this snapshot uploaded; the others were in the repository.
     pub incremental_files: usize,
     pub incremental_bytes: u64,
+    /// The files stored in parts, by name, with the bytes of a part; the others are whole.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parts: BTreeMap<String, u64>,
     pub start_millis: i64,
     pub time_millis: u64,
     pub node_id: String,
@@ -157,6 +164,49 @@ pub struct ShardSnapshot {
 impl ShardSnapshot {
     pub fn total_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.length).sum()
+    }
+
+    /// How the repository holds `file`, one of this shard's files.
+    pub fn layout_of(&self, file: &SnapshotFile) -> BlobLayout {
+        match self.parts.get(&file.name) {
+            Some(&part_bytes) => BlobLayout::Parts(part_bytes),
+            None => BlobLayout::Whole,
+        }
+    }
+}
+
+/// How a repository holds a file: one blob, or parts of so many bytes (`chunk_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobLayout {
+    Whole,
+    Parts(u64),
+}
+
+impl BlobLayout {
+    /// How a file of `length` bytes is uploaded to a repository with `chunk_bytes`.
+    pub fn for_upload(length: u64, chunk_bytes: Option<u64>) -> BlobLayout {
+        match chunk_bytes {
+            Some(part_bytes) if length > part_bytes => BlobLayout::Parts(part_bytes),
+            _ => BlobLayout::Whole,
+        }
+    }
+
+    /// The blobs holding `file`, in order, each with the bytes of the file it holds. Parts
+    /// name their size: a repository whose `chunk_size` changed never overwrites a part an
+    /// older snapshot reads.
+    pub fn pieces(self, file: &SnapshotFile) -> Vec<(String, Range<u64>)> {
+        let whole = blob_key(file);
+        let part_bytes = match self {
+            BlobLayout::Parts(part_bytes) if part_bytes > 0 => part_bytes,
+            _ => return vec![(whole, 0..file.length)],
+        };
+        (0..file.length.div_ceil(part_bytes))
+            .map(|n| {
+                let start = n * part_bytes;
+                let end = (start + part_bytes).min(file.length);
+                (format!("{whole}.{part_bytes}.part{n}"), start..end)
+            })
+            .collect()
     }
 }
 
@@ -193,4 +243,36 @@ pub fn unreferenced_blobs<'a>(
         .filter(|key| key.starts_with(BLOBS_FOLDER) && !referenced.contains(*key))
         .map(str::to_string)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(length: u64) -> SnapshotFile {
+        SnapshotFile {
+            name: "a.store".into(),
+            length,
+            checksum: 0xbeef,
+        }
+    }
+
+    #[test]
+    fn parts_cover_the_file_end_to_end_under_keys_naming_their_size() {
+        let pieces = BlobLayout::for_upload(25, Some(10)).pieces(&file(25));
+        let ranges: Vec<_> = pieces.iter().map(|(_, r)| r.clone()).collect();
+        assert_eq!(ranges, vec![0..10, 10..20, 20..25]);
+        assert_eq!(pieces[2].0, "blobs/a.store__25__0000beef.10.part2");
+        // At most chunk_size, or no chunk_size: one blob under the file's own key.
+        for layout in [
+            BlobLayout::for_upload(10, Some(10)),
+            BlobLayout::for_upload(25, None),
+        ] {
+            assert_eq!(layout, BlobLayout::Whole);
+        }
+        assert_eq!(
+            BlobLayout::Whole.pieces(&file(0)),
+            vec![("blobs/a.store__0__0000beef".to_string(), 0..0)]
+        );
+    }
 }

@@ -6,6 +6,9 @@
 //!   snapshot's details) are deflate-compressed behind OpenSearch's `DFL\0` header. Segment
 //!   files are stored as they are: their codec already compressed them. Reads accept either
 //!   form, so turning the setting on or off leaves older snapshots readable.
+//! - `chunk_size` (unlimited): a segment file larger than this is stored as parts of this
+//!   size (for stores that limit an object's size). Each snapshot records how it stored each
+//!   file, so a repository whose `chunk_size` changed restores its older snapshots all the same.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -15,6 +18,7 @@ use crate::error::{ApiError, ApiResult};
 
 pub const READONLY: &str = "readonly";
 pub const COMPRESS: &str = "compress";
+pub const CHUNK_SIZE: &str = "chunk_size";
 
 /// OpenSearch's `DeflateCompressor` header, in front of a raw deflate stream.
 const DEFLATE_HEADER: &[u8; 4] = b"DFL\0";
@@ -23,6 +27,8 @@ const DEFLATE_HEADER: &[u8; 4] = b"DFL\0";
 pub(crate) struct RepositoryOptions {
     pub readonly: bool,
     pub compress: bool,
+    /// `chunk_size`: files larger than this are stored in parts of this many bytes.
+    pub chunk_bytes: Option<u64>,
 }
 
 impl RepositoryOptions {
@@ -34,6 +40,7 @@ impl RepositoryOptions {
         Ok(RepositoryOptions {
             readonly: take_bool(name, settings, READONLY)?,
             compress: take_bool(name, settings, COMPRESS)?,
+            chunk_bytes: take_chunk_size(name, settings)?,
         })
     }
 
@@ -76,6 +83,28 @@ pub(crate) fn decode_metadata(stored: &[u8]) -> std::io::Result<Cow<'_, [u8]>> {
     Ok(Cow::Owned(json))
 }
 
+/// `chunk_size`: a byte size above zero; absent, `-1` or `null`: files are stored whole.
+fn take_chunk_size(name: &str, settings: &mut BTreeMap<String, String>) -> ApiResult<Option<u64>> {
+    let Some(text) = settings.remove(CHUNK_SIZE) else {
+        return Ok(None);
+    };
+    let refuse = |why: String| {
+        ApiError::new(
+            400,
+            "repository_exception",
+            format!("[{name}] failed to parse [{CHUNK_SIZE}] value [{text}]: {why}; give a size such as [1gb] or [64mb], or leave it out to store files whole"),
+        )
+    };
+    if matches!(text.trim(), "null" | "") {
+        return Ok(None);
+    }
+    match crate::settings::parse_byte_size(&text).map_err(refuse)? {
+        0 => Err(refuse("it must be above zero".into())),
+        u64::MAX => Ok(None),
+        bytes => Ok(Some(bytes)),
+    }
+}
+
 fn take_bool(name: &str, settings: &mut BTreeMap<String, String>, key: &str) -> ApiResult<bool> {
     match settings.remove(key).as_deref().map(str::trim) {
         None | Some("false") => Ok(false),
@@ -100,10 +129,31 @@ mod tests {
             RepositoryOptions::take("r", &mut plain).unwrap(),
             RepositoryOptions::default()
         );
-        let mut both = settings(&[("location", "x"), (READONLY, "true"), (COMPRESS, "true")]);
-        let options = RepositoryOptions::take("r", &mut both).unwrap();
+        let mut all = settings(&[
+            ("location", "x"),
+            (READONLY, "true"),
+            (COMPRESS, "true"),
+            (CHUNK_SIZE, "64mb"),
+        ]);
+        let options = RepositoryOptions::take("r", &mut all).unwrap();
         assert!(options.readonly && options.compress);
-        assert_eq!(both, settings(&[("location", "x")]));
+        assert_eq!(options.chunk_bytes, Some(64 << 20));
+        assert_eq!(all, settings(&[("location", "x")]));
+        for unlimited in ["-1", "null"] {
+            let mut whole = settings(&[(CHUNK_SIZE, unlimited)]);
+            let options = RepositoryOptions::take("r", &mut whole).unwrap();
+            assert_eq!(options.chunk_bytes, None, "{unlimited}");
+        }
+        for bad in ["0b", "lots"] {
+            let mut refused = settings(&[(CHUNK_SIZE, bad)]);
+            let error = RepositoryOptions::take("r", &mut refused).unwrap_err();
+            assert_eq!(error.status, 400);
+            assert!(
+                error.reason.contains("[chunk_size] value"),
+                "{}",
+                error.reason
+            );
+        }
         let mut bad = settings(&[(COMPRESS, "yes")]);
         let error = RepositoryOptions::take("r", &mut bad).unwrap_err();
         assert_eq!(

@@ -4,19 +4,22 @@
 //! in OpenSearch, an index may be restored over a closed index of the same name and number of
 //! shards: the closed index goes (Shoal gives the restored one a new uuid).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 use shoal_state::{Command, IndexMetadata, IndexState, SnapshotRecoverySource};
 use shoal_storage::Repository;
 
-use super::layout::{SnapshotDetails, SnapshotFile, SnapshotState};
+use super::layout::{ShardSnapshot, SnapshotDetails, SnapshotState};
 use super::read::wildcard_match;
 use super::SnapshotService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::remote::segments::open_object;
 use crate::transfer::target::TransferStats;
 use crate::transfer::{ByteStream, FileMeta, FileSource};
 
@@ -201,10 +204,7 @@ impl SnapshotService {
         let _ = std::fs::remove_dir_all(&config.path);
         std::fs::create_dir_all(config.index_dir())?;
         let files = crate::segrep::target::file_metas(&snapshot.files);
-        let blobs = BlobSource {
-            repository,
-            files: snapshot.files.clone(),
-        };
+        let blobs = BlobSource::new(repository, snapshot);
         // A restore is a recovery: the recovery rate paces it too.
         let rate = super::throttle::tighter(
             throttles.restore.bytes_per_sec,
@@ -391,25 +391,49 @@ fn check_restorable_over(
     Ok(())
 }
 
-/// A snapshot's blobs as the files of a shard.
+/// A snapshot's blobs as the files of a shard: by file name, the blobs holding it in order,
+/// each with the bytes of the file it holds.
 struct BlobSource {
     repository: Repository,
-    files: Vec<SnapshotFile>,
+    pieces: HashMap<String, Vec<(String, Range<u64>)>>,
+}
+
+impl BlobSource {
+    fn new(repository: Repository, snapshot: &ShardSnapshot) -> BlobSource {
+        let pieces = snapshot
+            .files
+            .iter()
+            .map(|f| (f.name.clone(), snapshot.layout_of(f).pieces(f)))
+            .collect();
+        BlobSource { repository, pieces }
+    }
 }
 
 impl FileSource for BlobSource {
     fn open(&self, file: &FileMeta, offset: u64) -> BoxFuture<'static, ApiResult<ByteStream>> {
-        let key = self
-            .files
-            .iter()
-            .find(|f| f.name == file.name)
-            .map(super::layout::blob_key);
+        let pieces = self.pieces.get(&file.name).cloned();
         let (repository, name) = (self.repository.clone(), file.name.clone());
         Box::pin(async move {
-            let key = key.ok_or_else(|| {
+            let pieces = pieces.ok_or_else(|| {
                 ApiError::internal(format!("the snapshot lists no file [{name}]"))
             })?;
-            crate::remote::segments::open_object(&repository, &key, offset).await
+            let mut from = pieces
+                .into_iter()
+                .filter(move |(_, range)| range.end > offset || range.is_empty());
+            let Some((first, range)) = from.next() else {
+                return Ok(futures::stream::empty().boxed());
+            };
+            // The first blob opens now, so a missing one fails the open; the next ones as
+            // the stream reaches them.
+            let opened =
+                open_object(&repository, &first, offset.saturating_sub(range.start)).await?;
+            let rest = futures::stream::iter(from)
+                .then(move |(key, _)| {
+                    let repository = repository.clone();
+                    async move { open_object(&repository, &key, 0).await }
+                })
+                .try_flatten();
+            Ok(opened.chain(rest).boxed())
         })
     }
 

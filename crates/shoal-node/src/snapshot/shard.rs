@@ -8,7 +8,12 @@ use serde::{Deserialize, Serialize};
 use shoal_state::RepositoryMetadata;
 use shoal_types::ShardId;
 
-use super::layout::ShardSnapshot;
+use std::collections::BTreeMap;
+
+use shoal_storage::Repository;
+
+use super::layout::{BlobLayout, ShardSnapshot, SnapshotFile};
+use super::throttle::Throttles;
 use super::SnapshotService;
 use crate::error::{ApiError, ApiResult};
 
@@ -66,6 +71,7 @@ impl SnapshotService {
         let super::Opened {
             repository,
             throttles,
+            options,
             ..
         } = self.open(&request.repository, &request.repository_meta)?;
         let engine = copy.engine();
@@ -84,26 +90,30 @@ impl SnapshotService {
         let checkpoint = pinned.checkpoint();
         let files = checkpoint.files.clone();
         let (mut incremental_files, mut incremental_bytes) = (0, 0);
+        let mut parts = BTreeMap::new();
         for file in &files {
             self.check_not_aborted(&request.repository, &request.snapshot_uuid)?;
-            let key = super::layout::blob_key(file);
-            if self.block_on(repository.size_of(&key))? == Some(file.length) {
-                continue;
-            }
-            let path = pinned.path(&file.name).ok_or_else(|| {
-                ApiError::internal(format!("pinned commit lacks [{}]", file.name))
-            })?;
-            let (repository_name, uuid) = (&request.repository, &request.snapshot_uuid);
-            let pacing = shoal_storage::Pacing {
-                delay: &|bytes| throttles.snapshot.delay(bytes),
-                cancelled: &|| self.check_not_aborted(repository_name, uuid).is_err(),
+            let layout = match self.stored_layout(&repository, file, options.chunk_bytes)? {
+                Some(stored) => stored,
+                None => {
+                    let path = pinned.path(&file.name).ok_or_else(|| {
+                        ApiError::internal(format!("pinned commit lacks [{}]", file.name))
+                    })?;
+                    let layout = BlobLayout::for_upload(file.length, options.chunk_bytes);
+                    let upload = Upload {
+                        repository: &repository,
+                        throttles: &throttles,
+                        request: &request,
+                    };
+                    self.upload_file(&upload, file, &path, layout)?;
+                    incremental_files += 1;
+                    incremental_bytes += file.length;
+                    layout
+                }
             };
-            let uploaded = self.block_on(repository.put_file_paced(&key, &path, &pacing));
-            // An abort stops the file's upload midway, not only between files.
-            self.check_not_aborted(repository_name, uuid)?;
-            uploaded?;
-            incremental_files += 1;
-            incremental_bytes += file.length;
+            if let BlobLayout::Parts(part_bytes) = layout {
+                parts.insert(file.name.clone(), part_bytes);
+            }
         }
         tracing::info!(index = %request.index, shard = request.shard_id.shard, snapshot = %request.snapshot_uuid, files = files.len(), uploaded = incremental_files, bytes = incremental_bytes, "shard snapshotted");
         Ok(ShardSnapshot {
@@ -113,9 +123,80 @@ impl SnapshotService {
             max_seq_no: checkpoint.max_seq_no,
             incremental_files,
             incremental_bytes,
+            parts,
             start_millis,
             time_millis: started.elapsed().as_millis() as u64,
             node_id: self.core.node_id.clone(),
         })
+    }
+}
+
+/// Where a shard snapshot uploads its files, and at what pace.
+struct Upload<'a> {
+    repository: &'a Repository,
+    throttles: &'a Throttles,
+    request: &'a ShardRequest,
+}
+
+impl SnapshotService {
+    /// How the repository holds `file` already (whole, or in parts of its `chunk_size`), or
+    /// `None` when this snapshot must upload it.
+    fn stored_layout(
+        &self,
+        repository: &Repository,
+        file: &SnapshotFile,
+        chunk_bytes: Option<u64>,
+    ) -> ApiResult<Option<BlobLayout>> {
+        let mut candidates = vec![BlobLayout::Whole];
+        if let parts @ BlobLayout::Parts(_) = BlobLayout::for_upload(file.length, chunk_bytes) {
+            candidates.push(parts);
+        }
+        for layout in candidates {
+            if self.holds_every_piece(repository, file, layout)? {
+                return Ok(Some(layout));
+            }
+        }
+        Ok(None)
+    }
+
+    fn holds_every_piece(
+        &self,
+        repository: &Repository,
+        file: &SnapshotFile,
+        layout: BlobLayout,
+    ) -> ApiResult<bool> {
+        for (key, range) in layout.pieces(file) {
+            if self.block_on(repository.size_of(&key))? != Some(range.end - range.start) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Uploads `file` (the pinned copy at `path`) as `layout` says, at the repository's
+    /// snapshot rate; an abort stops it midway.
+    fn upload_file(
+        &self,
+        upload: &Upload<'_>,
+        file: &SnapshotFile,
+        path: &std::path::Path,
+        layout: BlobLayout,
+    ) -> ApiResult<()> {
+        let (repository_name, uuid) = (&upload.request.repository, &upload.request.snapshot_uuid);
+        let pacing = shoal_storage::Pacing {
+            delay: &|bytes| upload.throttles.snapshot.delay(bytes),
+            cancelled: &|| self.check_not_aborted(repository_name, uuid).is_err(),
+        };
+        for (key, range) in layout.pieces(file) {
+            let uploaded = self.block_on(
+                upload
+                    .repository
+                    .put_file_range_paced(&key, path, range, &pacing),
+            );
+            // An abort stops the file's upload midway, not only between files.
+            self.check_not_aborted(repository_name, uuid)?;
+            uploaded?;
+        }
+        Ok(())
     }
 }
