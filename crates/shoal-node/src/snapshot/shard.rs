@@ -87,6 +87,7 @@ impl SnapshotService {
             .join("snapshot-pins")
             .join(&request.snapshot_uuid);
         let pinned = crate::segrep::source::pin_checkpoint(engine, pin_dir)?;
+        let pinned_ms = started.elapsed().as_millis() as u64;
         let checkpoint = pinned.checkpoint();
         let files = checkpoint.files.clone();
         let (mut incremental_files, mut incremental_bytes) = (0, 0);
@@ -115,7 +116,7 @@ impl SnapshotService {
                 parts.insert(file.name.clone(), part_bytes);
             }
         }
-        tracing::info!(index = %request.index, shard = request.shard_id.shard, snapshot = %request.snapshot_uuid, files = files.len(), uploaded = incremental_files, bytes = incremental_bytes, "shard snapshotted");
+        tracing::info!(index = %request.index, shard = request.shard_id.shard, snapshot = %request.snapshot_uuid, files = files.len(), uploaded = incremental_files, bytes = incremental_bytes, pinned_ms, took_ms = started.elapsed().as_millis() as u64, "shard snapshotted");
         Ok(ShardSnapshot {
             files,
             meta_json: checkpoint.meta.clone(),
