@@ -187,11 +187,20 @@ impl Engine {
         if let Some(hook) = *self.commit_hook.lock() {
             hook(self);
         }
+        let started = Instant::now();
         let prepared = writer.prepare_commit();
         let mut prepared = self.fail_on_error("commit failed", prepared)?;
+        let prepared_ms = started.elapsed().as_millis() as u64;
         prepared.set_payload(&payload.to_json());
         let committed = prepared.commit();
         self.fail_on_error("commit failed", committed)?;
+        // Where a slow commit spends its time: the indexing threads draining their queue and
+        // writing their segments (prepared), or tantivy's segment updater recording them.
+        tracing::debug!(
+            prepared_ms,
+            recorded_ms = started.elapsed().as_millis() as u64 - prepared_ms,
+            "commit written"
+        );
         Ok(())
     }
 

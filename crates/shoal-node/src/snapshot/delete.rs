@@ -67,6 +67,7 @@ impl SnapshotService {
             .collect::<ApiResult<_>>()?;
         self.write_repository_data(repository, data)?;
         for uuid in doomed {
+            self.forget_details(repository, uuid);
             self.block_on(repository.delete(&layout::snapshot_key(uuid)))?;
         }
         let stored = self.block_on(repository.list(layout::BLOBS_FOLDER))?;

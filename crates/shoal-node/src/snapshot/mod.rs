@@ -47,6 +47,43 @@ pub struct SnapshotService {
     opened: Mutex<HashMap<String, Opened>>,
     /// The snapshots this node coordinates, by uuid: their shards' progress for `_status`.
     running: Mutex<HashMap<String, Arc<create::Progress>>>,
+    /// Snapshot details read lately. A snapshot's file never changes once written, and a
+    /// restore reads it once per shard, a delete once per snapshot it keeps.
+    details: Mutex<DetailsCache>,
+}
+
+/// At most this many snapshots' details are kept in memory.
+const CACHED_DETAILS: usize = 32;
+
+/// Parsed `snap-<uuid>.json` files by repository and snapshot uuid (a uuid names one
+/// snapshot wherever its repository is registered), the oldest read dropped first.
+#[derive(Default)]
+struct DetailsCache {
+    entries: HashMap<(String, String), Arc<SnapshotDetails>>,
+    order: std::collections::VecDeque<(String, String)>,
+}
+
+impl DetailsCache {
+    fn get(&self, key: &(String, String)) -> Option<Arc<SnapshotDetails>> {
+        self.entries.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: (String, String), details: Arc<SnapshotDetails>) {
+        if self.entries.insert(key.clone(), details).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > CACHED_DETAILS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.entries.remove(&oldest);
+            }
+        }
+    }
+
+    fn forget(&mut self, key: &(String, String)) {
+        if self.entries.remove(key).is_some() {
+            self.order.retain(|k| k != key);
+        }
+    }
 }
 
 /// A repository opened with its registration's settings, and this node's limiters for it.
@@ -64,6 +101,7 @@ impl SnapshotService {
             core,
             opened: Mutex::default(),
             running: Mutex::default(),
+            details: Mutex::default(),
         }
     }
 
@@ -191,7 +229,21 @@ impl SnapshotService {
         repository: &Repository,
         uuid: &str,
     ) -> ApiResult<SnapshotDetails> {
-        self.get_metadata(repository, &layout::snapshot_key(uuid))
+        let key = (repository.describe(), uuid.to_string());
+        if let Some(cached) = self.details.lock().get(&key) {
+            return Ok(SnapshotDetails::clone(&cached));
+        }
+        let details: SnapshotDetails =
+            self.get_metadata(repository, &layout::snapshot_key(uuid))?;
+        self.details.lock().insert(key, Arc::new(details.clone()));
+        Ok(details)
+    }
+
+    /// Forgets the details of a snapshot that was deleted.
+    pub(crate) fn forget_details(&self, repository: &Repository, uuid: &str) {
+        self.details
+            .lock()
+            .forget(&(repository.describe(), uuid.to_string()));
     }
 
     /// The details of the snapshot called `name`, or `snapshot_missing_exception`.
@@ -242,4 +294,39 @@ pub(crate) fn settings_map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+}
+
+#[cfg(test)]
+mod details_cache_tests {
+    use super::*;
+
+    fn key(n: usize) -> (String, String) {
+        ("repository [r] (fs)".into(), format!("uuid-{n}"))
+    }
+
+    #[test]
+    fn the_cache_keeps_the_latest_reads_and_forgets_a_deleted_snapshot() {
+        let mut cache = DetailsCache::default();
+        for n in 0..=CACHED_DETAILS {
+            let details = SnapshotDetails {
+                name: format!("s{n}"),
+                uuid: key(n).1,
+                state: layout::SnapshotState::Success,
+                start_millis: 0,
+                end_millis: 0,
+                include_global_state: false,
+                metadata: None,
+                persistent_settings: Default::default(),
+                indices: Default::default(),
+                failures: Vec::new(),
+            };
+            cache.insert(key(n), Arc::new(details));
+        }
+        assert!(cache.get(&key(0)).is_none(), "the oldest read is dropped");
+        assert_eq!(cache.get(&key(1)).unwrap().name, "s1");
+        cache.forget(&key(1));
+        assert!(cache.get(&key(1)).is_none());
+        assert_eq!(cache.order.len(), CACHED_DETAILS - 1);
+        assert_eq!(cache.entries.len(), CACHED_DETAILS - 1);
+    }
 }
