@@ -21,8 +21,11 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Numbers the clusters of a process, so node names (and failpoint names) never repeat.
 static CLUSTERS: AtomicUsize = AtomicUsize::new(0);
 
-/// How long a killed node's threads may take to let go of it and its engines.
-const RELEASE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a killed node's threads may take to let go of it and its engines. A thread of
+/// a killed node may be in a node-to-node call whose timeout is a minute (a replica's ops, a
+/// segment copy's round): it lets go when that call ends, which a full cluster restart's
+/// "still held after 30 s" once caught in CI.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// What [`TestCluster::start_with`] starts.
 #[derive(Debug, Clone)]
