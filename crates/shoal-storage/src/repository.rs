@@ -36,6 +36,14 @@ pub struct Pacing<'a> {
     pub cancelled: &'a (dyn Fn() -> bool + Send + Sync),
 }
 
+impl Pacing<'static> {
+    /// No rate and no stop: as fast as the store takes it.
+    pub const UNPACED: Pacing<'static> = Pacing {
+        delay: &|_| Duration::ZERO,
+        cancelled: &|| false,
+    };
+}
+
 /// An object as a listing names it, its key relative to the repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredObject {
@@ -116,11 +124,7 @@ impl Repository {
 
     /// Uploads the local file `file` under `key`; returns its length.
     pub async fn put_file(&self, key: &str, file: &LocalPath) -> StorageResult<u64> {
-        let pacing = Pacing {
-            delay: &|_| Duration::ZERO,
-            cancelled: &|| false,
-        };
-        self.put_file_paced(key, file, &pacing).await
+        self.put_file_paced(key, file, &Pacing::UNPACED).await
     }
 
     /// [`Repository::put_file`] at the pace `pacing` gives, stopped (nothing stored, a

@@ -113,13 +113,19 @@ async fn objects_round_trip_list_and_delete_under_the_base_path() {
         .expect("deleting what is gone is fine");
 }
 
+/// A local file `big` of `mib` MiB of a repeating byte pattern in `dir`, and its content.
+fn patterned_file(dir: &std::path::Path, mib: u32) -> (std::path::PathBuf, Vec<u8>) {
+    let local = dir.join("big");
+    let content: Vec<u8> = (0..mib * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&local, &content).unwrap();
+    (local, content)
+}
+
 #[tokio::test]
 async fn a_large_file_goes_up_in_parts_and_streams_back_from_an_offset() {
     let dir = tempfile::tempdir().unwrap();
     let repository = fs_repository(&dir.path().join("repo"), "");
-    let local = dir.path().join("big");
-    let content: Vec<u8> = (0..20 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&local, &content).unwrap();
+    let (local, content) = patterned_file(dir.path(), 20);
     let length = repository.put_file("seg/big", &local).await.unwrap();
     assert_eq!(length, content.len() as u64);
     let offset = 9 * 1024 * 1024 + 3;
@@ -138,13 +144,8 @@ async fn a_large_file_goes_up_in_parts_and_streams_back_from_an_offset() {
 async fn a_range_of_a_file_is_stored_alone_and_a_range_past_its_end_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let repository = fs_repository(&dir.path().join("repo"), "");
-    let local = dir.path().join("big");
-    let content: Vec<u8> = (0..12 * 1024 * 1024u32).map(|i| (i % 253) as u8).collect();
-    std::fs::write(&local, &content).unwrap();
-    let pacing = Pacing {
-        delay: &|_| std::time::Duration::ZERO,
-        cancelled: &|| false,
-    };
+    let (local, content) = patterned_file(dir.path(), 12);
+    let pacing = Pacing::UNPACED;
     // A small range goes up whole, a large one in multipart parts.
     for (key, range) in [
         ("small", 5..1_000_005u64),

@@ -8,6 +8,7 @@
 //! (its payload was taken before), so they are in the next one.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use parking_lot::MutexGuard;
 
@@ -135,7 +136,7 @@ impl Engine {
         // A failed commit failed the engine: its writer may have no indexing thread left
         // (documents sent to it would queue until the channel blocks), and the translog
         // holds the writes that waited.
-        outcome?;
+        let prepared_in = outcome?;
         // The reader first: handing the waiting operations to the writer can block on its
         // indexing threads, and the commit's documents should not wait for that to be seen.
         let reloaded = self.reader.reload();
@@ -146,7 +147,10 @@ impl Engine {
             state.dirty = true;
             return Err(e.into());
         }
+        // Where a slow commit spends its time: `prepared_ms` is tantivy's indexing threads
+        // writing their segments, the rest of `committed_ms` its segment updater.
         tracing::debug!(
+            prepared_ms = prepared_in.as_millis() as u64,
             committed_ms = committed_at.as_millis() as u64,
             reloaded_ms = reloaded_at.as_millis() as u64,
             handed_ms = started.elapsed().as_millis() as u64,
@@ -177,12 +181,13 @@ impl Engine {
     /// tantivy drops the documents of an indexing thread that failed (a full disk) and
     /// forgets that thread: a later commit would succeed without them. Any error here
     /// therefore fails the engine; its last good commit and the translog still hold
-    /// everything acknowledged.
+    /// everything acknowledged. Returns how long the indexing threads took to write their
+    /// segments (`prepare_commit`).
     fn commit_writer(
         &self,
         writer: &mut IndexWriter,
         payload: &CommitPayload,
-    ) -> Result<(), EngineError> {
+    ) -> Result<Duration, EngineError> {
         #[cfg(test)]
         if let Some(hook) = *self.commit_hook.lock() {
             hook(self);
@@ -190,18 +195,11 @@ impl Engine {
         let started = Instant::now();
         let prepared = writer.prepare_commit();
         let mut prepared = self.fail_on_error("commit failed", prepared)?;
-        let prepared_ms = started.elapsed().as_millis() as u64;
+        let prepared_in = started.elapsed();
         prepared.set_payload(&payload.to_json());
         let committed = prepared.commit();
         self.fail_on_error("commit failed", committed)?;
-        // Where a slow commit spends its time: the indexing threads draining their queue and
-        // writing their segments (prepared), or tantivy's segment updater recording them.
-        tracing::debug!(
-            prepared_ms,
-            recorded_ms = started.elapsed().as_millis() as u64 - prepared_ms,
-            "commit written"
-        );
-        Ok(())
+        Ok(prepared_in)
     }
 
     fn hand_to_writer(

@@ -89,19 +89,18 @@ impl SegrepService {
                 }
                 return;
             }
+            // The task stops until the next publication unless the round got the copy current.
             match self.replicate_once(target, copy) {
-                Ok(RoundEnd::Current) => {}
+                Ok(RoundEnd::Current) => continue,
                 Ok(RoundEnd::RepositoryBehind) => {
                     tracing::debug!(index = %target.index, shard = target.shard, "the repository lists nothing newer yet");
-                    state.copying.store(false, Ordering::Release);
-                    return;
                 }
                 Err(error) => {
                     tracing::warn!(index = %target.index, shard = target.shard, error = %error, "segment replication round failed");
-                    state.copying.store(false, Ordering::Release);
-                    return;
                 }
             }
+            state.copying.store(false, Ordering::Release);
+            return;
         }
     }
 

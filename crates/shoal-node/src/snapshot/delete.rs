@@ -1,6 +1,8 @@
 //! Deleting snapshots (`DELETE _snapshot/{repo}/{names}`): the next generation stops naming
 //! them, then their own files go, then every blob no remaining snapshot names.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 use shoal_state::{Command, SnapshotInProgress, SnapshotOperation};
 
@@ -60,7 +62,7 @@ impl SnapshotService {
         let before = data.snapshots.len();
         data.snapshots.retain(|s| !doomed.contains(&s.uuid));
         let removed = before - data.snapshots.len();
-        let kept: Vec<SnapshotDetails> = data
+        let kept: Vec<Arc<SnapshotDetails>> = data
             .snapshots
             .iter()
             .map(|s| self.snapshot_details(repository, &s.uuid))
@@ -71,7 +73,10 @@ impl SnapshotService {
             self.block_on(repository.delete(&layout::snapshot_key(uuid)))?;
         }
         let stored = self.block_on(repository.list(layout::BLOBS_FOLDER))?;
-        let garbage = layout::unreferenced_blobs(stored.iter().map(|o| o.key.as_str()), &kept);
+        let garbage = layout::unreferenced_blobs(
+            stored.iter().map(|o| o.key.as_str()),
+            kept.iter().map(|d| &**d),
+        );
         for key in &garbage {
             self.block_on(repository.delete(key))?;
         }

@@ -233,11 +233,11 @@ pub struct ShardFailure {
 }
 
 /// The blobs under `blobs/` that no snapshot in `kept` names: what a delete removes.
-pub fn unreferenced_blobs<'a>(
+pub fn unreferenced_blobs<'a, 'k>(
     stored: impl IntoIterator<Item = &'a str>,
-    kept: &[SnapshotDetails],
+    kept: impl IntoIterator<Item = &'k SnapshotDetails>,
 ) -> Vec<String> {
-    let referenced: BTreeSet<String> = kept.iter().flat_map(SnapshotDetails::blobs).collect();
+    let referenced: BTreeSet<String> = kept.into_iter().flat_map(SnapshotDetails::blobs).collect();
     stored
         .into_iter()
         .filter(|key| key.starts_with(BLOBS_FOLDER) && !referenced.contains(*key))

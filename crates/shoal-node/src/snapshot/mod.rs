@@ -47,8 +47,9 @@ pub struct SnapshotService {
     opened: Mutex<HashMap<String, Opened>>,
     /// The snapshots this node coordinates, by uuid: their shards' progress for `_status`.
     running: Mutex<HashMap<String, Arc<create::Progress>>>,
-    /// Snapshot details read lately. A snapshot's file never changes once written, and a
-    /// restore reads it once per shard, a delete once per snapshot it keeps.
+    /// Snapshot details read lately, shared with their readers. A snapshot's file never
+    /// changes once written, and a restore reads it once per shard, a delete once per
+    /// snapshot it keeps.
     details: Mutex<DetailsCache>,
 }
 
@@ -228,14 +229,14 @@ impl SnapshotService {
         &self,
         repository: &Repository,
         uuid: &str,
-    ) -> ApiResult<SnapshotDetails> {
+    ) -> ApiResult<Arc<SnapshotDetails>> {
         let key = (repository.describe(), uuid.to_string());
         if let Some(cached) = self.details.lock().get(&key) {
-            return Ok(SnapshotDetails::clone(&cached));
+            return Ok(cached);
         }
-        let details: SnapshotDetails =
-            self.get_metadata(repository, &layout::snapshot_key(uuid))?;
-        self.details.lock().insert(key, Arc::new(details.clone()));
+        let details: Arc<SnapshotDetails> =
+            Arc::new(self.get_metadata(repository, &layout::snapshot_key(uuid))?);
+        self.details.lock().insert(key, details.clone());
         Ok(details)
     }
 
@@ -251,7 +252,7 @@ impl SnapshotService {
         &self,
         repository: &Repository,
         name: &str,
-    ) -> ApiResult<SnapshotDetails> {
+    ) -> ApiResult<Arc<SnapshotDetails>> {
         let data = self.repository_data(repository)?;
         let summary = data
             .find(name)

@@ -57,7 +57,7 @@ impl SnapshotService {
             }
             for summary in matched {
                 let info = match verbose {
-                    true => snapshot_info(&self.snapshot_details(&opened, &summary.uuid)?),
+                    true => snapshot_info(&*self.snapshot_details(&opened, &summary.uuid)?),
                     false => brief_info(summary),
                 };
                 out.push((summary.start_millis, summary.name.clone(), info));

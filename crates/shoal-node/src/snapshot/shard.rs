@@ -1,16 +1,14 @@
 //! A primary's part of a snapshot: flush, pin the commit (hard links, so merges may delete
 //! the files meanwhile), upload the files the repository lacks, and describe the commit.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use shoal_state::RepositoryMetadata;
-use shoal_types::ShardId;
-
-use std::collections::BTreeMap;
-
 use shoal_storage::Repository;
+use shoal_types::ShardId;
 
 use super::layout::{BlobLayout, ShardSnapshot, SnapshotFile};
 use super::throttle::Throttles;
@@ -92,6 +90,11 @@ impl SnapshotService {
         let files = checkpoint.files.clone();
         let (mut incremental_files, mut incremental_bytes) = (0, 0);
         let mut parts = BTreeMap::new();
+        let upload = Upload {
+            repository: &repository,
+            throttles: &throttles,
+            request: &request,
+        };
         for file in &files {
             self.check_not_aborted(&request.repository, &request.snapshot_uuid)?;
             let layout = match self.stored_layout(&repository, file, options.chunk_bytes)? {
@@ -101,11 +104,6 @@ impl SnapshotService {
                         ApiError::internal(format!("pinned commit lacks [{}]", file.name))
                     })?;
                     let layout = BlobLayout::for_upload(file.length, options.chunk_bytes);
-                    let upload = Upload {
-                        repository: &repository,
-                        throttles: &throttles,
-                        request: &request,
-                    };
                     self.upload_file(&upload, file, &path, layout)?;
                     incremental_files += 1;
                     incremental_bytes += file.length;
