@@ -326,7 +326,9 @@ impl Cluster {
             match self.try_propose(&command, deadline).await {
                 Ok(result) => break result,
                 Err(ClusterError::NoClusterManager) if Instant::now() < no_leader_deadline => {}
-                Err(ClusterError::Internal(reason)) if Instant::now() < deadline => {
+                Err(ClusterError::Internal(reason) | ClusterError::Moved(reason))
+                    if Instant::now() < deadline =>
+                {
                     debug!(%reason, "proposal failed; retrying");
                 }
                 Err(e) => return Err(e),
@@ -387,6 +389,7 @@ impl Cluster {
         };
         match self.raft.client_write(proposal).await {
             Ok(response) => Ok(response.data),
+            Err(e) if e.forward_to_leader().is_some() => Err(ClusterError::Moved(e.to_string())),
             Err(e) => Err(ClusterError::Internal(format!("raft write: {e}"))),
         }
     }
@@ -478,6 +481,7 @@ impl Cluster {
             Ok(result) => Ok(result),
             // Leadership moved while the entry was written (a hand-over): the sender retries
             // with the new cluster manager instead of giving up.
+            Err(ClusterError::Moved(_)) => Err(self.not_leader()),
             Err(_) if !self.raft.is_leader() => Err(self.not_leader()),
             Err(e) => Err(e.to_remote()),
         }

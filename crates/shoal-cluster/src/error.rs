@@ -1,7 +1,7 @@
 //! Errors of the cluster service, each mapping to an HTTP status and OpenSearch error type.
 
 use shoal_state::StateError;
-use shoal_transport::RemoteError;
+use shoal_transport::{ErrorKind, RemoteError};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClusterError {
@@ -13,6 +13,10 @@ pub enum ClusterError {
     Refused(StateError),
     #[error("failed to process cluster event within {0:?}")]
     Timeout(std::time::Duration),
+    /// The cluster manager stepped down before it wrote the proposal (Raft says "forward to
+    /// the leader"): nothing was written, so the sender proposes again to the new one.
+    #[error("the cluster manager changed before the proposal was written: {0}")]
+    Moved(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -31,6 +35,10 @@ impl ClusterError {
                 "process_cluster_event_timeout_exception",
                 self.to_string(),
             ),
+            ClusterError::Moved(_) => {
+                RemoteError::new(503, "not_cluster_manager", self.to_string())
+                    .with_kind(ErrorKind::Moved)
+            }
             ClusterError::Internal(reason) => RemoteError::internal(reason.clone()),
         }
     }

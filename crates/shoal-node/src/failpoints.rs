@@ -12,7 +12,9 @@
 //!   in line with the state);
 //! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target takes the next
 //!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize;
-//! - `search_before_fetch`: a coordinator has the query phase's answers, before the fetch phase.
+//! - `search_before_fetch`: a coordinator has the query phase's answers, before the fetch phase;
+//! - `started_report_lost` (a `return` point, see [`failpoint_fails`]): a copy's started report
+//!   is about to be proposed; set, the proposal is treated as lost on the way.
 
 /// Evaluates the failpoint `$name` on the node `$scope` (a [`Scope`]).
 macro_rules! failpoint {
@@ -27,6 +29,23 @@ macro_rules! failpoint {
     };
 }
 pub(crate) use failpoint;
+
+/// Whether the `return` failpoint `$name` fires on the node `$scope` this visit (always false
+/// in builds without failpoints).
+macro_rules! failpoint_fails {
+    ($scope:expr, $name:literal) => {{
+        #[cfg(feature = "failpoints")]
+        let fails = {
+            use $crate::failpoints::Scope as _;
+            let scoped = format!(concat!($name, "@{}"), $scope.node_name());
+            fail::eval($name, |_| ()).is_some() || fail::eval(scoped.as_str(), |_| ()).is_some()
+        };
+        #[cfg(not(feature = "failpoints"))]
+        let fails = false;
+        fails
+    }};
+}
+pub(crate) use failpoint_fails;
 
 /// What names the node a failpoint is evaluated on.
 #[cfg(feature = "failpoints")]

@@ -64,6 +64,7 @@ pub fn spawn(node: Weak<Node>) {
                 let Some(node) = node.upgrade() else { return };
                 node.reports.fail_failed_engines();
                 node.reports.resend_failure_reports();
+                node.reports.resend_started_reports();
                 node.remote.maintain_cluster_state();
                 run_due_work(&node, &work);
             }

@@ -1,5 +1,5 @@
 //! Stopping one node's thread at a named failpoint (see `shoal-node/src/failpoints.rs`) and
-//! letting it go again.
+//! letting it go again, or making a `return` point fail on one node.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,6 +60,14 @@ impl TestCluster {
         Pause { name, gate }
     }
 
+    /// Arms the `return` point `point` on node `i`: every visit fails until the guard is
+    /// released or dropped.
+    pub fn fail_at(&self, i: usize, point: &str) -> Failing {
+        let name = format!("{point}@{}", self.slot(i).name);
+        fail::cfg(&name, "return").expect("configure failpoint");
+        Failing { name }
+    }
+
     /// Counts how often `point` is reached on node `i`, without stopping it.
     pub fn count_at(&self, i: usize, point: &str) -> Pause {
         let pause = self.pause_at(i, point);
@@ -101,6 +109,24 @@ impl Pause {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+}
+
+/// A `return` failpoint armed on one node ([`TestCluster::fail_at`]).
+pub struct Failing {
+    name: String,
+}
+
+impl Failing {
+    /// Disarms the point: visits pass again.
+    pub fn release(&self) {
+        fail::remove(&self.name);
+    }
+}
+
+impl Drop for Failing {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -554,3 +554,46 @@ fn a_copy_whose_open_hangs_does_not_stop_another_index_from_starting() {
         .expect("index into the copy that was slow to open")
         .ok();
 }
+
+/// A started report proposed while the cluster manager changes can be refused on the way
+/// ("forward to the leader"). Before the scheduler sent such reports again, a peer-recovered
+/// replica whose report was lost stayed initializing for good (the applier only reports copies
+/// it opens itself), and the cluster never went green.
+#[test]
+fn a_replica_whose_started_report_is_lost_is_reported_again_until_it_starts() {
+    let cluster = TestCluster::start(2);
+    let client = cluster.client(0);
+    client.create_index(
+        "lost",
+        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 0}}),
+    );
+    cluster.wait_green(GREEN);
+    let primary = cluster
+        .state(0)
+        .primary("lost", 0)
+        .cloned()
+        .expect("primary");
+    let primary_slot = cluster
+        .index_of_node_id(primary.node.as_deref().expect("assigned"))
+        .expect("the primary's node");
+    let replica_slot = 1 - primary_slot;
+    let lost = cluster.fail_at(replica_slot, "started_report_lost");
+    add_a_replica(&cluster, "lost");
+
+    // Long enough to recover an empty shard many times over; the report keeps being lost.
+    std::thread::sleep(Duration::from_secs(3));
+    let replica = cluster
+        .state(0)
+        .copies("lost", 0)
+        .iter()
+        .find(|c| !c.primary)
+        .cloned()
+        .expect("the replica is assigned");
+    assert!(
+        !replica.is_active(),
+        "the replica started although every report of it was lost: {replica:?}"
+    );
+
+    lost.release();
+    cluster.wait_green(GREEN);
+}
