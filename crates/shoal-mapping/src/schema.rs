@@ -2,7 +2,7 @@
 
 use tantivy::schema::{
     Field, IndexRecordOption, JsonObjectOptions, NumericOptions, Schema, TextFieldIndexing, FAST,
-    INDEXED, STRING,
+    STRING,
 };
 
 use crate::analysis::tokenizer_name;
@@ -64,7 +64,9 @@ impl ShardSchema {
     ) -> ShardSchema {
         let mut builder = Schema::builder();
         let id = builder.add_text_field(ID_FIELD, STRING | FAST);
-        let seq_no = builder.add_i64_field(SEQ_NO_FIELD, INDEXED | FAST);
+        // A column only: sorts, aggregations and hits read it there, nothing looks a document
+        // up by it, and as a term every document added one more entry to the term dictionary.
+        let seq_no = builder.add_i64_field(SEQ_NO_FIELD, NumericOptions::default().set_fast());
         let primary_term =
             builder.add_i64_field(PRIMARY_TERM_FIELD, NumericOptions::default().set_fast());
         let version = builder.add_i64_field(VERSION_FIELD, NumericOptions::default().set_fast());
