@@ -568,16 +568,8 @@ fn a_replica_whose_started_report_is_lost_is_reported_again_until_it_starts() {
         &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 0}}),
     );
     cluster.wait_green(GREEN);
-    let primary = cluster
-        .state(0)
-        .primary("lost", 0)
-        .cloned()
-        .expect("primary");
-    let primary_slot = cluster
-        .index_of_node_id(primary.node.as_deref().expect("assigned"))
-        .expect("the primary's node");
-    let replica_slot = 1 - primary_slot;
-    let lost = cluster.fail_at(replica_slot, "started_report_lost");
+    let primary = cluster.primary_of("lost", 0).expect("a primary");
+    let lost = cluster.fail_at(1 - primary, "started_report_lost");
     add_a_replica(&cluster, "lost");
 
     // Long enough to recover an empty shard many times over; the report keeps being lost.
