@@ -103,7 +103,7 @@ class DocWriter(Client):
         self.value += 1
         r = requests.put(f"{url}/{INDEX}/_doc/{doc_id}", json={"value": self.value}, timeout=120)
         if r.status_code not in (200, 201):
-            self.history.record_failure([(doc_id, self.value)])
+            self.history.record_failure([(doc_id, self.value)], f"status {r.status_code}")
             return f"PUT {url}: {r.status_code} {r.text[:300]}"
         body = r.json()
         self.history.record_bulk([(doc_id, self.value)], {"items": [{"index": {**body, "status": r.status_code}}]})
@@ -127,7 +127,7 @@ class BulkWriter(Client):
         r = requests.post(f"{url}/_bulk", data="\n".join(lines) + "\n",
                           headers={"Content-Type": "application/x-ndjson"}, timeout=120)
         if r.status_code != 200:
-            self.history.record_failure(sent)
+            self.history.record_failure(sent, f"status {r.status_code}")
             return f"_bulk {url}: {r.status_code} {r.text[:300]}"
         body = r.json()
         self.history.record_bulk(sent, body)
