@@ -109,7 +109,8 @@ def test_a_second_snapshot_uploads_only_the_files_the_first_did_not_hold(tmp_pat
                                 params={"wait_for_completion": "true"})
         c.wait_for_status("green")
         assert client.count(index="docs-two")["count"] == 3100
-        assert len(list(blobs.iterdir())) == second["total"]["file_count"]
+        # Every file but the commit point, which the snapshot's own file holds.
+        assert len(list(blobs.iterdir())) == second["total"]["file_count"] - 1
         # Not waited for: accepted at once, then listed as it runs and when done.
         assert client.snapshot.create(repository="r", snapshot="three") == {"accepted": True}
         wait_for(lambda: client.snapshot.get(repository="r", snapshot="three")["snapshots"][0]["state"] == "SUCCESS",
@@ -454,3 +455,64 @@ def test_the_status_of_a_running_snapshot_answers_the_same_on_every_node(tmp_pat
             assert sorted(status["indices"]["big"]["shards"]) == ["0", "1"], (i, status)
             assert c.get("/_snapshot/r/_status", i).json()["snapshots"][0]["shards_stats"]["total"] == 2
         assert http.delete("/_snapshot/r/slow").status_code == 200
+
+
+def test_cleanup_removes_what_an_interrupted_snapshot_left_and_keeps_what_snapshots_need(tmp_path):
+    with cluster(tmp_path, 1) as c:
+        client = c.client(0)
+        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "r"}})
+        client.indices.create(index="docs", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+        load(c, "docs", 0, 500)
+        client.snapshot.create(repository="r", snapshot="kept", params={"wait_for_completion": "true"})
+        nothing = c.http(0).post("/_snapshot/r/_cleanup")
+        assert nothing.status_code == 200, nothing.text
+        assert nothing.json() == {"results": {"deleted_bytes": 0, "deleted_blobs": 0}}
+
+        # What a snapshot killed before it was listed leaves behind: a blob and its own file.
+        root = tmp_path / "backups" / "r"
+        (root / "blobs" / "_orphan.store__7__0").write_bytes(b"orphan!")
+        (root / "snap-unlisted.json").write_text("{}")
+        cleaned = c.http(0).post("/_snapshot/r/_cleanup")
+        assert cleaned.status_code == 200, cleaned.text
+        assert cleaned.json() == {"results": {"deleted_bytes": 9, "deleted_blobs": 2}}
+        assert not (root / "blobs" / "_orphan.store__7__0").exists()
+        assert not (root / "snap-unlisted.json").exists()
+
+        client.snapshot.restore(repository="r", snapshot="kept", body={
+            "indices": "docs", "rename_pattern": "docs", "rename_replacement": "docs-back"},
+            params={"wait_for_completion": "true"})
+        c.wait_for_status("green")
+        assert client.count(index="docs-back")["count"] == 500
+        missing = c.http(0).post("/_snapshot/nope/_cleanup")
+        assert missing.status_code == 404, missing.text
+
+
+def test_a_clone_keeps_its_indices_restorable_after_the_source_snapshot_is_deleted(tmp_path):
+    with cluster(tmp_path, 1) as c:
+        client = c.client(0)
+        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "r"}})
+        for index in ("kept", "dropped"):
+            client.indices.create(index=index, body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+            load(c, index, 0, 300)
+        before = documents(c, "kept")
+        client.snapshot.create(repository="r", snapshot="source", params={"wait_for_completion": "true"})
+        blobs = tmp_path / "backups" / "r" / "blobs"
+        stored = sorted(p.name for p in blobs.iterdir())
+
+        cloned = c.http(0).put("/_snapshot/r/source/_clone/copy", {"indices": "kept"})
+        assert cloned.status_code == 200 and cloned.json() == {"acknowledged": True}, cloned.text
+        # Nothing copied: the clone names blobs the source holds.
+        assert sorted(p.name for p in blobs.iterdir()) == stored
+        info = client.snapshot.get(repository="r", snapshot="copy")["snapshots"][0]
+        assert info["indices"] == ["kept"] and info["state"] == "SUCCESS", info
+        taken = c.http(0).put("/_snapshot/r/source/_clone/copy", {"indices": "kept"})
+        assert_error(taken, 400, "invalid_snapshot_name_exception")
+        no_indices = c.http(0).put("/_snapshot/r/source/_clone/other", {})
+        assert no_indices.status_code == 400, no_indices.text
+
+        client.snapshot.delete(repository="r", snapshot="source")
+        client.snapshot.restore(repository="r", snapshot="copy", body={
+            "indices": "kept", "rename_pattern": "kept", "rename_replacement": "kept-back"},
+            params={"wait_for_completion": "true"})
+        c.wait_for_status("green")
+        assert documents(c, "kept-back") == before

@@ -75,7 +75,9 @@ def yaml_url(tmp_path_factory):
     if EXTERNAL_URL:
         yield EXTERNAL_URL
         return
-    n = ShoalNode(tmp_path_factory.mktemp("shoal-yaml-node"), name="yaml-node")
+    home = tmp_path_factory.mktemp("shoal-yaml-node")
+    # OpenSearch's test clusters set `path.repo`; the snapshot tests name `fs` locations under it.
+    n = ShoalNode(home, name="yaml-node", settings={"path.repo": str(home / "repo")})
     try:
         n.start()
     except NodeStartError as e:
@@ -90,6 +92,18 @@ def _indices(ctx):
     return {row["index"] for row in r.json()} if r.status_code == 200 else set()
 
 
+def _repositories(ctx):
+    r = ctx.session.get(ctx.base + "/_snapshot", timeout=60)
+    return set(r.json()) if r.status_code == 200 else set()
+
+
+def _remove_repositories(ctx, names):
+    """As OpenSearch's test framework wipes the cluster: a test's snapshots, then its repositories."""
+    for name in sorted(names):
+        ctx.session.delete(f"{ctx.base}/_snapshot/{name}/*", timeout=120)
+        ctx.session.delete(f"{ctx.base}/_snapshot/{name}", timeout=60)
+
+
 def _cluster_settings(ctx):
     r = ctx.session.get(ctx.base + "/_cluster/settings", params={"flat_settings": "true"}, timeout=60)
     return r.json() if r.status_code == 200 else {"persistent": {}, "transient": {}}
@@ -101,6 +115,7 @@ def test_rest_yaml(case, yaml_url):
     version = requests.get(yaml_url + "/", timeout=30).json()["version"]["number"]
     ctx = Context(yaml_url, SPEC, version)
     before = _indices(ctx)
+    repositories_before = _repositories(ctx)
     settings_before = _cluster_settings(ctx)
     try:
         Runner(ctx).run(case)
@@ -119,3 +134,4 @@ def test_rest_yaml(case, yaml_url):
         if reset["persistent"] or reset["transient"]:
             ctx.session.put(ctx.base + "/_cluster/settings", json=reset, timeout=60)
         ctx.session.delete(ctx.base + "/_search/scroll/_all", timeout=60)
+        _remove_repositories(ctx, _repositories(ctx) - repositories_before)

@@ -698,25 +698,24 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
             let ip = state
                 .node(&node_id)
                 .map_or(String::new(), |n| n.host.clone());
-            {
-                for seg in segments {
-                    rows.push(vec![
-                        t(name.clone()),
-                        n(shard),
-                        t(if copy.primary { "p" } else { "r" }),
-                        t(ip.clone()),
-                        t(seg.name.clone()),
-                        n(seg.generation),
-                        n(seg.docs_count),
-                        n(seg.docs_deleted),
-                        Cell::Bytes(seg.size_in_bytes),
-                        Cell::Bytes(0),
-                        t(seg.committed.to_string()),
-                        t(seg.searchable.to_string()),
-                        t("tantivy-0.27"),
-                        t("false"),
-                    ]);
-                }
+            for seg in segments {
+                rows.push(vec![
+                    t(name.clone()),
+                    n(shard),
+                    t(if copy.primary { "p" } else { "r" }),
+                    t(ip.clone()),
+                    t(node_id.clone()),
+                    t(seg.name.clone()),
+                    n(seg.generation),
+                    n(seg.docs_count),
+                    n(seg.docs_deleted),
+                    Cell::Bytes(seg.size_in_bytes),
+                    Cell::Bytes(0),
+                    t(seg.committed.to_string()),
+                    t(seg.searchable.to_string()),
+                    t("tantivy-0.27"),
+                    t("false"),
+                ]);
             }
         }
         Ok(Table {
@@ -730,6 +729,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
                     "primary or replica"
                 ),
                 col!("ip", [], true, "ip of node where it lives"),
+                col!("id", [], false, "unique id of node where it lives"),
                 col!("segment", ["seg"], true, "segment name"),
                 col!("generation", ["g", "gen"], true, "segment generation"),
                 col!(

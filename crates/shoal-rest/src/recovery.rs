@@ -8,9 +8,9 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Map, Value};
 use shoal_node::recovery::progress::{percent, RecoveryRecord, Stage};
-use shoal_node::{ApiResult, Node, ResolveOptions};
+use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
 
-use crate::cat::{col, n, t, Cell, Column, Table};
+use crate::cat::{col, n, t, Column, Table};
 use crate::request::Params;
 use crate::response::{ok, RestResult};
 use crate::router::blocking;
@@ -78,7 +78,7 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
                 vec![
                     t(r.index.clone()),
                     n(r.shard as i64),
-                    t(format!("{:.1}s", r.elapsed().as_secs_f64())),
+                    t(shoal_allocation::time_value(r.elapsed().as_millis() as i64)),
                     t(r.recovery_type.as_str()),
                     t(r.stage.as_str()),
                     text(source.clone(), true),
@@ -89,20 +89,22 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
                         .as_ref()
                         .map_or("n/a", |(repository, _)| repository)),
                     t(r.snapshot.as_ref().map_or("n/a", |(_, snapshot)| snapshot)),
-                    n(r.files_total as i64),
+                    // As OpenSearch: `files` and `bytes` are what was to be recovered (the
+                    // total less what was reused), and byte counts are plain numbers.
+                    n((r.files_total - r.files_reused) as i64),
                     n(r.files_recovered as i64),
                     t(format!(
                         "{:.1}%",
                         percent(r.files_recovered, r.files_total - r.files_reused)
                     )),
                     n(r.files_total as i64),
-                    Cell::Bytes(r.bytes_total),
-                    Cell::Bytes(r.bytes_recovered),
+                    n((r.bytes_total - r.bytes_reused) as i64),
+                    n(r.bytes_recovered as i64),
                     t(format!(
                         "{:.1}%",
                         percent(r.bytes_recovered, r.bytes_total - r.bytes_reused)
                     )),
-                    Cell::Bytes(r.bytes_total),
+                    n(r.bytes_total as i64),
                     n(r.ops_total as i64),
                     n(r.ops_recovered as i64),
                     t(format!("{:.1}%", percent(r.ops_recovered, r.ops_total))),
@@ -158,6 +160,14 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
 
 /// `[/{index}]/_recovery`: OpenSearch's JSON, one entry per index with its shards.
 pub async fn recovery(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    params.refuse_unknown("/{index}/_recovery", &["active_only", "detailed"])?;
+    if params.bool_or("detailed", false)? {
+        return Err(ApiError::bad_request(
+            "request [/_recovery] does not support [detailed]: Shoal does not record recoveries file by file; leave it out for the per-shard totals",
+        )
+        .into());
+    }
+    let human = params.flag("human");
     let params2 = params.clone();
     let body = blocking(move || -> ApiResult<Value> {
         let state = node.admin.view();
@@ -169,7 +179,7 @@ pub async fn recovery(node: Arc<Node>, index: Option<String>, params: Params) ->
             entry["shards"]
                 .as_array_mut()
                 .expect("array")
-                .push(shard_json(&state, &r));
+                .push(shard_json(&state, &r, human));
         }
         Ok(Value::Object(out))
     })
@@ -199,7 +209,37 @@ fn source_json(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord) -> Va
     }
 }
 
-fn shard_json(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord) -> Value {
+/// One shard's recovery; with `human`, OpenSearch's readable twins of the times and sizes.
+fn shard_json(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord, human: bool) -> Value {
+    let mut shard = shard_numbers(state, r);
+    if human {
+        add_human_fields(&mut shard, r);
+    }
+    shard
+}
+
+fn add_human_fields(shard: &mut Value, r: &RecoveryRecord) {
+    use shoal_allocation::time_value;
+    use shoal_node::settings::{format_bytes, format_date_millis as iso_millis};
+    let took = time_value(r.elapsed().as_millis() as i64);
+    shard["start_time"] = json!(iso_millis(r.start_millis));
+    if let Some(stop) = r.stop_millis {
+        shard["stop_time"] = json!(iso_millis(stop));
+    }
+    shard["total_time"] = json!(took);
+    let size = &mut shard["index"]["size"];
+    size["total"] = json!(format_bytes(r.bytes_total));
+    size["reused"] = json!(format_bytes(r.bytes_reused));
+    size["recovered"] = json!(format_bytes(r.bytes_recovered));
+    shard["index"]["total_time"] = json!(took);
+    shard["index"]["source_throttle_time"] = json!(time_value(0));
+    shard["index"]["target_throttle_time"] = json!(time_value(0));
+    shard["translog"]["total_time"] = json!(time_value(0));
+    shard["verify_index"]["check_index_time"] = json!(time_value(0));
+    shard["verify_index"]["total_time"] = json!(time_value(0));
+}
+
+fn shard_numbers(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord) -> Value {
     let millis = r.elapsed().as_millis() as u64;
     let to_recover_files = r.files_total - r.files_reused;
     let to_recover_bytes = r.bytes_total - r.bytes_reused;

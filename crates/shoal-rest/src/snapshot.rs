@@ -9,6 +9,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use serde_json::{Map, Value};
+use shoal_node::snapshot::clone::CloneRequest;
 use shoal_node::snapshot::create::CreateRequest;
 use shoal_node::snapshot::restore::RestoreRequest;
 use shoal_node::{ApiError, ApiResult, Node};
@@ -57,6 +58,10 @@ pub fn routes() -> Router<S> {
             post(|State(s): State<S>, Path(r): Path<String>, Query(q): Q| verify(s, r, Params(q))),
         )
         .route(
+            "/_snapshot/{repository}/_cleanup",
+            post(|State(s): State<S>, Path(r): Path<String>, Query(q): Q| cleanup(s, r, Params(q))),
+        )
+        .route(
             "/_snapshot/{repository}/_status",
             get(|State(s): State<S>, Path(r): Path<String>, Query(q): Q| {
                 status(s, Some(r), None, Params(q))
@@ -93,6 +98,15 @@ pub fn routes() -> Router<S> {
                 |State(s): State<S>, Path((r, n)): Path<(String, String)>, Query(q): Q| {
                     status(s, Some(r), Some(n), Params(q))
                 },
+            ),
+        )
+        .route(
+            "/_snapshot/{repository}/{snapshot}/_clone/{target}",
+            axum::routing::put(
+                |State(s): State<S>,
+                 Path((r, n, target)): Path<(String, String, String)>,
+                 Query(q): Q,
+                 b: Bytes| { clone(s, r, n, target, Params(q), b) },
             ),
         )
         .route(
@@ -275,6 +289,12 @@ async fn delete(node: S, repository: String, names: String, params: Params) -> R
     ok(answer, &params)
 }
 
+async fn cleanup(node: S, repository: String, params: Params) -> RestResult {
+    params.refuse_unknown("/_snapshot/{repository}/_cleanup", &known(&[]))?;
+    let answer = blocking(move || node.snapshots.cleanup_repository(&repository)).await?;
+    ok(answer, &params)
+}
+
 async fn status(
     node: S,
     repository: Option<String>,
@@ -312,6 +332,29 @@ async fn status(
         Ok(serde_json::json!({ "snapshots": snapshots }))
     })
     .await?;
+    ok(answer, &params)
+}
+
+async fn clone(
+    node: S,
+    repository: String,
+    source: String,
+    target: String,
+    params: Params,
+    body: Bytes,
+) -> RestResult {
+    params.refuse_unknown(
+        "/_snapshot/{repository}/{snapshot}/_clone/{target_snapshot}",
+        &known(&[]),
+    )?;
+    let map = body_object(&body, "clone snapshot", &["indices"])?;
+    let request = CloneRequest {
+        repository,
+        source,
+        target,
+        indices: index_list(&map, "indices")?,
+    };
+    let answer = blocking(move || node.snapshots.clone_snapshot(request)).await?;
     ok(answer, &params)
 }
 
@@ -391,11 +434,16 @@ async fn cat_repositories(node: S, params: Params) -> RestResult {
 }
 
 async fn cat_snapshots(node: S, repository: Option<String>, params: Params) -> RestResult {
-    let repository = repository
-        .or_else(|| params.get("repository").map(str::to_string))
-        .ok_or_else(|| {
-            ApiError::bad_request("[repository] is required: GET _cat/snapshots/{repository}")
-        })?;
+    let repository = repository.or_else(|| params.get("repository").map(str::to_string));
+    let Some(repository) = repository else {
+        if params.flag("help") {
+            return snapshots_table(Vec::new()).render(&params);
+        }
+        return Err(ApiError::bad_request(
+            "[repository] is required: GET _cat/snapshots/{repository}",
+        )
+        .into());
+    };
     let rows = blocking(move || node.snapshots.snapshot_rows(&repository)).await?;
     let epoch = |millis: i64| n(millis / 1000);
     let clock = |millis: i64| {
@@ -422,9 +470,15 @@ async fn cat_snapshots(node: S, repository: Option<String>, params: Params) -> R
                 n(r.successful_shards as u64),
                 n(r.failed_shards as u64),
                 n(r.total_shards as u64),
+                t(r.reason),
             ]
         })
         .collect();
+    snapshots_table(rows).render(&params)
+}
+
+/// `_cat/snapshots`' columns, as OpenSearch names them, over `rows`.
+fn snapshots_table(rows: Vec<Vec<Cell>>) -> Table {
     Table {
         columns: vec![
             col!("id", ["id", "snapshot"], true, "unique snapshot"),
@@ -468,8 +522,8 @@ async fn cat_snapshots(node: S, repository: Option<String>, params: Params) -> R
                 true,
                 "number of total shards"
             ),
+            col!("reason", ["r", "reason"], false, "reason for failures"),
         ],
         rows,
     }
-    .render(&params)
 }

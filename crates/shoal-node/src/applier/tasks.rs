@@ -35,7 +35,7 @@ impl Applier {
             // copies close with it (their last uploads finish: a restore reads them).
             CopyAction::Close => match index_is_open(state, &service.name()) {
                 true => service.remove_copy(shard),
-                false => service.close_shard(shard),
+                false => close_with_its_index(service, shard),
             },
             CopyAction::DeleteData => {
                 // A recovery of this shard into this node holds the lock while it writes.
@@ -232,10 +232,7 @@ impl Applier {
             &self.core.node_id,
         );
         if let Ok(files) = local.engine().commit_files() {
-            record.files_total = files.len() as u64;
-            record.files_reused = files.len() as u64;
-            record.bytes_total = files.iter().map(|(_, len)| len).sum();
-            record.bytes_reused = record.bytes_total;
+            record.reuse_commit_files(&files);
         }
         record.finish();
         local.set_recovery(RecoveryProgress::new(record));
@@ -264,6 +261,30 @@ fn index_is_open(state: &ClusterState, index: &str) -> bool {
 
 /// A primary of a restored index starting on this node with nothing open yet: its files
 /// come from the snapshot.
+/// Closes a copy whose index closed. As OpenSearch reinitializes a closed index's copies from
+/// their own store, its recovery record becomes an existing-store one: every file of the last
+/// commit reused, no operation replayed (what `_cat/recovery` shows, then and once reopened).
+fn close_with_its_index(service: &IndexService, shard: usize) {
+    use crate::recovery::progress::{RecoveryProgress, RecoveryType};
+    let record = service.copy(shard).ok().and_then(|local| {
+        let mut record = local.recovery()?.snapshot();
+        let files = local.engine().commit_files().ok()?;
+        record.recovery_type = RecoveryType::ExistingStore;
+        record.source_node = None;
+        record.snapshot = None;
+        record.start_millis = shoal_cluster::now_millis();
+        record.reuse_commit_files(&files);
+        record.ops_total = 0;
+        record.ops_recovered = 0;
+        record.finish();
+        Some(record)
+    });
+    service.close_shard(shard);
+    if let Some(record) = record {
+        service.keep_recovery(shard, RecoveryProgress::new(record));
+    }
+}
+
 fn restores_from_snapshot(service: &IndexService, copy: &ShardRouting) -> bool {
     copy.primary
         && copy.state == ShardState::Initializing

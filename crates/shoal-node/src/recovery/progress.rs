@@ -131,6 +131,16 @@ impl RecoveryRecord {
         Duration::from_millis((end - self.start_millis).max(0) as u64)
     }
 
+    /// A recovery from the copy's own store: every file of its commit (name, length) reused.
+    pub fn reuse_commit_files(&mut self, files: &[(String, u64)]) {
+        self.files_total = files.len() as u64;
+        self.files_reused = self.files_total;
+        self.files_recovered = 0;
+        self.bytes_total = files.iter().map(|(_, len)| len).sum();
+        self.bytes_reused = self.bytes_total;
+        self.bytes_recovered = 0;
+    }
+
     pub fn finish(&mut self) {
         self.stage = Stage::Done;
         self.stop_millis = Some(now_millis());

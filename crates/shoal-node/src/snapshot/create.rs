@@ -222,7 +222,7 @@ impl SnapshotService {
     }
 
     /// The snapshot's own file first, then the generation naming it.
-    fn publish(
+    pub(super) fn publish(
         &self,
         repository: &shoal_storage::Repository,
         details: &SnapshotDetails,
@@ -351,7 +351,7 @@ fn worth_asking_again(error: &ApiError) -> bool {
         || error.kind.is_retryable()
 }
 
-fn invalid_name(repository: &str, snapshot: &str, why: &str) -> ApiError {
+pub(super) fn invalid_name(repository: &str, snapshot: &str, why: &str) -> ApiError {
     ApiError::new(
         400,
         "invalid_snapshot_name_exception",

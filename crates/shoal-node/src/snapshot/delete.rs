@@ -1,6 +1,9 @@
 //! Deleting snapshots (`DELETE _snapshot/{repo}/{names}`): the next generation stops naming
-//! them, then their own files go, then every blob no remaining snapshot names.
+//! them, then their own files go, then every blob no remaining snapshot names. Cleaning up a
+//! repository (`POST _snapshot/{repo}/_cleanup`) removes what an interrupted snapshot or delete
+//! left behind: blobs and snapshot files no listed snapshot names.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -13,6 +16,54 @@ use crate::error::ApiResult;
 use shoal_cluster::now_millis;
 
 impl SnapshotService {
+    /// `POST _snapshot/{repo}/_cleanup`; answers what went, as OpenSearch does.
+    pub fn cleanup_repository(&self, repository: &str) -> ApiResult<Value> {
+        let opened = self.writable_repository(repository, "cleanup")?;
+        let entry = self.repository_operation(repository, "_cleanup");
+        self.propose(Command::SnapshotBegin(entry.clone()))?;
+        let result = self.cleanup_under_lock(&opened);
+        self.end_operation(&entry);
+        let (blobs, bytes) = result?;
+        tracing::info!(repository, blobs, bytes, "repository cleaned up");
+        Ok(json!({ "results": { "deleted_bytes": bytes, "deleted_blobs": blobs } }))
+    }
+
+    /// Returns how many objects and bytes went.
+    fn cleanup_under_lock(
+        &self,
+        repository: &shoal_storage::Repository,
+    ) -> ApiResult<(usize, u64)> {
+        let data = self.repository_data(repository)?;
+        let kept: Vec<Arc<SnapshotDetails>> = data
+            .snapshots
+            .iter()
+            .map(|s| self.snapshot_details(repository, &s.uuid))
+            .collect::<ApiResult<_>>()?;
+        let named: BTreeSet<String> = data
+            .snapshots
+            .iter()
+            .map(|s| layout::snapshot_key(&s.uuid))
+            .collect();
+        let stored = self.block_on(repository.list(""))?;
+        let blobs = stored
+            .iter()
+            .filter(|o| o.key.starts_with(layout::BLOBS_FOLDER));
+        let garbage: BTreeSet<String> =
+            layout::unreferenced_blobs(blobs.map(|o| o.key.as_str()), kept.iter().map(|d| &**d))
+                .into_iter()
+                .collect();
+        let stray = |key: &str| {
+            garbage.contains(key) || (layout::is_snapshot_key(key) && !named.contains(key))
+        };
+        let (mut count, mut bytes) = (0, 0);
+        for object in stored.iter().filter(|o| stray(&o.key)) {
+            self.block_on(repository.delete(&object.key))?;
+            count += 1;
+            bytes += object.size;
+        }
+        Ok((count, bytes))
+    }
+
     pub fn delete_snapshots(&self, repository: &str, names: &str) -> ApiResult<Value> {
         let opened = self.writable_repository(repository, "delete snapshot from")?;
         let aborted = self.abort_running(repository, names)?;
@@ -33,9 +84,21 @@ impl SnapshotService {
         }
         doomed.sort();
         doomed.dedup();
-        let entry = SnapshotInProgress {
+        let entry = self.repository_operation(repository, names);
+        self.propose(Command::SnapshotBegin(entry.clone()))?;
+        let result = self.delete_under_lock(&opened, &doomed);
+        self.end_operation(&entry);
+        let (removed, blobs) = result?;
+        tracing::info!(repository, snapshots = removed, blobs, "snapshots deleted");
+        Ok(json!({ "acknowledged": true }))
+    }
+
+    /// The cluster state's record of a delete or cleanup running on `repository`: it keeps
+    /// every other snapshot operation off the repository meanwhile.
+    fn repository_operation(&self, repository: &str, what: &str) -> SnapshotInProgress {
+        SnapshotInProgress {
             repository: repository.to_string(),
-            snapshot: names.to_string(),
+            snapshot: what.to_string(),
             uuid: shoal_cluster::new_id(),
             operation: SnapshotOperation::Delete,
             coordinator: self.core.node_id.clone(),
@@ -43,13 +106,7 @@ impl SnapshotService {
             indices: Vec::new(),
             shards: 0,
             aborted: false,
-        };
-        self.propose(Command::SnapshotBegin(entry.clone()))?;
-        let result = self.delete_under_lock(&opened, &doomed);
-        self.end_operation(&entry);
-        let (removed, blobs) = result?;
-        tracing::info!(repository, snapshots = removed, blobs, "snapshots deleted");
-        Ok(json!({ "acknowledged": true }))
+        }
     }
 
     /// Returns how many snapshots and blobs went.

@@ -38,6 +38,11 @@ pub fn snapshot_key(uuid: &str) -> String {
     format!("snap-{uuid}.json")
 }
 
+/// Whether `key` names a snapshot's own file (at the repository's root).
+pub fn is_snapshot_key(key: &str) -> bool {
+    key.starts_with("snap-") && key.ends_with(".json") && !key.contains('/')
+}
+
 /// A snapshot's state, as OpenSearch names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

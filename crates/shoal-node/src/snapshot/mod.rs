@@ -8,6 +8,7 @@
 //! POST _snapshot/r/s/_restore ─▶ RestoreSnapshot (new indices, primaries from the snapshot)
 //!                  ─▶ the node given a primary downloads its files and opens them (restore.rs)
 //! DELETE _snapshot/r/s ─▶ index-<n+1> without it ─▶ blobs no snapshot names are deleted
+//! PUT _snapshot/r/s/_clone/t ─▶ snap-<uuid>.json naming the same blobs ─▶ index-<n+1>
 //! ```
 //! Repositories are registered in the cluster state (`repositories.rs`); the repository's
 //! keys and files are in [`layout`].
@@ -24,6 +25,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::remote::{block_on_storage, storage_error};
 
 mod abort;
+pub mod clone;
 pub mod create;
 pub mod delete;
 pub mod layout;

@@ -23,6 +23,8 @@ pub struct SnapshotRow {
     pub successful_shards: usize,
     pub failed_shards: usize,
     pub total_shards: usize,
+    /// Why shards failed (`[index][shard] reason`, joined); empty when none did.
+    pub reason: String,
 }
 
 impl SnapshotService {
@@ -91,6 +93,10 @@ impl SnapshotService {
                 successful_shards: s.shards_total - s.shards_failed,
                 failed_shards: s.shards_failed,
                 total_shards: s.shards_total,
+                reason: match s.shards_failed {
+                    0 => String::new(),
+                    _ => self.failure_reason(&opened, &s.uuid),
+                },
             })
             .collect();
         rows.sort_by_key(|r| r.start_millis);
@@ -103,8 +109,22 @@ impl SnapshotService {
             successful_shards: 0,
             failed_shards: 0,
             total_shards: s.shards,
+            reason: String::new(),
         }));
         Ok(rows)
+    }
+
+    /// The failed shards of a snapshot and why, as one line (`_cat/snapshots`' `reason`).
+    fn failure_reason(&self, repository: &shoal_storage::Repository, uuid: &str) -> String {
+        match self.snapshot_details(repository, uuid) {
+            Ok(details) => details
+                .failures
+                .iter()
+                .map(|f| format!("[{}][{}] {}", f.index, f.shard, f.reason))
+                .collect::<Vec<_>>()
+                .join("; "),
+            Err(e) => format!("the snapshot's file could not be read: {}", e.reason),
+        }
     }
 
     /// The snapshots being created in a repository, as the cluster state records them.

@@ -210,7 +210,7 @@ impl SnapshotService {
             throttles.restore.bytes_per_sec,
             self.core.recovery_limits().bytes_per_sec,
         );
-        let stats = crate::remote::restore::install_store(
+        let mut stats = crate::remote::restore::install_store(
             &self.core,
             &config,
             (&blobs, &files),
@@ -221,13 +221,16 @@ impl SnapshotService {
                 rate,
             },
         )?;
+        // The commit point came from the snapshot too (inside its file): it counts as one.
+        stats.files_copied += 1;
+        stats.bytes_copied += snapshot.meta_json.len() as u64;
         tracing::info!(index = %service.name(), shard, snapshot = %source.snapshot, files = stats.files_copied, bytes = stats.bytes_copied, "shard restored from a snapshot");
         Ok((stats, source))
     }
 }
 
 /// The snapshot's indices an expression selects (empty, `_all` or `*`: all of them).
-fn choose_indices(
+pub(super) fn choose_indices(
     details: &SnapshotDetails,
     expression: &str,
     ignore_unavailable: bool,

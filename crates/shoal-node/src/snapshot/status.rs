@@ -54,12 +54,17 @@ struct Counts {
 }
 
 impl Counts {
+    /// A shard's counts include its commit point (`meta.json`, Lucene's `segments_N`), kept
+    /// inside the snapshot's own file. It is new, as OpenSearch counts it, when the commit
+    /// is: when the snapshot uploaded a file, or the shard has none (an empty shard's commit).
     fn of(shard: &ShardSnapshot) -> Counts {
+        let commit_point = shard.meta_json.len() as u64;
+        let new_commit = shard.incremental_files > 0 || shard.files.is_empty();
         Counts {
-            incremental_files: shard.incremental_files,
-            incremental_bytes: shard.incremental_bytes,
-            total_files: shard.files.len(),
-            total_bytes: shard.total_bytes(),
+            incremental_files: shard.incremental_files + usize::from(new_commit),
+            incremental_bytes: shard.incremental_bytes + if new_commit { commit_point } else { 0 },
+            total_files: shard.files.len() + 1,
+            total_bytes: shard.total_bytes() + commit_point,
             start_millis: shard.start_millis,
             time_millis: shard.time_millis,
         }
