@@ -42,6 +42,16 @@ def load(c: ShoalCluster, index: str, start: int, count: int) -> None:
     c.http(0).post(f"/{index}/_refresh")
 
 
+def repository_and_index(c: ShoalCluster, index: str, count: int):
+    """Registers the `fs` repository `r` and loads `count` documents into a 1-shard index;
+    returns the client."""
+    client = c.client(0)
+    client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "r"}})
+    client.indices.create(index=index, body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+    load(c, index, 0, count)
+    return client
+
+
 def status_stats(client, repository: str, snapshot: str) -> dict:
     status = client.snapshot.status(repository=repository, snapshot=snapshot)["snapshots"][0]
     assert status["state"] == "SUCCESS", status
@@ -85,10 +95,7 @@ def test_a_snapshot_restored_under_a_new_name_holds_the_same_documents(tmp_path)
 
 def test_a_second_snapshot_uploads_only_the_files_the_first_did_not_hold(tmp_path):
     with cluster(tmp_path, 1) as c:
-        client = c.client(0)
-        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "r"}})
-        client.indices.create(index="docs", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
-        load(c, "docs", 0, 3000)
+        client = repository_and_index(c, "docs", 3000)
         client.snapshot.create(repository="r", snapshot="one", params={"wait_for_completion": "true"})
         load(c, "docs", 3000, 100)
         client.snapshot.create(repository="r", snapshot="two", params={"wait_for_completion": "true"})
@@ -459,10 +466,7 @@ def test_the_status_of_a_running_snapshot_answers_the_same_on_every_node(tmp_pat
 
 def test_cleanup_removes_what_an_interrupted_snapshot_left_and_keeps_what_snapshots_need(tmp_path):
     with cluster(tmp_path, 1) as c:
-        client = c.client(0)
-        client.snapshot.create_repository(repository="r", body={"type": "fs", "settings": {"location": "r"}})
-        client.indices.create(index="docs", body={"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
-        load(c, "docs", 0, 500)
+        client = repository_and_index(c, "docs", 500)
         client.snapshot.create(repository="r", snapshot="kept", params={"wait_for_completion": "true"})
         nothing = c.http(0).post("/_snapshot/r/_cleanup")
         assert nothing.status_code == 200, nothing.text
