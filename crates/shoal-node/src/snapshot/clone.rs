@@ -32,7 +32,36 @@ impl SnapshotService {
             ));
         }
         let repository = self.writable_repository(&request.repository, "clone snapshot in")?;
-        let source = self.find_snapshot(&repository, &request.source)?;
+        let entry = SnapshotInProgress {
+            repository: request.repository.clone(),
+            snapshot: request.target.clone(),
+            uuid: shoal_cluster::new_id(),
+            operation: SnapshotOperation::Create,
+            coordinator: self.core.node_id.clone(),
+            start_millis: now_millis(),
+            indices: Vec::new(),
+            shards: 0,
+            aborted: false,
+        };
+        // The source is read under the repository's operation: a delete cannot take its
+        // blobs away between the read and the clone naming them.
+        self.propose(Command::SnapshotBegin(entry.clone()))?;
+        let result = self.clone_under_lock(&repository, &request, &entry);
+        self.end_operation(&entry);
+        let indices = result?;
+        tracing::info!(repository = %request.repository, source = %request.source, target = %request.target, indices, "snapshot cloned");
+        Ok(json!({ "acknowledged": true }))
+    }
+
+    /// Checks the source and the target's name, then writes the clone; returns how many
+    /// indices it holds.
+    fn clone_under_lock(
+        &self,
+        repository: &shoal_storage::Repository,
+        request: &CloneRequest,
+        entry: &SnapshotInProgress,
+    ) -> ApiResult<usize> {
+        let source = self.find_snapshot(repository, &request.source)?;
         if source.state != SnapshotState::Success && source.state != SnapshotState::Partial {
             return Err(ApiError::new(
                 400,
@@ -46,34 +75,6 @@ impl SnapshotService {
             ));
         }
         let chosen = choose_indices(&source, &request.indices, false)?;
-        let entry = SnapshotInProgress {
-            repository: request.repository.clone(),
-            snapshot: request.target.clone(),
-            uuid: shoal_cluster::new_id(),
-            operation: SnapshotOperation::Create,
-            coordinator: self.core.node_id.clone(),
-            start_millis: now_millis(),
-            indices: chosen.clone(),
-            shards: 0,
-            aborted: false,
-        };
-        self.propose(Command::SnapshotBegin(entry.clone()))?;
-        let result = self.publish_clone(&repository, &request, &source, &chosen, &entry);
-        self.end_operation(&entry);
-        result?;
-        tracing::info!(repository = %request.repository, source = %request.source, target = %request.target, indices = chosen.len(), "snapshot cloned");
-        Ok(json!({ "acknowledged": true }))
-    }
-
-    /// Under the repository's operation: refuses a taken name, then writes the clone.
-    fn publish_clone(
-        &self,
-        repository: &shoal_storage::Repository,
-        request: &CloneRequest,
-        source: &SnapshotDetails,
-        chosen: &[String],
-        entry: &SnapshotInProgress,
-    ) -> ApiResult<()> {
         if self
             .repository_data(repository)?
             .find(&request.target)
@@ -85,8 +86,9 @@ impl SnapshotService {
                 "snapshot with the same name already exists",
             ));
         }
-        let clone = cloned_details(source, chosen, &request.target, entry);
-        self.publish(repository, &clone).map(drop)
+        let clone = cloned_details(&source, &chosen, &request.target, entry);
+        self.publish(repository, &clone)?;
+        Ok(chosen.len())
     }
 }
 
