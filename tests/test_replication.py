@@ -90,6 +90,17 @@ def test_adding_a_replica_copies_existing_documents(cluster3):
     shards = body["grow"]["shards"]
     assert sorted((s["id"], s["type"]) for s in shards) == [(0, "EMPTY_STORE"), (0, "PEER"), (1, "EMPTY_STORE"), (1, "PEER")]
     assert all(s["index"]["size"]["total_in_bytes"] > 0 for s in shards if s["type"] == "PEER")
+    # File by file: a peer recovery lists what it copied or reused, and the files add up to
+    # the totals; a new primary's empty store lists none.
+    detailed = cluster3.get("/grow/_recovery", 0, detailed="true").json()["grow"]["shards"]
+    for s in detailed:
+        files, size = s["index"]["files"], s["index"]["size"]
+        if s["type"] == "EMPTY_STORE":
+            assert files["details"] == [], s
+            continue
+        assert len(files["details"]) == files["total"] > 0, s
+        assert sum(f["length_in_bytes"] for f in files["details"]) == size["total_in_bytes"], s
+        assert sum(f["recovered_in_bytes"] for f in files["details"] if not f["reused"]) == size["recovered_in_bytes"], s
     assert cluster3.get("/_cat/recovery/grow", 0, active_only="true", format="json").json() == []
 
 

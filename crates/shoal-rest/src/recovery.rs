@@ -8,7 +8,7 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Map, Value};
 use shoal_node::recovery::progress::{percent, RecoveryRecord, Stage};
-use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
+use shoal_node::{ApiResult, Node, ResolveOptions};
 
 use crate::cat::{col, n, t, Column, Table};
 use crate::request::Params;
@@ -161,12 +161,7 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
 /// `[/{index}]/_recovery`: OpenSearch's JSON, one entry per index with its shards.
 pub async fn recovery(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     params.refuse_unknown("/{index}/_recovery", &["active_only", "detailed"])?;
-    if params.bool_or("detailed", false)? {
-        return Err(ApiError::bad_request(
-            "request [/_recovery] does not support [detailed]: Shoal does not record recoveries file by file; leave it out for the per-shard totals",
-        )
-        .into());
-    }
+    let detailed = params.bool_or("detailed", false)?;
     let human = params.flag("human");
     let params2 = params.clone();
     let body = blocking(move || -> ApiResult<Value> {
@@ -179,7 +174,7 @@ pub async fn recovery(node: Arc<Node>, index: Option<String>, params: Params) ->
             entry["shards"]
                 .as_array_mut()
                 .expect("array")
-                .push(shard_json(&state, &r, human));
+                .push(shard_json(&state, &r, human, detailed));
         }
         Ok(Value::Object(out))
     })
@@ -209,13 +204,36 @@ fn source_json(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord) -> Va
     }
 }
 
-/// One shard's recovery; with `human`, OpenSearch's readable twins of the times and sizes.
-fn shard_json(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord, human: bool) -> Value {
+/// One shard's recovery; with `human`, OpenSearch's readable twins of the times and sizes;
+/// with `detailed`, each file.
+fn shard_json(
+    state: &shoal_node::admin::ClusterView,
+    r: &RecoveryRecord,
+    human: bool,
+    detailed: bool,
+) -> Value {
     let mut shard = shard_numbers(state, r);
     if human {
         add_human_fields(&mut shard, r);
     }
+    if detailed {
+        shard["index"]["files"]["details"] = file_details(r, human);
+    }
     shard
+}
+
+fn file_details(r: &RecoveryRecord, human: bool) -> Value {
+    use shoal_node::settings::format_bytes;
+    let details = r.files.iter().map(|f| {
+        let mut detail = json!({"name": f.name, "length_in_bytes": f.length, "reused": f.reused,
+                                "recovered_in_bytes": f.recovered});
+        if human {
+            detail["length"] = json!(format_bytes(f.length));
+            detail["recovered"] = json!(format_bytes(f.recovered));
+        }
+        detail
+    });
+    Value::Array(details.collect())
 }
 
 fn add_human_fields(shard: &mut Value, r: &RecoveryRecord) {

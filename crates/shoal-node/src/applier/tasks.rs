@@ -195,6 +195,7 @@ impl Applier {
         );
         record.snapshot = snapshot;
         record.start_millis = started;
+        record.files = files.files;
         record.files_total = (files.files_copied + files.files_reused) as u64;
         record.files_recovered = files.files_copied as u64;
         record.files_reused = files.files_reused as u64;
@@ -231,8 +232,11 @@ impl Applier {
             kind,
             &self.core.node_id,
         );
-        if let Ok(files) = local.engine().commit_files() {
-            record.reuse_commit_files(&files);
+        // A new, empty store reuses nothing (OpenSearch lists no file for it).
+        if kind != RecoveryType::EmptyStore {
+            if let Ok(files) = local.engine().commit_files() {
+                record.reuse_commit_files(&files);
+            }
         }
         record.finish();
         local.set_recovery(RecoveryProgress::new(record));

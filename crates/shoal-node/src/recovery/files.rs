@@ -13,7 +13,7 @@ use shoal_state::ShardRouting;
 use shoal_transport::Transport;
 use tracing::warn;
 
-use super::progress::{RecoveryRecord, Stage};
+use super::progress::{FileDetail, RecoveryRecord, Stage};
 use super::RecoveryService;
 use super::{
     cancelled, ChunkRequest, FileChunkAction, FileStreamAction, StartReply, CALL_TIMEOUT,
@@ -48,8 +48,12 @@ impl RecoveryService {
         prepare_store(&index_dir, copy, &start.files)?;
         self.update_recovery(&copy.index, shard, &allocation_id, |r| {
             r.stage = Stage::Index;
-            r.files_total = start.files.len() as u64;
-            r.bytes_total = start.files.iter().map(|f| f.length).sum();
+            r.expect_files(
+                start
+                    .files
+                    .iter()
+                    .map(|f| FileDetail::new(&f.name, f.length)),
+            );
         });
         let peer = self.file_source(source, start);
         let (files, from_repository) = match service.is_remote_store() {
@@ -174,14 +178,7 @@ impl TransferControl for RecoveryControl<'_> {
 
     /// Bytes count as they are written, so `_cat/recovery` moves within a large file.
     fn progress(&self, event: Progress<'_>) {
-        let update = |r: &mut RecoveryRecord| match event {
-            Progress::Reused(file) => {
-                r.files_reused += 1;
-                r.bytes_reused += file.length;
-            }
-            Progress::Received { bytes, .. } => r.bytes_recovered += bytes,
-            Progress::Copied(_) => r.files_recovered += 1,
-        };
+        let update = |r: &mut RecoveryRecord| r.note_transfer(&event);
         let (index, shard) = (&self.copy.index, self.copy.shard as usize);
         self.recoveries
             .update_recovery(index, shard, self.allocation_id, update);

@@ -92,6 +92,29 @@ pub struct RecoveryRecord {
     /// A snapshot restore's repository and snapshot (`_cat/recovery` columns).
     #[serde(default)]
     pub snapshot: Option<(String, String)>,
+    /// File by file (`_recovery?detailed=true`), in the order the recovery listed them.
+    #[serde(default)]
+    pub files: Vec<FileDetail>,
+}
+
+/// One file of a recovery: reused (already here) or how many of its bytes were recovered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDetail {
+    pub name: String,
+    pub length: u64,
+    pub reused: bool,
+    pub recovered: u64,
+}
+
+impl FileDetail {
+    pub fn new(name: &str, length: u64) -> FileDetail {
+        FileDetail {
+            name: name.to_string(),
+            length,
+            reused: false,
+            recovered: 0,
+        }
+    }
 }
 
 impl RecoveryRecord {
@@ -123,6 +146,7 @@ impl RecoveryRecord {
             ops_total: 0,
             ops_recovered: 0,
             snapshot: None,
+            files: Vec::new(),
         }
     }
 
@@ -133,12 +157,43 @@ impl RecoveryRecord {
 
     /// A recovery from the copy's own store: every file of its commit (name, length) reused.
     pub fn reuse_commit_files(&mut self, files: &[(String, u64)]) {
-        self.files_total = files.len() as u64;
+        self.expect_files(files.iter().map(|(name, len)| FileDetail::new(name, *len)));
+        for file in &mut self.files {
+            file.reused = true;
+        }
         self.files_reused = self.files_total;
-        self.files_recovered = 0;
-        self.bytes_total = files.iter().map(|(_, len)| len).sum();
         self.bytes_reused = self.bytes_total;
-        self.bytes_recovered = 0;
+    }
+
+    /// The files this recovery brings, none reused or recovered yet.
+    pub fn expect_files(&mut self, files: impl IntoIterator<Item = FileDetail>) {
+        self.files = files.into_iter().collect();
+        self.files_total = self.files.len() as u64;
+        self.bytes_total = self.files.iter().map(|f| f.length).sum();
+        (self.files_reused, self.files_recovered) = (0, 0);
+        (self.bytes_reused, self.bytes_recovered) = (0, 0);
+    }
+
+    /// Counts a transfer's event, in the totals and in its file's detail.
+    pub fn note_transfer(&mut self, event: &crate::transfer::target::Progress<'_>) {
+        use crate::transfer::target::Progress;
+        let name = match event {
+            Progress::Reused(file) | Progress::Copied(file) => &file.name,
+            Progress::Received { file, .. } => &file.name,
+        };
+        let detail = self.files.iter_mut().find(|f| &f.name == name);
+        match (event, detail) {
+            (Progress::Reused(file), detail) => {
+                self.files_reused += 1;
+                self.bytes_reused += file.length;
+                detail.into_iter().for_each(|d| d.reused = true);
+            }
+            (Progress::Received { bytes, .. }, detail) => {
+                self.bytes_recovered += bytes;
+                detail.into_iter().for_each(|d| d.recovered += bytes);
+            }
+            (Progress::Copied(_), _) => self.files_recovered += 1,
+        }
     }
 
     pub fn finish(&mut self) {

@@ -222,8 +222,12 @@ impl SnapshotService {
             },
         )?;
         // The commit point came from the snapshot too (inside its file): it counts as one.
+        let commit_point = snapshot.meta_json.len() as u64;
         stats.files_copied += 1;
-        stats.bytes_copied += snapshot.meta_json.len() as u64;
+        stats.bytes_copied += commit_point;
+        let mut detail = crate::recovery::progress::FileDetail::new("meta.json", commit_point);
+        detail.recovered = commit_point;
+        stats.files.push(detail);
         tracing::info!(index = %service.name(), shard, snapshot = %source.snapshot, files = stats.files_copied, bytes = stats.bytes_copied, "shard restored from a snapshot");
         Ok((stats, source))
     }
