@@ -481,8 +481,8 @@ impl Cluster {
             Ok(result) => Ok(result),
             // Leadership moved while the entry was written (a hand-over): the sender retries
             // with the new cluster manager instead of giving up.
-            Err(ClusterError::Moved(_)) => Err(self.not_leader()),
             Err(_) if !self.raft.is_leader() => Err(self.not_leader()),
+            // `ClusterError::Moved` (Raft refused it before writing it) answers kind `Moved` too.
             Err(e) => Err(e.to_remote()),
         }
     }

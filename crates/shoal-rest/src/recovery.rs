@@ -72,6 +72,7 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
             .map(|r| {
                 let source = node_name(&state, r.source_node.as_deref());
                 let target = node_name(&state, Some(&r.target_node));
+                let (files_to_recover, bytes_to_recover) = r.to_recover();
                 let text = |v: Option<(String, String)>, host: bool| {
                     v.map_or(t("n/a"), |(h, name)| t(if host { h } else { name }))
                 };
@@ -89,20 +90,20 @@ pub async fn cat_recovery(node: Arc<Node>, index: Option<String>, params: Params
                         .as_ref()
                         .map_or("n/a", |(repository, _)| repository)),
                     t(r.snapshot.as_ref().map_or("n/a", |(_, snapshot)| snapshot)),
-                    // As OpenSearch: `files` and `bytes` are what was to be recovered (the
-                    // total less what was reused), and byte counts are plain numbers.
-                    n((r.files_total - r.files_reused) as i64),
+                    // As OpenSearch: `files` and `bytes` are what was to be recovered, and
+                    // byte counts are plain numbers.
+                    n(files_to_recover as i64),
                     n(r.files_recovered as i64),
                     t(format!(
                         "{:.1}%",
-                        percent(r.files_recovered, r.files_total - r.files_reused)
+                        percent(r.files_recovered, files_to_recover)
                     )),
                     n(r.files_total as i64),
-                    n((r.bytes_total - r.bytes_reused) as i64),
+                    n(bytes_to_recover as i64),
                     n(r.bytes_recovered as i64),
                     t(format!(
                         "{:.1}%",
-                        percent(r.bytes_recovered, r.bytes_total - r.bytes_reused)
+                        percent(r.bytes_recovered, bytes_to_recover)
                     )),
                     n(r.bytes_total as i64),
                     n(r.ops_total as i64),
@@ -259,8 +260,7 @@ fn add_human_fields(shard: &mut Value, r: &RecoveryRecord) {
 
 fn shard_numbers(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord) -> Value {
     let millis = r.elapsed().as_millis() as u64;
-    let to_recover_files = r.files_total - r.files_reused;
-    let to_recover_bytes = r.bytes_total - r.bytes_reused;
+    let (to_recover_files, to_recover_bytes) = r.to_recover();
     json!({
         "id": r.shard,
         "type": r.recovery_type.as_str().to_uppercase(),

@@ -84,18 +84,14 @@ impl Applier {
             && copy.state == ShardState::Initializing
             && copy.recovery_source == Some(shoal_state::RecoverySource::RemoteStore)
             && service.copy(shard).is_err();
+        // A restore's record starts before its download.
+        let started = now_millis();
         let restored = match restoring {
-            true => Some((
-                self.remote.download_store(service, shard, term)?,
-                now_millis(),
-            )),
+            true => Some((self.remote.download_store(service, shard, term)?, started)),
             false => None,
         };
         let from_snapshot = match restores_from_snapshot(service, copy) {
-            true => Some((
-                self.snapshots.restore_shard(service, shard, term)?,
-                now_millis(),
-            )),
+            true => Some((self.snapshots.restore_shard(service, shard, term)?, started)),
             false => None,
         };
         service.ensure_shard_open(shard, term, copy.primary)?;
@@ -175,7 +171,7 @@ impl Applier {
         &self,
         copy: &ShardRouting,
         local: &IndexShard,
-        files: crate::transfer::target::TransferStats,
+        files: Vec<crate::recovery::progress::FileDetail>,
         replayed: usize,
         started: i64,
         snapshot: Option<(String, String)>,
@@ -195,13 +191,7 @@ impl Applier {
         );
         record.snapshot = snapshot;
         record.start_millis = started;
-        record.files = files.files;
-        record.files_total = (files.files_copied + files.files_reused) as u64;
-        record.files_recovered = files.files_copied as u64;
-        record.files_reused = files.files_reused as u64;
-        record.bytes_total = files.bytes_copied + files.bytes_reused;
-        record.bytes_recovered = files.bytes_copied;
-        record.bytes_reused = files.bytes_reused;
+        record.record_files(files);
         record.ops_total = replayed as u64;
         record.ops_recovered = replayed as u64;
         record.finish();
@@ -224,7 +214,7 @@ impl Applier {
             Some(shoal_state::RecoverySource::Snapshot) => RecoveryType::Snapshot,
             _ => RecoveryType::EmptyStore,
         };
-        let mut record = RecoveryRecord::new(
+        let record = RecoveryRecord::new(
             &copy.index,
             copy.shard as usize,
             &allocation_id,
@@ -232,14 +222,7 @@ impl Applier {
             kind,
             &self.core.node_id,
         );
-        // A new, empty store reuses nothing (OpenSearch lists no file for it).
-        if kind != RecoveryType::EmptyStore {
-            if let Ok(files) = local.engine().commit_files() {
-                record.reuse_commit_files(&files);
-            }
-        }
-        record.finish();
-        local.set_recovery(RecoveryProgress::new(record));
+        local.set_recovery(RecoveryProgress::new(store_recovery(record, local)));
     }
 
     /// A copy of an index the state no longer has: closed, and its files deleted (the index
@@ -263,25 +246,38 @@ fn index_is_open(state: &ClusterState, index: &str) -> bool {
         .is_some_and(|meta| meta.state == shoal_state::IndexState::Open)
 }
 
-/// A primary of a restored index starting on this node with nothing open yet: its files
-/// come from the snapshot.
+/// A recovery of `local` from its own store, finished: every file of its commit reused, no
+/// operation replayed. A new, empty store reuses nothing (OpenSearch lists no file for it).
+fn store_recovery(
+    mut record: crate::recovery::progress::RecoveryRecord,
+    local: &IndexShard,
+) -> crate::recovery::progress::RecoveryRecord {
+    use crate::recovery::progress::RecoveryType;
+    if record.recovery_type != RecoveryType::EmptyStore {
+        if let Ok(files) = local.engine().commit_files() {
+            record.reuse_commit_files(&files);
+        }
+    }
+    record.finish();
+    record
+}
+
 /// Closes a copy whose index closed. As OpenSearch reinitializes a closed index's copies from
-/// their own store, its recovery record becomes an existing-store one: every file of the last
-/// commit reused, no operation replayed (what `_cat/recovery` shows, then and once reopened).
+/// their own store, its recovery record becomes an existing-store one (what `_cat/recovery`
+/// shows, then and once reopened).
 fn close_with_its_index(service: &IndexService, shard: usize) {
-    use crate::recovery::progress::{RecoveryProgress, RecoveryType};
+    use crate::recovery::progress::{RecoveryProgress, RecoveryRecord, RecoveryType};
     let record = service.copy(shard).ok().and_then(|local| {
-        let mut record = local.recovery()?.snapshot();
-        let files = local.engine().commit_files().ok()?;
-        record.recovery_type = RecoveryType::ExistingStore;
-        record.source_node = None;
-        record.snapshot = None;
-        record.start_millis = shoal_cluster::now_millis();
-        record.reuse_commit_files(&files);
-        record.ops_total = 0;
-        record.ops_recovered = 0;
-        record.finish();
-        Some(record)
+        let old = local.recovery()?.snapshot();
+        let record = RecoveryRecord::new(
+            &old.index,
+            old.shard,
+            &old.allocation_id,
+            old.primary,
+            RecoveryType::ExistingStore,
+            &old.target_node,
+        );
+        Some(store_recovery(record, &local))
     });
     service.close_shard(shard);
     if let Some(record) = record {
@@ -289,6 +285,8 @@ fn close_with_its_index(service: &IndexService, shard: usize) {
     }
 }
 
+/// A primary of a restored index starting on this node with nothing open yet: its files
+/// come from the snapshot.
 fn restores_from_snapshot(service: &IndexService, copy: &ShardRouting) -> bool {
     copy.primary
         && copy.state == ShardState::Initializing

@@ -107,6 +107,7 @@ pub struct FileDetail {
 }
 
 impl FileDetail {
+    /// A file still to recover.
     pub fn new(name: &str, length: u64) -> FileDetail {
         FileDetail {
             name: name.to_string(),
@@ -115,6 +116,28 @@ impl FileDetail {
             recovered: 0,
         }
     }
+
+    /// A file already here.
+    pub fn reused(name: &str, length: u64) -> FileDetail {
+        FileDetail {
+            reused: true,
+            ..FileDetail::new(name, length)
+        }
+    }
+
+    /// A file copied whole.
+    pub fn copied(name: &str, length: u64) -> FileDetail {
+        FileDetail {
+            recovered: length,
+            ..FileDetail::new(name, length)
+        }
+    }
+}
+
+/// (files, bytes) copied rather than reused.
+pub fn copied_totals(files: &[FileDetail]) -> (usize, u64) {
+    let copied = files.iter().filter(|f| !f.reused);
+    (copied.clone().count(), copied.map(|f| f.recovered).sum())
 }
 
 impl RecoveryRecord {
@@ -157,12 +180,20 @@ impl RecoveryRecord {
 
     /// A recovery from the copy's own store: every file of its commit (name, length) reused.
     pub fn reuse_commit_files(&mut self, files: &[(String, u64)]) {
-        self.expect_files(files.iter().map(|(name, len)| FileDetail::new(name, *len)));
-        for file in &mut self.files {
-            file.reused = true;
-        }
-        self.files_reused = self.files_total;
-        self.bytes_reused = self.bytes_total;
+        let reused = files
+            .iter()
+            .map(|(name, len)| FileDetail::reused(name, *len));
+        self.record_files(reused.collect());
+    }
+
+    /// The files of a finished transfer, each reused or copied; the totals follow from them.
+    pub fn record_files(&mut self, files: Vec<FileDetail>) {
+        self.expect_files(files);
+        let reused = self.files.iter().filter(|f| f.reused);
+        self.files_reused = reused.clone().count() as u64;
+        self.bytes_reused = reused.map(|f| f.length).sum();
+        let (copied, bytes) = copied_totals(&self.files);
+        (self.files_recovered, self.bytes_recovered) = (copied as u64, bytes);
     }
 
     /// The files this recovery brings, none reused or recovered yet.
@@ -182,18 +213,30 @@ impl RecoveryRecord {
             Progress::Received { file, .. } => &file.name,
         };
         let detail = self.files.iter_mut().find(|f| &f.name == name);
-        match (event, detail) {
-            (Progress::Reused(file), detail) => {
+        match *event {
+            Progress::Reused(file) => {
                 self.files_reused += 1;
                 self.bytes_reused += file.length;
-                detail.into_iter().for_each(|d| d.reused = true);
+                if let Some(detail) = detail {
+                    detail.reused = true;
+                }
             }
-            (Progress::Received { bytes, .. }, detail) => {
+            Progress::Received { bytes, .. } => {
                 self.bytes_recovered += bytes;
-                detail.into_iter().for_each(|d| d.recovered += bytes);
+                if let Some(detail) = detail {
+                    detail.recovered += bytes;
+                }
             }
-            (Progress::Copied(_), _) => self.files_recovered += 1,
+            Progress::Copied(_) => self.files_recovered += 1,
         }
+    }
+
+    /// What was to be recovered: (files, bytes) not already here.
+    pub fn to_recover(&self) -> (u64, u64) {
+        (
+            self.files_total - self.files_reused,
+            self.bytes_total - self.bytes_reused,
+        )
     }
 
     pub fn finish(&mut self) {

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+
 use serde_json::{json, Value};
 use shoal_state::Command;
 
@@ -14,8 +16,9 @@ use super::RemoteStoreService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
+use crate::recovery::progress::{copied_totals, FileDetail};
 use crate::replication::{ReplicaOp, ReplicaOpHeader};
-use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl, TransferStats};
+use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl};
 
 /// How long `wait_for_completion=true` waits for the restored primaries.
 const RESTORE_WAIT: Duration = Duration::from_secs(1800);
@@ -118,7 +121,7 @@ impl RemoteStoreService {
         service: &IndexService,
         shard: usize,
         term: i64,
-    ) -> ApiResult<TransferStats> {
+    ) -> ApiResult<Vec<FileDetail>> {
         self.check_stored_term(service, shard, term)?;
         let source = self.segment_source(ShardKeys::new(&service.uuid(), shard))?;
         let config = service.shard_engine_config(shard);
@@ -126,13 +129,13 @@ impl RemoteStoreService {
         std::fs::create_dir_all(config.index_dir())?;
         let Some((key, metadata)) = self.newest_metadata(&source.repository, &source.keys)? else {
             tracing::info!(index = %service.name(), shard, "nothing uploaded for this shard yet: it restores empty and replays its translog");
-            return Ok(TransferStats::default());
+            return Ok(Vec::new());
         };
         let files = crate::segrep::target::file_list(&metadata.checkpoint);
         // Restores keep to the repository's download rate alone: the index has no copy at all,
         // so the recovery rate does not hold them back.
         let limiter = crate::recovery::throttle::RateLimiter::default();
-        let stats = install_store(
+        let installed = install_store(
             &self.core,
             &config,
             (&source, &files),
@@ -143,8 +146,9 @@ impl RemoteStoreService {
                 rate: None,
             },
         )?;
-        tracing::info!(index = %service.name(), shard, metadata = %key, files = stats.files_copied, bytes = stats.bytes_copied, "segments restored from the remote store");
-        Ok(stats)
+        let (copied, bytes) = copied_totals(&installed);
+        tracing::info!(index = %service.name(), shard, metadata = %key, files = copied, bytes, "segments restored from the remote store");
+        Ok(installed)
     }
 
     /// Replays the translog batches above the restored commit into the newly opened primary,
@@ -197,20 +201,27 @@ pub(crate) fn install_store(
     meta_json: &str,
     term: i64,
     pace: InstallPace<'_>,
-) -> ApiResult<TransferStats> {
+) -> ApiResult<Vec<FileDetail>> {
+    let control = Paced {
+        rate: pace.rate,
+        files: Mutex::default(),
+    };
     let transfer = FileTransfer {
         dir: &config.index_dir(),
         source,
         runtime: &core.runtime,
         limiter: pace.limiter,
-        control: &Paced(pace.rate),
+        control: &control,
         differing: Differing::Replace,
         files_in_flight: core.recovery_limits().concurrent_chunks,
     };
-    let stats = transfer.run(files)?;
+    transfer.run(files)?;
     std::fs::write(config.index_dir().join("meta.json"), meta_json)?;
     shoal_engine::recovery::bind_recovered_store(config, term)?;
-    Ok(stats)
+    // The commit point came with the files (as Lucene's `segments_N` does): it counts as one.
+    let mut installed = control.files.into_inner();
+    installed.push(FileDetail::copied("meta.json", meta_json.len() as u64));
+    Ok(installed)
 }
 
 fn to_write(
@@ -223,8 +234,11 @@ fn to_write(
 }
 
 /// A restore's transfer: nothing to cancel it (nothing else runs on the shard yet), paced at
-/// its rate.
-struct Paced(Option<u64>);
+/// its rate; it notes each file reused or copied (`_recovery?detailed=true`).
+struct Paced {
+    rate: Option<u64>,
+    files: Mutex<Vec<FileDetail>>,
+}
 
 impl TransferControl for Paced {
     fn check(&self) -> ApiResult<()> {
@@ -232,8 +246,15 @@ impl TransferControl for Paced {
     }
 
     fn max_bytes_per_sec(&self) -> Option<u64> {
-        self.0
+        self.rate
     }
 
-    fn progress(&self, _event: Progress<'_>) {}
+    fn progress(&self, event: Progress<'_>) {
+        let detail = match event {
+            Progress::Reused(file) => FileDetail::reused(&file.name, file.length),
+            Progress::Copied(file) => FileDetail::copied(&file.name, file.length),
+            Progress::Received { .. } => return,
+        };
+        self.files.lock().push(detail);
+    }
 }

@@ -87,7 +87,6 @@ mod tests {
             files_reused: 3,
             bytes_reused: 700,
             diff: Duration::from_millis(1),
-            files: Vec::new(),
         };
         clock.files_done(&stats);
         let round = clock.finish();

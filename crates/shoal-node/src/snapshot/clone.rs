@@ -32,17 +32,11 @@ impl SnapshotService {
             ));
         }
         let repository = self.writable_repository(&request.repository, "clone snapshot in")?;
-        let entry = SnapshotInProgress {
-            repository: request.repository.clone(),
-            snapshot: request.target.clone(),
-            uuid: shoal_cluster::new_id(),
-            operation: SnapshotOperation::Create,
-            coordinator: self.core.node_id.clone(),
-            start_millis: now_millis(),
-            indices: Vec::new(),
-            shards: 0,
-            aborted: false,
-        };
+        let entry = self.repository_operation(
+            &request.repository,
+            &request.target,
+            SnapshotOperation::Create,
+        );
         // The source is read under the repository's operation: a delete cannot take its
         // blobs away between the read and the clone naming them.
         self.propose(Command::SnapshotBegin(entry.clone()))?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use shoal_state::{Command, SnapshotInProgress, SnapshotOperation};
 
-use super::layout::{self, SnapshotDetails};
+use super::layout::{self, RepositoryData, SnapshotDetails};
 use super::read::part_selects;
 use super::{snapshot_missing, SnapshotService};
 use crate::error::ApiResult;
@@ -19,7 +19,7 @@ impl SnapshotService {
     /// `POST _snapshot/{repo}/_cleanup`; answers what went, as OpenSearch does.
     pub fn cleanup_repository(&self, repository: &str) -> ApiResult<Value> {
         let opened = self.writable_repository(repository, "cleanup")?;
-        let entry = self.repository_operation(repository, "_cleanup");
+        let entry = self.repository_operation(repository, "_cleanup", SnapshotOperation::Delete);
         self.propose(Command::SnapshotBegin(entry.clone()))?;
         let result = self.cleanup_under_lock(&opened);
         self.end_operation(&entry);
@@ -34,11 +34,7 @@ impl SnapshotService {
         repository: &shoal_storage::Repository,
     ) -> ApiResult<(usize, u64)> {
         let data = self.repository_data(repository)?;
-        let kept: Vec<Arc<SnapshotDetails>> = data
-            .snapshots
-            .iter()
-            .map(|s| self.snapshot_details(repository, &s.uuid))
-            .collect::<ApiResult<_>>()?;
+        let kept = self.listed_details(repository, &data)?;
         let named: BTreeSet<String> = data
             .snapshots
             .iter()
@@ -84,7 +80,7 @@ impl SnapshotService {
         }
         doomed.sort();
         doomed.dedup();
-        let entry = self.repository_operation(repository, names);
+        let entry = self.repository_operation(repository, names, SnapshotOperation::Delete);
         self.propose(Command::SnapshotBegin(entry.clone()))?;
         let result = self.delete_under_lock(&opened, &doomed);
         self.end_operation(&entry);
@@ -93,14 +89,32 @@ impl SnapshotService {
         Ok(json!({ "acknowledged": true }))
     }
 
-    /// The cluster state's record of a delete or cleanup running on `repository`: it keeps
-    /// every other snapshot operation off the repository meanwhile.
-    fn repository_operation(&self, repository: &str, what: &str) -> SnapshotInProgress {
+    /// The details of every snapshot `data` lists (what a delete or cleanup must keep).
+    fn listed_details(
+        &self,
+        repository: &shoal_storage::Repository,
+        data: &RepositoryData,
+    ) -> ApiResult<Vec<Arc<SnapshotDetails>>> {
+        data.snapshots
+            .iter()
+            .map(|s| self.snapshot_details(repository, &s.uuid))
+            .collect()
+    }
+
+    /// The cluster state's record of an operation on `repository` that needs no shard (a
+    /// delete, a cleanup, a clone): it keeps every other snapshot operation off the
+    /// repository meanwhile.
+    pub(super) fn repository_operation(
+        &self,
+        repository: &str,
+        what: &str,
+        operation: SnapshotOperation,
+    ) -> SnapshotInProgress {
         SnapshotInProgress {
             repository: repository.to_string(),
             snapshot: what.to_string(),
             uuid: shoal_cluster::new_id(),
-            operation: SnapshotOperation::Delete,
+            operation,
             coordinator: self.core.node_id.clone(),
             start_millis: now_millis(),
             indices: Vec::new(),
@@ -119,11 +133,7 @@ impl SnapshotService {
         let before = data.snapshots.len();
         data.snapshots.retain(|s| !doomed.contains(&s.uuid));
         let removed = before - data.snapshots.len();
-        let kept: Vec<Arc<SnapshotDetails>> = data
-            .snapshots
-            .iter()
-            .map(|s| self.snapshot_details(repository, &s.uuid))
-            .collect::<ApiResult<_>>()?;
+        let kept = self.listed_details(repository, &data)?;
         self.write_repository_data(repository, data)?;
         for uuid in doomed {
             self.forget_details(repository, uuid);

@@ -19,8 +19,8 @@ use super::read::wildcard_match;
 use super::SnapshotService;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
+use crate::recovery::progress::{copied_totals, FileDetail};
 use crate::remote::segments::open_object;
-use crate::transfer::target::TransferStats;
 use crate::transfer::{ByteStream, FileMeta, FileSource};
 
 /// How long `wait_for_completion=true` waits for the restored primaries.
@@ -175,7 +175,7 @@ impl SnapshotService {
         service: &IndexService,
         shard: usize,
         term: i64,
-    ) -> ApiResult<(TransferStats, SnapshotRecoverySource)> {
+    ) -> ApiResult<(Vec<FileDetail>, SnapshotRecoverySource)> {
         let meta = service.meta();
         let source = meta.restored_from.clone().ok_or_else(|| {
             ApiError::internal(format!(
@@ -210,7 +210,7 @@ impl SnapshotService {
             throttles.restore.bytes_per_sec,
             self.core.recovery_limits().bytes_per_sec,
         );
-        let mut stats = crate::remote::restore::install_store(
+        let installed = crate::remote::restore::install_store(
             &self.core,
             &config,
             (&blobs, &files),
@@ -221,15 +221,9 @@ impl SnapshotService {
                 rate,
             },
         )?;
-        // The commit point came from the snapshot too (inside its file): it counts as one.
-        let commit_point = snapshot.meta_json.len() as u64;
-        stats.files_copied += 1;
-        stats.bytes_copied += commit_point;
-        let mut detail = crate::recovery::progress::FileDetail::new("meta.json", commit_point);
-        detail.recovered = commit_point;
-        stats.files.push(detail);
-        tracing::info!(index = %service.name(), shard, snapshot = %source.snapshot, files = stats.files_copied, bytes = stats.bytes_copied, "shard restored from a snapshot");
-        Ok((stats, source))
+        let (copied, bytes) = copied_totals(&installed);
+        tracing::info!(index = %service.name(), shard, snapshot = %source.snapshot, files = copied, bytes, "shard restored from a snapshot");
+        Ok((installed, source))
     }
 }
 

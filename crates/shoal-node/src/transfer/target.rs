@@ -1,7 +1,6 @@
 //! The receiving side of a transfer: copies the listed files a directory lacks from a
 //! [`FileSource`], each under a temporary name until its bytes match the listed crc32c.
 
-use crate::recovery::progress::FileDetail;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
@@ -68,7 +67,7 @@ pub trait TransferControl {
     }
 }
 
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct TransferStats {
     pub files_copied: usize,
     pub bytes_copied: u64,
@@ -76,8 +75,6 @@ pub struct TransferStats {
     pub bytes_reused: u64,
     /// Spent comparing the listed files with those already here.
     pub diff: std::time::Duration,
-    /// Each listed file, reused or copied (a restore's `_recovery?detailed=true`).
-    pub files: Vec<FileDetail>,
 }
 
 /// One transfer into `dir`. Runs on a blocking thread; `runtime` drives the source's streams.
@@ -105,9 +102,6 @@ impl FileTransfer<'_> {
                 self.control.progress(Progress::Reused(file));
                 stats.files_reused += 1;
                 stats.bytes_reused += file.length;
-                let mut reused = FileDetail::new(&file.name, file.length);
-                reused.reused = true;
-                stats.files.push(reused);
             } else {
                 missing.push(file);
             }
@@ -127,9 +121,6 @@ impl FileTransfer<'_> {
             self.control.progress(Progress::Copied(file));
             stats.files_copied += 1;
             stats.bytes_copied += file.length;
-            let mut copied = FileDetail::new(&file.name, file.length);
-            copied.recovered = file.length;
-            stats.files.push(copied);
         }
         sync_dir(self.dir)?;
         Ok(stats)

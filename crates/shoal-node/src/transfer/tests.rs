@@ -207,26 +207,7 @@ fn copies_what_is_missing_or_different_and_reuses_what_matches() {
             files_reused: 1,
             bytes_reused: same.len() as u64,
             diff: stats.diff,
-            files: stats.files.clone(),
         }
-    );
-    // Listed order; the reused file first (found while comparing), then the copies.
-    let outcome: Vec<(&str, bool, u64)> = stats
-        .files
-        .iter()
-        .map(|f| (f.name.as_str(), f.reused, f.recovered))
-        .collect();
-    assert_eq!(
-        outcome.iter().filter(|(_, reused, _)| *reused).count(),
-        1,
-        "{outcome:?}"
-    );
-    assert!(
-        stats
-            .files
-            .iter()
-            .all(|f| f.reused || f.recovered == f.length),
-        "{outcome:?}"
     );
     assert_eq!(
         source.opened(),
