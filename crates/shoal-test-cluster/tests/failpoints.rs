@@ -20,11 +20,7 @@ const REPLICATION_POOL: &str = shoal_node::pressure::settings::REPLICATION;
 fn a_replica_batch_of_the_old_term_never_applies_after_the_term_bump() {
     let cluster = TestCluster::start(3);
     let client = cluster.client(0);
-    client.create_index(
-        "race",
-        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 1}}),
-    );
-    cluster.wait_green(GREEN);
+    one_shard_index(&cluster, "race", 1);
     let primary = cluster.primary_of("race", 0).expect("a primary");
     let replica = cluster.replicas_of("race", 0)[0];
     client
@@ -113,11 +109,7 @@ fn open_files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// replica added later copies files.
 fn index_with_files(cluster: &TestCluster, index: &str, history: &History) {
     let client = cluster.client(0);
-    client.create_index(
-        index,
-        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 0}}),
-    );
-    cluster.wait_green(GREEN);
+    one_shard_index(&cluster, index, 0);
     for batch in 0..3 {
         let docs: Vec<(String, serde_json::Value)> = (0..100)
             .map(|n| (format!("{batch}-{n}"), json!({"value": n})))
@@ -375,11 +367,7 @@ fn a_new_primary_killed_in_the_middle_of_its_resync_hands_over_without_losing_a_
 #[test]
 fn a_write_waiting_for_a_resyncing_primary_goes_on_as_soon_as_the_resync_ends() {
     let mut cluster = TestCluster::start(3);
-    cluster.client(0).create_index(
-        "resync",
-        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 2}}),
-    );
-    cluster.wait_green(GREEN);
+    one_shard_index(&cluster, "resync", 2);
     let first = cluster.primary_of("resync", 0).expect("a primary");
     cluster
         .client(first)
@@ -491,6 +479,15 @@ fn a_recovery_whose_source_dies_before_finalize_starts_again_from_the_promoted_p
 }
 
 /// Raises `index` to one replica (its recovery then starts).
+/// Creates `index` with one shard and `replicas` replicas, and waits for green.
+fn one_shard_index(cluster: &TestCluster, index: &str, replicas: u32) {
+    cluster.client(0).create_index(
+        index,
+        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": replicas}}),
+    );
+    cluster.wait_green(GREEN);
+}
+
 fn add_a_replica(cluster: &TestCluster, index: &str) {
     cluster
         .client(0)
@@ -562,12 +559,7 @@ fn a_copy_whose_open_hangs_does_not_stop_another_index_from_starting() {
 #[test]
 fn a_replica_whose_started_report_is_lost_is_reported_again_until_it_starts() {
     let cluster = TestCluster::start(2);
-    let client = cluster.client(0);
-    client.create_index(
-        "lost",
-        &json!({"settings": {"number_of_shards": 1, "number_of_replicas": 0}}),
-    );
-    cluster.wait_green(GREEN);
+    one_shard_index(&cluster, "lost", 0);
     let primary = cluster.primary_of("lost", 0).expect("a primary");
     let lost = cluster.fail_at(1 - primary, "started_report_lost");
     add_a_replica(&cluster, "lost");
