@@ -192,6 +192,43 @@ def test_a_force_merge_under_load_makes_no_lag_spike_with_pre_copy_and_one_witho
         assert received_off == 0, received_off
 
 
+def merge_stats(c: ShoalCluster, name: str) -> dict:
+    shards = c.get(f"/{name}/_stats/merges", level="shards").json()["indices"][name]["shards"]["0"]
+    return next(s["merges"] for s in shards if s["routing"]["primary"])
+
+
+def store_bytes(c: ShoalCluster, name: str) -> dict[str, int]:
+    rows = c.get(f"/_cat/shards/{name}", format="json", h="prirep,store", bytes="b").json()
+    return {row["prirep"]: int(row["store"]) for row in rows}
+
+
+def test_a_background_merge_reaches_the_replica_with_no_write_after_it(tmp_path):
+    """tantivy swaps a finished merge in without a commit of its own; the primary's next
+    scheduled refresh commits it, so the replica drops the merge's inputs (and their disk)
+    without waiting for another write, and `_stats.merges` counts the merge."""
+    with ShoalCluster(tmp_path, 2) as c:
+        r = c.http(0).put("/bg", {"settings": {"number_of_shards": 1, "number_of_replicas": 1,
+                                               "index.replication.type": "SEGMENT", "refresh_interval": "1s"}})
+        assert r.status_code == 200, r.text
+        c.wait_for_status("green")
+        # One document per refresh, one segment each: the eighth makes tantivy's log merge
+        # policy merge them, after the last write's commit.
+        for n in range(8):
+            index_bulk(c, "bg", range(n, n + 1))
+        wait_for(lambda: merge_stats(c, "bg")["total"] >= 1, timeout=30, what="a background merge")
+        merges = merge_stats(c, "bg")
+        assert merges["total_docs"] == 8 and merges["total_size_in_bytes"] > 0, merges
+
+        def converged():
+            rows = segments(c, "bg")
+            return rows["p"] == rows["r"] and len(rows["p"]) == 1
+        wait_for(converged, timeout=10, what="the replica searching the merged segment")
+        sizes = store_bytes(c, "bg")
+        assert sizes["r"] <= sizes["p"] * 1.05, sizes
+        count = c.get("/bg/_count", preference="_replica").json()["count"]
+        assert count == 8, count
+
+
 @pytest.mark.parametrize("key,value", [
     ("indices.replication.merges.warmer.enabled", "maybe"),
     ("indices.replication.merges.warmer.max_bytes_per_sec", "fast"),

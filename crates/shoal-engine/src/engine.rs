@@ -244,9 +244,10 @@ impl Engine {
     /// Makes every write so far searchable (a tantivy commit). Cheap when nothing changed.
     pub fn refresh(&self) -> Result<bool, EngineError> {
         let _commit = self.commit_lock.lock();
+        let merged = self.merge_hook.merges_to_commit(&self.index);
         let state = self.state.lock();
         // A writer-less replica sees what it copied; it has nothing of its own to refresh.
-        if !state.dirty || state.is_writer_less() {
+        if !(state.dirty || merged) || state.is_writer_less() {
             return Ok(false);
         }
         let started = Instant::now();
@@ -447,13 +448,10 @@ impl Engine {
             self.counters.merge_current.fetch_sub(1, Ordering::Relaxed);
             match outcome {
                 Ok(merged) => {
-                    set.merged(&ids, merged.map(|m| m.id()));
-                    Counters::add(&self.counters.merge_total, 1);
-                    Counters::add(&self.counters.merge_docs, docs);
-                    Counters::add(
-                        &self.counters.merge_time_nanos,
-                        started.elapsed().as_nanos() as u64,
-                    );
+                    let output = merged.map(|m| m.id());
+                    set.merged(&ids, output);
+                    let bytes = output.map_or(0, |id| self.merge_hook.segment_bytes(id));
+                    self.merge_hook.done.count(docs, bytes, started.elapsed());
                 }
                 Err(e) if is_busy_segment_error(&e) && Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(100));
@@ -616,6 +614,7 @@ impl Engine {
             .map(|s| s.num_deleted_docs() as u64)
             .sum();
         let c = &self.counters;
+        let merges = &self.merge_hook.done;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let state = self.state.lock();
         EngineStats {
@@ -635,10 +634,11 @@ impl Engine {
             external_refresh_total: load(&c.refresh_total),
             flush_total: load(&c.flush_total),
             flush_time_in_millis: load(&c.flush_time_nanos) / 1_000_000,
-            merge_total: load(&c.merge_total),
-            merge_time_in_millis: load(&c.merge_time_nanos) / 1_000_000,
-            merge_docs: load(&c.merge_docs),
-            merge_current: load(&c.merge_current),
+            merge_total: load(&merges.total),
+            merge_time_in_millis: load(&merges.time_nanos) / 1_000_000,
+            merge_docs: load(&merges.docs),
+            merge_size_in_bytes: load(&merges.bytes),
+            merge_current: load(&c.merge_current) + self.merge_hook.background_merges_current(),
             segments_count: searcher.segment_readers().len() as u64,
             version_map_memory_in_bytes: state.version_map.heap_bytes() as u64,
             get_total: load(&c.get_total),

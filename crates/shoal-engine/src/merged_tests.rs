@@ -165,3 +165,50 @@ fn a_force_merge_under_continuous_writes_merges_what_was_there_and_returns() {
         "the first 40 documents are in one segment: {largest:?}"
     );
 }
+
+/// Waits until a background merge has swapped its segment in: fewer searchable segments
+/// on disk than the reader searches.
+fn wait_for_background_merge(primary: &Engine) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while primary.index().searchable_segment_ids().unwrap().len()
+        >= primary.searcher().segment_readers().len()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no background merge ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_background_merge_is_committed_by_the_next_refresh_and_counted() {
+    let (_dirs, primary, replica) = three_copied_segments();
+    // tantivy's log merge policy merges eight small segments.
+    for batch in 3..8 {
+        write(&primary, &replica, batch * 10..batch * 10 + 10);
+        refresh_and_copy(&primary, &replica);
+    }
+    wait_for_background_merge(&primary);
+    let before = primary.segment_checkpoint().unwrap();
+
+    assert!(
+        primary.refresh().unwrap(),
+        "nothing was written, but the merge is not committed yet"
+    );
+    let after = refresh_and_copy(&primary, &replica);
+    assert!(after.is_ahead_of(&before));
+    replica.install_checkpoint(&after).unwrap();
+    assert_eq!(
+        replica.searcher().segment_readers().len(),
+        primary.searcher().segment_readers().len()
+    );
+    assert!(primary.searcher().segment_readers().len() < 8);
+    assert_eq!((docs(&primary), docs(&replica)), (80, 80));
+    assert!(!primary.refresh().unwrap(), "the merge was committed once");
+
+    let stats = primary.stats();
+    assert!(stats.merge_total >= 1, "{stats:?}");
+    assert!(stats.merge_docs >= 8 * 10, "{stats:?}");
+    assert!(stats.merge_size_in_bytes > 0, "{stats:?}");
+}

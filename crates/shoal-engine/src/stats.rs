@@ -17,9 +17,7 @@ pub struct Counters {
     pub refresh_time_nanos: AtomicU64,
     pub flush_total: AtomicU64,
     pub flush_time_nanos: AtomicU64,
-    pub merge_total: AtomicU64,
-    pub merge_time_nanos: AtomicU64,
-    pub merge_docs: AtomicU64,
+    /// Force merges running (the merge hook counts background merges and every merge done).
     pub merge_current: AtomicU64,
     pub get_total: AtomicU64,
     pub get_exists: AtomicU64,
@@ -64,6 +62,8 @@ pub struct EngineStats {
     pub merge_total: u64,
     pub merge_time_in_millis: u64,
     pub merge_docs: u64,
+    #[serde(default)]
+    pub merge_size_in_bytes: u64,
     pub merge_current: u64,
     pub segments_count: u64,
     pub version_map_memory_in_bytes: u64,

@@ -61,6 +61,7 @@ pub fn sum_stats<'a>(shards: impl IntoIterator<Item = &'a EngineStats>) -> Engin
         total.merge_total += s.merge_total;
         total.merge_time_in_millis += s.merge_time_in_millis;
         total.merge_docs += s.merge_docs;
+        total.merge_size_in_bytes += s.merge_size_in_bytes;
         total.merge_current += s.merge_current;
         total.segments_count += s.segments_count;
         total.version_map_memory_in_bytes += s.version_map_memory_in_bytes;
@@ -100,7 +101,7 @@ pub fn stats_section(service: &IndexService, s: &EngineStats) -> Value {
             "scroll_current": load(&search.scroll_current), "suggest_total": 0, "suggest_time_in_millis": 0, "suggest_current": 0
         },
         "merges": {"current": s.merge_current, "current_docs": 0, "current_size_in_bytes": 0, "total": s.merge_total,
-                   "total_time_in_millis": s.merge_time_in_millis, "total_docs": s.merge_docs, "total_size_in_bytes": 0,
+                   "total_time_in_millis": s.merge_time_in_millis, "total_docs": s.merge_docs, "total_size_in_bytes": s.merge_size_in_bytes,
                    "total_stopped_time_in_millis": 0, "total_throttled_time_in_millis": 0, "total_auto_throttle_in_bytes": 0},
         "refresh": {"total": s.refresh_total, "total_time_in_millis": s.refresh_time_in_millis, "external_total": s.external_refresh_total,
                     "external_total_time_in_millis": s.refresh_time_in_millis, "listeners": 0},

@@ -16,8 +16,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tantivy::index::{SegmentId, SegmentMeta};
@@ -80,9 +81,43 @@ pub(crate) struct MergeHook {
     pub(crate) checksums: Arc<ChecksumCache>,
     /// A force merge runs: the merge policy proposes nothing (see [`PausableMergePolicy`]).
     paused: Arc<AtomicBool>,
-    /// The inputs of the background merges the policy proposed that may still run.
-    running: Arc<Mutex<Vec<Vec<SegmentId>>>>,
+    /// The background merges the policy proposed that may still run.
+    running: Arc<Mutex<Vec<Proposed>>>,
+    /// Merged segments no commit of the engine names yet (see [`MergeHook::merges_to_commit`]).
+    uncommitted: Arc<Mutex<Vec<(SegmentId, Instant)>>>,
+    /// Every merge that wrote its segment, background or forced (`_stats.merges`).
+    pub(crate) done: Arc<MergeCounters>,
 }
+
+/// A background merge the policy proposed.
+struct Proposed {
+    inputs: Vec<SegmentId>,
+    at: Instant,
+    /// Its segment is written (and counted); tantivy may not have swapped it in yet.
+    written: bool,
+}
+
+/// The merges of an engine's writer, as `_stats.merges` counts them.
+#[derive(Debug, Default)]
+pub(crate) struct MergeCounters {
+    pub(crate) total: AtomicU64,
+    pub(crate) docs: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) time_nanos: AtomicU64,
+}
+
+impl MergeCounters {
+    pub(crate) fn count(&self, docs: u64, bytes: u64, took: Duration) {
+        Counters::add(&self.total, 1);
+        Counters::add(&self.docs, docs);
+        Counters::add(&self.bytes, bytes);
+        Counters::add(&self.time_nanos, took.as_nanos() as u64);
+    }
+}
+
+/// How long a merged segment that never appears among the searchable ones (its merge failed
+/// after writing it, or a later merge took it first) is looked for at each refresh.
+const UNCOMMITTED_MERGE_EXPIRY: Duration = Duration::from_secs(60);
 
 impl MergeHook {
     pub(crate) fn new(dir: PathBuf) -> MergeHook {
@@ -92,6 +127,8 @@ impl MergeHook {
             checksums: Arc::default(),
             paused: Arc::default(),
             running: Arc::default(),
+            uncommitted: Arc::default(),
+            done: Arc::default(),
         }
     }
 
@@ -109,8 +146,38 @@ impl MergeHook {
     pub(crate) fn background_merges_running(&self, current: &[SegmentId]) -> bool {
         let current: HashSet<&SegmentId> = current.iter().collect();
         let mut running = self.running.lock();
-        running.retain(|inputs| inputs.iter().all(|id| current.contains(id)));
+        running.retain(|merge| merge.inputs.iter().all(|id| current.contains(id)));
         !running.is_empty()
+    }
+
+    /// Background merges proposed whose segment is not written yet.
+    pub(crate) fn background_merges_current(&self) -> u64 {
+        self.running.lock().iter().filter(|m| !m.written).count() as u64
+    }
+
+    /// Whether a merge ended since the engine's last commit: tantivy swapped its segment in
+    /// and rewrote `meta.json` under the last commit's opstamp, so no checkpoint names it and
+    /// the reader still searches its inputs. The next refresh then commits although nothing
+    /// was written (as OpenSearch's scheduled refresh picks up a merge): replicas install the
+    /// merged segment and drop its inputs, and the inputs' files are freed here. Reads
+    /// `meta.json` only while a merged segment waits.
+    pub(crate) fn merges_to_commit(&self, index: &Index) -> bool {
+        let mut uncommitted = self.uncommitted.lock();
+        if uncommitted.is_empty() {
+            return false;
+        }
+        let Ok(searchable) = index.searchable_segment_ids() else {
+            return false;
+        };
+        let mut swapped_in = false;
+        uncommitted.retain(|(id, at)| {
+            if searchable.contains(id) {
+                swapped_in = true;
+                return false;
+            }
+            at.elapsed() < UNCOMMITTED_MERGE_EXPIRY
+        });
+        swapped_in
     }
 
     /// Pauses background merges until the guard is dropped.
@@ -137,13 +204,18 @@ impl MergeHook {
         true
     }
 
-    fn merged(&self, segment: &tantivy::Segment) {
+    /// A merge wrote `segment` from `inputs`: counted when the policy proposed it (a force
+    /// merge counts its own), remembered until a commit names it, and told to the listener.
+    fn merged(&self, segment: &tantivy::Segment, inputs: &[SegmentReader]) {
+        let id = segment.id().uuid_string();
+        let files = segment_files(&self.dir, &id);
+        self.count_background_merge(inputs, &files);
+        self.uncommitted.lock().push((segment.id(), Instant::now()));
         let Some(listener) = self.listener.lock().clone() else {
             return;
         };
-        let id = segment.id().uuid_string();
         let merged = MergedSegment {
-            files: segment_files(&self.dir, &id),
+            files,
             segment: id,
             dir: self.dir.clone(),
             checksums: self.checksums.clone(),
@@ -154,6 +226,32 @@ impl MergeHook {
         if called.is_err() {
             error!(segment = %merged.segment, "the merged-segment listener panicked");
         }
+    }
+}
+
+impl MergeHook {
+    /// The bytes of segment `id`'s files.
+    pub(crate) fn segment_bytes(&self, id: SegmentId) -> u64 {
+        segment_files(&self.dir, &id.uuid_string())
+            .iter()
+            .map(|(_, length)| length)
+            .sum()
+    }
+
+    fn count_background_merge(&self, readers: &[SegmentReader], files: &[(String, u64)]) {
+        let inputs: HashSet<SegmentId> = readers.iter().map(SegmentReader::segment_id).collect();
+        let mut running = self.running.lock();
+        let Some(merge) = running.iter_mut().find(|m| {
+            !m.written
+                && m.inputs.len() == inputs.len()
+                && m.inputs.iter().all(|id| inputs.contains(id))
+        }) else {
+            return;
+        };
+        merge.written = true;
+        let docs = readers.iter().map(|r| u64::from(r.num_docs())).sum();
+        let bytes = files.iter().map(|(_, length)| length).sum();
+        self.done.count(docs, bytes, merge.at.elapsed());
     }
 }
 
@@ -175,7 +273,7 @@ impl Engine {
 struct PausableMergePolicy {
     inner: Box<dyn MergePolicy>,
     paused: Arc<AtomicBool>,
-    running: Arc<Mutex<Vec<Vec<SegmentId>>>>,
+    running: Arc<Mutex<Vec<Proposed>>>,
 }
 
 impl std::fmt::Debug for PausableMergePolicy {
@@ -193,14 +291,19 @@ impl MergePolicy for PausableMergePolicy {
         let offered: HashSet<SegmentId> = segments.iter().map(|m| m.id()).collect();
         self.running
             .lock()
-            .retain(|inputs| !inputs.iter().any(|id| offered.contains(id)));
+            .retain(|merge| !merge.inputs.iter().any(|id| offered.contains(id)));
         if self.paused.load(Ordering::Acquire) {
             return Vec::new();
         }
         let candidates = self.inner.compute_merge_candidates(segments);
+        let now = Instant::now();
         self.running
             .lock()
-            .extend(candidates.iter().map(|c| c.0.clone()));
+            .extend(candidates.iter().map(|c| Proposed {
+                inputs: c.0.clone(),
+                at: now,
+                written: false,
+            }));
         candidates
     }
 }
@@ -298,9 +401,9 @@ impl SegmentPlugin for HookedPlugin {
     }
 
     fn merge(&self, ctx: PluginMergeContext) -> tantivy::Result<()> {
-        let target = ctx.target_segment;
+        let (target, inputs) = (ctx.target_segment, ctx.readers);
         self.inner.merge(ctx)?;
-        self.hook.merged(target);
+        self.hook.merged(target, inputs);
         Ok(())
     }
 
