@@ -436,7 +436,6 @@ impl Engine {
             };
             let picked = &metas[..merge_count.max(1)];
             let ids: Vec<_> = picked.iter().map(|m| m.id()).collect();
-            let docs: u64 = picked.iter().map(|m| m.num_docs() as u64).sum();
             self.verify_merge_inputs(picked)?;
             let started = Instant::now();
             Counters::add(&self.counters.merge_current, 1);
@@ -448,10 +447,10 @@ impl Engine {
             self.counters.merge_current.fetch_sub(1, Ordering::Relaxed);
             match outcome {
                 Ok(merged) => {
-                    let output = merged.map(|m| m.id());
-                    set.merged(&ids, output);
-                    let bytes = output.map_or(0, |id| self.merge_hook.segment_bytes(id));
-                    self.merge_hook.done.count(docs, bytes, started.elapsed());
+                    set.merged(&ids, merged.map(|m| m.id()));
+                    // The merge hook counted the merge when it wrote its segment.
+                    let took = started.elapsed().as_nanos() as u64;
+                    Counters::add(&self.merge_hook.done.time_nanos, took);
                 }
                 Err(e) if is_busy_segment_error(&e) && Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(100));

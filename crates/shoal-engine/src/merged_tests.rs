@@ -119,6 +119,10 @@ fn a_replica_given_the_merged_files_first_has_every_file_of_the_merge_commit() {
     }
     replica.install_checkpoint(&after).unwrap();
     assert_eq!(docs(&replica), 30);
+    // The hook counted the force merge as it wrote the segment.
+    let stats = primary.stats();
+    assert_eq!((stats.merge_total, stats.merge_docs), (1, 30), "{stats:?}");
+    assert_eq!(stats.merge_size_in_bytes, merged.length, "{stats:?}");
 }
 
 #[test]

@@ -478,7 +478,6 @@ fn a_recovery_whose_source_dies_before_finalize_starts_again_from_the_promoted_p
     assert_eq!(summary.acknowledged, 300, "{summary:?}");
 }
 
-/// Raises `index` to one replica (its recovery then starts).
 /// Creates `index` with one shard and `replicas` replicas, and waits for green.
 fn one_shard_index(cluster: &TestCluster, index: &str, replicas: u32) {
     cluster.client(0).create_index(
@@ -488,6 +487,7 @@ fn one_shard_index(cluster: &TestCluster, index: &str, replicas: u32) {
     cluster.wait_green(GREEN);
 }
 
+/// Raises `index` to one replica (its recovery then starts).
 fn add_a_replica(cluster: &TestCluster, index: &str) {
     cluster
         .client(0)

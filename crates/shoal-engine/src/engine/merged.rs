@@ -107,7 +107,7 @@ pub(crate) struct MergeCounters {
 }
 
 impl MergeCounters {
-    pub(crate) fn count(&self, docs: u64, bytes: u64, took: Duration) {
+    fn count(&self, docs: u64, bytes: u64, took: Duration) {
         Counters::add(&self.total, 1);
         Counters::add(&self.docs, docs);
         Counters::add(&self.bytes, bytes);
@@ -153,6 +153,20 @@ impl MergeHook {
     /// Background merges proposed whose segment is not written yet.
     pub(crate) fn background_merges_current(&self) -> u64 {
         self.running.lock().iter().filter(|m| !m.written).count() as u64
+    }
+
+    /// How long ago the policy proposed the merge of `readers`, which has now written its
+    /// segment; `None` for a merge the policy did not propose (a force merge).
+    fn take_proposal(&self, readers: &[SegmentReader]) -> Option<Duration> {
+        let inputs: HashSet<SegmentId> = readers.iter().map(SegmentReader::segment_id).collect();
+        let mut running = self.running.lock();
+        let merge = running.iter_mut().find(|m| {
+            !m.written
+                && m.inputs.len() == inputs.len()
+                && m.inputs.iter().all(|id| inputs.contains(id))
+        })?;
+        merge.written = true;
+        Some(merge.at.elapsed())
     }
 
     /// Whether a merge ended since the engine's last commit: tantivy swapped its segment in
@@ -204,12 +218,16 @@ impl MergeHook {
         true
     }
 
-    /// A merge wrote `segment` from `inputs`: counted when the policy proposed it (a force
-    /// merge counts its own), remembered until a commit names it, and told to the listener.
+    /// A merge wrote `segment` from `inputs`: counted (a background merge's time runs from the
+    /// policy's proposal; a force merge adds its own), remembered until a commit names it, and
+    /// told to the listener.
     fn merged(&self, segment: &tantivy::Segment, inputs: &[SegmentReader]) {
         let id = segment.id().uuid_string();
         let files = segment_files(&self.dir, &id);
-        self.count_background_merge(inputs, &files);
+        let docs = inputs.iter().map(|r| u64::from(r.num_docs())).sum();
+        let bytes = files.iter().map(|(_, length)| length).sum();
+        let took = self.take_proposal(inputs).unwrap_or_default();
+        self.done.count(docs, bytes, took);
         self.uncommitted.lock().push((segment.id(), Instant::now()));
         let Some(listener) = self.listener.lock().clone() else {
             return;
@@ -226,32 +244,6 @@ impl MergeHook {
         if called.is_err() {
             error!(segment = %merged.segment, "the merged-segment listener panicked");
         }
-    }
-}
-
-impl MergeHook {
-    /// The bytes of segment `id`'s files.
-    pub(crate) fn segment_bytes(&self, id: SegmentId) -> u64 {
-        segment_files(&self.dir, &id.uuid_string())
-            .iter()
-            .map(|(_, length)| length)
-            .sum()
-    }
-
-    fn count_background_merge(&self, readers: &[SegmentReader], files: &[(String, u64)]) {
-        let inputs: HashSet<SegmentId> = readers.iter().map(SegmentReader::segment_id).collect();
-        let mut running = self.running.lock();
-        let Some(merge) = running.iter_mut().find(|m| {
-            !m.written
-                && m.inputs.len() == inputs.len()
-                && m.inputs.iter().all(|id| inputs.contains(id))
-        }) else {
-            return;
-        };
-        merge.written = true;
-        let docs = readers.iter().map(|r| u64::from(r.num_docs())).sum();
-        let bytes = files.iter().map(|(_, length)| length).sum();
-        self.done.count(docs, bytes, merge.at.elapsed());
     }
 }
 
