@@ -24,6 +24,15 @@ pub(crate) fn open_primary(dir: &Path) -> Engine {
     Engine::open(EngineConfig::new(dir.to_path_buf()), 1, &parse).unwrap()
 }
 
+/// A primary with one indexing thread: each refresh that found writes adds one segment.
+pub(crate) fn open_single_threaded_primary(dir: &Path) -> Engine {
+    let config = EngineConfig {
+        indexing_threads: 1,
+        ..EngineConfig::new(dir.to_path_buf())
+    };
+    Engine::open(config, 1, &parse).unwrap()
+}
+
 pub(crate) fn open_replica(dir: &Path) -> Engine {
     let config = EngineConfig {
         segment_replica: true,
