@@ -159,5 +159,6 @@ def visibility_summary(mode):
             name = key if part == "all" else key.replace("with_force_merge", "during_force_merge")
             out[name] = {k: summarize([row[k] for row in rows])
                          for k in ("p50_ms", "p99_ms", "max_ms", "never_seen", "primary_p50_ms",
-                                   "primary_p99_ms", "added_p50_ms", "added_p99_ms")}
+                                   "primary_p99_ms", "added_p50_ms", "added_p99_ms", "sent_p50_ms",
+                                   "sent_p99_ms") if all(k in row for row in rows)}
     return out

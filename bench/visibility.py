@@ -5,7 +5,9 @@ node and one to the replica's node, search every 20 ms for the probes not yet fo
 poller per node, so a slow search on one never delays the other's observation). The lag is
 the time from a write's acknowledgment to the first search on the replica that finds it, so it
 includes the primary's refresh interval (the goal is refresh_interval + 200 ms); the same on the
-primary tells what replication adds (replica minus primary, per probe).
+primary tells what replication adds (replica minus primary, per probe). The lag from the write's
+sending is reported too (`sent_p50_ms`, `sent_p99_ms`): a system that acknowledges a write only
+after a running refresh moves part of the lag into the write's latency, and this shows it.
 
 Optionally a force merge to one segment starts while the load runs; probes are then also
 summarized over the merge's window alone.
@@ -44,7 +46,8 @@ class VisibilityProbe:
     def __init__(self, primary, replica, index):
         self.primary, self.replica, self.index = primary, replica, index
         self.ids = {"primary": node_id(primary), "replica": node_id(replica)}
-        # probe name -> [monotonic time of the acknowledgment, {role: lag in ms}]
+        # probe name -> [monotonic time of the acknowledgment, {role: lag in ms}, ms it took
+        # to be acknowledged]
         self.probes: dict[str, list] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -66,10 +69,11 @@ class VisibilityProbe:
 
     @property
     def samples(self):
-        """(monotonic time of the acknowledgment, replica lag, primary lag), lags in ms or
-        None when never seen."""
+        """(monotonic time of the acknowledgment, replica lag, primary lag, ms the write took
+        to be acknowledged), lags in ms or None when never seen."""
         with self.lock:
-            return [(at, seen.get("replica"), seen.get("primary")) for at, seen in self.probes.values()]
+            return [(at, seen.get("replica"), seen.get("primary"), took)
+                    for at, seen, took in self.probes.values()]
 
     def write_probes(self):
         n = 0
@@ -77,9 +81,11 @@ class VisibilityProbe:
             n += 1
             doc = f"probe-{n}"
             try:
+                sent = time.monotonic()
                 self.primary.req("PUT", f"/{self.index}/_doc/{doc}", {"package": doc}, timeout=60)
+                acked = time.monotonic()
                 with self.lock:
-                    self.probes[doc] = [time.monotonic(), {}]
+                    self.probes[doc] = [acked, {}, (acked - sent) * 1000]
             except (OSError, HttpError) as e:
                 log(f"visibility probe {n} failed: {e}")
             self.stopping.wait(self.rng.uniform(*PROBE_SPACING_S))
@@ -90,7 +96,7 @@ class VisibilityProbe:
         while True:
             now = time.monotonic()
             with self.lock:
-                waiting = [doc for doc, (at, seen) in self.probes.items()
+                waiting = [doc for doc, (at, seen, _) in self.probes.items()
                            if role not in seen and now - at < GIVE_UP_S]
             if waiting:
                 try:
@@ -101,7 +107,7 @@ class VisibilityProbe:
                 seen_at = time.monotonic()
                 with self.lock:
                     for doc in found:
-                        at, seen = self.probes[doc]
+                        at, seen, _ = self.probes[doc]
                         seen.setdefault(role, (seen_at - at) * 1000)
             elif self.stopping.is_set() and not self.writer.is_alive():
                 return
@@ -117,17 +123,19 @@ class VisibilityProbe:
     def summary(self, window=None):
         """p50/p99/max lag in ms of the probes acknowledged inside `window` (start, end), or
         of all; probes never seen within 30 s are counted, not hidden."""
-        rows = [(replica, primary) for at, replica, primary in self.samples
+        rows = [(replica, primary, took) for at, replica, primary, took in self.samples
                 if window is None or window[0] <= at <= window[1]]
-        seen = [replica for replica, _ in rows if replica is not None]
-        on_primary = [primary for _, primary in rows if primary is not None]
-        added = [replica - primary for replica, primary in rows if None not in (replica, primary)]
+        seen = [replica for replica, _, _ in rows if replica is not None]
+        from_sent = [replica + took for replica, _, took in rows if replica is not None]
+        on_primary = [primary for _, primary, _ in rows if primary is not None]
+        added = [replica - primary for replica, primary, _ in rows if None not in (replica, primary)]
         rounded = lambda values, p: round(percentile(values, p), 1) if values else None
         return {"probes": len(rows), "never_seen": len(rows) - len(seen),
                 "p50_ms": rounded(seen, 50), "p99_ms": rounded(seen, 99),
                 "max_ms": round(max(seen), 1) if seen else None,
                 "primary_p50_ms": rounded(on_primary, 50), "primary_p99_ms": rounded(on_primary, 99),
-                "added_p50_ms": rounded(added, 50), "added_p99_ms": rounded(added, 99)}
+                "added_p50_ms": rounded(added, 50), "added_p99_ms": rounded(added, 99),
+                "sent_p50_ms": rounded(from_sent, 50), "sent_p99_ms": rounded(from_sent, 99)}
 
 
 class ForceMergeDuring:

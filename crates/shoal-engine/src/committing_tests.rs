@@ -165,3 +165,68 @@ fn a_panic_inside_a_commit_fails_the_engine_and_wakes_the_writes_waiting_for_roo
     assert!(engine.has_failed());
     assert!(error.to_string().contains("panicked"), "{error}");
 }
+
+#[test]
+fn a_write_beyond_the_room_for_waiting_documents_waits_for_the_commit_to_end() {
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let engine = Arc::new(open(dir.path(), &m));
+    let one = index_op(&engine, &m, "first", json!({"n": 1}), DocRequest::default());
+    assert!(engine.apply(vec![one], Origin::Primary)[0].is_ok());
+    // The commit holds the writer until the test lets it go.
+    *engine.commit_hook.lock() = Some(|_| {
+        while !RELEASE.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+    let refresher = {
+        let engine = engine.clone();
+        std::thread::spawn(move || engine.refresh())
+    };
+    let write = |id: String| {
+        let op = index_op(&engine, &m, &id, json!({"n": 2}), DocRequest::default());
+        engine.apply(vec![op], Origin::Primary).pop().unwrap()
+    };
+    // Single writes go through until one waits for the commit rather than being indexed.
+    let mut k = 0;
+    while engine.pending_operations() == 0 {
+        write(format!("before-{k}")).unwrap();
+        k += 1;
+    }
+    let room = crate::engine::committing::MAX_PENDING_DOCS - engine.pending_operations();
+    let filling = (0..room)
+        .map(|n| {
+            index_op(
+                &engine,
+                &m,
+                &format!("fill-{n}"),
+                json!({"n": 3}),
+                DocRequest::default(),
+            )
+        })
+        .collect();
+    assert!(engine
+        .apply(filling, Origin::Primary)
+        .iter()
+        .all(|r| r.is_ok()));
+    let late = {
+        let (engine, m) = (engine.clone(), m.clone());
+        std::thread::spawn(move || {
+            let op = index_op(&engine, &m, "late", json!({"n": 4}), DocRequest::default());
+            engine.apply(vec![op], Origin::Primary).pop().unwrap()
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !late.is_finished(),
+        "a write was acknowledged while {} documents already waited for the commit",
+        crate::engine::committing::MAX_PENDING_DOCS
+    );
+    RELEASE.store(true, Ordering::Release);
+    late.join().unwrap().expect("the waiting write fails");
+    refresher.join().unwrap().unwrap();
+    engine.refresh().unwrap();
+    assert!(engine.get("late").unwrap().is_some());
+    assert_eq!(engine.searcher().num_docs() as usize, 1 + k + room + 1);
+}

@@ -6,6 +6,12 @@
 //! versioned and acknowledged as usual, and their tantivy operations wait here, in order,
 //! until the commit gives the writer back and hands them to it. They were not in the commit
 //! (its payload was taken before), so they are in the next one.
+//!
+//! Only a few hundred documents wait that way: on a node out of CPU, parsing and logging more
+//! writes during the commit takes the cores its segment writing needs, and the commit (so the
+//! refresh, so what searches see) ends later by as much. Beyond them writes wait for the end
+//! of the commit: indexing goes on at the same rate, a write that comes during a commit under
+//! saturation is acknowledged up to a commit later, and the commit is shorter.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -14,10 +20,12 @@ use parking_lot::MutexGuard;
 
 use super::*;
 
-/// Documents that may wait for a commit: about what tantivy's own indexing pipeline holds.
-/// Beyond them writes wait for the commit to end, so that a commit slowed down (a stalled
-/// disk) does not pile acknowledged documents up in memory.
-pub(crate) const MAX_PENDING_DOCS: usize = 10_000;
+/// Documents that may wait for a commit: a bulk request or two, so a commit under a light
+/// load delays no write. Beyond them writes wait for the commit to end, which also keeps a
+/// commit slowed down (a stalled disk) from piling acknowledged documents up in memory.
+/// Measured on 2 cores under a saturating bulk load (2 nodes, SEGMENT): with 10,000 the
+/// commit's segment writing took p50 347 ms, with 500 it took 205 ms, at the same docs/s.
+pub(crate) const MAX_PENDING_DOCS: usize = 500;
 
 /// The writer's operations made while a commit held it, in their order.
 #[derive(Default)]
