@@ -160,5 +160,5 @@ def visibility_summary(mode):
             out[name] = {k: summarize([row[k] for row in rows])
                          for k in ("p50_ms", "p99_ms", "max_ms", "never_seen", "primary_p50_ms",
                                    "primary_p99_ms", "added_p50_ms", "added_p99_ms", "sent_p50_ms",
-                                   "sent_p99_ms") if all(k in row for row in rows)}
+                                   "sent_p99_ms")}
     return out

@@ -13,6 +13,17 @@ use crate::*;
 /// A write acknowledged during a commit: (started, ended, seq_no).
 type Write = (Instant, Instant, i64);
 
+/// Indexes `source` as document `id` on the primary: the write's one result.
+fn write_one(
+    engine: &Engine,
+    m: &Mapping,
+    id: &str,
+    source: serde_json::Value,
+) -> Result<OpResult, EngineError> {
+    let op = index_op(engine, m, id, source, DocRequest::default());
+    engine.apply(vec![op], Origin::Primary).pop().unwrap()
+}
+
 /// An engine with a backlog that takes tantivy a while to write out.
 fn engine_with_backlog(dir: &std::path::Path, m: &Mapping) -> Arc<Engine> {
     let engine = Arc::new(open(dir, m));
@@ -52,12 +63,7 @@ fn write_during(engine: &Arc<Engine>, m: &Mapping, commit: fn(&Engine)) -> (Vec<
     while !done.load(Ordering::Acquire) {
         let id = format!("new-{}", writes.len());
         let started = Instant::now();
-        let op = index_op(engine, m, &id, json!({"n": 1}), DocRequest::default());
-        let result = engine
-            .apply(vec![op], Origin::Primary)
-            .pop()
-            .unwrap()
-            .unwrap();
+        let result = write_one(engine, m, &id, json!({"n": 1})).unwrap();
         assert!(
             engine.get(&id).unwrap().is_some(),
             "{id} not seen by a realtime get"
@@ -116,8 +122,7 @@ fn a_panic_inside_a_commit_fails_the_engine_and_wakes_the_writes_waiting_for_roo
     let dir = tempfile::tempdir().unwrap();
     let m = mapping();
     let engine = Arc::new(open(dir.path(), &m));
-    let one = index_op(&engine, &m, "first", json!({"n": 1}), DocRequest::default());
-    assert!(engine.apply(vec![one], Origin::Primary)[0].is_ok());
+    assert!(write_one(&engine, &m, "first", json!({"n": 1})).is_ok());
     // The commit panics once as many writes wait for it as may.
     *engine.commit_hook.lock() = Some(|engine| {
         while engine.pending_operations() < crate::engine::committing::MAX_PENDING_DOCS {
@@ -133,14 +138,7 @@ fn a_panic_inside_a_commit_fails_the_engine_and_wakes_the_writes_waiting_for_roo
         let (engine, m) = (engine.clone(), m.clone());
         std::thread::spawn(move || {
             for k in 0.. {
-                let op = index_op(
-                    &engine,
-                    &m,
-                    &format!("w-{k}"),
-                    json!({"n": k}),
-                    DocRequest::default(),
-                );
-                if let Err(e) = engine.apply(vec![op], Origin::Primary).pop().unwrap() {
+                if let Err(e) = write_one(&engine, &m, &format!("w-{k}"), json!({"n": k})) {
                     return (k, e);
                 }
             }
@@ -172,8 +170,7 @@ fn a_write_beyond_the_room_for_waiting_documents_waits_for_the_commit_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let m = mapping();
     let engine = Arc::new(open(dir.path(), &m));
-    let one = index_op(&engine, &m, "first", json!({"n": 1}), DocRequest::default());
-    assert!(engine.apply(vec![one], Origin::Primary)[0].is_ok());
+    assert!(write_one(&engine, &m, "first", json!({"n": 1})).is_ok());
     // The commit holds the writer until the test lets it go.
     *engine.commit_hook.lock() = Some(|_| {
         while !RELEASE.load(Ordering::Acquire) {
@@ -184,14 +181,10 @@ fn a_write_beyond_the_room_for_waiting_documents_waits_for_the_commit_to_end() {
         let engine = engine.clone();
         std::thread::spawn(move || engine.refresh())
     };
-    let write = |id: String| {
-        let op = index_op(&engine, &m, &id, json!({"n": 2}), DocRequest::default());
-        engine.apply(vec![op], Origin::Primary).pop().unwrap()
-    };
     // Single writes go through until one waits for the commit rather than being indexed.
     let mut k = 0;
     while engine.pending_operations() == 0 {
-        write(format!("before-{k}")).unwrap();
+        write_one(&engine, &m, &format!("before-{k}"), json!({"n": 2})).unwrap();
         k += 1;
     }
     let room = crate::engine::committing::MAX_PENDING_DOCS - engine.pending_operations();
@@ -212,10 +205,7 @@ fn a_write_beyond_the_room_for_waiting_documents_waits_for_the_commit_to_end() {
         .all(|r| r.is_ok()));
     let late = {
         let (engine, m) = (engine.clone(), m.clone());
-        std::thread::spawn(move || {
-            let op = index_op(&engine, &m, "late", json!({"n": 4}), DocRequest::default());
-            engine.apply(vec![op], Origin::Primary).pop().unwrap()
-        })
+        std::thread::spawn(move || write_one(&engine, &m, "late", json!({"n": 4})))
     };
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(

@@ -20,11 +20,10 @@ use parking_lot::MutexGuard;
 
 use super::*;
 
-/// Documents that may wait for a commit: a bulk request or two, so a commit under a light
-/// load delays no write. Beyond them writes wait for the commit to end, which also keeps a
-/// commit slowed down (a stalled disk) from piling acknowledged documents up in memory.
-/// Measured on 2 cores under a saturating bulk load (2 nodes, SEGMENT): with 10,000 the
-/// commit's segment writing took p50 347 ms, with 500 it took 205 ms, at the same docs/s.
+/// Documents that may wait for a commit (see the module's comment): a bulk request or so.
+/// The bound also keeps a commit slowed down (a stalled disk) from piling acknowledged
+/// documents up in memory. On 2 cores under a saturating bulk load (2 nodes, SEGMENT) the
+/// commit's segment writing took p50 347 ms with 10,000, 205 ms with 500, at the same docs/s.
 pub(crate) const MAX_PENDING_DOCS: usize = 500;
 
 /// The writer's operations made while a commit held it, in their order.
