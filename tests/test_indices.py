@@ -570,6 +570,44 @@ def test_stats_flush_count_increments(http, index):
     assert after == before + 1
 
 
+def flush_stats(http, index):
+    return http.get(f"/{index}/_stats/flush").json()["indices"][index]["primaries"]["flush"]
+
+
+def test_flush_counts_what_was_asked_for_not_the_shards_own_commits(http, index_name):
+    http.put(f"/{index_name}", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+    # Opening a new shard commits, but no one asked for a flush.
+    assert flush_stats(http, index_name)["total"] == 0
+    r = http.post(f"/{index_name}/_flush", params={"force": "true", "wait_if_ongoing": "false"})
+    err = assert_error(r, 400, "action_request_validation_exception")
+    assert "wait_if_ongoing must be true for a force flush" in err["reason"], err
+    assert flush_stats(http, index_name)["total"] == 0
+    # A flush with nothing to commit still counts, as OpenSearch counts it.
+    assert http.post(f"/{index_name}/_flush").status_code == 200
+    stats = flush_stats(http, index_name)
+    assert (stats["total"], stats["periodic"]) == (1, 0), stats
+    assert_error(http.post(f"/{index_name}/_flush", params={"forced": "true"}), 400, "illegal_argument_exception")
+
+
+def test_a_flush_the_translog_threshold_asks_for_counts_as_periodic(http, index_name):
+    http.put(f"/{index_name}", {"settings": {"number_of_shards": 1, "number_of_replicas": 0,
+                                             "index.translog.flush_threshold_size": "1kb"}})
+    http.bulk([line for n in range(20) for line in ({"index": {"_index": index_name}}, {"text": "x" * 200})])
+    wait_for(lambda: flush_stats(http, index_name)["periodic"] >= 1, timeout=10, what="a periodic flush")
+    stats = flush_stats(http, index_name)
+    assert stats["total"] >= stats["periodic"], stats
+
+
+def test_stats_refuse_unknown_metrics_and_levels_and_unsupported_parameters(http, index):
+    err = assert_error(http.get("/_stats/fieldata"), 400, "illegal_argument_exception")
+    assert err["reason"] == "request [/_stats/fieldata] contains unrecognized metric: [fieldata] -> did you mean [fielddata]?"
+    assert_error(http.get(f"/{index}/_stats", params={"level": "node"}), 400, "illegal_argument_exception")
+    err = assert_error(http.get(f"/{index}/_stats", params={"fields": "*"}), 400, "illegal_argument_exception")
+    assert "[fields]" in err["reason"], err
+    body = http.get(f"/{index}/_stats", params={"level": "cluster"}).json()
+    assert "indices" not in body and "_all" in body, body
+
+
 # ---------------------------------------------------------------- auto-create
 
 def test_auto_create_index_on_first_write(http, index_name):

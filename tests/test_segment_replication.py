@@ -192,6 +192,43 @@ def test_cat_segments_shows_the_same_segments_on_every_copy(cluster3):
     assert replicas == sorted(primary * 2), rows
 
 
+def test_the_segments_api_lists_the_same_segments_under_every_copy_of_a_shard(cluster3):
+    create_segment_index(cluster3, "segs", shards=1, replicas=2)
+    cluster3.bulk(0, "segs", numbered(range(60)), refresh="false")
+    cluster3.http(0).post("/segs/_refresh")
+    body = cluster3.get("/segs/_segments").json()
+    assert body["_shards"] == {"total": 3, "successful": 3, "failed": 0}, body
+    shard = body["indices"]["segs"]["shards"]["0"]
+    assert sorted(c["routing"]["primary"] for c in shard) == [False, False, True], shard
+    assert len({c["routing"]["node"] for c in shard}) == 3, shard
+    names = [sorted(c["segments"]) for c in shard]
+    assert names[0] and names[0] == names[1] == names[2], shard
+    for copy in shard:
+        assert sum(seg["num_docs"] for seg in copy["segments"].values()) == 60, copy
+        assert copy["num_search_segments"] == len(copy["segments"]), copy
+    # `_cat/segments` is the same view.
+    rows = cluster3.get("/_cat/segments/segs", format="json").json()
+    assert sorted(r["segment"] for r in rows) == sorted(n for copy in names for n in copy), rows
+
+
+def test_a_force_merge_of_the_primaries_only_counts_and_merges_the_primaries(cluster3):
+    create_segment_index(cluster3, "pmerge", shards=2, replicas=1)
+    for start in range(0, 60, 20):
+        cluster3.bulk(0, "pmerge", numbered(range(start, start + 20)), refresh="true")
+    r = cluster3.http(0).post("/pmerge/_forcemerge", params={"primary_only": "true", "max_num_segments": "1"})
+    assert r.status_code == 200, r.text
+    assert r.json()["_shards"] == {"total": 2, "successful": 2, "failed": 0}, r.text
+    cluster3.http(0).post("/pmerge/_refresh")
+    shards = cluster3.get("/pmerge/_segments").json()["indices"]["pmerge"]["shards"]
+    for number, shard in shards.items():
+        # The replicas hold the primary's merged segment: they copy it, never merge.
+        assert all(len(copy["segments"]) == 1 for copy in shard), (number, shard)
+    r = cluster3.http(0).post("/pmerge/_forcemerge", params={"wait_for_completion": "false"})
+    assert r.status_code == 400 and "wait_for_completion" in r.json()["error"]["reason"], r.text
+    r = cluster3.http(0).post("/pmerge/_forcemerge", params={"max_num_segment": "1"})
+    assert r.status_code == 400 and "[max_num_segment]" in r.json()["error"]["reason"], r.text
+
+
 def test_a_write_with_refresh_true_is_searchable_on_every_replica_when_it_answers(cluster3):
     create_segment_index(cluster3, "raw", shards=1, replicas=2)
     for n in range(5):

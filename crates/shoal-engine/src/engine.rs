@@ -290,10 +290,41 @@ impl Engine {
         }
     }
 
+    /// A flush a user or the translog size threshold asked for (`request.periodic`), counted in
+    /// `_stats.flush` whether or not it had anything to commit, as OpenSearch counts
+    /// `IndexShard.flush`. The engine's own commits (opening, a new history, closing) are not.
+    /// Without `wait_if_ongoing` a commit already running makes it return at once, unflushed.
+    pub fn flush_requested(&self, request: crate::FlushRequest) -> Result<bool, EngineError> {
+        let started = Instant::now();
+        let commit = match request.wait_if_ongoing {
+            true => self.commit_lock.lock(),
+            false => match self.commit_lock.try_lock() {
+                Some(commit) => commit,
+                None => return Ok(false),
+            },
+        };
+        let flushed = self.flush_locked(commit, request.force)?;
+        Counters::add(&self.counters.flush_total, 1);
+        if request.periodic {
+            Counters::add(&self.counters.flush_periodic, 1);
+        }
+        Counters::add(
+            &self.counters.flush_time_nanos,
+            started.elapsed().as_nanos() as u64,
+        );
+        Ok(flushed)
+    }
+
     /// Durable commit, then trims translog generations the commit made unnecessary.
     pub fn flush(&self, force: bool) -> Result<bool, EngineError> {
-        let started = Instant::now();
-        let _commit = self.commit_lock.lock();
+        self.flush_locked(self.commit_lock.lock(), force)
+    }
+
+    fn flush_locked(
+        &self,
+        _commit: parking_lot::MutexGuard<'_, ()>,
+        force: bool,
+    ) -> Result<bool, EngineError> {
         let mut state = self.state.lock();
         if state.is_writer_less() {
             // Its commits come from the primary (see `install_checkpoint`), which trims.
@@ -324,11 +355,6 @@ impl Engine {
         // the commit: that generation still counts as uncommitted.
         self.translog
             .mark_committed(self.translog.min_generation_for_seq_no(committed + 1));
-        Counters::add(&self.counters.flush_total, 1);
-        Counters::add(
-            &self.counters.flush_time_nanos,
-            started.elapsed().as_nanos() as u64,
-        );
         Ok(true)
     }
 
@@ -632,6 +658,7 @@ impl Engine {
             refresh_time_in_millis: load(&c.refresh_time_nanos) / 1_000_000,
             external_refresh_total: load(&c.refresh_total),
             flush_total: load(&c.flush_total),
+            flush_periodic: load(&c.flush_periodic),
             flush_time_in_millis: load(&c.flush_time_nanos) / 1_000_000,
             merge_total: load(&merges.total),
             merge_time_in_millis: load(&merges.time_nanos) / 1_000_000,

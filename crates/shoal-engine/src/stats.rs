@@ -16,6 +16,8 @@ pub struct Counters {
     pub refresh_total: AtomicU64,
     pub refresh_time_nanos: AtomicU64,
     pub flush_total: AtomicU64,
+    /// Flushes the translog size threshold asked for (also in `flush_total`).
+    pub flush_periodic: AtomicU64,
     pub flush_time_nanos: AtomicU64,
     /// Force merges running (the merge hook counts background merges and every merge done).
     pub merge_current: AtomicU64,
@@ -27,6 +29,17 @@ impl Counters {
     pub fn add(counter: &AtomicU64, value: u64) {
         counter.fetch_add(value, Ordering::Relaxed);
     }
+}
+
+/// What a counted flush asks for (see [`crate::Engine::flush_requested`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FlushRequest {
+    /// Commit even when nothing changed since the last commit.
+    pub force: bool,
+    /// Wait for a commit already running instead of returning at once.
+    pub wait_if_ongoing: bool,
+    /// Asked for by the translog size threshold rather than a user.
+    pub periodic: bool,
 }
 
 /// One segment as `_cat/segments` shows it.
@@ -58,6 +71,8 @@ pub struct EngineStats {
     pub refresh_time_in_millis: u64,
     pub external_refresh_total: u64,
     pub flush_total: u64,
+    #[serde(default)]
+    pub flush_periodic: u64,
     pub flush_time_in_millis: u64,
     pub merge_total: u64,
     pub merge_time_in_millis: u64,

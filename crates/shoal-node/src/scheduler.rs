@@ -128,7 +128,14 @@ fn queue_engine_work(
         queue(&work.syncs, "translog sync", Engine::sync_translog);
     }
     if engine.should_flush() && !work.flushes.busy(&key) {
-        queue(&work.flushes, "flush", |e| e.flush(false).map(drop));
+        queue(&work.flushes, "flush", |e| {
+            let periodic = shoal_engine::FlushRequest {
+                force: false,
+                wait_if_ongoing: true,
+                periodic: true,
+            };
+            e.flush_requested(periodic).map(drop)
+        });
     }
 }
 

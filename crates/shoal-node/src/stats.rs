@@ -57,6 +57,7 @@ pub fn sum_stats<'a>(shards: impl IntoIterator<Item = &'a EngineStats>) -> Engin
         total.refresh_time_in_millis += s.refresh_time_in_millis;
         total.external_refresh_total += s.external_refresh_total;
         total.flush_total += s.flush_total;
+        total.flush_periodic += s.flush_periodic;
         total.flush_time_in_millis += s.flush_time_in_millis;
         total.merge_total += s.merge_total;
         total.merge_time_in_millis += s.merge_time_in_millis;
@@ -105,7 +106,7 @@ pub fn stats_section(service: &IndexService, s: &EngineStats) -> Value {
                    "total_stopped_time_in_millis": 0, "total_throttled_time_in_millis": 0, "total_auto_throttle_in_bytes": 0},
         "refresh": {"total": s.refresh_total, "total_time_in_millis": s.refresh_time_in_millis, "external_total": s.external_refresh_total,
                     "external_total_time_in_millis": s.refresh_time_in_millis, "listeners": 0},
-        "flush": {"total": s.flush_total, "periodic": 0, "total_time_in_millis": s.flush_time_in_millis},
+        "flush": {"total": s.flush_total, "periodic": s.flush_periodic, "total_time_in_millis": s.flush_time_in_millis},
         "translog": {"operations": s.translog.operations, "size_in_bytes": s.translog.size_in_bytes,
                      "uncommitted_operations": s.translog.uncommitted_operations, "uncommitted_size_in_bytes": s.translog.uncommitted_size_in_bytes,
                      "earliest_last_modified_age": s.translog.earliest_last_modified_age_ms},

@@ -678,6 +678,9 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
     table.render(&params)
 }
 
+/// The format version segments report (OpenSearch reports the Lucene version).
+pub(crate) const SEGMENT_VERSION: &str = "tantivy-0.27";
+
 /// `GET /_cat/segments[/{index}]`.
 pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let table = blocking(move || -> ApiResult<Table> {
@@ -713,7 +716,7 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
                     Cell::Bytes(0),
                     t(seg.committed.to_string()),
                     t(seg.searchable.to_string()),
-                    t("tantivy-0.27"),
+                    t(SEGMENT_VERSION),
                     t("false"),
                 ]);
             }

@@ -396,6 +396,45 @@ fn shard_sections(
     Value::Object(shards)
 }
 
+const STATS_PARAMS: &[&str] = &["level", "expand_wildcards", "ignore_unavailable", "allow_no_indices"];
+
+/// `_stats` parameters of OpenSearch for sections Shoal does not have (fielddata, completion,
+/// search groups, per-file segment sizes).
+const UNSUPPORTED_STATS_PARAMS: &[&str] = &[
+    "completion_fields",
+    "fielddata_fields",
+    "fields",
+    "groups",
+    "include_segment_file_sizes",
+    "include_unloaded_segments",
+    "forbid_closed_indices",
+];
+
+/// The metrics `/_stats/{metric}` takes (OpenSearch's `RestIndicesStatsAction`).
+const STATS_METRICS: &[&str] = &[
+    "_all", "docs", "store", "indexing", "search", "get", "merge", "refresh", "flush", "warmer",
+    "query_cache", "segments", "fielddata", "completion", "translog", "suggest", "request_cache",
+    "recovery",
+];
+
+fn stats_path(index: Option<&str>, metric: Option<&str>) -> String {
+    let index = index.map(|i| format!("/{i}")).unwrap_or_default();
+    let metric = metric.map(|m| format!("/{m}")).unwrap_or_default();
+    format!("{index}/_stats{metric}")
+}
+
+fn check_stats_metrics(path: &str, metric: Option<&str>) -> ApiResult<()> {
+    let unknown: Vec<&str> = metric
+        .into_iter()
+        .flat_map(|m| m.split(','))
+        .filter(|m| !STATS_METRICS.contains(m))
+        .collect();
+    match unknown.is_empty() {
+        true => Ok(()),
+        false => Err(crate::request::unrecognized(path, "metric", &unknown, STATS_METRICS)),
+    }
+}
+
 /// `GET /_stats`, `/{index}/_stats[/{metric}]`.
 pub async fn index_stats(
     node: Arc<Node>,
@@ -403,9 +442,21 @@ pub async fn index_stats(
     metric: Option<String>,
     params: Params,
 ) -> RestResult {
-    let shard_level = params.get("level") == Some("shards");
+    let path = stats_path(index.as_deref(), metric.as_deref());
+    params.refuse_unsupported(&path, UNSUPPORTED_STATS_PARAMS)?;
+    params.refuse_unknown(&path, STATS_PARAMS)?;
+    check_stats_metrics(&path, metric.as_deref())?;
+    let level = params.get("level").unwrap_or("indices");
+    if !["cluster", "indices", "shards"].contains(&level) {
+        return Err(ApiError::bad_request(format!(
+            "level parameter must be one of [cluster] or [indices] or [shards] but was [{level}]"
+        ))
+        .into());
+    }
+    let (shard_level, index_level) = (level == "shards", level != "cluster");
+    let opts = crate::indices::options(&params, ResolveOptions::search())?;
     let body = blocking(move || {
-        let services = node.core().resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::search())?;
+        let services = node.core().resolve(index.as_deref().unwrap_or("_all"), opts)?;
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
         node.core().blocks()
             .check_global_then_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
@@ -434,8 +485,12 @@ pub async fn index_stats(
             }
             indices.insert(service.name(), entry);
         }
-        Ok(json!({"_shards": {"total": total_shards, "successful": successful, "failed": 0},
-            "_all": {"primaries": all_primaries, "total": all_total}, "indices": indices}))
+        let mut body = json!({"_shards": {"total": total_shards, "successful": successful, "failed": 0},
+            "_all": {"primaries": all_primaries, "total": all_total}});
+        if index_level {
+            body["indices"] = Value::Object(indices);
+        }
+        Ok(body)
     })
     .await?;
     ok(body, &params)

@@ -16,7 +16,7 @@ use crate::request::{object_body, Params};
 use crate::response::{json, ok, status_only, RestResult};
 use crate::router::blocking;
 
-fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
+pub(crate) fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
     Ok(ResolveOptions {
         ignore_unavailable: params.bool_or("ignore_unavailable", base.ignore_unavailable)?,
         allow_no_indices: params.bool_or("allow_no_indices", base.allow_no_indices)?,
@@ -335,16 +335,16 @@ pub async fn maintenance(
     action: &'static str,
     params: Params,
 ) -> RestResult {
+    let path = match &index {
+        Some(index) => format!("/{index}/_{action}"),
+        None => format!("/_{action}"),
+    };
+    params.refuse_unknown(&path, maintenance_params(action))?;
     let opts = options(&params, ResolveOptions::search())?;
-    let max_segments = params.usize("max_num_segments")?;
-    let only_expunge = params.flag("only_expunge_deletes");
     let op = match action {
         "refresh" => BroadcastOp::Refresh,
-        "flush" => BroadcastOp::Flush,
-        _ => BroadcastOp::ForceMerge {
-            max_segments,
-            only_expunge_deletes: only_expunge,
-        },
+        "flush" => flush_op(&params)?,
+        _ => force_merge_op(&params)?,
     };
     let is_merge = action != "refresh" && action != "flush";
     let (summary, worst) = blocking(move || {
@@ -366,6 +366,57 @@ pub async fn maintenance(
         json!({"_shards": summary}),
         &params,
     ))
+}
+
+/// The parameters `_refresh`, `_flush` and `_forcemerge` take (OpenSearch's).
+fn maintenance_params(action: &str) -> &'static [&'static str] {
+    const RESOLVE: [&str; 3] = ["ignore_unavailable", "allow_no_indices", "expand_wildcards"];
+    match action {
+        "refresh" => &RESOLVE,
+        "flush" => &[RESOLVE[0], RESOLVE[1], RESOLVE[2], "force", "wait_if_ongoing"],
+        _ => &[
+            RESOLVE[0],
+            RESOLVE[1],
+            RESOLVE[2],
+            "max_num_segments",
+            "only_expunge_deletes",
+            "flush",
+            "primary_only",
+            "wait_for_completion",
+        ],
+    }
+}
+
+/// `_flush`: OpenSearch's defaults (`force` false, `wait_if_ongoing` true) and validation.
+fn flush_op(params: &Params) -> ApiResult<BroadcastOp> {
+    let force = params.bool_or("force", false)?;
+    let wait_if_ongoing = params.bool_or("wait_if_ongoing", true)?;
+    if force && !wait_if_ongoing {
+        return Err(ApiError::action_request_validation(&[
+            "wait_if_ongoing must be true for a force flush".to_string(),
+        ]));
+    }
+    Ok(BroadcastOp::Flush {
+        force,
+        wait_if_ongoing,
+    })
+}
+
+fn force_merge_op(params: &Params) -> ApiResult<BroadcastOp> {
+    // OpenSearch answers `wait_for_completion=false` with a task to poll; Shoal has no task
+    // API yet, so it refuses rather than block anyway.
+    if !params.bool_or("wait_for_completion", true)? {
+        return Err(ApiError::bad_request(
+            "[wait_for_completion=false] is not supported for _forcemerge: Shoal has no task API \
+             yet; leave it out and the request returns when the merge is done",
+        ));
+    }
+    Ok(BroadcastOp::ForceMerge {
+        max_segments: params.usize("max_num_segments")?,
+        only_expunge_deletes: params.bool_or("only_expunge_deletes", false)?,
+        flush: params.bool_or("flush", true)?,
+        primary_only: params.bool_or("primary_only", false)?,
+    })
 }
 
 /// `POST /_aliases`.

@@ -16,6 +16,7 @@ mod response;
 mod router;
 mod search;
 mod segment_replication;
+mod segments;
 mod server;
 mod snapshot;
 mod thread_pools;

@@ -39,6 +39,23 @@ impl Params {
         )))
     }
 
+    /// Refuses parameters OpenSearch takes but Shoal does not honour, naming them.
+    pub fn refuse_unsupported(&self, path: &str, unsupported: &[&str]) -> ApiResult<()> {
+        let mut named: Vec<String> = unsupported
+            .iter()
+            .filter(|k| self.0.contains_key(**k))
+            .map(|k| format!("[{k}]"))
+            .collect();
+        if named.is_empty() {
+            return Ok(());
+        }
+        named.sort();
+        Err(ApiError::bad_request(format!(
+            "request [{path}] has parameters Shoal does not support: {}; leave them out",
+            named.join(", ")
+        )))
+    }
+
     pub fn bool_or(&self, key: &str, default: bool) -> ApiResult<bool> {
         shoal_node::error::bool_param(&self.0, key, default)
     }
@@ -92,5 +109,75 @@ pub fn object_body(bytes: &[u8]) -> ApiResult<Value> {
                 _ => "VALUE",
             }
         ))),
+    }
+}
+
+/// OpenSearch's refusal of unknown path parts (`request [/_stats/fieldata] contains
+/// unrecognized metric: [fieldata] -> did you mean [fielddata]?`), suggesting the known
+/// values close to each unknown one.
+pub fn unrecognized(path: &str, noun: &str, unknown: &[&str], known: &[&str]) -> ApiError {
+    let parts: Vec<String> = unknown
+        .iter()
+        .map(|value| {
+            let close: Vec<&str> = known
+                .iter()
+                .copied()
+                .filter(|k| similarity(value, k) > 0.5)
+                .collect();
+            match close.as_slice() {
+                [] => format!("[{value}]"),
+                [one] => format!("[{value}] -> did you mean [{one}]?"),
+                many => format!("[{value}] -> did you mean any of [{}]?", many.join(", ")),
+            }
+        })
+        .collect();
+    let plural = if unknown.len() > 1 { "s" } else { "" };
+    ApiError::bad_request(format!(
+        "request [{path}] contains unrecognized {noun}{plural}: {}",
+        parts.join(", ")
+    ))
+}
+
+/// 1 − edit distance ÷ the longer length (Lucene's `LevenshteinDistance`, which OpenSearch's
+/// suggestions use).
+fn similarity(a: &str, b: &str) -> f64 {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let longest = a.len().max(b.len());
+    if longest == 0 {
+        return 1.0;
+    }
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    1.0 - row[b.len()] as f64 / longest as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_metric_is_refused_with_the_close_known_ones_suggested() {
+        let error = unrecognized("/_stats/fieldata", "metric", &["fieldata"], &["docs", "fielddata"]);
+        assert_eq!(
+            error.reason,
+            "request [/_stats/fieldata] contains unrecognized metric: [fieldata] -> did you mean [fielddata]?"
+        );
+        let error = unrecognized("/_stats/x", "metric", &["x", "y"], &["docs"]);
+        assert_eq!(error.reason, "request [/_stats/x] contains unrecognized metrics: [x], [y]");
+    }
+
+    #[test]
+    fn similarity_is_one_minus_the_edit_distance_over_the_longer_length() {
+        assert_eq!(similarity("docs", "docs"), 1.0);
+        assert_eq!(similarity("fieldata", "fielddata"), 1.0 - 1.0 / 9.0);
+        assert_eq!(similarity("abc", ""), 0.0);
     }
 }

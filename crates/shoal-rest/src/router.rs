@@ -489,6 +489,16 @@ fn index_routes() -> Router<S> {
             .head(|State(n): State<S>, Path(i): Path<String>| indices::exists(n, i))
             .get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::get(n, i, p(q))),
         )
+        .route(
+            "/_segments",
+            get(|State(n): State<S>, Query(q): Q| crate::segments::segments(n, None, p(q))),
+        )
+        .route(
+            "/{index}/_segments",
+            get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                crate::segments::segments(n, Some(i), p(q))
+            }),
+        )
         .route("/_refresh", refresh_all)
         .route("/{index}/_refresh", refresh_index)
         .route("/_flush", flush_all)

@@ -70,11 +70,36 @@ pub enum BroadcastOp {
     /// Segment replicas copy their primary's latest checkpoint (the second half of a
     /// refresh of a segment-replicated index: the primaries have refreshed by then).
     SyncSegments,
-    Flush,
+    /// `_flush`: `force` commits even with nothing new; without `wait_if_ongoing` a copy
+    /// already committing is left as it is.
+    Flush {
+        force: bool,
+        wait_if_ongoing: bool,
+    },
     ForceMerge {
         max_segments: Option<usize>,
         only_expunge_deletes: bool,
+        /// Commit the merged segments (OpenSearch's `flush`, default true).
+        #[serde(default = "yes")]
+        flush: bool,
+        /// Merge only the primaries (segment replicas copy the merged segments anyway).
+        #[serde(default)]
+        primary_only: bool,
     },
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl BroadcastOp {
+    /// Whether the op runs on this copy, and counts in the total, given whether it is a primary.
+    fn runs_on(&self, primary: bool) -> bool {
+        match self {
+            BroadcastOp::ForceMerge { primary_only, .. } => primary || !primary_only,
+            _ => true,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -150,7 +175,11 @@ impl BroadcastService {
             .iter()
             .map(|s| {
                 s.with_meta(|m| {
-                    m.settings().number_of_shards() * (1 + m.settings().number_of_replicas())
+                    let replicas = match op.runs_on(false) {
+                        true => m.settings().number_of_replicas(),
+                        false => 0,
+                    };
+                    m.settings().number_of_shards() * (1 + replicas)
                 })
             })
             .sum();
@@ -304,6 +333,9 @@ impl BroadcastService {
     fn broadcast_locally(&self, request: &NodeRequest) -> NodeReply {
         let mut reply = NodeReply::default();
         for (name, shard, engine) in self.local_copies(&request.indices) {
+            if !request.op.runs_on(self.is_local_primary(&name, shard)) {
+                continue;
+            }
             let done = match request.op {
                 BroadcastOp::SyncSegments if !engine.is_writer_less() => continue,
                 BroadcastOp::SyncSegments => {
@@ -322,6 +354,15 @@ impl BroadcastService {
             }
         }
         reply
+    }
+
+    /// Whether the routing table has this node's copy of `name`/`shard` as the primary.
+    fn is_local_primary(&self, name: &str, shard: usize) -> bool {
+        self.core
+            .cluster_state()
+            .copies(name, shard as u32)
+            .iter()
+            .any(|c| c.primary && c.node.as_deref() == Some(self.core.node_id.as_str()))
     }
 
     /// A remote-backed primary has what it just refreshed uploaded before `_refresh` goes on
@@ -376,12 +417,21 @@ fn run_op(engine: &shoal_engine::Engine, op: BroadcastOp) -> ApiResult<()> {
             engine.refresh()?;
         }
         BroadcastOp::SyncSegments => {}
-        BroadcastOp::Flush => {
-            engine.flush(true)?;
+        BroadcastOp::Flush {
+            force,
+            wait_if_ongoing,
+        } => {
+            engine.flush_requested(shoal_engine::FlushRequest {
+                force,
+                wait_if_ongoing,
+                periodic: false,
+            })?;
         }
         BroadcastOp::ForceMerge {
             max_segments,
             only_expunge_deletes,
+            flush,
+            primary_only: _,
         } => {
             let target = if only_expunge_deletes {
                 usize::MAX
@@ -389,7 +439,9 @@ fn run_op(engine: &shoal_engine::Engine, op: BroadcastOp) -> ApiResult<()> {
                 max_segments.unwrap_or(1)
             };
             engine.force_merge(target)?;
-            engine.flush(true)?;
+            if flush {
+                engine.flush(true)?;
+            }
         }
     }
     Ok(())

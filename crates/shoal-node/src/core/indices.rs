@@ -130,6 +130,7 @@ fn resolve_part(
     out: &mut Vec<String>,
 ) -> ApiResult<()> {
     if part == "_all" || part == "*" {
+        let before = out.len();
         out.extend(
             indices
                 .iter()
@@ -138,6 +139,9 @@ fn resolve_part(
                 })
                 .map(|(n, _)| n.clone()),
         );
+        if out.len() == before && !options.allow_no_indices {
+            return Err(ApiError::index_not_found(part));
+        }
         return Ok(());
     }
     // `-name` excludes only after something was included (else it is a name starting with '-').
