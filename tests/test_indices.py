@@ -606,6 +606,16 @@ def test_stats_refuse_unknown_metrics_and_levels_and_unsupported_parameters(http
     assert "[fields]" in err["reason"], err
     body = http.get(f"/{index}/_stats", params={"level": "cluster"}).json()
     assert "indices" not in body and "_all" in body, body
+    # A section Shoal does not have is refused, not answered empty.
+    err = assert_error(http.get(f"/{index}/_stats/warmer"), 400, "illegal_argument_exception")
+    assert "does not report: [warmer]" in err["reason"], err
+
+
+def test_the_merge_metric_names_the_merges_section_in_stats_and_nodes_stats(http, index):
+    body = http.get(f"/{index}/_stats/merge,docs").json()
+    assert set(body["indices"][index]["primaries"]) == {"merges", "docs"}, body
+    (node,) = http.get("/_nodes/_local/stats/indices/merge").json()["nodes"].values()
+    assert set(node["indices"]) == {"merges"}, node["indices"].keys()
 
 
 # ---------------------------------------------------------------- auto-create

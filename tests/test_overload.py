@@ -223,7 +223,7 @@ def test_primary_bytes_over_the_limit_fail_the_items_and_replica_bytes_are_never
         r = http0.post("/replicated/_bulk", data=bulk_body(1, 0), headers={"Content-Type": "application/x-ndjson"},
                        params={"refresh": "true"})
         assert r.status_code == 200 and r.json()["errors"] is False, r.text[:500]
-        (stats,) = c.http(1).get("/_nodes/stats").json()["nodes"].values()
+        (stats,) = c.http(1).get("/_nodes/_local/stats").json()["nodes"].values()
         total = stats["indexing_pressure"]["memory"]["total"]
         assert total["primary_rejections"] == 1
         assert total["replica_rejections"] == 0

@@ -149,6 +149,25 @@ def test_cat_segment_replication_lists_every_replica_and_its_lag(cluster3):
             assert replication == {"max_bytes_behind": 0, "total_bytes_behind": 0, "max_replication_lag": 0}, replication
 
 
+def test_nodes_stats_asked_of_any_node_reports_every_node_with_its_own_sections(cluster3):
+    create_segment_index(cluster3, "nstats", shards=1, replicas=2)
+    cluster3.bulk(0, "nstats", numbered(range(30)), refresh="true")
+    ids = node_ids(cluster3)
+    for i in range(3):
+        body = cluster3.get("/_nodes/stats/indices/docs,segments", i).json()
+        assert body["_nodes"] == {"total": 3, "successful": 3, "failed": 0}, body["_nodes"]
+        assert set(body["nodes"]) == set(ids.values()), body["nodes"].keys()
+        for node_id, stats in body["nodes"].items():
+            assert set(stats["indices"]) == {"docs", "segments"}, stats["indices"].keys()
+            # Each node counts its own copy of the one shard.
+            assert stats["indices"]["docs"]["count"] == 30, (node_id, stats["indices"]["docs"])
+            assert "segment_replication" in stats["indices"]["segments"], stats["indices"]["segments"]
+            assert "os" not in stats and stats["name"] in ids, stats.keys()
+    one = ids[sorted(ids)[1]]
+    body = cluster3.get(f"/_nodes/{one}/stats/transport", 0).json()
+    assert list(body["nodes"]) == [one] and body["nodes"][one]["transport"]["tx_count"] > 0, body
+
+
 DETAILED = ["stage", "time", "files_fetched", "files_percent", "bytes_fetched", "bytes_percent", "start_time",
             "stop_time", "files", "files_total", "bytes", "bytes_total", "replicating_stage_time_taken",
             "get_checkpoint_info_stage_time_taken", "file_diff_stage_time_taken", "get_files_stage_time_taken",

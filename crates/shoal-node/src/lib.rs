@@ -19,6 +19,7 @@ mod failpoints;
 pub mod index_service;
 pub mod metadata;
 pub mod node;
+pub mod node_stats;
 pub mod pressure;
 pub mod read;
 pub mod recovery;

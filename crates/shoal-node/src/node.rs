@@ -45,6 +45,8 @@ pub struct Node {
     pub admin: Arc<AdminService>,
     /// Refresh, flush, force merge and copy statistics on every copy of some indices.
     pub broadcast: Arc<BroadcastService>,
+    /// This node's statistics, and every selected node's for `_nodes/stats`.
+    pub node_stats: Arc<crate::node_stats::NodeStatsService>,
     /// Follows the cluster state: opens, closes, deletes and recovers this node's copies.
     /// Only the node holds it, so its thread and copy tasks stop with the node.
     applier: Arc<Applier>,
@@ -75,6 +77,7 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
         |segrep, request| segrep.serve_file_stream(request),
     );
     crate::admin::cluster::register_actions(&mut actions, &node.admin);
+    crate::node_stats::register_actions(&mut actions, &node.node_stats);
     crate::read::register_actions(&mut actions, &node.reads);
     actions.into_registry()
 }
@@ -168,6 +171,10 @@ impl Node {
             segrep.clone(),
             remote.clone(),
         ));
+        let node_stats = Arc::new(crate::node_stats::NodeStatsService::new(
+            core.clone(),
+            segrep.clone(),
+        ));
         let write_parts = WriteParts {
             replication: replication.clone(),
             segrep: segrep.clone(),
@@ -202,6 +209,7 @@ impl Node {
             recoveries,
             admin,
             broadcast,
+            node_stats,
             reports,
             applier,
             own_runtime: Mutex::new(own_runtime),

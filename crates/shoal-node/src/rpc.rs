@@ -113,6 +113,45 @@ impl NodeCore {
             .collect()
     }
 
+    /// Asks every node of `ids` but this one for `A` at once, and answers for this one with
+    /// `local` meanwhile; the answers come back in `ids`' order. A node that is not in the
+    /// cluster state, fails, or leaves before it answers is an error in its place.
+    pub(crate) fn ask_each_node<A: WireAction>(
+        &self,
+        ids: &[String],
+        request: &A::Request,
+        timeout: Duration,
+        local: impl FnOnce() -> A::Response,
+    ) -> Vec<(String, ApiResult<A::Response>)>
+    where
+        A::Response: Send + 'static,
+    {
+        let state = self.cluster_state();
+        let pending: Vec<_> = ids
+            .iter()
+            .map(|id| match state.nodes.get(id) {
+                _ if *id == self.node_id => None,
+                Some(node) => {
+                    let reply = self.send::<A>(&node.transport_address, request, timeout);
+                    Some(Ok((node.transport_address.clone(), reply)))
+                }
+                None => Some(Err(ApiError::bad_request(format!("unknown node [{id}]")))),
+            })
+            .collect();
+        let mut local = Some(local);
+        ids.iter()
+            .zip(pending)
+            .map(|(id, pending)| {
+                let answer = match pending {
+                    None => Ok((local.take().expect("this node is listed once"))()),
+                    Some(Ok((address, reply))) => self.wait_unless_gone(&address, reply),
+                    Some(Err(e)) => Err(e),
+                };
+                (id.clone(), answer)
+            })
+            .collect()
+    }
+
     /// The transport addresses of every other node of the cluster.
     pub(crate) fn other_node_addresses(&self) -> Vec<String> {
         self.cluster_state()

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use serde_json::{json, Value};
 use shoal_engine::EngineStats;
 
-use crate::index_service::IndexService;
+use crate::index_service::{IndexService, SearchCounters};
 use crate::metadata::IndexState;
 
 /// Sums engine stats of the shard copies of an index open on this node.
@@ -82,7 +82,15 @@ pub fn sum_stats<'a>(shards: impl IntoIterator<Item = &'a EngineStats>) -> Engin
 
 /// The `primaries`/`total` section of `_stats` for one index.
 pub fn stats_section(service: &IndexService, s: &EngineStats) -> Value {
-    let search = &service.search;
+    section(s, &service.search)
+}
+
+/// Every `_stats` section with its counts at zero: what a node without copies reports.
+pub fn zero_section() -> Value {
+    section(&EngineStats::default(), &SearchCounters::default())
+}
+
+fn section(s: &EngineStats, search: &SearchCounters) -> Value {
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     json!({
         "docs": {"count": s.docs_count, "deleted": s.docs_deleted},

@@ -150,7 +150,7 @@ pub async fn nodeattrs(node: Arc<Node>, params: Params) -> RestResult {
         let ids: Vec<String> = state.node_ids();
         let pids: BTreeMap<String, i64> = if want_pid {
             node.admin
-                .nodes_info(&state, &ids, Duration::from_secs(10))
+                .nodes_info(&ids, Duration::from_secs(10))
                 .into_iter()
                 .filter_map(|(id, info)| Some((id, info.ok()?["process"]["id"].as_i64()?)))
                 .collect()

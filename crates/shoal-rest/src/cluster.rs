@@ -199,161 +199,10 @@ pub async fn put_settings(node: Arc<Node>, params: Params, body: axum::body::Byt
     )
 }
 
-/// How far behind the replicas of this node's segment-replicated primaries are (OpenSearch's
-/// `segments.segment_replication`: bytes, and the lag in milliseconds).
-fn segment_replication_stats(node: &Node) -> Value {
-    let rows = node.segrep.local_replica_rows(None);
-    json!({
-        "max_bytes_behind": rows.iter().map(|r| r.bytes_behind).max().unwrap_or(0),
-        "total_bytes_behind": rows.iter().map(|r| r.bytes_behind).sum::<u64>(),
-        "max_replication_lag": rows.iter().map(|r| r.current_lag_ms).max().unwrap_or(0),
-    })
-}
 
-/// `GET /_nodes/stats`: process, os, fs and indices sections (no JVM).
-pub async fn nodes_stats(node: Arc<Node>, params: Params) -> RestResult {
-    let body = blocking(move || {
-        let mut indices = json!({});
-        for service in node.core().all_indices() {
-            let s = stats::sum_engine_stats(&service);
-            stats::add_sections(&mut indices, &stats::stats_section(&service, &s));
-        }
-        if let Some(segments) = indices.get_mut("segments").and_then(Value::as_object_mut) {
-            segments.insert("segment_replication".into(), segment_replication_stats(&node));
-        }
-        // OpenSearch 3.3+ reports its merged segment warmer under `merges`.
-        if let Some(merges) = indices.get_mut("merges").and_then(Value::as_object_mut) {
-            merges.insert(
-                "merged_segment_warmer".into(),
-                json!(node.segrep.warmer_stats()),
-            );
-        }
-        let process = process_stats();
-        let fs = fs_stats(&node.core().paths.data);
-        Ok(json!({
-            "_nodes": {"total": 1, "successful": 1, "failed": 0},
-            "cluster_name": node.core().config.cluster_name,
-            "nodes": {node.core().node_id.clone(): {
-                "timestamp": shoal_node::node::now_millis(),
-                "name": node.core().config.node_name,
-                "transport_address": format!("{}:{}", node.core().config.http_host, node.core().config.transport_port),
-                "host": node.core().config.http_host, "ip": node.core().config.http_host,
-                "roles": ["cluster_manager", "data", "ingest", "remote_cluster_client"],
-                "attributes": {},
-                "indices": indices,
-                "os": os_stats(),
-                // No JVM here; the section exists because tools (opensearch-benchmark) read it.
-                "jvm": {"timestamp": shoal_node::node::now_millis(), "uptime_in_millis": node.core().started.elapsed().as_millis() as u64,
-                        "mem": {"heap_used_in_bytes": 0, "heap_used_percent": 0, "heap_committed_in_bytes": 0, "heap_max_in_bytes": 0,
-                                "non_heap_used_in_bytes": 0, "non_heap_committed_in_bytes": 0, "pools": {}},
-                        "threads": {"count": 0, "peak_count": 0},
-                        "gc": {"collectors": {"young": {"collection_count": 0, "collection_time_in_millis": 0},
-                                              "old": {"collection_count": 0, "collection_time_in_millis": 0}}}},
-                "process": process,
-                "fs": fs,
-                "thread_pool": node.core().pressure.stats(),
-                "indexing_pressure": node.core().pressure.indexing.stats(),
-                "transport": transport_stats(&node),
-                "breakers": {}, "http": {"current_open": 0, "total_opened": 0}
-            }}
-        }))
-    })
-    .await?;
-    ok(body, &params)
-}
-
-/// Node-to-node messages and their payload bytes (request and reply bodies, not the framing).
-fn transport_stats(node: &Node) -> Value {
-    let counts = node.core().transport.stats();
-    json!({
-        "rx_count": counts.rx_count, "rx_size_in_bytes": counts.rx_bytes,
-        "tx_count": counts.tx_count, "tx_size_in_bytes": counts.tx_bytes,
-    })
-}
-
-fn process_stats() -> Value {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let page = 4096u64;
-    let mut fields = statm
-        .split_whitespace()
-        .map(|f| f.parse::<u64>().unwrap_or(0));
-    let virt = fields.next().unwrap_or(0) * page;
-    let rss = fields.next().unwrap_or(0) * page;
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_comm = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let parts: Vec<u64> = after_comm
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    let ticks = 100u64;
-    let cpu_ms =
-        (parts.get(11).copied().unwrap_or(0) + parts.get(12).copied().unwrap_or(0)) * 1000 / ticks;
-    let open_fds = std::fs::read_dir("/proc/self/fd")
-        .map(|d| d.count())
-        .unwrap_or(0);
-    json!({"timestamp": shoal_node::node::now_millis(), "open_file_descriptors": open_fds, "max_file_descriptors": 1048576,
-        "cpu": {"percent": 0, "total_in_millis": cpu_ms}, "mem": {"total_virtual_in_bytes": virt, "resident_in_bytes": rss}})
-}
-
-fn os_stats() -> Value {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let read = |key: &str| -> u64 {
-        meminfo
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-            * 1024
-    };
-    let (total, free) = (read("MemTotal:"), read("MemAvailable:"));
-    let load: Vec<f64> = std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    json!({"timestamp": shoal_node::node::now_millis(), "cpu": {"percent": 0, "load_average": {"1m": load.first(), "5m": load.get(1), "15m": load.get(2)}},
-        "mem": {"total_in_bytes": total, "free_in_bytes": free, "used_in_bytes": total.saturating_sub(free),
-                "free_percent": if total > 0 { free * 100 / total } else { 0 }, "used_percent": if total > 0 { (total - free) * 100 / total } else { 0 }}})
-}
-
-fn fs_stats(path: &std::path::Path) -> Value {
-    let (total, available) = disk_space(path);
-    json!({"timestamp": shoal_node::node::now_millis(), "total": {"total_in_bytes": total, "free_in_bytes": available, "available_in_bytes": available},
-        "data": [{"path": path.display().to_string(), "total_in_bytes": total, "free_in_bytes": available, "available_in_bytes": available}]})
-}
-
-/// Total and available bytes of the filesystem holding `path` (via `df`-like statvfs).
-pub fn disk_space(path: &std::path::Path) -> (u64, u64) {
-    let output = std::process::Command::new("df")
-        .arg("-k")
-        .arg("-P")
-        .arg(path)
-        .output();
-    let Ok(output) = output else { return (0, 0) };
-    let text = String::from_utf8_lossy(&output.stdout);
-    let Some(line) = text.lines().nth(1) else {
-        return (0, 0);
-    };
-    let fields: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(3)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    match fields.as_slice() {
-        [total, _used, available] => (total * 1024, available * 1024),
-        _ => (0, 0),
-    }
-}
-
-/// Keeps only the requested metrics (`/_stats/docs,store`) of a stats section.
-fn metric_filtered(mut section: Value, metric: Option<&str>) -> Value {
-    if let (Some(metrics), Value::Object(map)) = (metric.filter(|m| *m != "_all"), &mut section) {
-        let keep: Vec<&str> = metrics.split(',').collect();
-        map.retain(|k, _| keep.contains(&k.as_str()));
-    }
+/// The sections of `section` the request's metrics name.
+fn filtered(mut section: Value, metrics: &[String]) -> Value {
+    crate::index_metrics::keep(&mut section, metrics);
     section
 }
 
@@ -363,7 +212,7 @@ fn shard_sections(
     state: &shoal_node::admin::ClusterView,
     service: &shoal_node::index_service::IndexService,
     copies: &shoal_node::broadcast::CopyStats,
-    metric: Option<&str>,
+    metrics: &[String],
 ) -> Value {
     let index = service.name();
     let mut shards = Map::new();
@@ -378,7 +227,7 @@ fn shard_sections(
         else {
             continue;
         };
-        let mut section = metric_filtered(stats::stats_section(service, engine_stats), metric);
+        let mut section = filtered(stats::stats_section(service, engine_stats), metrics);
         if let Value::Object(map) = &mut section {
             map.insert(
                 "routing".into(),
@@ -410,29 +259,10 @@ const UNSUPPORTED_STATS_PARAMS: &[&str] = &[
     "forbid_closed_indices",
 ];
 
-/// The metrics `/_stats/{metric}` takes (OpenSearch's `RestIndicesStatsAction`).
-const STATS_METRICS: &[&str] = &[
-    "_all", "docs", "store", "indexing", "search", "get", "merge", "refresh", "flush", "warmer",
-    "query_cache", "segments", "fielddata", "completion", "translog", "suggest", "request_cache",
-    "recovery",
-];
-
 fn stats_path(index: Option<&str>, metric: Option<&str>) -> String {
     let index = index.map(|i| format!("/{i}")).unwrap_or_default();
     let metric = metric.map(|m| format!("/{m}")).unwrap_or_default();
     format!("{index}/_stats{metric}")
-}
-
-fn check_stats_metrics(path: &str, metric: Option<&str>) -> ApiResult<()> {
-    let unknown: Vec<&str> = metric
-        .into_iter()
-        .flat_map(|m| m.split(','))
-        .filter(|m| !STATS_METRICS.contains(m))
-        .collect();
-    match unknown.is_empty() {
-        true => Ok(()),
-        false => Err(crate::request::unrecognized(path, "metric", &unknown, STATS_METRICS)),
-    }
 }
 
 /// `GET /_stats`, `/{index}/_stats[/{metric}]`.
@@ -445,7 +275,7 @@ pub async fn index_stats(
     let path = stats_path(index.as_deref(), metric.as_deref());
     params.refuse_unsupported(&path, UNSUPPORTED_STATS_PARAMS)?;
     params.refuse_unknown(&path, STATS_PARAMS)?;
-    check_stats_metrics(&path, metric.as_deref())?;
+    let metrics = crate::index_metrics::parse(&path, "metric", metric.as_deref())?;
     let level = params.get("level").unwrap_or("indices");
     if !["cluster", "indices", "shards"].contains(&level) {
         return Err(ApiError::bad_request(format!(
@@ -472,8 +302,8 @@ pub async fn index_stats(
                 continue;
             };
             let (primaries, total) = stats::index_copy_totals(&state, &service.name(), &copies);
-            let primaries = metric_filtered(stats::stats_section(service, &primaries), metric.as_deref());
-            let section = metric_filtered(stats::stats_section(service, &total), metric.as_deref());
+            let primaries = filtered(stats::stats_section(service, &primaries), &metrics);
+            let section = filtered(stats::stats_section(service, &total), &metrics);
             let c = &index_health.counts;
             total_shards += c.active_shards + c.initializing_shards + c.unassigned_shards;
             successful += c.active_shards;
@@ -481,7 +311,7 @@ pub async fn index_stats(
             stats::add_sections(&mut all_total, &section);
             let mut entry = json!({"uuid": service.uuid(), "health": index_health.status.as_str(), "status": "open", "primaries": primaries, "total": section});
             if shard_level {
-                entry["shards"] = shard_sections(&state, service, &copies, metric.as_deref());
+                entry["shards"] = shard_sections(&state, service, &copies, &metrics);
             }
             indices.insert(service.name(), entry);
         }

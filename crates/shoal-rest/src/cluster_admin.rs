@@ -608,7 +608,7 @@ pub async fn nodes_info(
         );
         let mut nodes = Map::new();
         let mut failures = Vec::new();
-        for (id, answer) in node.admin.nodes_info(&state, &ids, timeout) {
+        for (id, answer) in node.admin.nodes_info(&ids, timeout) {
             let discovery = state
                 .node(&id)
                 .cloned()

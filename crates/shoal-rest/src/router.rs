@@ -15,7 +15,7 @@ use shoal_node::{ApiError, ApiResult, Node};
 
 use crate::request::Params;
 use crate::response::RestError;
-use crate::{cat, cluster, documents, indices, search};
+use crate::{cat, cluster, documents, indices, node_stats, search};
 
 type S = Arc<Node>;
 type Q = Query<HashMap<String, String>>;
@@ -124,19 +124,45 @@ fn cluster_routes() -> Router<S> {
         )
         .route(
             "/_nodes/stats",
-            get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
+            get(|State(n): State<S>, Query(q): Q| node_stats::nodes_stats(n, None, None, None, p(q))),
         )
         .route(
             "/_nodes/stats/{metric}",
-            get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
+            get(|State(n): State<S>, Path(m): Path<String>, Query(q): Q| {
+                node_stats::nodes_stats(n, None, Some(m), None, p(q))
+            }),
+        )
+        .route(
+            "/_nodes/stats/{metric}/{index_metric}",
+            get(
+                |State(n): State<S>, Path((m, i)): Path<(String, String)>, Query(q): Q| {
+                    node_stats::nodes_stats(n, None, Some(m), Some(i), p(q))
+                },
+            ),
         )
         .route(
             "/_nodes/{node}/stats",
-            get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
+            get(|State(n): State<S>, Path(x): Path<String>, Query(q): Q| {
+                node_stats::nodes_stats(n, Some(x), None, None, p(q))
+            }),
         )
         .route(
             "/_nodes/{node}/stats/{metric}",
-            get(|State(n): State<S>, Query(q): Q| cluster::nodes_stats(n, p(q))),
+            get(
+                |State(n): State<S>, Path((x, m)): Path<(String, String)>, Query(q): Q| {
+                    node_stats::nodes_stats(n, Some(x), Some(m), None, p(q))
+                },
+            ),
+        )
+        .route(
+            "/_nodes/{node}/stats/{metric}/{index_metric}",
+            get(
+                |State(n): State<S>,
+                 Path((x, m, i)): Path<(String, String, String)>,
+                 Query(q): Q| {
+                    node_stats::nodes_stats(n, Some(x), Some(m), Some(i), p(q))
+                },
+            ),
         )
         .route(
             "/_stats",

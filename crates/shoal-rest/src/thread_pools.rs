@@ -115,7 +115,7 @@ pub async fn cat(node: Arc<Node>, patterns: Option<String>, params: Params) -> R
         let state = node.admin.view();
         let ids: Vec<String> = state.node_ids();
         let mut rows = Vec::new();
-        for (id, sections) in node.admin.nodes_info(&state, &ids, Duration::from_secs(10)) {
+        for (id, sections) in node.admin.nodes_info(&ids, Duration::from_secs(10)) {
             // A node that does not answer has no row, as in OpenSearch.
             let (Some(discovery), Ok(sections)) = (state.node(&id), sections) else {
                 continue;

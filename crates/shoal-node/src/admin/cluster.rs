@@ -256,45 +256,9 @@ impl AdminService {
 
     /// `_nodes` sections of the given nodes: this node answers for itself, the others over the
     /// transport. A node that does not answer is a failure (`_nodes.failures`).
-    pub fn nodes_info(
-        &self,
-        view: &super::ClusterView,
-        ids: &[String],
-        timeout: Duration,
-    ) -> Vec<(String, ApiResult<Value>)> {
-        let calls = ids.iter().map(|id| {
-            let address = view.node(id).map(|n| n.transport_address.clone());
-            let (id, local) = (id.clone(), *id == self.core.node_id);
-            let transport = self.core.transport.clone();
-            async move {
-                if local {
-                    return (id, Ok(Value::Null));
-                }
-                let Some(address) = address else {
-                    return (
-                        id.clone(),
-                        Err(ApiError::bad_request(format!("unknown node [{id}]"))),
-                    );
-                };
-                let reply = transport
-                    .send::<NodesInfoAction>(&address, &(), timeout)
-                    .await
-                    .map_err(ApiError::from);
-                (id, reply)
-            }
-        });
-        let answers = self.core.runtime.block_on(futures::future::join_all(calls));
-        answers
-            .into_iter()
-            .map(|(id, answer)| {
-                let answer = if id == self.core.node_id {
-                    Ok(self.local_node_sections())
-                } else {
-                    answer
-                };
-                (id, answer)
-            })
-            .collect()
+    pub fn nodes_info(&self, ids: &[String], timeout: Duration) -> Vec<(String, ApiResult<Value>)> {
+        self.core
+            .ask_each_node::<NodesInfoAction>(ids, &(), timeout, || self.local_node_sections())
     }
 
     /// What only this node knows about itself for `_nodes`: its settings (flat), OS, process,

@@ -1,0 +1,66 @@
+//! The index metrics `/_stats/{metric}` and `/_nodes/stats/indices/{index_metric}` take, and
+//! which `_stats` section each names. Both APIs check and filter through here, so a metric
+//! means the same section in both.
+
+use serde_json::Value;
+use shoal_node::ApiError;
+
+/// The metrics whose sections Shoal reports.
+const REPORTED: &[&str] = &[
+    "docs", "store", "indexing", "get", "search", "merge", "refresh", "flush", "translog",
+    "segments",
+];
+
+/// OpenSearch's other index metrics: sections Shoal does not have (caches, fielddata,
+/// completion, warmers, recoveries). Asking for one is refused, not answered without it.
+const UNREPORTED: &[&str] = &[
+    "warmer",
+    "query_cache",
+    "fielddata",
+    "completion",
+    "suggest",
+    "request_cache",
+    "recovery",
+];
+
+/// The comma-separated metrics of `path` (`None`: all), refusing names OpenSearch does not
+/// have (with suggestions) and sections Shoal does not report.
+pub fn parse(path: &str, noun: &str, metrics: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let Some(metrics) = metrics else {
+        return Ok(vec!["_all".to_string()]);
+    };
+    let metrics: Vec<String> = metrics.split(',').map(|m| m.trim().to_string()).collect();
+    let known = |m: &&str| *m == "_all" || REPORTED.contains(m) || UNREPORTED.contains(m);
+    let unknown: Vec<&str> = metrics.iter().map(String::as_str).filter(|m| !known(m)).collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = REPORTED.iter().chain(UNREPORTED).copied().collect();
+        return Err(crate::request::unrecognized(path, noun, &unknown, &names));
+    }
+    let unreported: Vec<&str> = metrics
+        .iter()
+        .map(String::as_str)
+        .filter(|m| UNREPORTED.contains(m))
+        .collect();
+    if !unreported.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "request [{path}] asks for {noun}s Shoal does not report: [{}]; it reports [{}]",
+            unreported.join(", "),
+            REPORTED.join(", ")
+        )));
+    }
+    Ok(metrics)
+}
+
+/// Keeps the sections `metrics` name (`merge` is the `merges` section).
+pub fn keep(section: &mut Value, metrics: &[String]) {
+    if metrics.iter().any(|m| m == "_all") {
+        return;
+    }
+    if let Value::Object(map) = section {
+        map.retain(|key, _| {
+            metrics
+                .iter()
+                .any(|m| key == if m == "merge" { "merges" } else { m.as_str() })
+        });
+    }
+}

@@ -1,0 +1,199 @@
+//! `GET /_nodes[/{node_id}]/stats[/{metric}[/{index_metric}]]`: the statistics of every node the
+//! selectors name, each gathered by that node (`NodeStatsService`), with what the cluster state
+//! says of it (name, addresses, roles, attributes), limited to the metrics asked for.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use shoal_node::{ApiError, ApiResult, Node};
+
+use crate::cluster_admin::{display_attributes, timeout_param, DEFAULT_TIMEOUT};
+use crate::request::{unrecognized, Params};
+use crate::response::{ok, RestResult};
+use crate::router::blocking;
+
+/// The metrics Shoal reports, by their `_nodes/stats/{metric}` name.
+const METRICS: &[&str] = &[
+    "indices",
+    "os",
+    "process",
+    "jvm",
+    "fs",
+    "thread_pool",
+    "transport",
+    "http",
+    "breaker",
+    "indexing_pressure",
+];
+
+/// OpenSearch's other node metrics: sections Shoal does not have (asking for one is refused,
+/// not answered without it).
+const UNREPORTED_METRICS: &[&str] = &[
+    "script",
+    "discovery",
+    "ingest",
+    "adaptive_selection",
+    "script_cache",
+    "shard_indexing_pressure",
+    "search_backpressure",
+    "cluster_manager_throttling",
+    "weighted_routing",
+    "file_cache",
+    "task_cancellation",
+    "search_pipeline",
+    "resource_usage_stats",
+    "segment_replication_backpressure",
+    "repositories",
+    "admission_control",
+    "caches",
+    "remote_store",
+];
+
+const PARAMS: &[&str] = &["timeout", "level"];
+const UNSUPPORTED_PARAMS: &[&str] = &[
+    "completion_fields",
+    "fielddata_fields",
+    "fields",
+    "groups",
+    "types",
+    "include_segment_file_sizes",
+];
+
+/// What one request asks for.
+struct Selection {
+    nodes: Vec<String>,
+    metrics: Vec<String>,
+    index_metrics: Vec<String>,
+}
+
+pub async fn nodes_stats(
+    node: Arc<Node>,
+    nodes: Option<String>,
+    metric: Option<String>,
+    index_metric: Option<String>,
+    params: Params,
+) -> RestResult {
+    let path = request_path(nodes.as_deref(), metric.as_deref(), index_metric.as_deref());
+    params.refuse_unsupported(&path, UNSUPPORTED_PARAMS)?;
+    params.refuse_unknown(&path, PARAMS)?;
+    if let Some(level) = params.get("level").filter(|l| *l != "node") {
+        return Err(ApiError::bad_request(format!(
+            "level [{level}] is not supported by Shoal's _nodes/stats: only [node] (per-index and \
+             per-shard statistics are in /_stats?level=indices|shards)"
+        ))
+        .into());
+    }
+    let selection = select(&path, nodes, metric, index_metric)?;
+    let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
+    let body = blocking(move || -> ApiResult<Value> {
+        let state = node.admin.view();
+        let ids = state.resolve_node_selectors(&node.core().node_id, &selection.nodes);
+        let mut rendered = Map::new();
+        let mut failures = Vec::new();
+        for (id, answer) in node.node_stats.nodes_stats(&ids, timeout) {
+            match (answer, state.node(&id)) {
+                (Ok(sections), Some(discovery)) => {
+                    rendered.insert(id, render(discovery, sections, &selection));
+                }
+                (Ok(_), None) => {}
+                (Err(e), _) => failures.push(json!({"type": "failed_node_exception",
+                    "reason": format!("Failed node [{id}]"), "node_id": id,
+                    "caused_by": e.to_cause_json()})),
+            }
+        }
+        let mut header =
+            json!({"total": ids.len(), "successful": rendered.len(), "failed": failures.len()});
+        if !failures.is_empty() {
+            header["failures"] = json!(failures);
+        }
+        Ok(json!({"_nodes": header, "cluster_name": node.core().config.cluster_name, "nodes": rendered}))
+    })
+    .await?;
+    ok(body, &params)
+}
+
+fn request_path(nodes: Option<&str>, metric: Option<&str>, index_metric: Option<&str>) -> String {
+    let mut path = String::from("/_nodes");
+    for (prefix, part) in [("/", nodes), ("/stats", Some("")), ("/", metric), ("/", index_metric)] {
+        if let Some(part) = part {
+            path.push_str(prefix);
+            path.push_str(part);
+        }
+    }
+    path
+}
+
+fn split(part: Option<String>) -> Vec<String> {
+    match part {
+        None => vec!["_all".to_string()],
+        Some(text) => text.split(',').map(|s| s.trim().to_string()).collect(),
+    }
+}
+
+/// The nodes, metrics and index metrics of a request, refusing names OpenSearch does not have
+/// (with suggestions) and sections Shoal does not report.
+fn select(
+    path: &str,
+    nodes: Option<String>,
+    metric: Option<String>,
+    index_metric: Option<String>,
+) -> ApiResult<Selection> {
+    let metrics = split(metric);
+    let unknown: Vec<&str> = metrics
+        .iter()
+        .map(String::as_str)
+        .filter(|m| *m != "_all" && !METRICS.contains(m) && !UNREPORTED_METRICS.contains(m))
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<&str> = METRICS.iter().chain(UNREPORTED_METRICS).copied().collect();
+        return Err(unrecognized(path, "metric", &unknown, &known));
+    }
+    let unreported: Vec<&str> = metrics
+        .iter()
+        .map(String::as_str)
+        .filter(|m| UNREPORTED_METRICS.contains(m))
+        .collect();
+    if !unreported.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "request [{path}] asks for node metrics Shoal does not report: [{}]; it reports [{}]",
+            unreported.join(", "),
+            METRICS.join(", ")
+        )));
+    }
+    if index_metric.is_some() && !metrics.iter().any(|m| m == "indices" || m == "_all") {
+        return Err(ApiError::bad_request(format!(
+            "request [{path}] contains index metrics [{}] but indices stats not requested",
+            index_metric.unwrap_or_default()
+        )));
+    }
+    let index_metrics = crate::index_metrics::parse(path, "index metric", index_metric.as_deref())?;
+    Ok(Selection {
+        nodes: split(nodes),
+        metrics,
+        index_metrics,
+    })
+}
+
+/// One node's entry: who it is (from the cluster state), then the sections asked for.
+fn render(discovery: &shoal_state::DiscoveryNode, mut sections: Value, selection: &Selection) -> Value {
+    let mut roles: Vec<&str> = discovery.roles.iter().map(|r| r.as_str()).collect();
+    roles.sort_unstable();
+    let mut out = Map::new();
+    out.insert("timestamp".into(), sections["timestamp"].take());
+    out.insert("name".into(), json!(discovery.name));
+    out.insert("transport_address".into(), json!(discovery.transport_address));
+    out.insert("host".into(), json!(discovery.host));
+    out.insert("ip".into(), json!(discovery.ip));
+    out.insert("roles".into(), json!(roles));
+    out.insert("attributes".into(), Value::Object(display_attributes(discovery)));
+    let wanted = |m: &str| selection.metrics.iter().any(|x| x == "_all" || x == m);
+    for metric in METRICS.iter().filter(|m| wanted(m)) {
+        let key = if *metric == "breaker" { "breakers" } else { metric };
+        let mut section = sections[key].take();
+        if key == "indices" {
+            crate::index_metrics::keep(&mut section, &selection.index_metrics);
+        }
+        out.insert(key.to_string(), section);
+    }
+    Value::Object(out)
+}
