@@ -20,7 +20,10 @@ impl shoal_transport::Action for NodesStatsAction {
     type Response = Value;
 }
 
-pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions, service: &Arc<NodeStatsService>) {
+pub(crate) fn register_actions(
+    actions: &mut crate::rpc::NodeActions,
+    service: &Arc<NodeStatsService>,
+) {
     actions.register_on::<NodesStatsAction, _>(Arc::downgrade(service), |service, ()| {
         Ok(service.local_sections())
     });
@@ -40,7 +43,11 @@ impl NodeStatsService {
 
     /// The sections of each node of `ids`, in that order; a node that does not answer is an
     /// error in its place.
-    pub fn nodes_stats(&self, ids: &[String], timeout: Duration) -> Vec<(String, ApiResult<Value>)> {
+    pub fn nodes_stats(
+        &self,
+        ids: &[String],
+        timeout: Duration,
+    ) -> Vec<(String, ApiResult<Value>)> {
         self.core
             .ask_each_node::<NodesStatsAction>(ids, &(), timeout, || self.local_sections())
     }
@@ -76,14 +83,20 @@ impl NodeStatsService {
         let mut indices = crate::stats::zero_section();
         for service in self.core.all_indices() {
             let summed = crate::stats::sum_engine_stats(&service);
-            crate::stats::add_sections(&mut indices, &crate::stats::stats_section(&service, &summed));
+            crate::stats::add_sections(
+                &mut indices,
+                &crate::stats::stats_section(&service, &summed),
+            );
         }
         if let Some(segments) = indices.get_mut("segments").and_then(Value::as_object_mut) {
             segments.insert("segment_replication".into(), self.segment_replication());
         }
         // OpenSearch 3.3+ reports its merged segment warmer under `merges`.
         if let Some(merges) = indices.get_mut("merges").and_then(Value::as_object_mut) {
-            merges.insert("merged_segment_warmer".into(), json!(self.segrep.warmer_stats()));
+            merges.insert(
+                "merged_segment_warmer".into(),
+                json!(self.segrep.warmer_stats()),
+            );
         }
         indices
     }
@@ -122,14 +135,21 @@ fn process_section(now: i64) -> Value {
     const PAGE: u64 = 4096;
     const TICKS_PER_SECOND: u64 = 100;
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let mut pages = statm.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
+    let mut pages = statm
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().unwrap_or(0));
     let virt = pages.next().unwrap_or(0) * PAGE;
     let rss = pages.next().unwrap_or(0) * PAGE;
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after_comm = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<u64> = after_comm.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+    let fields: Vec<u64> = after_comm
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
     let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
-    let open_fds = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    let open_fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0);
     json!({"timestamp": now, "open_file_descriptors": open_fds, "max_file_descriptors": 1048576,
         "cpu": {"percent": 0, "total_in_millis": ticks * 1000 / TICKS_PER_SECOND},
         "mem": {"total_virtual_in_bytes": virt, "resident_in_bytes": rss}})

@@ -199,7 +199,6 @@ pub async fn put_settings(node: Arc<Node>, params: Params, body: axum::body::Byt
     )
 }
 
-
 /// The sections of `section` the request's metrics name.
 fn filtered(mut section: Value, metrics: &[String]) -> Value {
     crate::index_metrics::keep(&mut section, metrics);
@@ -245,7 +244,12 @@ fn shard_sections(
     Value::Object(shards)
 }
 
-const STATS_PARAMS: &[&str] = &["level", "expand_wildcards", "ignore_unavailable", "allow_no_indices"];
+const STATS_PARAMS: &[&str] = &[
+    "level",
+    "expand_wildcards",
+    "ignore_unavailable",
+    "allow_no_indices",
+];
 
 /// `_stats` parameters of OpenSearch for sections Shoal does not have (fielddata, completion,
 /// search groups, per-file segment sizes).

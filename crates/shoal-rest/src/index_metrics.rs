@@ -31,7 +31,11 @@ pub fn parse(path: &str, noun: &str, metrics: Option<&str>) -> Result<Vec<String
     };
     let metrics: Vec<String> = metrics.split(',').map(|m| m.trim().to_string()).collect();
     let known = |m: &&str| *m == "_all" || REPORTED.contains(m) || UNREPORTED.contains(m);
-    let unknown: Vec<&str> = metrics.iter().map(String::as_str).filter(|m| !known(m)).collect();
+    let unknown: Vec<&str> = metrics
+        .iter()
+        .map(String::as_str)
+        .filter(|m| !known(m))
+        .collect();
     if !unknown.is_empty() {
         let names: Vec<&str> = REPORTED.iter().chain(UNREPORTED).copied().collect();
         return Err(crate::request::unrecognized(path, noun, &unknown, &names));

@@ -373,7 +373,13 @@ fn maintenance_params(action: &str) -> &'static [&'static str] {
     const RESOLVE: [&str; 3] = ["ignore_unavailable", "allow_no_indices", "expand_wildcards"];
     match action {
         "refresh" => &RESOLVE,
-        "flush" => &[RESOLVE[0], RESOLVE[1], RESOLVE[2], "force", "wait_if_ongoing"],
+        "flush" => &[
+            RESOLVE[0],
+            RESOLVE[1],
+            RESOLVE[2],
+            "force",
+            "wait_if_ongoing",
+        ],
         _ => &[
             RESOLVE[0],
             RESOLVE[1],

@@ -114,7 +114,12 @@ pub async fn nodes_stats(
 
 fn request_path(nodes: Option<&str>, metric: Option<&str>, index_metric: Option<&str>) -> String {
     let mut path = String::from("/_nodes");
-    for (prefix, part) in [("/", nodes), ("/stats", Some("")), ("/", metric), ("/", index_metric)] {
+    for (prefix, part) in [
+        ("/", nodes),
+        ("/stats", Some("")),
+        ("/", metric),
+        ("/", index_metric),
+    ] {
         if let Some(part) = part {
             path.push_str(prefix);
             path.push_str(part);
@@ -175,20 +180,34 @@ fn select(
 }
 
 /// One node's entry: who it is (from the cluster state), then the sections asked for.
-fn render(discovery: &shoal_state::DiscoveryNode, mut sections: Value, selection: &Selection) -> Value {
+fn render(
+    discovery: &shoal_state::DiscoveryNode,
+    mut sections: Value,
+    selection: &Selection,
+) -> Value {
     let mut roles: Vec<&str> = discovery.roles.iter().map(|r| r.as_str()).collect();
     roles.sort_unstable();
     let mut out = Map::new();
     out.insert("timestamp".into(), sections["timestamp"].take());
     out.insert("name".into(), json!(discovery.name));
-    out.insert("transport_address".into(), json!(discovery.transport_address));
+    out.insert(
+        "transport_address".into(),
+        json!(discovery.transport_address),
+    );
     out.insert("host".into(), json!(discovery.host));
     out.insert("ip".into(), json!(discovery.ip));
     out.insert("roles".into(), json!(roles));
-    out.insert("attributes".into(), Value::Object(display_attributes(discovery)));
+    out.insert(
+        "attributes".into(),
+        Value::Object(display_attributes(discovery)),
+    );
     let wanted = |m: &str| selection.metrics.iter().any(|x| x == "_all" || x == m);
     for metric in METRICS.iter().filter(|m| wanted(m)) {
-        let key = if *metric == "breaker" { "breakers" } else { metric };
+        let key = if *metric == "breaker" {
+            "breakers"
+        } else {
+            metric
+        };
         let mut section = sections[key].take();
         if key == "indices" {
             crate::index_metrics::keep(&mut section, &selection.index_metrics);

@@ -165,13 +165,21 @@ mod tests {
 
     #[test]
     fn an_unknown_metric_is_refused_with_the_close_known_ones_suggested() {
-        let error = unrecognized("/_stats/fieldata", "metric", &["fieldata"], &["docs", "fielddata"]);
+        let error = unrecognized(
+            "/_stats/fieldata",
+            "metric",
+            &["fieldata"],
+            &["docs", "fielddata"],
+        );
         assert_eq!(
             error.reason,
             "request [/_stats/fieldata] contains unrecognized metric: [fieldata] -> did you mean [fielddata]?"
         );
         let error = unrecognized("/_stats/x", "metric", &["x", "y"], &["docs"]);
-        assert_eq!(error.reason, "request [/_stats/x] contains unrecognized metrics: [x], [y]");
+        assert_eq!(
+            error.reason,
+            "request [/_stats/x] contains unrecognized metrics: [x], [y]"
+        );
     }
 
     #[test]

@@ -124,7 +124,9 @@ fn cluster_routes() -> Router<S> {
         )
         .route(
             "/_nodes/stats",
-            get(|State(n): State<S>, Query(q): Q| node_stats::nodes_stats(n, None, None, None, p(q))),
+            get(|State(n): State<S>, Query(q): Q| {
+                node_stats::nodes_stats(n, None, None, None, p(q))
+            }),
         )
         .route(
             "/_nodes/stats/{metric}",

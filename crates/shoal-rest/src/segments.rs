@@ -51,7 +51,11 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
         let mut successful = 0;
         for name in &names {
             let shards = shard_entries(&state, name, &copies);
-            successful += shards.values().filter_map(Value::as_array).map(Vec::len).sum::<usize>();
+            successful += shards
+                .values()
+                .filter_map(Value::as_array)
+                .map(Vec::len)
+                .sum::<usize>();
             indices.insert(name.clone(), json!({ "shards": shards }));
         }
         Ok(json!({
