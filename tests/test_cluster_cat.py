@@ -135,6 +135,21 @@ def test_nodes_stats(http, index):
     assert st["fs"]["total"]["total_in_bytes"] > 0
 
 
+def test_cluster_stats_counts_the_field_types_of_the_mappings(http, index_name):
+    http.put(f"/{index_name}", {"settings": {"number_of_shards": 2, "number_of_replicas": 0},
+                                "mappings": {"properties": {"t": {"type": "text", "fields": {"k": {"type": "keyword"}}},
+                                                            "o": {"properties": {"n": {"type": "long"}}}}}})
+    http.put(f"/{index_name}/_doc/1", {"t": "a b", "o": {"n": 1}}, params={"refresh": "true"})
+    body = http.get("/_cluster/stats").json()
+    assert body["status"] in ("green", "yellow") and body["cluster_uuid"], body
+    types = {t["name"]: t for t in body["indices"]["mappings"]["field_types"]}
+    for name in ("text", "keyword", "long", "object"):
+        assert types[name]["count"] >= 1 and types[name]["index_count"] >= 1, types
+    assert body["indices"]["docs"]["count"] >= 1 and body["indices"]["store"]["size_in_bytes"] > 0, body["indices"]
+    assert body["nodes"]["os"]["mem"]["total_in_bytes"] > 0 and body["nodes"]["fs"]["total_in_bytes"] > 0, body["nodes"]
+    assert http.get("/_cluster/stats", params={"level": "indices"}).status_code == 400
+
+
 # ---------------------------------------------------------------- _cat
 
 def cat_rows(text):

@@ -149,7 +149,7 @@ def test_cat_segment_replication_lists_every_replica_and_its_lag(cluster3):
             assert replication == {"max_bytes_behind": 0, "total_bytes_behind": 0, "max_replication_lag": 0}, replication
 
 
-def test_nodes_stats_asked_of_any_node_reports_every_node_with_its_own_sections(cluster3):
+def test_nodes_and_cluster_stats_asked_of_any_node_cover_every_node(cluster3):
     create_segment_index(cluster3, "nstats", shards=1, replicas=2)
     cluster3.bulk(0, "nstats", numbered(range(30)), refresh="true")
     ids = node_ids(cluster3)
@@ -163,7 +163,16 @@ def test_nodes_stats_asked_of_any_node_reports_every_node_with_its_own_sections(
             assert stats["indices"]["docs"]["count"] == 30, (node_id, stats["indices"]["docs"])
             assert "segment_replication" in stats["indices"]["segments"], stats["indices"]["segments"]
             assert "os" not in stats and stats["name"] in ids, stats.keys()
+    # `_cluster/stats`: documents once (the primary's), shards and store over every copy.
+    cluster = cluster3.get("/_cluster/stats", 2).json()
+    assert cluster["_nodes"] == {"total": 3, "successful": 3, "failed": 0}, cluster["_nodes"]
+    assert cluster["indices"]["docs"]["count"] == 30, cluster["indices"]["docs"]
+    shards = cluster["indices"]["shards"]
+    assert (shards["total"], shards["primaries"], shards["replication"]) == (3, 1, 2.0), shards
+    assert cluster["nodes"]["count"]["total"] == 3 and cluster["nodes"]["count"]["data"] == 3, cluster["nodes"]
     one = ids[sorted(ids)[1]]
+    only = cluster3.get(f"/_cluster/stats/nodes/{one}", 0).json()
+    assert only["nodes"]["count"]["total"] == 1 and only["indices"]["shards"]["total"] == 1, only
     body = cluster3.get(f"/_nodes/{one}/stats/transport", 0).json()
     assert list(body["nodes"]) == [one] and body["nodes"][one]["transport"]["tx_count"] > 0, body
 

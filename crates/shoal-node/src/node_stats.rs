@@ -174,7 +174,9 @@ fn os_section(now: i64) -> Value {
         .filter_map(|v| v.parse().ok())
         .collect();
     let percent = |part: u64| if total > 0 { part * 100 / total } else { 0 };
-    json!({"timestamp": now,
+    // `available_processors` is not in OpenSearch's section: `_cluster/stats` sums it.
+    let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
+    json!({"timestamp": now, "available_processors": processors,
         "cpu": {"percent": 0, "load_average": {"1m": load.first(), "5m": load.get(1), "15m": load.get(2)}},
         "mem": {"total_in_bytes": total, "free_in_bytes": free, "used_in_bytes": total.saturating_sub(free),
                 "free_percent": percent(free), "used_percent": percent(total.saturating_sub(free))}})

@@ -5,6 +5,7 @@ mod cat;
 mod cat_admin;
 mod cluster;
 mod cluster_admin;
+mod cluster_stats;
 mod documents;
 mod health;
 mod http_guard;

@@ -123,6 +123,18 @@ fn cluster_routes() -> Router<S> {
                 .put(|State(n): State<S>, Query(q): Q, b: Bytes| cluster::put_settings(n, p(q), b)),
         )
         .route(
+            "/_cluster/stats",
+            get(|State(n): State<S>, Query(q): Q| {
+                crate::cluster_stats::cluster_stats(n, None, p(q))
+            }),
+        )
+        .route(
+            "/_cluster/stats/nodes/{nodes}",
+            get(|State(n): State<S>, Path(x): Path<String>, Query(q): Q| {
+                crate::cluster_stats::cluster_stats(n, Some(x), p(q))
+            }),
+        )
+        .route(
             "/_nodes/stats",
             get(|State(n): State<S>, Query(q): Q| {
                 node_stats::nodes_stats(n, None, None, None, p(q))
