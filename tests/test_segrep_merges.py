@@ -193,7 +193,7 @@ def test_a_force_merge_under_load_makes_no_lag_spike_with_pre_copy_and_one_witho
 
 
 def merge_stats(c: ShoalCluster, name: str) -> dict:
-    shards = c.get(f"/{name}/_stats/merges", level="shards").json()["indices"][name]["shards"]["0"]
+    shards = c.get(f"/{name}/_stats/merge", level="shards").json()["indices"][name]["shards"]["0"]
     return next(s["merges"] for s in shards if s["routing"]["primary"])
 
 

@@ -1,4 +1,5 @@
-//! Detection of damaged `_source` files (format version 2 checksums) and reading version 1.
+//! Detection of damaged `_source` files (format version 2 checksums), the segment number of
+//! version 3, and reading versions 1 and 2.
 
 use tantivy::directory::FileSlice;
 
@@ -13,7 +14,7 @@ fn doc(i: usize) -> Vec<u8> {
 
 /// A file of several small blocks; returns its bytes and where the blocks end.
 fn written(codec: SourceCodec) -> (Vec<u8>, usize) {
-    let mut writer = SourceFileWriter::new(Vec::new(), codec, 512, None).unwrap();
+    let mut writer = SourceFileWriter::new(Vec::new(), codec, 512, None, 7).unwrap();
     for i in 0..DOCS {
         writer.add(Some(&doc(i))).unwrap();
     }
@@ -69,26 +70,48 @@ fn a_flipped_byte_in_the_descriptor_index_or_footer_fails_the_open() {
     }
 }
 
-/// Rewrites a version 2 file as version 1 (no block crcs, no tail crc).
-fn as_version_1(bytes: &[u8]) -> Vec<u8> {
+/// Rewrites a version 3 file as an older version: without the segment number (version 2),
+/// and also without block crcs and tail crc (version 1).
+fn as_version(bytes: &[u8], version: u32) -> Vec<u8> {
     let footer = &bytes[bytes.len() - FOOTER_LEN..];
     let u64_at = |i: usize| u64::from_le_bytes(footer[i..i + 8].try_into().unwrap());
-    let (descriptor, index) = (u64_at(0) as usize, u64_at(8) as usize);
+    let (descriptor, index) = (u64_at(0) as usize, u64_at(8) as usize - 8);
     let mut out = bytes[..index].to_vec();
-    for entry in bytes[index..bytes.len() - FOOTER_LEN].chunks_exact(INDEX_ENTRY_LEN) {
-        out.extend_from_slice(&entry[..16]);
+    let entry_len = if version == 1 { 16 } else { INDEX_ENTRY_LEN };
+    for entry in bytes[index + 8..bytes.len() - FOOTER_LEN].chunks_exact(INDEX_ENTRY_LEN) {
+        out.extend_from_slice(&entry[..entry_len]);
     }
     out.extend_from_slice(&(descriptor as u64).to_le_bytes());
     out.extend_from_slice(&(index as u64).to_le_bytes());
     out.extend_from_slice(&footer[16..24]);
-    out.extend_from_slice(&1u32.to_le_bytes());
+    if version == 2 {
+        let crc = crc32c::crc32c(&out[descriptor..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&footer[32..36]);
     out
 }
 
 #[test]
-fn version_1_files_without_checksums_are_still_read() {
+fn version_1_and_2_files_are_still_read_without_a_segment_number() {
     let (bytes, _) = written(SourceCodec::Default);
-    let reader = open(as_version_1(&bytes)).expect("version 1 opens");
-    read_all(&reader).expect("version 1 reads");
+    assert_eq!(open(bytes.clone()).unwrap().segment_number(), Some(7));
+    for version in [1, 2] {
+        let reader = open(as_version(&bytes, version)).expect("an older version opens");
+        read_all(&reader).expect("an older version reads");
+        assert_eq!(reader.segment_number(), None, "version {version}");
+    }
+}
+
+#[test]
+fn segment_names_are_lucenes_base_36_numbers() {
+    assert_eq!(segment_name(0), "_0");
+    assert_eq!(segment_name(35), "_z");
+    assert_eq!(segment_name(36), "_10");
+    let numbers = SegmentNumbers::default();
+    assert_eq!((numbers.next(), numbers.next()), (0, 1));
+    numbers.observe(40);
+    numbers.observe(3);
+    assert_eq!(numbers.next(), 41);
 }

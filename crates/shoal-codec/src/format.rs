@@ -4,6 +4,7 @@
 //! blocks      block*                    block = [block codec u8][compressed payload]
 //! descriptor  [codec id u8][level u8][block size u32][has dict u8]
 //!             (if has dict: [dict len u32][stored len u32][dict, zstd-compressed w/o dict])
+//!             [segment number u64]                                      (version 3)
 //! index       per block: [first doc u32][offset u64][raw len u32][crc32c u32]  (20 bytes)
 //! footer      [descriptor offset u64][index offset u64][num docs u32][num blocks u32]
 //!             [tail crc32c u32][format version u32][magic u32]                  (36 bytes)
@@ -14,12 +15,18 @@
 //! (codec byte + compressed payload), checked every time the block is read, so a damaged
 //! block is refused instead of decoded into wrong or missing sources (and a merge never
 //! copies it); the tail crc32c covers the descriptor, the index and the first 24 footer bytes,
-//! checked when the file is opened. tantivy's footer crc covers the whole file but is only
-//! checked when the engine verifies the store (on open, before a merge, for recovery).
+//! checked when the file is opened (from version 3, with the format version after them).
+//! tantivy's footer crc covers the whole file but is only checked when the engine verifies
+//! the store (on open, before a merge, for recovery).
 //!
-//! Version 1 (no checksums: 16-byte index entries, 32-byte footer without the tail crc) is
-//! still read, without per-block checks; its blocks are only covered by tantivy's file crc.
-//! Every flush and merge writes version 2, so a merge of old segments upgrades them.
+//! The segment number (version 3) names the segment as Lucene names its own (`_<n>` in base
+//! 36): the writer takes it from the index's [`crate::SegmentNumbers`] when it writes the file,
+//! so every copy that holds the file (segment replication copies it) shows the same name.
+//!
+//! Version 2 (no segment number) and version 1 (no checksums: 16-byte index entries, 32-byte
+//! footer without the tail crc) are still read, version 1 without per-block checks; its blocks
+//! are only covered by tantivy's file crc. Every flush and merge writes version 3, so a merge
+//! of old segments upgrades them.
 //!
 //! A raw (decompressed) block is `[varint (len + 1) per doc, 0 = no source][doc bytes...]`.
 //! A block holds the documents `first_doc .. next block's first_doc`; its compressed bytes run
@@ -32,10 +39,12 @@ use crate::codec::SourceCodec;
 use crate::compress::{BlockCodec, BlockEncoder};
 
 pub(crate) const MAGIC: u32 = u32::from_le_bytes(*b"SHSR");
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The version without the segment number, still readable.
+pub(crate) const FORMAT_VERSION_V2: u32 = 2;
 /// The version without checksums, still readable.
 pub(crate) const FORMAT_VERSION_V1: u32 = 1;
-/// Footer length of the current version (36) and of version 1 (32).
+/// Footer length of versions 2 and 3 (36) and of version 1 (32).
 pub(crate) const FOOTER_LEN: usize = 36;
 pub(crate) const FOOTER_LEN_V1: usize = 32;
 /// Version and magic, the last 8 bytes of every version's footer.
@@ -70,6 +79,7 @@ pub(crate) struct SourceFileWriter<W: Write> {
     index: Vec<BlockMeta>,
     raw_scratch: Vec<u8>,
     out_scratch: Vec<u8>,
+    segment_number: u64,
 }
 
 impl<W: Write> SourceFileWriter<W> {
@@ -78,6 +88,7 @@ impl<W: Write> SourceFileWriter<W> {
         codec: SourceCodec,
         block_size: usize,
         dictionary: Option<Vec<u8>>,
+        segment_number: u64,
     ) -> io::Result<Self> {
         let encoder = BlockEncoder::new(codec, dictionary.as_deref())?;
         Ok(SourceFileWriter {
@@ -94,6 +105,7 @@ impl<W: Write> SourceFileWriter<W> {
             index: Vec::new(),
             raw_scratch: Vec::new(),
             out_scratch: Vec::new(),
+            segment_number,
         })
     }
 
@@ -163,6 +175,7 @@ impl<W: Write> SourceFileWriter<W> {
             }
             None => tail.push(0),
         }
+        tail.extend_from_slice(&self.segment_number.to_le_bytes());
         let index_offset = descriptor_offset + tail.len() as u64;
         for block in &self.index {
             tail.extend_from_slice(&block.first_doc.to_le_bytes());
@@ -174,7 +187,8 @@ impl<W: Write> SourceFileWriter<W> {
         tail.extend_from_slice(&index_offset.to_le_bytes());
         tail.extend_from_slice(&self.num_docs.to_le_bytes());
         tail.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
-        let tail_crc = crc32c::crc32c(&tail);
+        // Version 3 also covers the version: flipped to 2, the same bytes would parse.
+        let tail_crc = crc32c::crc32c_append(crc32c::crc32c(&tail), &FORMAT_VERSION.to_le_bytes());
         tail.extend_from_slice(&tail_crc.to_le_bytes());
         tail.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         tail.extend_from_slice(&MAGIC.to_le_bytes());
@@ -191,6 +205,8 @@ pub(crate) struct FileMeta {
     pub dictionary: Option<Vec<u8>>,
     pub index: Vec<BlockMeta>,
     pub num_docs: u32,
+    /// `None` before version 3.
+    pub segment_number: Option<u64>,
 }
 
 /// A `_source` file's bytes do not match what was written: the payload of the
@@ -222,7 +238,7 @@ pub(crate) fn parse_trailer(trailer: &[u8]) -> io::Result<u32> {
     }
     let version = u32::from_le_bytes(trailer[0..4].try_into().unwrap());
     match version {
-        FORMAT_VERSION | FORMAT_VERSION_V1 => Ok(version),
+        FORMAT_VERSION | FORMAT_VERSION_V2 | FORMAT_VERSION_V1 => Ok(version),
         other => Err(corrupt(format!("unsupported format version {other}"))),
     }
 }
@@ -269,10 +285,13 @@ pub(crate) fn parse_tail(
     let desc_len = index_offset
         .checked_sub(descriptor_offset)
         .ok_or_else(|| corrupt("index before descriptor"))? as usize;
-    if desc_len < 7 || tail.len() != desc_len + num_blocks as usize * entry_len {
+    let number_len = if version >= FORMAT_VERSION { 8 } else { 0 };
+    if desc_len < 7 + number_len || tail.len() != desc_len + num_blocks as usize * entry_len {
         return Err(corrupt("bad descriptor/index length"));
     }
     let (desc, index_bytes) = tail.split_at(desc_len);
+    let (desc, number) = desc.split_at(desc_len - number_len);
+    let segment_number = (number_len > 0).then(|| u64::from_le_bytes(number.try_into().unwrap()));
     let codec = SourceCodec::from_id(desc[0], desc[1])
         .ok_or_else(|| corrupt(format!("unknown codec id {}", desc[0])))?;
     let block_size = u32::from_le_bytes(desc[2..6].try_into().unwrap());
@@ -327,6 +346,7 @@ pub(crate) fn parse_tail(
         dictionary,
         index,
         num_docs,
+        segment_number,
     })
 }
 

@@ -30,9 +30,49 @@ use crate::{SOURCE_EXTENSION, SOURCE_TYPE_NAME};
 /// Index sorting (`IndexSettings::sort_by_field`) is not supported: tantivy 0.27 hands plugins
 /// the doc id remapping but keeps its accessors crate-private, so the plugin fails the flush /
 /// merge rather than misalign sources with doc ids.
+#[derive(Clone)]
 pub struct SourceStorePlugin {
     codec: SourceCodec,
     block_size: usize,
+    numbers: SegmentNumbers,
+}
+
+/// Hands out the numbers segments are named by (Lucene's `_<n>`, `n` in base 36), one per
+/// flushed or merged segment, in the order their `_source` files are written. The engine
+/// raises it above the numbers of the segments it opens ([`SegmentNumbers::observe`]), so a
+/// copy never gives a number twice.
+#[derive(Clone, Debug, Default)]
+pub struct SegmentNumbers(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl SegmentNumbers {
+    /// The number of the next segment written.
+    pub fn next(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// A segment numbered `number` exists: later segments are numbered above it.
+    pub fn observe(&self, number: u64) {
+        self.0.fetch_max(
+            number.saturating_add(1),
+            std::sync::atomic::Ordering::AcqRel,
+        );
+    }
+}
+
+/// Lucene's name for segment number `n`: `_` and `n` in base 36.
+pub fn segment_name(number: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut digits = Vec::new();
+    let mut n = number;
+    loop {
+        digits.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    format!("_{}", String::from_utf8(digits).expect("ascii digits"))
 }
 
 impl SourceStorePlugin {
@@ -41,7 +81,14 @@ impl SourceStorePlugin {
         SourceStorePlugin {
             codec,
             block_size: codec.default_block_size(),
+            numbers: SegmentNumbers::default(),
         }
+    }
+
+    /// Numbers new segments from `numbers` (shared with the engine that names them).
+    pub fn with_numbers(mut self, numbers: SegmentNumbers) -> SourceStorePlugin {
+        self.numbers = numbers;
+        self
     }
 
     /// Overrides the raw bytes per compressed block (min 1).
@@ -76,7 +123,9 @@ impl SourceStorePlugin {
             None
         };
         let write = segment.open_write(SegmentComponent::Custom(SOURCE_EXTENSION.to_string()))?;
-        let mut writer = SourceFileWriter::new(write, self.codec, self.block_size, dictionary)?;
+        let number = self.numbers.next();
+        let mut writer =
+            SourceFileWriter::new(write, self.codec, self.block_size, dictionary, number)?;
         docs(&mut |doc| writer.add(doc))?;
         writer.finish()?.terminate()?;
         Ok(())
@@ -117,10 +166,7 @@ impl SegmentPlugin for SourceStorePlugin {
             return Err(remapping_unsupported());
         }
         Ok(Box::new(SourcePluginWriter {
-            plugin: SourceStorePlugin {
-                codec: self.codec,
-                block_size: self.block_size,
-            },
+            plugin: self.clone(),
             field: find_source_field(&ctx.segment.schema()),
             data: Vec::new(),
             lens: Vec::new(),

@@ -44,9 +44,15 @@ pub struct SourceReader {
     cache: Mutex<VecDeque<(usize, Arc<DecodedBlock>)>>,
     cache_capacity: usize,
     blocks_decompressed: AtomicU64,
+    segment_number: Option<u64>,
 }
 
 impl SourceReader {
+    /// The number the segment is named by (`None`: written before segments had one).
+    pub fn segment_number(&self) -> Option<u64> {
+        self.segment_number
+    }
+
     /// Opens the `_source` file of a segment.
     pub fn open(segment_reader: &SegmentReader) -> tantivy::Result<SourceReader> {
         let file = segment_reader.open_read(component())?;
@@ -88,6 +94,9 @@ impl SourceReader {
             // The crc covers the descriptor, the index and the footer fields before it.
             let mut crc = crc32c::crc32c(tail.as_slice());
             crc = crc32c::crc32c_append(crc, &footer.as_slice()[..24]);
+            if version >= format::FORMAT_VERSION {
+                crc = crc32c::crc32c_append(crc, &version.to_le_bytes());
+            }
             if crc != expected {
                 return Err(io_err(format::corrupt(format!(
                     "checksum mismatch in the descriptor and block index: crc32c {crc:08x}, recorded {expected:08x}"
@@ -105,6 +114,7 @@ impl SourceReader {
         .map_err(io_err)?;
         let dictionary_len = meta.dictionary.as_ref().map_or(0, Vec::len);
         Ok(SourceReader {
+            segment_number: meta.segment_number,
             blocks: file.slice(0..descriptor_offset as usize),
             index: meta.index,
             descriptor_offset: meta.descriptor_offset,

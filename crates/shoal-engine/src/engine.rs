@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use shoal_codec::{add_source_field, SourceCodec, SourceReaderCache, SourceStorePlugin};
+use shoal_codec::{
+    add_source_field, SegmentNumbers, SourceCodec, SourceReaderCache, SourceStorePlugin,
+};
 use shoal_mapping::{analysis, MapperError, ShardSchema};
 use shoal_translog::{Location, OpKind, Operation, Translog, TranslogConfig};
 use tantivy::indexer::LogMergePolicy;
@@ -122,6 +124,8 @@ pub struct Engine {
     /// The `_source` plugin's merge hook (merged segments before their commit) and the
     /// checksums of this primary's segment files, for segment-replication checkpoints.
     merge_hook: MergeHook,
+    /// The numbers this copy's new segments are named by (`_<n>`, see `shoal_codec`).
+    segment_numbers: SegmentNumbers,
     /// Runs inside a commit while it holds the writer (tests inject faults there).
     #[cfg(test)]
     pub(crate) commit_hook: Mutex<Option<fn(&Engine)>>,
@@ -610,16 +614,24 @@ impl Engine {
         Ok(metas
             .iter()
             .enumerate()
-            .map(|(generation, meta)| {
+            .map(|(position, meta)| {
                 let prefix = meta.id().uuid_string();
+                // Segments written before they had numbers keep their id as their name.
+                let (name, generation) = match self.segment_number(meta) {
+                    Some(number) => (shoal_codec::segment_name(number), number),
+                    None => (
+                        format!("_{}", meta.id().short_uuid_string()),
+                        position as u64,
+                    ),
+                };
                 let size_in_bytes = files
                     .iter()
                     .filter(|(name, _)| name.starts_with(&prefix))
                     .map(|(_, len)| len)
                     .sum();
                 SegmentInfo {
-                    name: format!("_{}", meta.id().short_uuid_string()),
-                    generation: generation as u64,
+                    name,
+                    generation,
                     docs_count: meta.num_docs() as u64,
                     docs_deleted: meta.num_deleted_docs() as u64,
                     size_in_bytes,
@@ -628,6 +640,15 @@ impl Engine {
                 }
             })
             .collect())
+    }
+
+    /// The number a segment is named by, from its `_source` file (the reader cache holds the
+    /// searchable segments' files open).
+    fn segment_number(&self, meta: &tantivy::index::SegmentMeta) -> Option<u64> {
+        if let Some(reader) = self.source_cache.get(meta.id()) {
+            return reader.segment_number();
+        }
+        open::stored_segment_number(&self.index, meta)
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -721,8 +742,10 @@ pub(crate) fn open_or_create_index(
     dir: &Path,
     codec: SourceCodec,
     hook: &MergeHook,
+    numbers: &SegmentNumbers,
 ) -> Result<(Index, ShardSchema), EngineError> {
-    let plugin = hook.plugin(Arc::new(SourceStorePlugin::new(codec)));
+    let store = SourceStorePlugin::new(codec).with_numbers(numbers.clone());
+    let plugin = hook.plugin(Arc::new(store));
     let index = if dir.join("meta.json").exists() {
         let mut index = Index::open_in_dir(dir)?;
         index.register_plugin(plugin);

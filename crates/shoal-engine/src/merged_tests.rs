@@ -9,8 +9,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::nrt_tests::{
-    copy_files, docs, open_primary, open_replica, open_single_threaded_primary, refresh_and_copy,
-    write,
+    copy_files, docs, index_as_primary, open_primary, open_replica, open_single_threaded_primary,
+    parse, refresh_and_copy, write,
 };
 use crate::*;
 
@@ -221,4 +221,54 @@ fn a_background_merge_is_committed_by_the_next_refresh_and_counted() {
     assert!(stats.merge_total >= 1, "{stats:?}");
     assert!(stats.merge_docs >= 8 * 10, "{stats:?}");
     assert!(stats.merge_size_in_bytes > 0, "{stats:?}");
+}
+
+/// (name, generation) of every segment of `engine`.
+fn segment_names(engine: &Engine) -> BTreeSet<(String, u64)> {
+    let segments = engine.segments().unwrap();
+    segments
+        .into_iter()
+        .map(|s| (s.name, s.generation))
+        .collect()
+}
+
+#[test]
+fn segments_are_named_by_number_alike_on_every_copy_and_new_ones_are_numbered_above() {
+    let (_dirs, primary, replica) = three_copied_segments();
+    let copied = segment_names(&primary);
+    assert_eq!(
+        copied,
+        segment_names(&replica),
+        "the copies name their segments alike"
+    );
+    for (name, generation) in &copied {
+        assert_eq!(
+            *name,
+            shoal_codec::segment_name(*generation),
+            "Lucene's _<n in base 36>"
+        );
+    }
+    let highest = copied.iter().map(|(_, number)| *number).max().unwrap();
+
+    primary.force_merge(1).unwrap();
+    primary.refresh().unwrap();
+    let merged = segment_names(&primary);
+    assert_eq!(merged.len(), 1, "{merged:?}");
+    assert!(
+        merged.iter().all(|(_, number)| *number > highest),
+        "{merged:?} after {copied:?}"
+    );
+
+    // A promoted replica numbers its own segments above every one it copied.
+    drop(primary);
+    replica.promote_to_writer(&parse).unwrap();
+    index_as_primary(&replica, "new", 99);
+    replica.refresh().unwrap();
+    let after = segment_names(&replica);
+    let new: Vec<_> = after.difference(&copied).collect();
+    assert_eq!(new.len(), 1, "{after:?}");
+    assert!(
+        new[0].1 > highest,
+        "{new:?} numbered at or below the copied {copied:?}"
+    );
 }

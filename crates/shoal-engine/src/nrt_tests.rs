@@ -13,7 +13,7 @@ fn mapping() -> Mapping {
     Mapping::from_json(&json!({"properties": {"n": {"type": "long"}}})).unwrap()
 }
 
-fn parse(id: &str, source: &[u8]) -> Result<TantivyDocument, MapperError> {
+pub(crate) fn parse(id: &str, source: &[u8]) -> Result<TantivyDocument, MapperError> {
     let schema = shoal_mapping::ShardSchema::build(shoal_codec::add_source_field);
     Ok(DocumentParser::new(&mapping(), &schema)
         .parse(id, source)?
@@ -56,7 +56,7 @@ fn index_op(id: &str, n: i64, seq_no: i64, version: i64) -> WriteOp {
 }
 
 /// Writes document `id` with `n` as a primary does; returns its result.
-fn index_as_primary(engine: &Engine, id: &str, n: i64) -> OpResult {
+pub(crate) fn index_as_primary(engine: &Engine, id: &str, n: i64) -> OpResult {
     engine
         .apply(vec![index_op(id, n, UNASSIGNED_SEQ_NO, 0)], Origin::Primary)
         .pop()

@@ -102,7 +102,9 @@ pub fn bind_recovered_store(
     payload.history_complete_from = payload.max_seq_no + 1;
     drop(translog);
     let hook = MergeHook::new(config.index_dir());
-    let (index, _) = open_or_create_index(&config.index_dir(), config.codec, &hook)?;
+    // The commit below adds no segment: nothing is numbered.
+    let numbers = shoal_codec::SegmentNumbers::default();
+    let (index, _) = open_or_create_index(&config.index_dir(), config.codec, &hook, &numbers)?;
     let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 15_000_000)?;
     let mut commit = writer.prepare_commit()?;
     commit.set_payload(&payload.to_json());

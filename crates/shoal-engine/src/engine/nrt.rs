@@ -401,6 +401,7 @@ impl Engine {
                 &self.config,
                 &self.integrity,
                 &self.merge_hook,
+                &self.segment_numbers,
             )?);
             let payload = open::commit_payload(&self.index)?;
             let committed = payload

@@ -13,7 +13,13 @@ impl Engine {
         std::fs::create_dir_all(config.index_dir())?;
         std::fs::create_dir_all(config.translog_dir())?;
         let merge_hook = MergeHook::new(config.index_dir());
-        let (index, schema) = open_or_create_index(&config.index_dir(), config.codec, &merge_hook)?;
+        let segment_numbers = SegmentNumbers::default();
+        let (index, schema) = open_or_create_index(
+            &config.index_dir(),
+            config.codec,
+            &merge_hook,
+            &segment_numbers,
+        )?;
         let payload = commit_payload(&index)?;
         let translog_config = TranslogConfig {
             durability: config.durability,
@@ -34,7 +40,13 @@ impl Engine {
         let history_complete_from = payload.as_ref().map_or(0, |p| p.history_complete_from);
         let writer = match config.segment_replica {
             true => None,
-            false => Some(new_writer(&index, &config, &integrity, &merge_hook)?),
+            false => Some(new_writer(
+                &index,
+                &config,
+                &integrity,
+                &merge_hook,
+                &segment_numbers,
+            )?),
         };
         let source_cache = Arc::new(SourceReaderCache::new());
         let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
@@ -74,6 +86,7 @@ impl Engine {
             failure: Mutex::new(None),
             integrity,
             merge_hook,
+            segment_numbers,
         };
         // A replica's translog holds what it logged above the copied commit; only a writer
         // indexes it (on promotion).
@@ -185,7 +198,14 @@ pub(super) fn new_writer(
     config: &EngineConfig,
     integrity: &Integrity,
     hook: &MergeHook,
+    numbers: &SegmentNumbers,
 ) -> Result<IndexWriter, EngineError> {
+    // New segments are numbered above every one this copy holds, its own or copied.
+    for meta in index.searchable_segment_metas()? {
+        if let Some(number) = stored_segment_number(index, &meta) {
+            numbers.observe(number);
+        }
+    }
     let threads = config.indexing_threads.max(1);
     let writer: IndexWriter =
         index.writer_with_num_threads(threads, config.indexing_buffer_per_thread * threads)?;
@@ -198,6 +218,23 @@ pub(super) fn new_writer(
         integrity.clone(),
     ))));
     Ok(writer)
+}
+
+/// The number in a segment's `_source` file (`None`: written before segments had numbers, or
+/// unreadable, which the store's verification reports).
+pub(super) fn stored_segment_number(
+    index: &Index,
+    meta: &tantivy::index::SegmentMeta,
+) -> Option<u64> {
+    let segment = index.segment(meta.clone());
+    let file = segment
+        .open_read(tantivy::index::SegmentComponent::Custom(
+            shoal_codec::SOURCE_EXTENSION.to_string(),
+        ))
+        .ok()?;
+    shoal_codec::SourceReader::open_file(file, 0)
+        .ok()?
+        .segment_number()
 }
 
 pub(super) fn dir_size(path: &Path) -> u64 {
