@@ -534,6 +534,25 @@ pub fn display_attributes(node: &shoal_state::DiscoveryNode) -> Map<String, Valu
     out
 }
 
+/// A node's name and addresses in `_nodes` answers, from the cluster state.
+pub(crate) fn insert_node_addresses(
+    out: &mut Map<String, Value>,
+    node: &shoal_state::DiscoveryNode,
+) {
+    out.insert("name".into(), json!(node.name));
+    out.insert("transport_address".into(), json!(node.transport_address));
+    out.insert("host".into(), json!(node.host));
+    out.insert("ip".into(), json!(node.ip));
+}
+
+/// A node's roles (sorted) and attributes in `_nodes` answers, from the cluster state.
+pub(crate) fn insert_node_roles(out: &mut Map<String, Value>, node: &shoal_state::DiscoveryNode) {
+    let mut roles: Vec<&str> = node.roles.iter().map(|r| r.as_str()).collect();
+    roles.sort_unstable();
+    out.insert("roles".into(), json!(roles));
+    out.insert("attributes".into(), Value::Object(display_attributes(node)));
+}
+
 fn node_info_json(
     discovery: &shoal_state::DiscoveryNode,
     sections: &Value,
@@ -541,16 +560,8 @@ fn node_info_json(
     flat_settings: bool,
 ) -> Value {
     let want = |m: &str| metrics.iter().any(|x| x == "_all" || x == m);
-    let mut roles: Vec<&str> = discovery.roles.iter().map(|r| r.as_str()).collect();
-    roles.sort_unstable();
     let mut out = Map::new();
-    out.insert("name".into(), json!(discovery.name));
-    out.insert(
-        "transport_address".into(),
-        json!(discovery.transport_address),
-    );
-    out.insert("host".into(), json!(discovery.host));
-    out.insert("ip".into(), json!(discovery.ip));
+    insert_node_addresses(&mut out, discovery);
     out.insert("version".into(), json!(discovery.version));
     out.insert("build_type".into(), json!("tar"));
     out.insert("build_hash".into(), json!(env!("CARGO_PKG_VERSION")));
@@ -559,11 +570,7 @@ fn node_info_json(
             out.insert("total_indexing_buffer".into(), buffer.clone());
         }
     }
-    out.insert("roles".into(), json!(roles));
-    out.insert(
-        "attributes".into(),
-        Value::Object(display_attributes(discovery)),
-    );
+    insert_node_roles(&mut out, discovery);
     for key in [
         "settings",
         "os",
@@ -603,9 +610,7 @@ pub async fn nodes_info(
     let flat_settings = params.flag("flat_settings");
     let body = blocking(move || {
         let state = node.admin.view();
-        let ids = state.resolve_node_selectors(&node.core().node_id,
-            &selectors,
-        );
+        let ids = state.resolve_node_selectors(&node.core().node_id, &selectors);
         let mut nodes = Map::new();
         let mut failures = Vec::new();
         for (id, answer) in node.admin.nodes_info(&ids, timeout) {
@@ -618,20 +623,34 @@ pub async fn nodes_info(
                     let info = node_info_json(&discovery, &sections, &metrics, flat_settings);
                     nodes.insert(id, info);
                 }
-                Err(e) => failures.push(json!({"type": "failed_node_exception",
-                    "reason": format!("Failed node [{id}]"), "node_id": id,
-                    "caused_by": e.to_cause_json()})),
+                Err(e) => failures.push(failed_node(&id, &e)),
             }
         }
-        let mut header =
-            json!({"total": ids.len(), "successful": nodes.len(), "failed": failures.len()});
-        if !failures.is_empty() {
-            header["failures"] = json!(failures);
-        }
-        Ok(json!({"_nodes": header, "cluster_name": node.core().config.cluster_name, "nodes": nodes}))
+        let cluster_name = &node.core().config.cluster_name;
+        Ok(nodes_response(cluster_name, ids.len(), nodes, failures))
     })
     .await?;
     ok(body, &params)
+}
+
+/// A node that did not answer a `_nodes` request (`_nodes.failures`).
+pub(crate) fn failed_node(id: &str, error: &ApiError) -> Value {
+    json!({"type": "failed_node_exception", "reason": format!("Failed node [{id}]"),
+        "node_id": id, "caused_by": error.to_cause_json()})
+}
+
+/// The answer of a `_nodes` request to `asked` nodes: the `_nodes` header, then each node.
+pub(crate) fn nodes_response(
+    cluster_name: &str,
+    asked: usize,
+    nodes: Map<String, Value>,
+    failures: Vec<Value>,
+) -> Value {
+    let mut header = json!({"total": asked, "successful": nodes.len(), "failed": failures.len()});
+    if !failures.is_empty() {
+        header["failures"] = json!(failures);
+    }
+    json!({"_nodes": header, "cluster_name": cluster_name, "nodes": nodes})
 }
 
 #[cfg(test)]

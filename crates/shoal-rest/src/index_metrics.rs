@@ -30,28 +30,7 @@ pub fn parse(path: &str, noun: &str, metrics: Option<&str>) -> Result<Vec<String
         return Ok(vec!["_all".to_string()]);
     };
     let metrics: Vec<String> = metrics.split(',').map(|m| m.trim().to_string()).collect();
-    let known = |m: &&str| *m == "_all" || REPORTED.contains(m) || UNREPORTED.contains(m);
-    let unknown: Vec<&str> = metrics
-        .iter()
-        .map(String::as_str)
-        .filter(|m| !known(m))
-        .collect();
-    if !unknown.is_empty() {
-        let names: Vec<&str> = REPORTED.iter().chain(UNREPORTED).copied().collect();
-        return Err(crate::request::unrecognized(path, noun, &unknown, &names));
-    }
-    let unreported: Vec<&str> = metrics
-        .iter()
-        .map(String::as_str)
-        .filter(|m| UNREPORTED.contains(m))
-        .collect();
-    if !unreported.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "request [{path}] asks for {noun}s Shoal does not report: [{}]; it reports [{}]",
-            unreported.join(", "),
-            REPORTED.join(", ")
-        )));
-    }
+    crate::request::refuse_names(path, noun, &metrics, REPORTED, UNREPORTED)?;
     Ok(metrics)
 }
 

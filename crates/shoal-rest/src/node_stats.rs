@@ -4,11 +4,14 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use shoal_node::{ApiError, ApiResult, Node};
 
-use crate::cluster_admin::{display_attributes, timeout_param, DEFAULT_TIMEOUT};
-use crate::request::{unrecognized, Params};
+use crate::cluster_admin::{
+    failed_node, insert_node_addresses, insert_node_roles, nodes_response, timeout_param,
+    DEFAULT_TIMEOUT,
+};
+use crate::request::Params;
 use crate::response::{ok, RestResult};
 use crate::router::blocking;
 
@@ -96,17 +99,11 @@ pub async fn nodes_stats(
                     rendered.insert(id, render(discovery, sections, &selection));
                 }
                 (Ok(_), None) => {}
-                (Err(e), _) => failures.push(json!({"type": "failed_node_exception",
-                    "reason": format!("Failed node [{id}]"), "node_id": id,
-                    "caused_by": e.to_cause_json()})),
+                (Err(e), _) => failures.push(failed_node(&id, &e)),
             }
         }
-        let mut header =
-            json!({"total": ids.len(), "successful": rendered.len(), "failed": failures.len()});
-        if !failures.is_empty() {
-            header["failures"] = json!(failures);
-        }
-        Ok(json!({"_nodes": header, "cluster_name": node.core().config.cluster_name, "nodes": rendered}))
+        let cluster_name = &node.core().config.cluster_name;
+        Ok(nodes_response(cluster_name, ids.len(), rendered, failures))
     })
     .await?;
     ok(body, &params)
@@ -144,27 +141,7 @@ fn select(
     index_metric: Option<String>,
 ) -> ApiResult<Selection> {
     let metrics = split(metric);
-    let unknown: Vec<&str> = metrics
-        .iter()
-        .map(String::as_str)
-        .filter(|m| *m != "_all" && !METRICS.contains(m) && !UNREPORTED_METRICS.contains(m))
-        .collect();
-    if !unknown.is_empty() {
-        let known: Vec<&str> = METRICS.iter().chain(UNREPORTED_METRICS).copied().collect();
-        return Err(unrecognized(path, "metric", &unknown, &known));
-    }
-    let unreported: Vec<&str> = metrics
-        .iter()
-        .map(String::as_str)
-        .filter(|m| UNREPORTED_METRICS.contains(m))
-        .collect();
-    if !unreported.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "request [{path}] asks for node metrics Shoal does not report: [{}]; it reports [{}]",
-            unreported.join(", "),
-            METRICS.join(", ")
-        )));
-    }
+    crate::request::refuse_names(path, "metric", &metrics, METRICS, UNREPORTED_METRICS)?;
     if index_metric.is_some() && !metrics.iter().any(|m| m == "indices" || m == "_all") {
         return Err(ApiError::bad_request(format!(
             "request [{path}] contains index metrics [{}] but indices stats not requested",
@@ -185,22 +162,10 @@ fn render(
     mut sections: Value,
     selection: &Selection,
 ) -> Value {
-    let mut roles: Vec<&str> = discovery.roles.iter().map(|r| r.as_str()).collect();
-    roles.sort_unstable();
     let mut out = Map::new();
     out.insert("timestamp".into(), sections["timestamp"].take());
-    out.insert("name".into(), json!(discovery.name));
-    out.insert(
-        "transport_address".into(),
-        json!(discovery.transport_address),
-    );
-    out.insert("host".into(), json!(discovery.host));
-    out.insert("ip".into(), json!(discovery.ip));
-    out.insert("roles".into(), json!(roles));
-    out.insert(
-        "attributes".into(),
-        Value::Object(display_attributes(discovery)),
-    );
+    insert_node_addresses(&mut out, discovery);
+    insert_node_roles(&mut out, discovery);
     let wanted = |m: &str| selection.metrics.iter().any(|x| x == "_all" || x == m);
     for metric in METRICS.iter().filter(|m| wanted(m)) {
         let key = if *metric == "breaker" {

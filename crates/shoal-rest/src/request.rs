@@ -138,6 +138,40 @@ pub fn unrecognized(path: &str, noun: &str, unknown: &[&str], known: &[&str]) ->
     ))
 }
 
+/// Refuses `names` that are neither `reported` nor `unreported` (OpenSearch's names for what
+/// Shoal does not have), with suggestions, then the `unreported` ones, naming what Shoal has.
+pub fn refuse_names(
+    path: &str,
+    noun: &str,
+    names: &[String],
+    reported: &[&str],
+    unreported: &[&str],
+) -> Result<(), ApiError> {
+    let known = |m: &&str| *m == "_all" || reported.contains(m) || unreported.contains(m);
+    let unknown: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|m| !known(m))
+        .collect();
+    if !unknown.is_empty() {
+        let all: Vec<&str> = reported.iter().chain(unreported).copied().collect();
+        return Err(unrecognized(path, noun, &unknown, &all));
+    }
+    let missing: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|m| unreported.contains(m))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "request [{path}] asks for {noun}s Shoal does not report: [{}]; it reports [{}]",
+        missing.join(", "),
+        reported.join(", ")
+    )))
+}
+
 /// 1 − edit distance ÷ the longer length (Lucene's `LevenshteinDistance`, which OpenSearch's
 /// suggestions use).
 fn similarity(a: &str, b: &str) -> f64 {
