@@ -34,6 +34,7 @@ pub mod shard;
 pub mod shard_failure;
 pub mod snapshot;
 pub mod stats;
+pub mod tasks;
 pub mod transfer;
 mod wire;
 pub mod write;

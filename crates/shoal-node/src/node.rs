@@ -47,6 +47,8 @@ pub struct Node {
     pub broadcast: Arc<BroadcastService>,
     /// This node's statistics, and every selected node's for `_nodes/stats`.
     pub node_stats: Arc<crate::node_stats::NodeStatsService>,
+    /// Every node's running tasks, for `_tasks`.
+    pub tasks: Arc<crate::tasks::TasksService>,
     /// Follows the cluster state: opens, closes, deletes and recovers this node's copies.
     /// Only the node holds it, so its thread and copy tasks stop with the node.
     applier: Arc<Applier>,
@@ -78,6 +80,7 @@ fn data_layer_actions(node: &Arc<Node>) -> shoal_transport::ActionRegistry {
     );
     crate::admin::cluster::register_actions(&mut actions, &node.admin);
     crate::node_stats::register_actions(&mut actions, &node.node_stats);
+    crate::tasks::register_actions(&mut actions, &node.tasks);
     crate::read::register_actions(&mut actions, &node.reads);
     actions.into_registry()
 }
@@ -175,6 +178,7 @@ impl Node {
             core.clone(),
             segrep.clone(),
         ));
+        let tasks = Arc::new(crate::tasks::TasksService::new(core.clone()));
         let write_parts = WriteParts {
             replication: replication.clone(),
             segrep: segrep.clone(),
@@ -210,6 +214,7 @@ impl Node {
             admin,
             broadcast,
             node_stats,
+            tasks,
             reports,
             applier,
             own_runtime: Mutex::new(own_runtime),

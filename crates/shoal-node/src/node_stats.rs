@@ -173,7 +173,7 @@ fn os_section(now: i64) -> Value {
         .take(3)
         .filter_map(|v| v.parse().ok())
         .collect();
-    let percent = |part: u64| if total > 0 { part * 100 / total } else { 0 };
+    let percent = |part: u64| (part * 100).checked_div(total).unwrap_or(0);
     // `available_processors` is not in OpenSearch's section: `_cluster/stats` sums it.
     let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
     json!({"timestamp": now, "available_processors": processors,

@@ -22,6 +22,7 @@ mod segment_replication;
 mod segments;
 mod server;
 mod snapshot;
+mod tasks;
 mod thread_pools;
 
 pub use router::{router, serve};

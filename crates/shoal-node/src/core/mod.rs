@@ -43,6 +43,8 @@ pub struct NodeCore {
     pub(crate) runtime: tokio::runtime::Handle,
     /// Thread pools and indexing pressure.
     pub pressure: Arc<crate::pressure::Pressure>,
+    /// The tasks running on this node (`_tasks`).
+    pub tasks: Arc<crate::tasks::TaskManager>,
     /// The version of the last cluster state this node applied; `applied_cond` wakes waiters
     /// after each application.
     pub(crate) applied_version: Mutex<u64>,
@@ -69,6 +71,7 @@ impl NodeCore {
     pub(crate) fn new(parts: CoreParts) -> NodeCore {
         NodeCore {
             config: parts.config,
+            tasks: crate::tasks::TaskManager::new(parts.node_id.clone()),
             node_id: parts.node_id,
             paths: parts.paths,
             started: Instant::now(),

@@ -1,0 +1,91 @@
+"""The task API on real processes: every request is a task while it runs, `_tasks` asked of
+any node lists every node's tasks (its own part runs as a child of the listing), one task can
+be read and waited for, nothing pretends to be cancellable, and `_cat/tasks` shows the same.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import requests
+
+from cluster import ShoalCluster
+from util import wait_for
+
+pytestmark = pytest.mark.cluster
+
+HEALTH = "cluster:monitor/health"
+
+
+@pytest.fixture
+def cluster2(tmp_path):
+    with ShoalCluster(tmp_path, 2) as c:
+        yield c
+
+
+def slow_health(c: ShoalCluster, seconds: int) -> threading.Thread:
+    """A `_cluster/health` on node 1 that waits `seconds` for a node that never comes."""
+    url = c.nodes[1].url + "/_cluster/health"
+    params = {"wait_for_nodes": "9", "timeout": f"{seconds}s"}
+    thread = threading.Thread(target=requests.get, args=(url,),
+                              kwargs={"params": params, "headers": {"X-Opaque-Id": "slow-one"},
+                                      "timeout": seconds + 10})
+    thread.start()
+    return thread
+
+
+def running_health_tasks(c: ShoalCluster) -> list[dict]:
+    body = c.get("/_tasks", 0, actions=HEALTH, group_by="none", detailed="true").json()
+    return body["tasks"]
+
+
+def test_a_running_request_is_listed_from_any_node_and_can_be_waited_for(cluster2):
+    waiter = slow_health(cluster2, 3)
+    (task,) = wait_for(lambda: running_health_tasks(cluster2) or None, timeout=5, what="the health task")
+    (second,) = cluster2.get("/_nodes/_local", 1).json()["nodes"]
+    assert task["node"] == second, task
+    assert task["action"] == HEALTH and task["cancellable"] is False, task
+    assert task["headers"] == {"X-Opaque-Id": "slow-one"}, task
+    assert "wait_for_nodes=9" in task["description"], task
+    task_id = f"{task['node']}:{task['id']}"
+
+    got = cluster2.get(f"/_tasks/{task_id}", 0).json()
+    assert got["completed"] is False and got["task"]["id"] == task["id"], got
+    r = cluster2.http(0).post(f"/_tasks/{task_id}/_cancel")
+    assert r.status_code == 400 and "doesn't support cancellation" in r.json()["error"]["reason"], r.text
+
+    done = requests.get(cluster2.nodes[0].url + f"/_tasks/{task_id}",
+                        params={"wait_for_completion": "true", "timeout": "10s"}, timeout=20).json()
+    assert done["completed"] is True and done["task"]["action"] == HEALTH, done
+    waiter.join()
+    r = cluster2.get(f"/_tasks/{task_id}", 0)
+    assert r.status_code == 404 and r.json()["error"]["type"] == "resource_not_found_exception", r.text
+    r = cluster2.get(f"/_tasks/nope:1", 0)
+    assert r.status_code == 404 and "isn't part of the cluster" in r.json()["error"]["reason"], r.text
+
+
+def test_a_listing_runs_on_every_node_as_children_of_the_coordinating_task(cluster2):
+    by_node = cluster2.get("/_tasks", 1, actions="cluster:monitor/tasks/lists*").json()["nodes"]
+    assert len(by_node) == 2, by_node
+    for node in by_node.values():
+        assert node["roles"] and node["transport_address"], node
+        actions = sorted(t["action"] for t in node["tasks"].values())
+        assert "cluster:monitor/tasks/lists[n]" in actions, actions
+
+    tree = cluster2.get("/_tasks", 1, actions="cluster:monitor/tasks/lists*", group_by="parents").json()["tasks"]
+    (root,) = [t for t in tree.values() if t["action"] == "cluster:monitor/tasks/lists"]
+    children = root["children"]
+    assert len(children) == 2 and {c["node"] for c in children} == set(by_node), root
+    assert all(c["parent_task_id"] == f"{root['node']}:{root['id']}" for c in children), children
+
+
+def test_cat_tasks_lists_the_running_tasks_with_their_parents(cluster2):
+    rows = cluster2.get("/_cat/tasks", 0, format="json", detailed="true").json()
+    actions = {r["action"] for r in rows}
+    assert {"cluster:monitor/cat", "cluster:monitor/tasks/lists[n]"} <= actions, rows
+    children = [r for r in rows if r["action"] == "cluster:monitor/tasks/lists[n]"]
+    parent = next(r for r in rows if r["action"] == "cluster:monitor/cat")["task_id"]
+    assert len(children) == 2 and all(r["parent_task_id"] == parent for r in children), rows
+    r = cluster2.get("/_tasks", 0, wait_for_completion="true")
+    assert r.status_code == 400, r.text
