@@ -251,8 +251,6 @@ def test_a_force_merge_of_the_primaries_only_counts_and_merges_the_primaries(clu
     for number, shard in shards.items():
         # The replicas hold the primary's merged segment: they copy it, never merge.
         assert all(len(copy["segments"]) == 1 for copy in shard), (number, shard)
-    r = cluster3.http(0).post("/pmerge/_forcemerge", params={"wait_for_completion": "false"})
-    assert r.status_code == 400 and "wait_for_completion" in r.json()["error"]["reason"], r.text
     r = cluster3.http(0).post("/pmerge/_forcemerge", params={"max_num_segment": "1"})
     assert r.status_code == 400 and "[max_num_segment]" in r.json()["error"]["reason"], r.text
 

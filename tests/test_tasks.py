@@ -89,3 +89,24 @@ def test_cat_tasks_lists_the_running_tasks_with_their_parents(cluster2):
     assert len(children) == 2 and all(r["parent_task_id"] == parent for r in children), rows
     r = cluster2.get("/_tasks", 0, wait_for_completion="true")
     assert r.status_code == 400, r.text
+
+
+def test_a_force_merge_in_the_background_is_a_task_until_it_ends(cluster2):
+    r = cluster2.http(0).put("/bg", {"settings": {"number_of_shards": 1, "number_of_replicas": 1}})
+    assert r.status_code == 200, r.text
+    for start in range(0, 60, 20):
+        cluster2.bulk(0, "bg", {str(n): {"n": n} for n in range(start, start + 20)}, refresh="true")
+    r = cluster2.http(1).post("/bg/_forcemerge", params={"max_num_segments": "1", "wait_for_completion": "false"})
+    assert r.status_code == 200, r.text
+    task_id = r.json()["task"]
+    done = requests.get(cluster2.nodes[0].url + f"/_tasks/{task_id}",
+                        params={"wait_for_completion": "true", "timeout": "30s"}, timeout=40)
+    # Done already when asked (404: not running, nothing stored) or seen running, then done.
+    assert done.status_code == 404 or done.json()["completed"] is True, done.text
+    if done.status_code == 200:
+        assert done.json()["task"]["action"] == "indices:admin/forcemerge", done.text
+    cluster2.http(0).post("/bg/_refresh")
+    copies = cluster2.get("/bg/_segments", 0).json()["indices"]["bg"]["shards"]["0"]
+    assert len(copies) == 2 and all(len(c["segments"]) == 1 for c in copies), copies
+    r = cluster2.http(0).post("/nope/_forcemerge", params={"wait_for_completion": "false"})
+    assert r.status_code == 404, r.text

@@ -347,6 +347,7 @@ pub async fn maintenance(
         _ => force_merge_op(&params)?,
     };
     let is_merge = action != "refresh" && action != "flush";
+    let in_background = is_merge && !params.bool_or("wait_for_completion", true)?;
     let (summary, worst) = blocking(move || {
         let services = node
             .core()
@@ -356,10 +357,16 @@ pub async fn maintenance(
                 .blocks()
                 .check_global_then_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
         }
+        if in_background {
+            return Ok((json!(start_background_merge(&node, services, op)), 200));
+        }
         let summary = node.broadcast.broadcast(&services, op)?;
         Ok((summary.to_json(), summary.worst_failure_status()))
     })
     .await?;
+    if in_background {
+        return ok(json!({ "task": summary }), &params);
+    }
     let status = if is_merge { worst } else { 200 };
     Ok(crate::response::json(
         crate::response::status_of(status),
@@ -408,15 +415,39 @@ fn flush_op(params: &Params) -> ApiResult<BroadcastOp> {
     })
 }
 
+/// Runs a force merge after the request answered, as a task of its own (`_tasks` shows it
+/// until it ends; its outcome is logged, not stored); returns the task's id.
+fn start_background_merge(
+    node: &Arc<Node>,
+    services: Vec<Arc<IndexService>>,
+    op: BroadcastOp,
+) -> String {
+    let names = names_of(&services);
+    let description = format!("Force-merge indices {names:?}");
+    let task = (node.core().tasks).register(
+        "indices:admin/forcemerge",
+        description,
+        None,
+        Default::default(),
+    );
+    let task_id = task.task_id();
+    let merging = node.clone();
+    node.core().pressure.spawn_forced(shoal_node::pressure::settings::GENERIC, move || {
+        let _task = task;
+        match merging.broadcast.broadcast(&services, op) {
+            Ok(summary) if summary.failures.is_empty() => {
+                tracing::info!(indices = ?names, "background force merge done")
+            }
+            Ok(summary) => {
+                tracing::warn!(indices = ?names, failures = ?summary.failures, "background force merge failed on some copies")
+            }
+            Err(e) => tracing::warn!(indices = ?names, error = %e, "background force merge failed"),
+        }
+    });
+    task_id
+}
+
 fn force_merge_op(params: &Params) -> ApiResult<BroadcastOp> {
-    // OpenSearch answers `wait_for_completion=false` with a task to poll; Shoal has no task
-    // API yet, so it refuses rather than block anyway.
-    if !params.bool_or("wait_for_completion", true)? {
-        return Err(ApiError::bad_request(
-            "[wait_for_completion=false] is not supported for _forcemerge: Shoal has no task API \
-             yet; leave it out and the request returns when the merge is done",
-        ));
-    }
     Ok(BroadcastOp::ForceMerge {
         max_segments: params.usize("max_num_segments")?,
         only_expunge_deletes: params.bool_or("only_expunge_deletes", false)?,
