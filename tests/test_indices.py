@@ -618,6 +618,25 @@ def test_the_merge_metric_names_the_merges_section_in_stats_and_nodes_stats(http
     assert set(node["indices"]) == {"merges"}, node["indices"].keys()
 
 
+def test_create_and_open_acknowledge_shards_only_when_the_copies_asked_for_started(http, index_name):
+    # One node: a replica never starts, so waiting for both copies times out unacknowledged.
+    r = http.put(f"/{index_name}", {"settings": {"number_of_shards": 2, "number_of_replicas": 1}},
+                 params={"wait_for_active_shards": "all", "timeout": "1s"})
+    assert r.status_code == 200 and r.json()["shards_acknowledged"] is False, r.text
+    assert http.post(f"/{index_name}/_close").status_code == 200
+    r = http.post(f"/{index_name}/_open", params={"wait_for_active_shards": "1"})
+    assert r.json() == {"acknowledged": True, "shards_acknowledged": True}, r.text
+    assert http.post(f"/{index_name}/_close").status_code == 200
+    r = http.post(f"/{index_name}/_open", params={"wait_for_active_shards": "all", "timeout": "1s"})
+    assert r.json()["shards_acknowledged"] is False, r.text
+    err = assert_error(http.put(f"/{index_name}-2", {"settings": {"number_of_replicas": 0}},
+                                params={"wait_for_active_shards": "3"}), 400, "illegal_argument_exception")
+    assert "cannot be greater than number of shard copies [1]" in err["reason"], err
+    assert http.head(f"/{index_name}-2").status_code == 404, "a refused creation created the index"
+    assert_error(http.post(f"/{index_name}/_close", params={"wait_for_active_shards": "1"}),
+                 400, "illegal_argument_exception")
+
+
 # ---------------------------------------------------------------- auto-create
 
 def test_auto_create_index_on_first_write(http, index_name):

@@ -37,13 +37,50 @@ pub async fn create(
     params: Params,
     body: axum::body::Bytes,
 ) -> RestResult {
+    params.refuse_unknown(&format!("/{index}"), ACTIVE_SHARDS_PARAMS)?;
+    let (wanted, timeout) = active_shards_wait(&params)?;
     let body = object_body(&body)?;
     let name = index.clone();
-    blocking(move || node.admin.create_index(&name, &body)).await?;
+    let acknowledged = blocking(move || {
+        if let Some(wanted) = wanted {
+            node.admin.check_create_wait(&name, &body, wanted)?;
+        }
+        let service = node.admin.create_index(&name, &body)?;
+        node.admin.wait_for_active_shards(&service, wanted, timeout)
+    })
+    .await?;
     ok(
-        json!({"acknowledged": true, "shards_acknowledged": true, "index": index}),
+        json!({"acknowledged": true, "shards_acknowledged": acknowledged, "index": index}),
         &params,
     )
+}
+
+/// What index creation and open take besides the indices: OpenSearch's waits. The cluster
+/// manager timeouts are accepted: a Raft commit is bounded by Shoal's own timeout.
+const ACTIVE_SHARDS_PARAMS: &[&str] = &[
+    "wait_for_active_shards",
+    "timeout",
+    "master_timeout",
+    "cluster_manager_timeout",
+];
+
+/// `wait_for_active_shards` (`None`: the index's own setting) and `timeout` (30s).
+fn active_shards_wait(
+    params: &Params,
+) -> ApiResult<(
+    Option<shoal_node::replication::active_shards::ActiveShards>,
+    std::time::Duration,
+)> {
+    let wanted = params
+        .get("wait_for_active_shards")
+        .map(shoal_node::replication::active_shards::ActiveShards::parse)
+        .transpose()?;
+    let timeout = crate::cluster_admin::timeout_param(
+        params,
+        "timeout",
+        crate::cluster_admin::DEFAULT_TIMEOUT,
+    )?;
+    Ok((wanted, timeout))
 }
 
 /// `DELETE /{index}` (lists and wildcards; `_all`/`*` need `action.destructive_requires_name=false`).
@@ -298,23 +335,41 @@ fn apply_settings_update(service: &IndexService, update: &FlatSettings) -> ApiRe
 
 /// `POST /{index}/_close` and `/_open`.
 pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Params) -> RestResult {
-    let names = blocking(move || {
-        let services = node.core().resolve(&index, ResolveOptions::admin())?;
+    let path = format!("/{index}/_{}", if open { "open" } else { "close" });
+    let resolve = ["ignore_unavailable", "allow_no_indices", "expand_wildcards"];
+    // A closed index has no active copies to wait for.
+    let known: Vec<&str> = ACTIVE_SHARDS_PARAMS
+        .iter()
+        .chain(&resolve)
+        .copied()
+        .filter(|p| open || *p != "wait_for_active_shards")
+        .collect();
+    params.refuse_unknown(&path, &known)?;
+    let (wanted, timeout) = active_shards_wait(&params)?;
+    let opts = options(&params, ResolveOptions::admin())?;
+    let (names, acknowledged) = blocking(move || {
+        let services = node.core().resolve(&index, opts)?;
         let mut names = Vec::new();
-        for service in services {
+        for service in &services {
             if open {
-                node.admin.open_index(&service)?;
+                node.admin.open_index(service)?;
             } else {
-                node.admin.close_index(&service)?;
+                node.admin.close_index(service)?;
             }
             names.push(service.name());
         }
-        Ok(names)
+        let mut acknowledged = true;
+        for service in services.iter().filter(|_| open) {
+            acknowledged &= node
+                .admin
+                .wait_for_active_shards(service, wanted, timeout)?;
+        }
+        Ok((names, acknowledged))
     })
     .await?;
     if open {
         return ok(
-            json!({"acknowledged": true, "shards_acknowledged": true}),
+            json!({"acknowledged": true, "shards_acknowledged": acknowledged}),
             &params,
         );
     }

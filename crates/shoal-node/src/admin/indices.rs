@@ -12,7 +12,8 @@ use super::AdminService;
 use crate::blocks::BlockLevel;
 use crate::error::{ApiError, ApiResult};
 use crate::index_service::IndexService;
-use crate::metadata::{AliasMetadata, IndexMetadata, IndexState};
+use crate::metadata::{AliasMetadata, IndexMetadata, IndexMetadataExt, IndexState};
+use crate::replication::active_shards::ActiveShards;
 use crate::routing::{validate_index_name, wildcard_match};
 use crate::settings::{self, FlatSettings};
 use crate::write::IndexCreation;
@@ -92,6 +93,19 @@ impl AdminService {
         self.core
             .wait_for_primaries(name, crate::config::CLUSTER_MANAGER_TIMEOUT);
         self.core.require_index(name)
+    }
+
+    /// Refuses a create-index request that would wait for more active copies per shard than
+    /// the index would have, before anything is created.
+    pub fn check_create_wait(
+        &self,
+        name: &str,
+        body: &Value,
+        wanted: ActiveShards,
+    ) -> ApiResult<()> {
+        let settings = self.parse_create_body(name, body)?.settings;
+        let copies = 1 + settings::IndexSettings(&settings).number_of_replicas();
+        check_wanted_copies(name, wanted.required(copies), copies)
     }
 
     /// The settings (with the node's `index.*` defaults and the remote store's), mapping and
@@ -198,6 +212,40 @@ impl AdminService {
         self.core
             .wait_for_primaries(&service.name(), crate::config::CLUSTER_MANAGER_TIMEOUT);
         Ok(())
+    }
+
+    /// Waits until every shard of `service` has the active copies `wanted` asks for (the
+    /// index's `index.write.wait_for_active_shards` when `None`), at most `timeout`: OpenSearch's
+    /// `shards_acknowledged` of index creation and open. A count above the copies there are is
+    /// refused.
+    pub fn wait_for_active_shards(
+        &self,
+        service: &IndexService,
+        wanted: Option<ActiveShards>,
+        timeout: std::time::Duration,
+    ) -> ApiResult<bool> {
+        let (setting, copies) = service.with_meta(|m| {
+            let settings = m.settings();
+            (
+                settings.write_wait_for_active_shards(),
+                settings.number_of_replicas() + 1,
+            )
+        });
+        let wanted = match wanted {
+            Some(wanted) => wanted,
+            None => ActiveShards::parse(&setting)?,
+        };
+        let needed = wanted.required(copies);
+        let index = service.name();
+        check_wanted_copies(&index, needed, copies)?;
+        let started = self.core.wait_until_applied(timeout, |state, _| {
+            let table = state.routing.get(&index)?;
+            let active = |copies: &Vec<shoal_state::ShardRouting>| {
+                copies.iter().filter(|c| c.is_active()).count() >= needed
+            };
+            table.shards.iter().all(active).then_some(())
+        });
+        Ok(started.is_some())
     }
 
     /// Applies `POST /_aliases` actions atomically: every action is checked before any
@@ -326,4 +374,14 @@ fn validate_alias_name(alias: &str, index: &str) -> ApiResult<()> {
             e.reason.replace("Invalid index name", "Invalid alias name"),
         )
     })
+}
+
+/// OpenSearch's refusal of a wait for more active copies than a shard has.
+fn check_wanted_copies(index: &str, needed: usize, copies: usize) -> ApiResult<()> {
+    if needed <= copies {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "invalid wait_for_active_shards[{needed}]: cannot be greater than number of shard copies [{copies}] for index [{index}]"
+    )))
 }
