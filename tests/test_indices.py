@@ -637,6 +637,21 @@ def test_create_and_open_acknowledge_shards_only_when_the_copies_asked_for_start
                  400, "illegal_argument_exception")
 
 
+def test_open_without_waiting_answers_a_task_and_opens_in_the_background(http, index_name):
+    http.put(f"/{index_name}", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+    http.put(f"/{index_name}/_doc/1", {"a": 1}, params={"refresh": "true"})
+    assert http.post(f"/{index_name}/_close").status_code == 200
+    r = http.post(f"/{index_name}/_open", params={"wait_for_completion": "false"})
+    assert r.status_code == 200 and set(r.json()) == {"task"}, r.text
+    node, task = r.json()["task"].split(":")
+    assert node and task.isdigit(), r.text
+    wait_for(lambda: http.post(f"/{index_name}/_count").status_code == 200, timeout=10,
+             what="the index opened by the background task")
+    assert http.post(f"/{index_name}/_count").json()["count"] == 1
+    assert_error(http.post(f"/{index_name}/_close", params={"wait_for_completion": "false"}),
+                 400, "illegal_argument_exception")
+
+
 # ---------------------------------------------------------------- auto-create
 
 def test_auto_create_index_on_first_write(http, index_name):

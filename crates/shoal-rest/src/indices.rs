@@ -342,11 +342,40 @@ pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Para
         .iter()
         .chain(&resolve)
         .copied()
+        .chain(open.then_some("wait_for_completion"))
+        .chain(open.then_some("task_execution_timeout"))
         .filter(|p| open || *p != "wait_for_active_shards")
         .collect();
     params.refuse_unknown(&path, &known)?;
     let (wanted, timeout) = active_shards_wait(&params)?;
     let opts = options(&params, ResolveOptions::admin())?;
+    if open && !params.bool_or("wait_for_completion", true)? {
+        // The task waits for the copies up to its own limit (OpenSearch's, 1h by default).
+        let timeout = crate::cluster_admin::timeout_param(
+            &params,
+            "task_execution_timeout",
+            std::time::Duration::from_secs(3600),
+        )?;
+        let task = blocking(move || {
+            let services = node.core().resolve(&index, opts)?;
+            let description = format!("open indices [{}]", names_of(&services).join(", "));
+            Ok(run_as_task(
+                &node,
+                "indices:admin/open",
+                description,
+                move |node| {
+                    for service in &services {
+                        node.admin.open_index(service)?;
+                        node.admin
+                            .wait_for_active_shards(service, wanted, timeout)?;
+                    }
+                    Ok(())
+                },
+            ))
+        })
+        .await?;
+        return ok(json!({ "task": task }), &params);
+    }
     let (names, acknowledged) = blocking(move || {
         let services = node.core().resolve(&index, opts)?;
         let mut names = Vec::new();
@@ -470,36 +499,48 @@ fn flush_op(params: &Params) -> ApiResult<BroadcastOp> {
     })
 }
 
-/// Runs a force merge after the request answered, as a task of its own (`_tasks` shows it
-/// until it ends; its outcome is logged, not stored); returns the task's id.
+/// Runs `work` after the request answered, as a task of its own named `action` (`_tasks`
+/// shows it until it ends; its outcome is logged, not stored); returns the task's id.
+fn run_as_task(
+    node: &Arc<Node>,
+    action: &'static str,
+    description: String,
+    work: impl FnOnce(&Node) -> ApiResult<()> + Send + 'static,
+) -> String {
+    let task = (node.core().tasks).register(action, description.clone(), None, Default::default());
+    let task_id = task.task_id();
+    let worker = node.clone();
+    node.core()
+        .pressure
+        .spawn_forced(shoal_node::pressure::settings::GENERIC, move || {
+            let _task = task;
+            match work(&worker) {
+                Ok(()) => tracing::info!(action, %description, "background task done"),
+                Err(e) => {
+                    tracing::warn!(action, %description, error = %e, "background task failed")
+                }
+            }
+        });
+    task_id
+}
+
+/// A force merge run as a task (`wait_for_completion=false`).
 fn start_background_merge(
     node: &Arc<Node>,
     services: Vec<Arc<IndexService>>,
     op: BroadcastOp,
 ) -> String {
-    let names = names_of(&services);
-    let description = format!("Force-merge indices {names:?}");
-    let task = (node.core().tasks).register(
-        "indices:admin/forcemerge",
-        description,
-        None,
-        Default::default(),
-    );
-    let task_id = task.task_id();
-    let merging = node.clone();
-    node.core().pressure.spawn_forced(shoal_node::pressure::settings::GENERIC, move || {
-        let _task = task;
-        match merging.broadcast.broadcast(&services, op) {
-            Ok(summary) if summary.failures.is_empty() => {
-                tracing::info!(indices = ?names, "background force merge done")
-            }
-            Ok(summary) => {
-                tracing::warn!(indices = ?names, failures = ?summary.failures, "background force merge failed on some copies")
-            }
-            Err(e) => tracing::warn!(indices = ?names, error = %e, "background force merge failed"),
+    let description = format!("Force-merge indices [{}]", names_of(&services).join(", "));
+    run_as_task(node, "indices:admin/forcemerge", description, move |node| {
+        let summary = node.broadcast.broadcast(&services, op)?;
+        match summary.failures.is_empty() {
+            true => Ok(()),
+            false => Err(ApiError::internal(format!(
+                "the force merge failed on some copies: {:?}",
+                summary.failures
+            ))),
         }
-    });
-    task_id
+    })
 }
 
 fn force_merge_op(params: &Params) -> ApiResult<BroadcastOp> {

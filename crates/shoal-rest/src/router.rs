@@ -72,7 +72,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(crate::remote_store::routes())
         .merge(crate::snapshot::routes())
         .merge(cat_routes())
-        .merge(task_routes())
+        .merge(crate::tasks::routes())
         .merge(search_routes())
         .merge(document_routes())
         .merge(index_routes())
@@ -204,49 +204,6 @@ fn cluster_routes() -> Router<S> {
             get(
                 |State(n): State<S>, Path((i, m)): Path<(String, String)>, Query(q): Q| {
                     cluster::index_stats(n, Some(i), Some(m), p(q))
-                },
-            ),
-        )
-}
-
-fn task_routes() -> Router<S> {
-    use crate::tasks::{self, CurrentTask};
-    use axum::Extension;
-    Router::new()
-        .route(
-            "/_tasks",
-            get(
-                |State(n): State<S>, Extension(t): Extension<CurrentTask>, Query(q): Q| {
-                    tasks::list(n, t, p(q))
-                },
-            ),
-        )
-        .route(
-            "/_tasks/_cancel",
-            post(
-                |State(n): State<S>, Extension(t): Extension<CurrentTask>, Query(q): Q| {
-                    tasks::cancel(n, None, t, p(q))
-                },
-            ),
-        )
-        .route(
-            "/_tasks/{task_id}",
-            get(|State(n): State<S>, Path(id): Path<String>, Query(q): Q| tasks::get(n, id, p(q))),
-        )
-        .route(
-            "/_tasks/{task_id}/_cancel",
-            post(
-                |State(n): State<S>,
-                 Path(id): Path<String>,
-                 Extension(t): Extension<CurrentTask>,
-                 Query(q): Q| { tasks::cancel(n, Some(id), t, p(q)) },
-            ),
-        )
-        .route(
-            "/_cat/tasks",
-            get(
-                |State(n): State<S>, Extension(t): Extension<CurrentTask>, Query(q): Q| {
-                    tasks::cat(n, t, p(q))
                 },
             ),
         )

@@ -26,6 +26,55 @@ use crate::router::blocking;
 #[derive(Clone)]
 pub struct CurrentTask(pub String);
 
+/// The task API's routes (the tracking layer is in `router.rs`, around every route).
+pub fn routes() -> axum::Router<Arc<Node>> {
+    use axum::extract::{Path, Query};
+    use axum::routing::{get as get_route, post};
+    use axum::{Extension, Router};
+    type S = Arc<Node>;
+    type Q = Query<std::collections::HashMap<String, String>>;
+    Router::new()
+        .route(
+            "/_tasks",
+            get_route(
+                |State(n): State<S>, Extension(t): Extension<CurrentTask>, Query(q): Q| {
+                    list(n, t, Params(q))
+                },
+            ),
+        )
+        .route(
+            "/_tasks/_cancel",
+            post(
+                |State(n): State<S>, Extension(t): Extension<CurrentTask>, Query(q): Q| {
+                    cancel(n, None, t, Params(q))
+                },
+            ),
+        )
+        .route(
+            "/_tasks/{task_id}",
+            get_route(|State(n): State<S>, Path(id): Path<String>, Query(q): Q| {
+                get(n, id, Params(q))
+            }),
+        )
+        .route(
+            "/_tasks/{task_id}/_cancel",
+            post(
+                |State(n): State<S>,
+                 Path(id): Path<String>,
+                 Extension(t): Extension<CurrentTask>,
+                 Query(q): Q| { cancel(n, Some(id), t, Params(q)) },
+            ),
+        )
+        .route(
+            "/_cat/tasks",
+            get_route(
+                |State(n): State<S>, Extension(t): Extension<CurrentTask>, Query(q): Q| {
+                    cat(n, t, Params(q))
+                },
+            ),
+        )
+}
+
 /// Registers each request as a task for as long as it runs.
 pub(crate) async fn track(State(node): State<Arc<Node>>, mut req: Request, next: Next) -> Response {
     let path = crate::server::decoded_path(req.uri().path());
