@@ -97,10 +97,14 @@ fn as_version(bytes: &[u8], version: u32) -> Vec<u8> {
 fn version_1_and_2_files_are_still_read_without_a_segment_number() {
     let (bytes, _) = written(SourceCodec::Default);
     assert_eq!(open(bytes.clone()).unwrap().segment_number(), Some(7));
+    let file = FileSlice::from(bytes.clone());
+    assert_eq!(SourceReader::read_segment_number(&file).unwrap(), Some(7));
     for version in [1, 2] {
         let reader = open(as_version(&bytes, version)).expect("an older version opens");
         read_all(&reader).expect("an older version reads");
         assert_eq!(reader.segment_number(), None, "version {version}");
+        let file = FileSlice::from(as_version(&bytes, version));
+        assert_eq!(SourceReader::read_segment_number(&file).unwrap(), None);
     }
 }
 

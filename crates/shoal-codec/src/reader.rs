@@ -69,6 +69,35 @@ impl SourceReader {
         SourceReader::open_file(file, cached_blocks)
     }
 
+    /// The segment number of a `_source` file, from its footer and the 8 bytes before its
+    /// block index, without reading the index or the dictionary (naming every segment of a
+    /// copy when a writer opens must not parse them all). `None` before format version 3.
+    pub fn read_segment_number(file: &FileSlice) -> tantivy::Result<Option<u64>> {
+        if file.len() < FOOTER_TRAILER_LEN {
+            return Err(io_err(format::corrupt("file too short")));
+        }
+        let trailer = file.read_bytes_slice(file.len() - FOOTER_TRAILER_LEN..file.len())?;
+        let version = format::parse_trailer(trailer.as_slice()).map_err(io_err)?;
+        if version < format::FORMAT_VERSION {
+            return Ok(None);
+        }
+        let footer_len = format::footer_len(version);
+        if file.len() < footer_len {
+            return Err(io_err(format::corrupt("file too short")));
+        }
+        let footer = file.read_bytes_slice(file.len() - footer_len..file.len())?;
+        let (descriptor_offset, index_offset, ..) =
+            format::parse_footer(footer.as_slice(), version).map_err(io_err)?;
+        let end = index_offset as usize;
+        if end < descriptor_offset as usize + 8 || end > file.len() - footer_len {
+            return Err(io_err(format::corrupt("offsets out of range")));
+        }
+        let number = file.read_bytes_slice(end - 8..end)?;
+        Ok(Some(u64::from_le_bytes(
+            number.as_slice().try_into().expect("8 bytes"),
+        )))
+    }
+
     /// Opens a `_source` file from its bytes (as returned by the directory, tantivy's footer
     /// already stripped).
     pub fn open_file(file: FileSlice, cached_blocks: usize) -> tantivy::Result<SourceReader> {

@@ -16,7 +16,8 @@ use crate::segrep::SegrepService;
 pub struct NodesStatsAction;
 impl shoal_transport::Action for NodesStatsAction {
     const NAME: &'static str = "cluster:monitor/nodes/stats[n]";
-    type Request = ();
+    /// The sections wanted, by their key (`indices`, `os`, `breakers`…).
+    type Request = Vec<String>;
     type Response = Value;
 }
 
@@ -24,8 +25,8 @@ pub(crate) fn register_actions(
     actions: &mut crate::rpc::NodeActions,
     service: &Arc<NodeStatsService>,
 ) {
-    actions.register_on::<NodesStatsAction, _>(Arc::downgrade(service), |service, ()| {
-        Ok(service.local_sections())
+    actions.register_on::<NodesStatsAction, _>(Arc::downgrade(service), |service, sections| {
+        Ok(service.local_sections(&sections))
     });
 }
 
@@ -41,40 +42,44 @@ impl NodeStatsService {
         NodeStatsService { core, segrep }
     }
 
-    /// The sections of each node of `ids`, in that order; a node that does not answer is an
+    /// The `sections` of each node of `ids`, in that order; a node that does not answer is an
     /// error in its place.
     pub fn nodes_stats(
         &self,
         ids: &[String],
+        sections: &[String],
         timeout: Duration,
     ) -> Vec<(String, ApiResult<Value>)> {
+        let sections = sections.to_vec();
         self.core
-            .ask_each_node::<NodesStatsAction>(ids, &(), timeout, || self.local_sections())
+            .ask_each_node::<NodesStatsAction>(ids, &sections, timeout, || {
+                self.local_sections(&sections)
+            })
     }
 
-    /// Every `_nodes/stats` section of this node (REST keeps the metrics asked for).
-    pub fn local_sections(&self) -> Value {
+    /// This node's `_nodes/stats` sections of these keys, each gathered only when asked for
+    /// (the index sections read every local copy's statistics).
+    pub fn local_sections(&self, sections: &[String]) -> Value {
         let now = crate::node::now_millis();
-        json!({
-            "timestamp": now,
-            "indices": self.indices_section(),
-            "os": os_section(now),
-            // No JVM here; the section exists because tools (opensearch-benchmark) read it.
-            "jvm": {"timestamp": now, "uptime_in_millis": self.core.started.elapsed().as_millis() as u64,
-                    "mem": {"heap_used_in_bytes": 0, "heap_used_percent": 0, "heap_committed_in_bytes": 0,
-                            "heap_max_in_bytes": 0, "non_heap_used_in_bytes": 0, "non_heap_committed_in_bytes": 0,
-                            "pools": {}},
-                    "threads": {"count": 0, "peak_count": 0},
-                    "gc": {"collectors": {"young": {"collection_count": 0, "collection_time_in_millis": 0},
-                                          "old": {"collection_count": 0, "collection_time_in_millis": 0}}}},
-            "process": process_section(now),
-            "fs": self.fs_section(now),
-            "thread_pool": self.core.pressure.stats(),
-            "indexing_pressure": self.core.pressure.indexing.stats(),
-            "transport": self.transport_section(),
-            "breakers": {},
-            "http": {"current_open": 0, "total_opened": 0},
-        })
+        let mut out = serde_json::Map::new();
+        out.insert("timestamp".into(), json!(now));
+        for key in sections {
+            let section = match key.as_str() {
+                "indices" => self.indices_section(),
+                "os" => os_section(now),
+                "jvm" => jvm_section(now, self.core.started.elapsed()),
+                "process" => process_section(now),
+                "fs" => self.fs_section(now),
+                "thread_pool" => self.core.pressure.stats(),
+                "indexing_pressure" => self.core.pressure.indexing.stats(),
+                "transport" => self.transport_section(),
+                "breakers" => json!({}),
+                "http" => json!({"current_open": 0, "total_opened": 0}),
+                _ => continue,
+            };
+            out.insert(key.clone(), section);
+        }
+        Value::Object(out)
     }
 
     /// The `_stats` sections summed over this node's copies, with segment replication's lag
@@ -129,6 +134,17 @@ impl NodeStatsService {
             "tx_count": counts.tx_count, "tx_size_in_bytes": counts.tx_bytes,
         })
     }
+}
+
+/// No JVM here; the section exists because tools (opensearch-benchmark) read it.
+fn jvm_section(now: i64, uptime: Duration) -> Value {
+    json!({"timestamp": now, "uptime_in_millis": uptime.as_millis() as u64,
+        "mem": {"heap_used_in_bytes": 0, "heap_used_percent": 0, "heap_committed_in_bytes": 0,
+                "heap_max_in_bytes": 0, "non_heap_used_in_bytes": 0, "non_heap_committed_in_bytes": 0,
+                "pools": {}},
+        "threads": {"count": 0, "peak_count": 0},
+        "gc": {"collectors": {"young": {"collection_count": 0, "collection_time_in_millis": 0},
+                              "old": {"collection_count": 0, "collection_time_in_millis": 0}}}})
 }
 
 fn process_section(now: i64) -> Value {

@@ -207,6 +207,26 @@ impl TasksService {
     }
 }
 
+impl TasksService {
+    /// Task `id` of node `node_id` while it runs; `None` once it ended (nothing is stored).
+    pub fn running(
+        &self,
+        node_id: &str,
+        id: u64,
+        timeout: Duration,
+    ) -> ApiResult<Option<TaskInfo>> {
+        let filter = TaskFilter {
+            id: Some(id),
+            ..TaskFilter::default()
+        };
+        let (_, answer) = self
+            .list(&[node_id.to_string()], &filter, timeout)
+            .pop()
+            .expect("one node asked");
+        Ok(answer?.pop())
+    }
+}
+
 impl ListTasksAction {
     const NAME_STR: &'static str = <ListTasksAction as shoal_transport::Action>::NAME;
 }

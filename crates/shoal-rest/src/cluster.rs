@@ -244,13 +244,6 @@ fn shard_sections(
     Value::Object(shards)
 }
 
-const STATS_PARAMS: &[&str] = &[
-    "level",
-    "expand_wildcards",
-    "ignore_unavailable",
-    "allow_no_indices",
-];
-
 /// `_stats` parameters of OpenSearch for sections Shoal does not have (fielddata, completion,
 /// search groups, per-file segment sizes).
 const UNSUPPORTED_STATS_PARAMS: &[&str] = &[
@@ -278,7 +271,7 @@ pub async fn index_stats(
 ) -> RestResult {
     let path = stats_path(index.as_deref(), metric.as_deref());
     params.refuse_unsupported(&path, UNSUPPORTED_STATS_PARAMS)?;
-    params.refuse_unknown(&path, STATS_PARAMS)?;
+    let opts = crate::indices::resolving(&params, &path, &["level"], ResolveOptions::search())?;
     let metrics = crate::index_metrics::parse(&path, "metric", metric.as_deref())?;
     let level = params.get("level").unwrap_or("indices");
     if !["cluster", "indices", "shards"].contains(&level) {
@@ -288,7 +281,6 @@ pub async fn index_stats(
         .into());
     }
     let (shard_level, index_level) = (level == "shards", level != "cluster");
-    let opts = crate::indices::options(&params, ResolveOptions::search())?;
     let body = blocking(move || {
         let services = node.core().resolve(index.as_deref().unwrap_or("_all"), opts)?;
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();

@@ -36,7 +36,9 @@ pub async fn cluster_stats(node: Arc<Node>, nodes: Option<String>, params: Param
         let indices = indices_section(&node, &state, &services, &selected);
         let mut answered = Vec::new();
         let mut failed = 0;
-        for (id, answer) in node.node_stats.nodes_stats(&ids, timeout) {
+        // Only the node sections summed here: the index figures come from the copies.
+        let sections = ["os", "process", "fs"].map(str::to_string);
+        for (id, answer) in node.node_stats.nodes_stats(&ids, &sections, timeout) {
             match (answer, state.node(&id)) {
                 (Ok(sections), Some(discovery)) => answered.push((discovery.clone(), sections)),
                 _ => failed += 1,

@@ -3,20 +3,40 @@
 use shoal_node::blocks::BlockLevel;
 use shoal_node::broadcast::BroadcastOp;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
+use shoal_node::admin::ActiveShardsWait;
 use shoal_node::admin::AliasAction;
 use shoal_node::index_service::IndexService;
 use shoal_node::metadata::{parse_alias, AliasMetadata};
+use shoal_node::replication::active_shards::ActiveShards;
 use shoal_node::settings::{self, FlatSettings};
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
 
+use crate::cluster_admin::DEFAULT_TIMEOUT;
 use crate::request::{object_body, Params};
 use crate::response::{json, ok, status_only, RestResult};
 use crate::router::blocking;
 
-pub(crate) fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
+/// The parameters [`options`] reads: how an index expression resolves.
+const RESOLVE_PARAMS: [&str; 3] = ["ignore_unavailable", "allow_no_indices", "expand_wildcards"];
+
+/// [`options`] of a request that takes the resolution parameters and `known`, refusing any
+/// other parameter (`path` names the request in the refusal).
+pub(crate) fn resolving(
+    params: &Params,
+    path: &str,
+    known: &[&str],
+    base: ResolveOptions,
+) -> ApiResult<ResolveOptions> {
+    let known: Vec<&str> = RESOLVE_PARAMS.iter().chain(known).copied().collect();
+    params.refuse_unknown(path, &known)?;
+    options(params, base)
+}
+
+fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
     Ok(ResolveOptions {
         ignore_unavailable: params.bool_or("ignore_unavailable", base.ignore_unavailable)?,
         allow_no_indices: params.bool_or("allow_no_indices", base.allow_no_indices)?,
@@ -38,17 +58,10 @@ pub async fn create(
     body: axum::body::Bytes,
 ) -> RestResult {
     params.refuse_unknown(&format!("/{index}"), ACTIVE_SHARDS_PARAMS)?;
-    let (wanted, timeout) = active_shards_wait(&params)?;
+    let wait = active_shards_wait(&params, "timeout", DEFAULT_TIMEOUT)?;
     let body = object_body(&body)?;
     let name = index.clone();
-    let acknowledged = blocking(move || {
-        if let Some(wanted) = wanted {
-            node.admin.check_create_wait(&name, &body, wanted)?;
-        }
-        let service = node.admin.create_index(&name, &body)?;
-        node.admin.wait_for_active_shards(&service, wanted, timeout)
-    })
-    .await?;
+    let (_, acknowledged) = blocking(move || node.admin.create_index(&name, &body, wait)).await?;
     ok(
         json!({"acknowledged": true, "shards_acknowledged": acknowledged, "index": index}),
         &params,
@@ -64,23 +77,19 @@ const ACTIVE_SHARDS_PARAMS: &[&str] = &[
     "cluster_manager_timeout",
 ];
 
-/// `wait_for_active_shards` (`None`: the index's own setting) and `timeout` (30s).
+/// `wait_for_active_shards` (`None`: the index's own setting), for at most the `timeout_key`
+/// parameter (`default` without it).
 fn active_shards_wait(
     params: &Params,
-) -> ApiResult<(
-    Option<shoal_node::replication::active_shards::ActiveShards>,
-    std::time::Duration,
-)> {
+    timeout_key: &str,
+    default: Duration,
+) -> ApiResult<ActiveShardsWait> {
     let wanted = params
         .get("wait_for_active_shards")
-        .map(shoal_node::replication::active_shards::ActiveShards::parse)
+        .map(ActiveShards::parse)
         .transpose()?;
-    let timeout = crate::cluster_admin::timeout_param(
-        params,
-        "timeout",
-        crate::cluster_admin::DEFAULT_TIMEOUT,
-    )?;
-    Ok((wanted, timeout))
+    let timeout = crate::cluster_admin::timeout_param(params, timeout_key, default)?;
+    Ok(ActiveShardsWait { wanted, timeout })
 }
 
 /// `DELETE /{index}` (lists and wildcards; `_all`/`*` need `action.destructive_requires_name=false`).
@@ -336,79 +345,69 @@ fn apply_settings_update(service: &IndexService, update: &FlatSettings) -> ApiRe
 /// `POST /{index}/_close` and `/_open`.
 pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Params) -> RestResult {
     let path = format!("/{index}/_{}", if open { "open" } else { "close" });
-    let resolve = ["ignore_unavailable", "allow_no_indices", "expand_wildcards"];
     // A closed index has no active copies to wait for.
     let known: Vec<&str> = ACTIVE_SHARDS_PARAMS
         .iter()
-        .chain(&resolve)
         .copied()
         .chain(open.then_some("wait_for_completion"))
         .chain(open.then_some("task_execution_timeout"))
         .filter(|p| open || *p != "wait_for_active_shards")
         .collect();
-    params.refuse_unknown(&path, &known)?;
-    let (wanted, timeout) = active_shards_wait(&params)?;
-    let opts = options(&params, ResolveOptions::admin())?;
-    if open && !params.bool_or("wait_for_completion", true)? {
-        // The task waits for the copies up to its own limit (OpenSearch's, 1h by default).
-        let timeout = crate::cluster_admin::timeout_param(
-            &params,
-            "task_execution_timeout",
-            std::time::Duration::from_secs(3600),
-        )?;
-        let task = blocking(move || {
-            let services = node.core().resolve(&index, opts)?;
-            let description = format!("open indices [{}]", names_of(&services).join(", "));
-            Ok(run_as_task(
-                &node,
-                "indices:admin/open",
-                description,
-                move |node| {
-                    for service in &services {
-                        node.admin.open_index(service)?;
-                        node.admin
-                            .wait_for_active_shards(service, wanted, timeout)?;
-                    }
-                    Ok(())
-                },
-            ))
-        })
-        .await?;
-        return ok(json!({ "task": task }), &params);
+    let opts = resolving(&params, &path, &known, ResolveOptions::admin())?;
+    if !open {
+        return close(node, index, opts, &params).await;
     }
-    let (names, acknowledged) = blocking(move || {
+    // In the background the copies are waited for up to the task's own limit (OpenSearch's,
+    // 1h by default).
+    let in_background = !params.bool_or("wait_for_completion", true)?;
+    let wait = match in_background {
+        true => active_shards_wait(&params, "task_execution_timeout", Duration::from_secs(3600))?,
+        false => active_shards_wait(&params, "timeout", DEFAULT_TIMEOUT)?,
+    };
+    let body = blocking(move || {
         let services = node.core().resolve(&index, opts)?;
-        let mut names = Vec::new();
-        for service in &services {
-            if open {
-                node.admin.open_index(service)?;
-            } else {
-                node.admin.close_index(service)?;
+        let description = format!("open indices [{}]", names_of(&services).join(", "));
+        let open_all = move |node: &Node| {
+            let mut acknowledged = true;
+            for service in &services {
+                acknowledged &= node.admin.open_index(service, wait)?;
             }
-            names.push(service.name());
+            Ok(acknowledged)
+        };
+        if in_background {
+            let task = run_as_task(&node, "indices:admin/open", description, move |node| {
+                open_all(node).map(drop)
+            });
+            return Ok(json!({ "task": task }));
         }
-        let mut acknowledged = true;
-        for service in services.iter().filter(|_| open) {
-            acknowledged &= node
-                .admin
-                .wait_for_active_shards(service, wanted, timeout)?;
-        }
-        Ok((names, acknowledged))
+        let acknowledged = open_all(&node)?;
+        Ok(json!({"acknowledged": true, "shards_acknowledged": acknowledged}))
     })
     .await?;
-    if open {
-        return ok(
-            json!({"acknowledged": true, "shards_acknowledged": acknowledged}),
-            &params,
-        );
-    }
+    ok(body, &params)
+}
+
+async fn close(
+    node: Arc<Node>,
+    index: String,
+    opts: ResolveOptions,
+    params: &Params,
+) -> RestResult {
+    let names = blocking(move || {
+        let services = node.core().resolve(&index, opts)?;
+        for service in &services {
+            node.admin.close_index(service)?;
+        }
+        Ok(names_of(&services))
+    })
+    .await?;
     let indices: Map<String, Value> = names
         .into_iter()
         .map(|n| (n, json!({"closed": true})))
         .collect();
     ok(
         json!({"acknowledged": true, "shards_acknowledged": true, "indices": indices}),
-        &params,
+        params,
     )
 }
 
@@ -423,8 +422,12 @@ pub async fn maintenance(
         Some(index) => format!("/{index}/_{action}"),
         None => format!("/_{action}"),
     };
-    params.refuse_unknown(&path, maintenance_params(action))?;
-    let opts = options(&params, ResolveOptions::search())?;
+    let opts = resolving(
+        &params,
+        &path,
+        maintenance_params(action),
+        ResolveOptions::search(),
+    )?;
     let op = match action {
         "refresh" => BroadcastOp::Refresh,
         "flush" => flush_op(&params)?,
@@ -459,22 +462,13 @@ pub async fn maintenance(
     ))
 }
 
-/// The parameters `_refresh`, `_flush` and `_forcemerge` take (OpenSearch's).
+/// The parameters `_refresh`, `_flush` and `_forcemerge` take besides the resolution ones
+/// (OpenSearch's).
 fn maintenance_params(action: &str) -> &'static [&'static str] {
-    const RESOLVE: [&str; 3] = ["ignore_unavailable", "allow_no_indices", "expand_wildcards"];
     match action {
-        "refresh" => &RESOLVE,
-        "flush" => &[
-            RESOLVE[0],
-            RESOLVE[1],
-            RESOLVE[2],
-            "force",
-            "wait_if_ongoing",
-        ],
+        "refresh" => &[],
+        "flush" => &["force", "wait_if_ongoing"],
         _ => &[
-            RESOLVE[0],
-            RESOLVE[1],
-            RESOLVE[2],
             "max_num_segments",
             "only_expunge_deletes",
             "flush",

@@ -65,7 +65,8 @@ const UNSUPPORTED_PARAMS: &[&str] = &[
 /// What one request asks for.
 struct Selection {
     nodes: Vec<String>,
-    metrics: Vec<String>,
+    /// The sections asked for, by their key in the answer (`breaker` is `breakers`).
+    sections: Vec<String>,
     index_metrics: Vec<String>,
 }
 
@@ -93,7 +94,10 @@ pub async fn nodes_stats(
         let ids = state.resolve_node_selectors(&node.core().node_id, &selection.nodes);
         let mut rendered = Map::new();
         let mut failures = Vec::new();
-        for (id, answer) in node.node_stats.nodes_stats(&ids, timeout) {
+        let asked = node
+            .node_stats
+            .nodes_stats(&ids, &selection.sections, timeout);
+        for (id, answer) in asked {
             match (answer, state.node(&id)) {
                 (Ok(sections), Some(discovery)) => {
                     rendered.insert(id, render(discovery, sections, &selection));
@@ -149,9 +153,18 @@ fn select(
         )));
     }
     let index_metrics = crate::index_metrics::parse(path, "index metric", index_metric.as_deref())?;
+    let wanted = |m: &str| metrics.iter().any(|x| x == "_all" || x == m);
+    let sections = METRICS
+        .iter()
+        .filter(|m| wanted(m))
+        .map(|m| match *m {
+            "breaker" => "breakers".to_string(),
+            key => key.to_string(),
+        })
+        .collect();
     Ok(Selection {
         nodes: split(nodes),
-        metrics,
+        sections,
         index_metrics,
     })
 }
@@ -166,18 +179,12 @@ fn render(
     out.insert("timestamp".into(), sections["timestamp"].take());
     insert_node_addresses(&mut out, discovery);
     insert_node_roles(&mut out, discovery);
-    let wanted = |m: &str| selection.metrics.iter().any(|x| x == "_all" || x == m);
-    for metric in METRICS.iter().filter(|m| wanted(m)) {
-        let key = if *metric == "breaker" {
-            "breakers"
-        } else {
-            metric
-        };
-        let mut section = sections[key].take();
+    for key in &selection.sections {
+        let mut section = sections[key.as_str()].take();
         if key == "indices" {
             crate::index_metrics::keep(&mut section, &selection.index_metrics);
         }
-        out.insert(key.to_string(), section);
+        out.insert(key.clone(), section);
     }
     Value::Object(out)
 }

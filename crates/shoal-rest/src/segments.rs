@@ -12,20 +12,13 @@ use crate::request::Params;
 use crate::response::{ok, RestResult};
 use crate::router::blocking;
 
-const PARAMS: &[&str] = &[
-    "ignore_unavailable",
-    "allow_no_indices",
-    "expand_wildcards",
-    "verbose",
-];
-
 /// `GET [/{index}]/_segments`.
 pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let path = match &index {
         Some(index) => format!("/{index}/_segments"),
         None => "/_segments".to_string(),
     };
-    params.refuse_unknown(&path, PARAMS)?;
+    let opts = crate::indices::resolving(&params, &path, &["verbose"], ResolveOptions::search())?;
     // OpenSearch's `verbose` adds Lucene's per-segment memory tree; Shoal has no such tree,
     // so asking for it is refused rather than answered without it.
     if params.bool_or("verbose", false)? {
@@ -35,7 +28,6 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
         )
         .into());
     }
-    let opts = crate::indices::options(&params, ResolveOptions::search())?;
     let body = blocking(move || -> ApiResult<Value> {
         let services = node
             .core()

@@ -44,11 +44,7 @@ pub fn routes() -> axum::Router<Arc<Node>> {
         )
         .route(
             "/_tasks/_cancel",
-            post(
-                |State(n): State<S>, Extension(t): Extension<CurrentTask>, Query(q): Q| {
-                    cancel(n, None, t, Params(q))
-                },
-            ),
+            post(|State(n): State<S>, Query(q): Q| cancel(n, None, Params(q))),
         )
         .route(
             "/_tasks/{task_id}",
@@ -58,12 +54,9 @@ pub fn routes() -> axum::Router<Arc<Node>> {
         )
         .route(
             "/_tasks/{task_id}/_cancel",
-            post(
-                |State(n): State<S>,
-                 Path(id): Path<String>,
-                 Extension(t): Extension<CurrentTask>,
-                 Query(q): Q| { cancel(n, Some(id), t, Params(q)) },
-            ),
+            post(|State(n): State<S>, Path(id): Path<String>, Query(q): Q| {
+                cancel(n, Some(id), Params(q))
+            }),
         )
         .route(
             "/_cat/tasks",
@@ -223,12 +216,10 @@ pub async fn get(node: Arc<Node>, task_id: String, params: Params) -> RestResult
             return Err(ApiError::new(404, "resource_not_found_exception", format!(
                 "task [{task_id}] belongs to the node [{node_id}] which isn't part of the cluster and there is no record of the task")));
         }
-        let filter = TaskFilter { id: Some(id), ..TaskFilter::default() };
         let deadline = Instant::now() + timeout;
         let mut seen = None;
         loop {
-            let (_, answer) = node.tasks.list(std::slice::from_ref(&node_id), &filter, timeout).pop().expect("one node asked");
-            match answer?.pop() {
+            match node.tasks.running(&node_id, id, timeout)? {
                 Some(task) if wait && Instant::now() < deadline => seen = Some(task),
                 Some(task) if wait => {
                     return Err(ApiError::new(408, "timeout_exception", format!(
@@ -250,12 +241,7 @@ pub async fn get(node: Arc<Node>, task_id: String, params: Params) -> RestResult
 
 /// `POST /_tasks[/{task_id}]/_cancel`: no Shoal task can be cancelled yet; a running task
 /// named is refused as such, and a selection answers what it cancelled (nothing).
-pub async fn cancel(
-    node: Arc<Node>,
-    task_id: Option<String>,
-    listing: CurrentTask,
-    params: Params,
-) -> RestResult {
+pub async fn cancel(node: Arc<Node>, task_id: Option<String>, params: Params) -> RestResult {
     params.refuse_unknown(
         "/_tasks/_cancel",
         &["actions", "nodes", "parent_task_id", "wait_for_completion"],
@@ -264,20 +250,11 @@ pub async fn cancel(
         return ok(json!({"nodes": {}}), &params);
     };
     let (node_id, id) = parse_task_id(&task_id)?;
-    let filter = TaskFilter {
-        id: Some(id),
-        ..filter(&params, &listing)?
-    };
     let running = blocking(move || -> ApiResult<bool> {
         if node.admin.view().node(&node_id).is_none() {
             return Ok(false);
         }
-        let (_, answer) = node
-            .tasks
-            .list(std::slice::from_ref(&node_id), &filter, DEFAULT_TIMEOUT)
-            .pop()
-            .expect("one node asked");
-        Ok(!answer?.is_empty())
+        Ok(node.tasks.running(&node_id, id, DEFAULT_TIMEOUT)?.is_some())
     })
     .await?;
     Err(match running {

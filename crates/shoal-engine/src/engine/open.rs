@@ -232,9 +232,9 @@ pub(super) fn stored_segment_number(
             shoal_codec::SOURCE_EXTENSION.to_string(),
         ))
         .ok()?;
-    shoal_codec::SourceReader::open_file(file, 0)
-        .ok()?
-        .segment_number()
+    shoal_codec::SourceReader::read_segment_number(&file)
+        .ok()
+        .flatten()
 }
 
 pub(super) fn dir_size(path: &Path) -> u64 {

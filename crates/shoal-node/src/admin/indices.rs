@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use shoal_mapping::Mapping;
@@ -44,9 +45,35 @@ struct CreateBody {
     aliases: BTreeMap<String, AliasMetadata>,
 }
 
+/// What index creation and open wait for before they answer: OpenSearch's
+/// `wait_for_active_shards` (`None`: the index's `index.write.wait_for_active_shards`) and
+/// `timeout`.
+#[derive(Debug, Clone, Copy)]
+pub struct ActiveShardsWait {
+    pub wanted: Option<ActiveShards>,
+    pub timeout: Duration,
+}
+
+impl ActiveShardsWait {
+    /// The primaries, for as long as the cluster manager may take (a first write's index).
+    pub fn primaries() -> ActiveShardsWait {
+        ActiveShardsWait {
+            wanted: Some(ActiveShards::AtLeast(1)),
+            timeout: crate::config::CLUSTER_MANAGER_TIMEOUT,
+        }
+    }
+}
+
 impl AdminService {
-    /// Creates an index from a create-index body (`settings`, `mappings`, `aliases`).
-    pub fn create_index(&self, name: &str, body: &Value) -> ApiResult<Arc<IndexService>> {
+    /// Creates an index from a create-index body (`settings`, `mappings`, `aliases`), then
+    /// waits as `wait` asks; answers whether the copies it waited for started in time. A wait
+    /// for more copies than a shard will have is refused before anything is created.
+    pub fn create_index(
+        &self,
+        name: &str,
+        body: &Value,
+        wait: ActiveShardsWait,
+    ) -> ApiResult<(Arc<IndexService>, bool)> {
         validate_index_name(name)?;
         self.core.blocks().check_create_index(name)?;
         let CreateBody {
@@ -68,6 +95,7 @@ impl AdminService {
         fill_created_settings(&mut flat, name, &uuid);
         let shards = settings::IndexSettings(&flat).number_of_shards();
         let copies = shards * (1 + settings::IndexSettings(&flat).number_of_replicas());
+        let needed = needed_copies(name, wait.wanted, &settings::IndexSettings(&flat))?;
         self.check_shard_limit(copies as i64)?;
         let meta = IndexMetadata {
             name: name.to_string(),
@@ -86,26 +114,12 @@ impl AdminService {
             restored_from: None,
         };
         self.core.publish_index(meta, true)?;
-        // The wait for primaries can last the whole timeout (primaries that cannot be
-        // allocated): other index creations and deletions on this node must not queue behind it.
+        // The wait can last the whole timeout (copies that cannot be allocated): other index
+        // creations and deletions on this node must not queue behind it.
         drop(_guard);
         info!(index = %name, shards, "index created");
-        self.core
-            .wait_for_primaries(name, crate::config::CLUSTER_MANAGER_TIMEOUT);
-        self.core.require_index(name)
-    }
-
-    /// Refuses a create-index request that would wait for more active copies per shard than
-    /// the index would have, before anything is created.
-    pub fn check_create_wait(
-        &self,
-        name: &str,
-        body: &Value,
-        wanted: ActiveShards,
-    ) -> ApiResult<()> {
-        let settings = self.parse_create_body(name, body)?.settings;
-        let copies = 1 + settings::IndexSettings(&settings).number_of_replicas();
-        check_wanted_copies(name, wanted.required(copies), copies)
+        let started = self.wait_for_copies(name, needed, wait.timeout);
+        Ok((self.core.require_index(name)?, started))
     }
 
     /// The settings (with the node's `index.*` defaults and the remote store's), mapping and
@@ -195,57 +209,37 @@ impl AdminService {
         Ok(())
     }
 
-    pub fn open_index(&self, service: &IndexService) -> ApiResult<()> {
+    /// Opens an index (nothing to change when it is open), then waits as `wait` asks; answers
+    /// whether the copies it waited for started in time.
+    pub fn open_index(&self, service: &IndexService, wait: ActiveShardsWait) -> ApiResult<bool> {
+        let name = service.name();
         self.core
             .blocks()
-            .check_index(BlockLevel::MetadataWrite, &service.name())?;
-        let _guard = service.update_lock.lock();
-        if service.is_open() {
-            return Ok(());
+            .check_index(BlockLevel::MetadataWrite, &name)?;
+        let needed = service.with_meta(|m| needed_copies(&name, wait.wanted, &m.settings()))?;
+        let guard = service.update_lock.lock();
+        if !service.is_open() {
+            self.check_shard_limit_for_open(&name)?;
+            service.update_meta(|m| {
+                m.state = IndexState::Open;
+                Ok(())
+            })?;
         }
-        self.check_shard_limit_for_open(&service.name())?;
-        service.update_meta(|m| {
-            m.state = IndexState::Open;
-            Ok(())
-        })?;
-        drop(_guard);
-        self.core
-            .wait_for_primaries(&service.name(), crate::config::CLUSTER_MANAGER_TIMEOUT);
-        Ok(())
+        drop(guard);
+        Ok(self.wait_for_copies(&name, needed, wait.timeout))
     }
 
-    /// Waits until every shard of `service` has the active copies `wanted` asks for (the
-    /// index's `index.write.wait_for_active_shards` when `None`), at most `timeout`: OpenSearch's
-    /// `shards_acknowledged` of index creation and open. A count above the copies there are is
-    /// refused.
-    pub fn wait_for_active_shards(
-        &self,
-        service: &IndexService,
-        wanted: Option<ActiveShards>,
-        timeout: std::time::Duration,
-    ) -> ApiResult<bool> {
-        let (setting, copies) = service.with_meta(|m| {
-            let settings = m.settings();
-            (
-                settings.write_wait_for_active_shards(),
-                settings.number_of_replicas() + 1,
-            )
-        });
-        let wanted = match wanted {
-            Some(wanted) => wanted,
-            None => ActiveShards::parse(&setting)?,
-        };
-        let needed = wanted.required(copies);
-        let index = service.name();
-        check_wanted_copies(&index, needed, copies)?;
+    /// Waits until every shard of `index` has `needed` active copies, at most `timeout`
+    /// (OpenSearch's `shards_acknowledged`); whether they did.
+    fn wait_for_copies(&self, index: &str, needed: usize, timeout: Duration) -> bool {
         let started = self.core.wait_until_applied(timeout, |state, _| {
-            let table = state.routing.get(&index)?;
+            let table = state.routing.get(index)?;
             let active = |copies: &Vec<shoal_state::ShardRouting>| {
                 copies.iter().filter(|c| c.is_active()).count() >= needed
             };
             table.shards.iter().all(active).then_some(())
         });
-        Ok(started.is_some())
+        started.is_some()
     }
 
     /// Applies `POST /_aliases` actions atomically: every action is checked before any
@@ -335,7 +329,9 @@ impl AdminService {
 /// weakly (a node that is stopping creates nothing more).
 impl IndexCreation for AdminService {
     fn create_index(&self, name: &str) -> ApiResult<Arc<IndexService>> {
-        AdminService::create_index(self, name, &Value::Null)
+        let created =
+            AdminService::create_index(self, name, &Value::Null, ActiveShardsWait::primaries());
+        created.map(|(service, _)| service)
     }
 }
 
@@ -376,10 +372,17 @@ fn validate_alias_name(alias: &str, index: &str) -> ApiResult<()> {
     })
 }
 
-/// OpenSearch's refusal of a wait for more active copies than a shard has.
-fn check_wanted_copies(index: &str, needed: usize, copies: usize) -> ApiResult<()> {
+/// The active copies per shard `wanted` asks of index `index` with these settings, refused as
+/// OpenSearch refuses more than a shard has.
+fn needed_copies(
+    index: &str,
+    wanted: Option<ActiveShards>,
+    settings: &settings::IndexSettings<'_>,
+) -> ApiResult<usize> {
+    let (wanted, copies) = ActiveShards::for_index(wanted, settings)?;
+    let needed = wanted.required(copies);
     if needed <= copies {
-        return Ok(());
+        return Ok(needed);
     }
     Err(ApiError::bad_request(format!(
         "invalid wait_for_active_shards[{needed}]: cannot be greater than number of shard copies [{copies}] for index [{index}]"

@@ -24,7 +24,7 @@ use crate::read::ReadService;
 use crate::remote::RemoteStoreService;
 use crate::settings::{self, FlatSettings};
 
-pub use indices::AliasAction;
+pub use indices::{ActiveShardsWait, AliasAction};
 pub use view::ClusterView;
 
 /// Persistent and transient cluster settings.

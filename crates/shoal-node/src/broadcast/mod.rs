@@ -93,12 +93,15 @@ fn yes() -> bool {
 }
 
 impl BroadcastOp {
-    /// Whether the op runs on this copy, and counts in the total, given whether it is a primary.
-    fn runs_on(&self, primary: bool) -> bool {
-        match self {
-            BroadcastOp::ForceMerge { primary_only, .. } => primary || !primary_only,
-            _ => true,
-        }
+    /// Whether only primaries run it (and count in the total).
+    fn primaries_only(&self) -> bool {
+        matches!(
+            self,
+            BroadcastOp::ForceMerge {
+                primary_only: true,
+                ..
+            }
+        )
     }
 }
 
@@ -175,9 +178,9 @@ impl BroadcastService {
             .iter()
             .map(|s| {
                 s.with_meta(|m| {
-                    let replicas = match op.runs_on(false) {
-                        true => m.settings().number_of_replicas(),
-                        false => 0,
+                    let replicas = match op.primaries_only() {
+                        true => 0,
+                        false => m.settings().number_of_replicas(),
                     };
                     m.settings().number_of_shards() * (1 + replicas)
                 })
@@ -333,7 +336,7 @@ impl BroadcastService {
     fn broadcast_locally(&self, request: &NodeRequest) -> NodeReply {
         let mut reply = NodeReply::default();
         for (name, shard, engine) in self.local_copies(&request.indices) {
-            if !request.op.runs_on(self.is_local_primary(&name, shard)) {
+            if request.op.primaries_only() && !self.is_local_primary(&name, shard) {
                 continue;
             }
             let done = match request.op {

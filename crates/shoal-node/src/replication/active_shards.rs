@@ -40,6 +40,20 @@ impl ActiveShards {
         }
     }
 
+    /// `wanted`, or the index's `index.write.wait_for_active_shards` when `None`, with the
+    /// copies a shard of the index has.
+    pub fn for_index(
+        wanted: Option<ActiveShards>,
+        settings: &crate::settings::IndexSettings<'_>,
+    ) -> ApiResult<(ActiveShards, usize)> {
+        let copies = settings.number_of_replicas() + 1;
+        let wanted = match wanted {
+            Some(wanted) => wanted,
+            None => ActiveShards::parse(&settings.write_wait_for_active_shards())?,
+        };
+        Ok((wanted, copies))
+    }
+
     /// As OpenSearch prints it in its error text.
     fn label(self) -> String {
         match self {
@@ -62,18 +76,9 @@ impl ReplicationService {
         options: &crate::documents::WriteOptions,
         requests: usize,
     ) -> ApiResult<()> {
-        let (setting, replicas) = service.with_meta(|m| {
-            let settings = m.settings();
-            (
-                settings.write_wait_for_active_shards(),
-                settings.number_of_replicas(),
-            )
-        });
-        let wanted = match options.wait_for_active_shards {
-            Some(wanted) => wanted,
-            None => ActiveShards::parse(&setting)?,
-        };
-        let copies = replicas + 1;
+        let (wanted, copies) = service.with_meta(|m| {
+            ActiveShards::for_index(options.wait_for_active_shards, &m.settings())
+        })?;
         let needed = wanted.required(copies);
         if needed <= 1 {
             return Ok(());
