@@ -227,7 +227,7 @@ class Shoal(System):
             args += ["-E", f"{key}={value}"]
         self.proc = subprocess.Popen(
             args, stdout=self.logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=dict(os.environ, RUST_LOG=os.environ.get("SHOAL_BENCH_RUST_LOG", "warn")))
+            env=dict(os.environ, SHOAL_LOG=os.environ.get("SHOAL_BENCH_RUST_LOG", "warn")))
         self.pid = self.proc.pid
         if self.seeds:
             return None  # the caller waits for the whole cluster

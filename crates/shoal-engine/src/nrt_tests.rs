@@ -415,3 +415,34 @@ fn a_recovered_replica_refuses_a_checkpoint_older_than_the_store_it_copied() {
         "the store copied by the recovery is still searched"
     );
 }
+
+#[test]
+fn a_precopied_files_checksum_outlives_an_install_that_does_not_name_it_until_the_file_goes() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (primary, replica) = (open_primary(a.path()), open_replica(b.path()));
+    write(&primary, &replica, 0..10);
+    refresh_and_copy(&primary, &replica);
+    // A merged segment's file arrives ahead of the checkpoint that names it.
+    let dir = replica.config().index_dir();
+    std::fs::write(dir.join("merged.idx"), b"merged bytes").unwrap();
+    let merged = StoreFile {
+        name: "merged.idx".into(),
+        length: 12,
+        checksum: 0xabcd,
+    };
+    replica.remember_checksums(std::slice::from_ref(&merged));
+    write(&primary, &replica, 10..20);
+    let installed = refresh_and_copy(&primary, &replica);
+    assert!(installed.files.iter().all(|f| f.name != "merged.idx"));
+    assert_eq!(replica.known_checksum("merged.idx"), Some((12, 0xabcd)));
+    for file in &installed.files {
+        assert_eq!(
+            replica.known_checksum(&file.name),
+            Some((file.length, file.checksum))
+        );
+    }
+    std::fs::remove_file(dir.join("merged.idx")).unwrap();
+    write(&primary, &replica, 20..30);
+    refresh_and_copy(&primary, &replica);
+    assert_eq!(replica.known_checksum("merged.idx"), None);
+}

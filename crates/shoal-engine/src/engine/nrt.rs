@@ -80,13 +80,22 @@ impl ChecksumCache {
         self.0.lock().get(name).copied()
     }
 
-    /// Exactly the files of an installed commit, whose lengths and checksums were checked
-    /// another way (a replica's copier checks every byte it writes and every file it keeps).
-    fn reset_to(&self, files: &[StoreFile]) {
-        *self.0.lock() = files
-            .iter()
-            .map(|f| (f.name.clone(), (f.length, f.checksum)))
-            .collect();
+    /// The files of an installed commit, whose lengths and checksums were checked another
+    /// way (a replica's copier checks every byte it writes and every file it keeps), and
+    /// those still on disk beside them: pre-copied merged segments, which a later checkpoint
+    /// names.
+    fn reset_to(&self, dir: &std::path::Path, files: &[StoreFile]) {
+        let mut known = self.0.lock();
+        known.retain(|name, _| dir.join(name).exists());
+        self.remember(&mut known, files);
+    }
+
+    fn remember(&self, known: &mut HashMap<String, (u64, u32)>, files: &[StoreFile]) {
+        known.extend(
+            files
+                .iter()
+                .map(|f| (f.name.clone(), (f.length, f.checksum))),
+        );
     }
 
     /// Forgets files that are gone: merged away (a file no commit lists but still on disk
@@ -104,6 +113,13 @@ impl Engine {
     /// with a checkpoint's need not read them again at every round.
     pub fn known_checksum(&self, name: &str) -> Option<(u64, u32)> {
         self.merge_hook.checksums.known(name)
+    }
+
+    /// Files a replica received and checked before any checkpoint named them (a pre-copied
+    /// merged segment): the checkpoint that does is compared without reading them again.
+    pub fn remember_checksums(&self, files: &[StoreFile]) {
+        let checksums = &self.merge_hook.checksums;
+        checksums.remember(&mut checksums.0.lock(), files);
     }
 
     /// Whether this engine is a segment-replication replica (no index writer).
@@ -293,7 +309,9 @@ impl Engine {
             .map(|f| PathBuf::from(&f.name))
             .collect();
         self.delete_files(previous.difference(&current));
-        self.merge_hook.checksums.reset_to(&checkpoint.files);
+        self.merge_hook
+            .checksums
+            .reset_to(&self.config.index_dir(), &checkpoint.files);
         self.notify_refresh_listeners();
         Ok(())
     }

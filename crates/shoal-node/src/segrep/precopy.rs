@@ -473,6 +473,8 @@ impl SegrepService {
         };
         let stats = transfer.run(&missing)?;
         self.link_precopied(&copy, &staging.0, &index_dir, &missing)?;
+        // The transfer checked each file's crc32c against the listed one.
+        copy.engine().remember_checksums(&store_files(&missing));
         Ok(stats.bytes_copied)
     }
 
@@ -558,6 +560,17 @@ fn abandoned_precopies(
 
 /// Whether `dir` has a file of `file`'s name and length already (a checkpoint copy got it
 /// first); its bytes are checked when a checkpoint lists it.
+fn store_files(files: &[FileMeta]) -> Vec<StoreFile> {
+    files
+        .iter()
+        .map(|f| StoreFile {
+            name: f.name.clone(),
+            length: f.length,
+            checksum: f.crc32c,
+        })
+        .collect()
+}
+
 fn same_length_here(dir: &Path, file: &StoreFile) -> bool {
     std::fs::metadata(dir.join(&file.name)).is_ok_and(|m| m.len() == file.length)
 }
