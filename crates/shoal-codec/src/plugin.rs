@@ -50,6 +50,12 @@ impl SegmentNumbers {
         self.0.fetch_add(1, std::sync::atomic::Ordering::AcqRel)
     }
 
+    /// Leaves `count` numbers unused: a promoted replica skips those its old primary may
+    /// have given segments that never reached it (OpenSearch bumps its counter alike).
+    pub fn skip(&self, count: u64) {
+        self.0.fetch_add(count, std::sync::atomic::Ordering::AcqRel);
+    }
+
     /// A segment numbered `number` exists: later segments are numbered above it.
     pub fn observe(&self, number: u64) {
         self.0.fetch_max(

@@ -259,7 +259,8 @@ fn segments_are_named_by_number_alike_on_every_copy_and_new_ones_are_numbered_ab
         "{merged:?} after {copied:?}"
     );
 
-    // A promoted replica numbers its own segments above every one it copied.
+    // A promoted replica numbers its own segments above every one it copied, and above
+    // those its old primary numbered after (the merged one never reached it).
     drop(primary);
     replica.promote_to_writer(&parse).unwrap();
     index_as_primary(&replica, "new", 99);
@@ -270,5 +271,9 @@ fn segments_are_named_by_number_alike_on_every_copy_and_new_ones_are_numbered_ab
     assert!(
         new[0].1 > highest,
         "{new:?} numbered at or below the copied {copied:?}"
+    );
+    assert!(
+        merged.iter().all(|(_, number)| new[0].1 > *number),
+        "{new:?} reuses a number of the old primary's {merged:?}"
     );
 }

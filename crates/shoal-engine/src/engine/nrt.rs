@@ -56,6 +56,12 @@ impl SegmentCheckpoint {
     }
 }
 
+/// Segment numbers a promoted replica leaves unused above the highest it copied: the old
+/// primary may have numbered segments (flushes, merges) that never reached this copy, and
+/// their names would otherwise come back for other segments. OpenSearch's replica engine bumps
+/// its segment counter by as much.
+const PROMOTION_NUMBER_GAP: u64 = 100_000;
+
 /// Checksums of a primary's segment files by name. Segment files never change once written,
 /// so each is read once, not at every refresh.
 #[derive(Default)]
@@ -421,6 +427,7 @@ impl Engine {
                 &self.merge_hook,
                 &self.segment_numbers,
             )?);
+            self.segment_numbers.skip(PROMOTION_NUMBER_GAP);
             let payload = open::commit_payload(&self.index)?;
             let committed = payload
                 .as_ref()
