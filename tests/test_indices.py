@@ -648,6 +648,9 @@ def test_open_without_waiting_answers_a_task_and_opens_in_the_background(http, i
     wait_for(lambda: http.post(f"/{index_name}/_count").status_code == 200, timeout=10,
              what="the index opened by the background task")
     assert http.post(f"/{index_name}/_count").json()["count"] == 1
+    done = http.get(f"/_tasks/{r.json()['task']}", params={"wait_for_completion": "true"}).json()
+    assert done["completed"] is True, done
+    assert done["response"] == {"acknowledged": True, "shards_acknowledged": True}, done
     assert_error(http.post(f"/{index_name}/_close", params={"wait_for_completion": "false"}),
                  400, "illegal_argument_exception")
 

@@ -1,6 +1,8 @@
 """The task API on real processes: every request is a task while it runs, `_tasks` asked of
 any node lists every node's tasks (its own part runs as a child of the listing), one task can
-be read and waited for, nothing pretends to be cancellable, and `_cat/tasks` shows the same.
+be read and waited for, a task run in the background (`wait_for_completion=false`) keeps its
+outcome for `GET /_tasks/{id}`, nothing pretends to be cancellable, and `_cat/tasks` shows the
+same.
 """
 
 from __future__ import annotations
@@ -101,12 +103,46 @@ def test_a_force_merge_in_the_background_is_a_task_until_it_ends(cluster2):
     task_id = r.json()["task"]
     done = requests.get(cluster2.nodes[0].url + f"/_tasks/{task_id}",
                         params={"wait_for_completion": "true", "timeout": "30s"}, timeout=40)
-    # Done already when asked (404: not running, nothing stored) or seen running, then done.
-    assert done.status_code == 404 or done.json()["completed"] is True, done.text
-    if done.status_code == 200:
-        assert done.json()["task"]["action"] == "indices:admin/forcemerge", done.text
+    # Its node keeps its outcome, asked of any node, whether it was seen running or not.
+    assert done.status_code == 200, done.text
+    body = done.json()
+    assert body["completed"] is True and body["task"]["action"] == "indices:admin/forcemerge", body
+    assert body["response"]["_shards"] == {"total": 2, "successful": 2, "failed": 0}, body
+    again = cluster2.get(f"/_tasks/{task_id}", 1).json()
+    assert again["completed"] is True and again["response"] == body["response"], again
     cluster2.http(0).post("/bg/_refresh")
     copies = cluster2.get("/bg/_segments", 0).json()["indices"]["bg"]["shards"]["0"]
     assert len(copies) == 2 and all(len(c["segments"]) == 1 for c in copies), copies
     r = cluster2.http(0).post("/nope/_forcemerge", params={"wait_for_completion": "false"})
     assert r.status_code == 404, r.text
+
+
+def test_a_delete_by_query_in_the_background_answers_a_task_whose_outcome_is_kept(cluster2):
+    http = cluster2.http(0)
+    r = http.put("/dbq", {"settings": {"number_of_shards": 2, "number_of_replicas": 1}})
+    assert r.status_code == 200, r.text
+    cluster2.bulk(0, "dbq", {str(n): {"n": n} for n in range(40)}, refresh="true")
+    r = cluster2.http(1).post("/dbq/_delete_by_query", {"query": {"range": {"n": {"lt": 30}}}},
+                              params={"wait_for_completion": "false", "refresh": "true"})
+    assert r.status_code == 200, r.text
+    assert set(r.json()) == {"task"}, r.text
+    task_id = r.json()["task"]
+    done = cluster2.get(f"/_tasks/{task_id}", 0, wait_for_completion="true", timeout="30s")
+    assert done.status_code == 200, done.text
+    body = done.json()
+    assert body["completed"] is True, body
+    assert body["task"]["action"] == "indices:data/write/delete/byquery", body
+    assert body["task"]["description"] == "delete-by-query [dbq]", body
+    assert body["response"]["deleted"] == 30 and body["response"]["failures"] == [], body
+    assert http.get("/dbq/_count").json()["count"] == 10
+
+    r = http.post("/dbq/_update_by_query", params={"wait_for_completion": "false"})
+    assert r.status_code == 200, r.text
+    done = cluster2.get(f"/_tasks/{r.json()['task']}", 1, wait_for_completion="true", timeout="30s")
+    assert done.json()["response"]["updated"] == 10, done.text
+
+    # Not throttled: a rate is refused, not ignored.
+    r = http.post("/dbq/_delete_by_query", {"query": {"match_all": {}}},
+                  params={"requests_per_second": "10"})
+    assert r.status_code == 400 and "requests_per_second" in r.text, r.text
+    assert http.get("/dbq/_count").json()["count"] == 10

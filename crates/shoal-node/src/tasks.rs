@@ -1,9 +1,11 @@
 //! Running tasks, as OpenSearch's task manager lists them: every REST request a node serves is
 //! a task while it runs (`_tasks`, `_cat/tasks`), and a coordinator's work on other nodes is a
-//! child task there. Shoal keeps no results of finished tasks (OpenSearch's `.tasks` index), so
-//! a task is visible only while it runs, and none can be cancelled yet.
+//! child task there. A task started to run in the background (`wait_for_completion=false`)
+//! keeps its outcome on its node after it ends, for `GET /_tasks/{id}`: in memory, the last
+//! [`STORED_RESULTS`] of them, not in OpenSearch's `.tasks` index, so a node restart forgets
+//! them. None can be cancelled yet.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,6 +57,22 @@ pub struct TaskManager {
     node_id: String,
     next_id: AtomicU64,
     running: Mutex<BTreeMap<u64, Running>>,
+    /// Background tasks that ended, oldest first.
+    finished: Mutex<VecDeque<StoredTask>>,
+}
+
+/// How many ended background tasks a node keeps the outcome of.
+pub const STORED_RESULTS: usize = 1000;
+
+/// A background task that ended, with what it answered (`response`) or why it failed
+/// (`error`, in OpenSearch's error shape), as `GET /_tasks/{id}` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredTask {
+    pub task: TaskInfo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<serde_json::Value>,
 }
 
 /// Removes its task from the running ones when dropped (the request ended).
@@ -67,6 +85,32 @@ impl TaskGuard {
     /// `node:id` of this task, to name it as the parent of work it asks other nodes for.
     pub fn task_id(&self) -> String {
         format!("{}:{}", self.manager.node_id, self.id)
+    }
+}
+
+impl TaskGuard {
+    /// Ends a background task, keeping its outcome for `GET /_tasks/{id}`.
+    pub fn finish(self, outcome: Result<serde_json::Value, crate::error::ApiError>) {
+        let filter = TaskFilter {
+            id: Some(self.id),
+            ..TaskFilter::default()
+        };
+        let Some(task) = self.manager.list(&filter).pop() else {
+            return;
+        };
+        let (response, error) = match outcome {
+            Ok(response) => (Some(response), None),
+            Err(e) => (None, Some(e.to_cause_json())),
+        };
+        let mut finished = self.manager.finished.lock();
+        if finished.len() == STORED_RESULTS {
+            finished.pop_front();
+        }
+        finished.push_back(StoredTask {
+            task,
+            response,
+            error,
+        });
     }
 }
 
@@ -93,7 +137,14 @@ impl TaskManager {
             node_id,
             next_id: AtomicU64::new(1),
             running: Mutex::new(BTreeMap::new()),
+            finished: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// The outcome of background task `id` if it ended and is still kept.
+    pub fn stored(&self, id: u64) -> Option<StoredTask> {
+        let finished = self.finished.lock();
+        finished.iter().rev().find(|t| t.task.id == id).cloned()
     }
 
     /// Registers a task running until the guard is dropped.
@@ -166,6 +217,14 @@ impl shoal_transport::Action for ListTasksAction {
     type Response = Vec<TaskInfo>;
 }
 
+/// Transport action reading a node's kept outcome of an ended background task.
+pub struct StoredTaskAction;
+impl shoal_transport::Action for StoredTaskAction {
+    const NAME: &'static str = "cluster:monitor/task/get[n]";
+    type Request = u64;
+    type Response = Option<StoredTask>;
+}
+
 /// Lists the running tasks of the cluster's nodes.
 pub struct TasksService {
     core: Arc<NodeCore>,
@@ -174,6 +233,9 @@ pub struct TasksService {
 pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions, service: &Arc<TasksService>) {
     actions.register_on::<ListTasksAction, _>(Arc::downgrade(service), |service, filter| {
         Ok(service.local_tasks(&filter))
+    });
+    actions.register_on::<StoredTaskAction, _>(Arc::downgrade(service), |service, id| {
+        Ok(service.core.tasks.stored(id))
     });
 }
 
@@ -227,6 +289,69 @@ impl TasksService {
     }
 }
 
+impl TasksService {
+    /// The kept outcome of background task `id` of node `node_id`, once it ended.
+    pub fn stored(
+        &self,
+        node_id: &str,
+        id: u64,
+        timeout: Duration,
+    ) -> ApiResult<Option<StoredTask>> {
+        let (_, answer) = self
+            .core
+            .ask_each_node::<StoredTaskAction>(&[node_id.to_string()], &id, timeout, || {
+                self.core.tasks.stored(id)
+            })
+            .pop()
+            .expect("one node asked");
+        answer
+    }
+}
+
 impl ListTasksAction {
     const NAME_STR: &'static str = <ListTasksAction as shoal_transport::Action>::NAME;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn background(manager: &Arc<TaskManager>) -> TaskGuard {
+        manager.register(
+            "indices:admin/forcemerge",
+            "merge".into(),
+            None,
+            BTreeMap::new(),
+        )
+    }
+
+    #[test]
+    fn an_ended_background_task_keeps_its_answer_or_error_and_only_the_newest_are_kept() {
+        let manager = TaskManager::new("n1".into());
+        let done = background(&manager);
+        let done_id = done.id;
+        assert!(manager.stored(done_id).is_none(), "running, not ended");
+        done.finish(Ok(serde_json::json!({"_shards": {"total": 1}})));
+        let stored = manager.stored(done_id).expect("kept");
+        assert_eq!(stored.task.action, "indices:admin/forcemerge");
+        assert_eq!(stored.response.unwrap()["_shards"]["total"], 1);
+        assert!(manager.list(&TaskFilter::default()).is_empty());
+
+        let failed = background(&manager);
+        let failed_id = failed.id;
+        failed.finish(Err(crate::error::ApiError::bad_request("no such thing")));
+        let error = manager.stored(failed_id).unwrap().error.unwrap();
+        assert_eq!(error["type"], "illegal_argument_exception");
+        assert_eq!(error["reason"], "no such thing");
+
+        for _ in 0..STORED_RESULTS {
+            background(&manager).finish(Ok(serde_json::json!({})));
+        }
+        assert!(manager.stored(done_id).is_none(), "the oldest gives way");
+        // A task that simply ended (a REST request) keeps nothing.
+        let request = background(&manager);
+        let request_id = request.id;
+        drop(request);
+        assert!(manager.stored(request_id).is_none());
+    }
 }

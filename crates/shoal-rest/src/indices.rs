@@ -19,6 +19,7 @@ use crate::cluster_admin::DEFAULT_TIMEOUT;
 use crate::request::{object_body, Params};
 use crate::response::{json, ok, status_only, RestResult};
 use crate::router::blocking;
+use crate::tasks::run_as_task;
 
 /// The parameters [`options`] reads: how an index expression resolves.
 const RESOLVE_PARAMS: [&str; 3] = ["ignore_unavailable", "allow_no_indices", "expand_wildcards"];
@@ -372,11 +373,12 @@ pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Para
             for service in &services {
                 acknowledged &= node.admin.open_index(service, wait)?;
             }
-            Ok(acknowledged)
+            ApiResult::Ok(acknowledged)
         };
         if in_background {
             let task = run_as_task(&node, "indices:admin/open", description, move |node| {
-                open_all(node).map(drop)
+                let acknowledged = open_all(node)?;
+                Ok(json!({"acknowledged": true, "shards_acknowledged": acknowledged}))
             });
             return Ok(json!({ "task": task }));
         }
@@ -493,31 +495,6 @@ fn flush_op(params: &Params) -> ApiResult<BroadcastOp> {
     })
 }
 
-/// Runs `work` after the request answered, as a task of its own named `action` (`_tasks`
-/// shows it until it ends; its outcome is logged, not stored); returns the task's id.
-fn run_as_task(
-    node: &Arc<Node>,
-    action: &'static str,
-    description: String,
-    work: impl FnOnce(&Node) -> ApiResult<()> + Send + 'static,
-) -> String {
-    let task = (node.core().tasks).register(action, description.clone(), None, Default::default());
-    let task_id = task.task_id();
-    let worker = node.clone();
-    node.core()
-        .pressure
-        .spawn_forced(shoal_node::pressure::settings::GENERIC, move || {
-            let _task = task;
-            match work(&worker) {
-                Ok(()) => tracing::info!(action, %description, "background task done"),
-                Err(e) => {
-                    tracing::warn!(action, %description, error = %e, "background task failed")
-                }
-            }
-        });
-    task_id
-}
-
 /// A force merge run as a task (`wait_for_completion=false`).
 fn start_background_merge(
     node: &Arc<Node>,
@@ -527,13 +504,7 @@ fn start_background_merge(
     let description = format!("Force-merge indices [{}]", names_of(&services).join(", "));
     run_as_task(node, "indices:admin/forcemerge", description, move |node| {
         let summary = node.broadcast.broadcast(&services, op)?;
-        match summary.failures.is_empty() {
-            true => Ok(()),
-            false => Err(ApiError::internal(format!(
-                "the force merge failed on some copies: {:?}",
-                summary.failures
-            ))),
-        }
+        Ok(json!({"_shards": summary.to_json()}))
     })
 }
 

@@ -378,7 +378,30 @@ pub async fn by_query(
     body: Bytes,
 ) -> RestResult {
     let body = search_body(&body)?;
+    refuse_throttling(&params)?;
     let map = params.0.clone();
+    if !params.bool_or("wait_for_completion", true)? {
+        let (action, kind) = match update {
+            true => ("indices:data/write/update/byquery", "update-by-query"),
+            false => ("indices:data/write/delete/byquery", "delete-by-query"),
+        };
+        let description = format!("{kind} [{index}]");
+        let task = crate::tasks::run_as_task(&node, action, description, move |node| {
+            node.writes.by_query(&index, &body, &map, update)
+        });
+        return ok(json!({ "task": task }), &params);
+    }
     let response = blocking(move || node.writes.by_query(&index, &body, &map, update)).await?;
     ok(response, &params)
+}
+
+/// By-query requests run unthrottled: a rate asked for is refused, not ignored.
+fn refuse_throttling(params: &Params) -> Result<(), ApiError> {
+    match params.get("requests_per_second") {
+        None => Ok(()),
+        Some(rate) if matches!(rate.trim(), "-1" | "-1.0") => Ok(()),
+        Some(rate) => Err(ApiError::bad_request(format!(
+            "[requests_per_second={rate}] is not supported by Shoal: by-query requests run unthrottled; leave it out or use -1"
+        ))),
+    }
 }

@@ -202,6 +202,32 @@ pub async fn list(node: Arc<Node>, listing: CurrentTask, params: Params) -> Rest
     ok(body, &params)
 }
 
+/// Runs `work` after the request answered, as a task of its own named `action` (`_tasks`
+/// shows it while it runs, `GET /_tasks/{id}` its outcome after); returns the task's id.
+pub(crate) fn run_as_task(
+    node: &Arc<Node>,
+    action: &'static str,
+    description: String,
+    work: impl FnOnce(&Node) -> ApiResult<Value> + Send + 'static,
+) -> String {
+    let task = (node.core().tasks).register(action, description.clone(), None, Default::default());
+    let task_id = task.task_id();
+    let worker = node.clone();
+    node.core()
+        .pressure
+        .spawn_forced(shoal_node::pressure::settings::GENERIC, move || {
+            let outcome = work(&worker);
+            match &outcome {
+                Ok(_) => tracing::info!(action, %description, "background task done"),
+                Err(e) => {
+                    tracing::warn!(action, %description, error = %e, "background task failed")
+                }
+            }
+            task.finish(outcome);
+        });
+    task_id
+}
+
 /// `GET /_tasks/{task_id}`: a running task, or once it ended with `wait_for_completion`.
 pub async fn get(node: Arc<Node>, task_id: String, params: Params) -> RestResult {
     params.refuse_unknown(
@@ -226,17 +252,42 @@ pub async fn get(node: Arc<Node>, task_id: String, params: Params) -> RestResult
                         "Timed out waiting for completion of task [{}]", task.task_id())));
                 }
                 Some(task) => return Ok(json!({"completed": false, "task": task_json(&task, true)})),
-                None => match seen {
-                    Some(task) => return Ok(json!({"completed": true, "task": task_json(&task, true)})),
-                    None => return Err(ApiError::new(404, "resource_not_found_exception", format!(
-                        "task [{task_id}] isn't running and hasn't stored its results"))),
-                },
+                None => return ended_task(&node, &node_id, id, seen, &task_id),
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     })
     .await?;
     ok(body, &params)
+}
+
+/// A task that is not running: its kept outcome if it ran in the background, else what was
+/// seen of it while waiting, else not found.
+fn ended_task(
+    node: &Node,
+    node_id: &str,
+    id: u64,
+    seen: Option<TaskInfo>,
+    task_id: &str,
+) -> ApiResult<Value> {
+    if let Some(stored) = node.tasks.stored(node_id, id, DEFAULT_TIMEOUT)? {
+        let mut body = json!({"completed": true, "task": task_json(&stored.task, true)});
+        if let Some(response) = stored.response {
+            body["response"] = response;
+        }
+        if let Some(error) = stored.error {
+            body["error"] = error;
+        }
+        return Ok(body);
+    }
+    match seen {
+        Some(task) => Ok(json!({"completed": true, "task": task_json(&task, true)})),
+        None => Err(ApiError::new(
+            404,
+            "resource_not_found_exception",
+            format!("task [{task_id}] isn't running and hasn't stored its results"),
+        )),
+    }
 }
 
 /// `POST /_tasks[/{task_id}]/_cancel`: no Shoal task can be cancelled yet; a running task
