@@ -154,6 +154,29 @@ def test_unrecognized_query_param(http, index):
     assert err["reason"] == (f"request [/{index}/_search] contains unrecognized parameter: [no_such_param]")
 
 
+def test_search_and_by_query_options_shoal_does_not_act_on_are_refused_not_ignored(http, index):
+    http.put(f"/{index}/_doc/1", {"a": 1}, params={"refresh": "true"})
+    for param, value in [("phase_took", "true"), ("cancel_after_time_interval", "1s"),
+                         ("suggest_field", "a"), ("search_pipeline", "p"), ("min_score", "1")]:
+        err = assert_error(http.get(f"/{index}/_search", params={param: value}), 400,
+                           "illegal_argument_exception")
+        assert f"[{param}={value}]" in err["reason"], err
+    assert http.get(f"/{index}/_search", params={"phase_took": "false"}).status_code == 200
+    # Options of other APIs are not search options.
+    err = assert_error(http.get(f"/{index}/_search", params={"conflicts": "proceed"}), 400,
+                       "illegal_argument_exception")
+    assert "unrecognized parameter: [conflicts]" in err["reason"], err
+    query = {"query": {"match_all": {}}}
+    for param, value in [("slices", "2"), ("requests_per_second", "5"), ("search_timeout", "1s"),
+                         ("no_such_param", "1"), ("phase_took", "true")]:
+        r = http.post(f"/{index}/_delete_by_query", query, params={param: value})
+        err = assert_error(r, 400, "illegal_argument_exception")
+        assert param in err["reason"], err
+    assert http.get(f"/{index}/_count").json()["count"] == 1, "a refused delete deleted"
+    r = http.post(f"/{index}/_delete_by_query", query, params={"slices": "1", "conflicts": "proceed"})
+    assert r.status_code == 200 and r.json()["deleted"] == 1, r.text
+
+
 def test_node_survives_garbage(http, index):
     for body in ["\x00\x01\x02", "{" * 5000, '{"a":' * 3000, "null", "1", '"str"']:
         r = http.post(f"/{index}/_search", body)

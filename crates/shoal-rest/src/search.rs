@@ -81,12 +81,84 @@ const SEARCH_PARAMS: &[&str] = &[
     "verbose_pipeline",
 ];
 
+/// Search options OpenSearch knows that Shoal does not act on, with why: refused, not ignored.
+const UNHONOURED_SEARCH_PARAMS: &[(&str, &str)] = &[
+    (
+        "cancel_after_time_interval",
+        "searches cannot be cancelled yet; use [timeout]",
+    ),
+    ("phase_took", "per-phase timings are not reported"),
+    (
+        "include_named_queries_score",
+        "named queries do not report scores",
+    ),
+    ("suggest_field", "suggesters are not supported"),
+    ("suggest_mode", "suggesters are not supported"),
+    ("suggest_size", "suggesters are not supported"),
+    ("suggest_text", "suggesters are not supported"),
+    ("search_pipeline", "search pipelines are not supported"),
+    ("verbose_pipeline", "search pipelines are not supported"),
+    ("min_score", "give [min_score] in the request body"),
+];
+
+/// By-query options OpenSearch knows that Shoal does not act on.
+const UNHONOURED_BY_QUERY_PARAMS: &[(&str, &str)] = &[
+    ("search_timeout", "the search for matches runs to its end"),
+    ("pipeline", "ingest pipelines are not supported"),
+    (
+        "version_type",
+        "matches are written back with internal versions",
+    ),
+];
+
+/// Options of the by-query APIs only, and `max_concurrent_searches` of `_msearch`.
+const NOT_SEARCH_PARAMS: &[&str] = &[
+    "conflicts",
+    "max_docs",
+    "refresh",
+    "wait_for_completion",
+    "requests_per_second",
+    "slices",
+    "scroll_size",
+    "wait_for_active_shards",
+    "max_concurrent_searches",
+];
+
+/// Refuses a search option Shoal does not act on; a boolean one only when true.
+fn refuse_unhonoured(path: &str, params: &Params) -> Result<(), ApiError> {
+    for (name, why) in UNHONOURED_SEARCH_PARAMS {
+        let Some(value) = params.get(name) else {
+            continue;
+        };
+        let off = value == "false"
+            && matches!(
+                *name,
+                "phase_took" | "include_named_queries_score" | "verbose_pipeline"
+            );
+        if !off {
+            return Err(ApiError::bad_request(format!(
+                "request [{path}] contains [{name}={value}], which Shoal does not support: {why}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn check_params(path: &str, params: &Params) -> Result<(), ApiError> {
+    check_known_params(path, params, |k| !NOT_SEARCH_PARAMS.contains(&k))?;
+    refuse_unhonoured(path, params)
+}
+
+fn check_known_params(
+    path: &str,
+    params: &Params,
+    applies: impl Fn(&str) -> bool,
+) -> Result<(), ApiError> {
     let mut unknown: Vec<&str> = params
         .0
         .keys()
         .map(String::as_str)
-        .filter(|k| !SEARCH_PARAMS.contains(k))
+        .filter(|k| !SEARCH_PARAMS.contains(k) || !applies(k))
         .collect();
     if unknown.is_empty() {
         return Ok(());
@@ -377,6 +449,20 @@ pub async fn by_query(
     params: Params,
     body: Bytes,
 ) -> RestResult {
+    let path = format!(
+        "/{index}/_{}_by_query",
+        if update { "update" } else { "delete" }
+    );
+    for (name, why) in UNHONOURED_BY_QUERY_PARAMS {
+        if params.get(name).is_some() {
+            return Err(ApiError::bad_request(format!(
+                "request [{path}] contains [{name}], which Shoal does not support: {why}"
+            ))
+            .into());
+        }
+    }
+    check_known_params(&path, &params, |k| k != "max_concurrent_searches")?;
+    refuse_unhonoured(&path, &params)?;
     let body = search_body(&body)?;
     refuse_throttling(&params)?;
     let map = params.0.clone();
@@ -395,8 +481,14 @@ pub async fn by_query(
     ok(response, &params)
 }
 
-/// By-query requests run unthrottled: a rate asked for is refused, not ignored.
+/// By-query requests run unthrottled and in one slice: a rate or slices asked for are
+/// refused, not ignored.
 fn refuse_throttling(params: &Params) -> Result<(), ApiError> {
+    if let Some(slices) = params.get("slices").filter(|s| *s != "1") {
+        return Err(ApiError::bad_request(format!(
+            "[slices={slices}] is not supported by Shoal: by-query requests run as one slice; leave it out or use 1"
+        )));
+    }
     match params.get("requests_per_second") {
         None => Ok(()),
         Some(rate) if matches!(rate.trim(), "-1" | "-1.0") => Ok(()),
