@@ -69,15 +69,6 @@ const SEARCH_PARAMS: &[&str] = &[
     "include_named_queries_score",
     "search_pipeline",
     "min_score",
-    "conflicts",
-    "max_docs",
-    "refresh",
-    "wait_for_completion",
-    "requests_per_second",
-    "slices",
-    "scroll_size",
-    "wait_for_active_shards",
-    "max_concurrent_searches",
     "verbose_pipeline",
 ];
 
@@ -111,8 +102,8 @@ const UNHONOURED_BY_QUERY_PARAMS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Options of the by-query APIs only, and `max_concurrent_searches` of `_msearch`.
-const NOT_SEARCH_PARAMS: &[&str] = &[
+/// The by-query APIs' options beside the search ones.
+const BY_QUERY_PARAMS: &[&str] = &[
     "conflicts",
     "max_docs",
     "refresh",
@@ -121,7 +112,6 @@ const NOT_SEARCH_PARAMS: &[&str] = &[
     "slices",
     "scroll_size",
     "wait_for_active_shards",
-    "max_concurrent_searches",
 ];
 
 /// Refuses a search option Shoal does not act on; a boolean one only when true.
@@ -145,20 +135,17 @@ fn refuse_unhonoured(path: &str, params: &Params) -> Result<(), ApiError> {
 }
 
 fn check_params(path: &str, params: &Params) -> Result<(), ApiError> {
-    check_known_params(path, params, |k| !NOT_SEARCH_PARAMS.contains(&k))?;
+    check_known_params(path, params, &[])?;
     refuse_unhonoured(path, params)
 }
 
-fn check_known_params(
-    path: &str,
-    params: &Params,
-    applies: impl Fn(&str) -> bool,
-) -> Result<(), ApiError> {
+/// Refuses parameters that are neither search options nor among `more`.
+fn check_known_params(path: &str, params: &Params, more: &[&str]) -> Result<(), ApiError> {
     let mut unknown: Vec<&str> = params
         .0
         .keys()
         .map(String::as_str)
-        .filter(|k| !SEARCH_PARAMS.contains(k) || !applies(k))
+        .filter(|k| !SEARCH_PARAMS.contains(k) && !more.contains(k))
         .collect();
     if unknown.is_empty() {
         return Ok(());
@@ -461,7 +448,7 @@ pub async fn by_query(
             .into());
         }
     }
-    check_known_params(&path, &params, |k| k != "max_concurrent_searches")?;
+    check_known_params(&path, &params, BY_QUERY_PARAMS)?;
     refuse_unhonoured(&path, &params)?;
     let body = search_body(&body)?;
     refuse_throttling(&params)?;
