@@ -422,3 +422,47 @@ def test_client_index_get_delete(client, index):
     assert client.update(index=index, id="1", body={"doc": {"b": 2}})["result"] == "updated"
     assert client.delete(index=index, id="1")["result"] == "deleted"
     assert client.exists(index=index, id="1") is False
+
+
+def test_document_apis_refuse_parameters_they_do_not_know_or_do_not_act_on(http, index):
+    http.put(f"/{index}/_doc/1", {"a": 1}, params={"refresh": "true"})
+    bulk = '{"index":{"_id":"2"}}\n{"a":2}\n'
+    for method, path, body, param in [
+        ("put", f"/{index}/_doc/3", {"a": 3}, "refrsh"),
+        ("get", f"/{index}/_doc/1", None, "bogus"),
+        ("delete", f"/{index}/_doc/1", None, "bogus"),
+        ("post", f"/{index}/_update/1", {"doc": {"a": 4}}, "bogus"),
+        ("post", f"/{index}/_mget", {"ids": ["1"]}, "bogus"),
+        ("post", f"/{index}/_bulk", bulk, "bogus"),
+    ]:
+        r = getattr(http, method)(path, body, params={param: "1"}) if body is not None \
+            else getattr(http, method)(path, params={param: "1"})
+        err = assert_error(r, 400, "illegal_argument_exception")
+        assert err["reason"] == f"request [{path}] contains unrecognized parameter: [{param}]", err
+    for method, path, body, param, value in [
+        ("post", f"/{index}/_update/1", {"doc": {"a": 4}}, "lang", "painless"),
+        ("post", f"/{index}/_mget", {"ids": ["1"]}, "realtime", "false"),
+        ("post", f"/{index}/_bulk", bulk, "type", "_doc"),
+    ]:
+        err = assert_error(getattr(http, method)(path, body, params={param: value}), 400,
+                           "illegal_argument_exception")
+        assert f"does not support: [{param}]" in err["reason"], err
+    # Nothing refused was applied.
+    assert http.get(f"/{index}/_doc/1").json()["_source"] == {"a": 1}
+    assert http.get(f"/{index}/_doc/2").status_code == 404
+
+
+def test_get_with_stored_fields_leaves_the_source_out_and_compares_any_version_type(http, index):
+    http.put(f"/{index}/_doc/1", {"a": 1}, params={"routing": "r"})
+    r = http.get(f"/{index}/_doc/1", params={"routing": "r", "stored_fields": "_routing"})
+    assert r.status_code == 200 and "_source" not in r.json(), r.text
+    assert r.json()["_routing"] == "r", r.text
+    both = http.get(f"/{index}/_doc/1", params={"routing": "r", "stored_fields": "a", "_source": "true"})
+    assert both.json()["_source"] == {"a": 1}, both.text
+    assert http.get(f"/{index}/_doc/1", params={"routing": "r", "version": "1",
+                                                "version_type": "external"}).status_code == 200
+    assert_error(http.get(f"/{index}/_doc/1", params={"routing": "r", "version": "2",
+                                                      "version_type": "external_gte"}),
+                 409, "version_conflict_engine_exception")
+    assert_error(http.get(f"/{index}/_doc/1", params={"version_type": "sometimes"}),
+                 400, "illegal_argument_exception")

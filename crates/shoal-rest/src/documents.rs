@@ -100,6 +100,11 @@ pub async fn index_doc(
     params: Params,
     body: axum::body::Bytes,
 ) -> RestResult {
+    let path = match &id {
+        Some(id) => format!("/{index}/_doc/{id}"),
+        None => format!("/{index}/_doc"),
+    };
+    crate::doc_params::INDEX.check(&path, &params)?;
     let request = doc_request(&params, create)?;
     let options = write_options(&params)?;
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -138,6 +143,7 @@ pub async fn index_doc(
 
 /// `DELETE /{index}/_doc/{id}`.
 pub async fn delete_doc(node: Arc<Node>, index: String, id: String, params: Params) -> RestResult {
+    crate::doc_params::DELETE.check(&format!("/{index}/_doc/{id}"), &params)?;
     let mut request = doc_request(&params, false)?;
     request.create_only = false;
     let options = write_options(&params)?;
@@ -192,6 +198,8 @@ pub async fn get_doc(
     head: bool,
     source_only: bool,
 ) -> RestResult {
+    let kind = if source_only { "_source" } else { "_doc" };
+    crate::doc_params::GET.check(&format!("/{index}/{kind}/{id}"), &params)?;
     let options = shoal_node::documents::GetOptions::from_params(&params.0)?;
     let id2 = id.clone();
     let (service, doc) =
@@ -215,6 +223,9 @@ pub async fn get_doc(
             &params,
         ));
     };
+    if let Some(version_type) = params.get("version_type") {
+        parse_version_type(version_type)?;
+    }
     if let Some(v) = params.i64("version")? {
         if v != doc.version {
             let shard = service.route(params.get("routing").unwrap_or(&id));
@@ -225,7 +236,11 @@ pub async fn get_doc(
         return Ok(status_only(StatusCode::OK));
     }
     let source: Value = serde_json::from_slice(&doc.source).unwrap_or(Value::Null);
-    let filter = source_filter(&params);
+    let mut filter = source_filter(&params);
+    // Stored fields asked for: `_source` only if asked for too (no other field is stored).
+    if !source_only && params.get("stored_fields").is_some() && params.get("_source").is_none() {
+        filter.fetch = false;
+    }
     if source_only {
         return ok(filter_source(&source, &filter), &params);
     }
@@ -250,6 +265,7 @@ pub async fn update_doc(
     params: Params,
     body: axum::body::Bytes,
 ) -> RestResult {
+    crate::doc_params::UPDATE.check(&format!("/{index}/_update/{id}"), &params)?;
     let bytes = body.len() as u64;
     let body = object_body(&body)?;
     let mut request = UpdateRequest::parse(&body)?;
@@ -284,6 +300,11 @@ pub async fn mget(
     params: Params,
     body: axum::body::Bytes,
 ) -> RestResult {
+    let path = match &index {
+        Some(index) => format!("/{index}/_mget"),
+        None => "/_mget".to_string(),
+    };
+    crate::doc_params::MGET.check(&path, &params)?;
     let body = object_body(&body)?;
     let default_filter = source_filter(&params);
     let mut specs: Vec<(Option<String>, String, Option<String>, SourceFilter)> = Vec::new();
@@ -388,6 +409,11 @@ pub async fn bulk(
     body: axum::body::Bytes,
 ) -> RestResult {
     let started = Instant::now();
+    let path = match &index {
+        Some(index) => format!("/{index}/_bulk"),
+        None => "/_bulk".to_string(),
+    };
+    crate::doc_params::BULK.check(&path, &params)?;
     if params.get("pipeline").is_some_and(|p| p != "_none") {
         return Err(ApiError::bad_request(
             "ingest pipelines are not supported by Shoal yet: remove the [pipeline] parameter",

@@ -6,6 +6,7 @@ mod cat_admin;
 mod cluster;
 mod cluster_admin;
 mod cluster_stats;
+mod doc_params;
 mod documents;
 mod health;
 mod http_guard;
