@@ -160,7 +160,8 @@ def test_search_and_by_query_options_shoal_does_not_act_on_are_refused_not_ignor
                          ("suggest_field", "a"), ("search_pipeline", "p"), ("min_score", "1")]:
         err = assert_error(http.get(f"/{index}/_search", params={param: value}), 400,
                            "illegal_argument_exception")
-        assert f"[{param}={value}]" in err["reason"], err
+        # Refused by name, or (min_score, not a URL option of _search) as unrecognized.
+        assert f"[{param}={value}]" in err["reason"] or f"parameter: [{param}]" in err["reason"], err
     assert http.get(f"/{index}/_search", params={"phase_took": "false"}).status_code == 200
     # Options of other APIs are not search options.
     err = assert_error(http.get(f"/{index}/_search", params={"conflicts": "proceed"}), 400,
@@ -175,6 +176,26 @@ def test_search_and_by_query_options_shoal_does_not_act_on_are_refused_not_ignor
     assert http.get(f"/{index}/_count").json()["count"] == 1, "a refused delete deleted"
     r = http.post(f"/{index}/_delete_by_query", query, params={"slices": "1", "conflicts": "proceed"})
     assert r.status_code == 200 and r.json()["deleted"] == 1, r.text
+
+
+def test_every_spec_api_refuses_a_parameter_it_does_not_take_with_a_suggestion(http, index):
+    for method, path, param in [("get", "/_cluster/health", "wait_for_stats"),
+                                ("get", f"/{index}/_mapping", "bogus"),
+                                ("get", "/_cat/indices", "hh"),
+                                ("get", f"/{index}", "q"),
+                                ("put", f"/{index}/_settings", "flat_setting"),
+                                ("get", "/_nodes", "bogus")]:
+        r = getattr(http, method)(path, {"index": {}} if method == "put" else None,
+                                  params={param: "1"})
+        err = assert_error(r, 400, "illegal_argument_exception")
+        assert err["reason"].startswith(
+            f"request [{path}] contains unrecognized parameter: [{param}]"), err
+    err = assert_error(http.get("/_cluster/health", params={"wait_for_stats": "green"}), 400,
+                       "illegal_argument_exception")
+    assert "-> did you mean" in err["reason"] and "wait_for_status" in err["reason"], err
+    r = http.get("/_cluster/health", params={"wait_for_status": "yellow", "timeout": "5s",
+                                             "pretty": "true", "filter_path": "status"})
+    assert r.status_code == 200 and r.json()["status"] in ("green", "yellow"), r.text
 
 
 def test_node_survives_garbage(http, index):

@@ -23,6 +23,8 @@ mod segment_replication;
 mod segments;
 mod server;
 mod snapshot;
+mod spec_params;
+mod spec_params_table;
 mod tasks;
 mod thread_pools;
 

@@ -85,6 +85,9 @@ pub fn router(node: Arc<Node>) -> Router {
             node.clone(),
             crate::tasks::track,
         ))
+        .layer(middleware::from_fn(
+            crate::spec_params::refuse_unknown_params,
+        ))
         .layer(middleware::from_fn(check_content_type))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
             crate::server::read_whole_body(req, next, max_content_length)
