@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes crates/shoal-rest/src/spec_params_table.rs: every REST path of OpenSearch's REST spec
-with its methods and URL parameters, for the router's check that refuses a parameter its API
+with its methods and URL parameters (its API's path parts count as parameters too), for the router's check that refuses a parameter its API
 does not take (spec_params.rs).
 
 Usage: scripts/gen_rest_spec_params.py [path to rest-api-spec-<version>.jar]
@@ -30,7 +30,10 @@ def main():
                 common |= set(spec["params"])
                 continue
             (api, body), = spec.items()
-            params = sorted(body.get("params", {}))
+            # OpenSearch reads path parts and URL parameters from one map: `?index=i` on
+            # `/_cat/shards` is the `{index}` part of `/_cat/shards/{index}`.
+            parts = {part for path in body["url"]["paths"] for part in path.get("parts", {})}
+            params = sorted(set(body.get("params", {})) | parts)
             for path in body["url"]["paths"]:
                 rows.append((path["path"], sorted(path["methods"]), api, params))
     # `source` takes its content type along (OpenSearch's RestRequest reads both).

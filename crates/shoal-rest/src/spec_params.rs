@@ -19,9 +19,13 @@ pub(crate) struct SpecPath {
     pub params: &'static [&'static str],
 }
 
-/// Parameters OpenSearch's handlers take that its REST spec does not list.
+/// Parameters handlers take that the REST spec does not list: OpenSearch's
+/// (`restore_all_shards`, search's) and Shoal's (the clearing of voting exclusions waits up
+/// to `timeout` for the cluster manager; `_cat/nodeattrs` shows full node ids as `_cat/nodes`).
 const NOT_IN_SPEC: &[(&str, &[&str])] = &[
     ("remote_store.restore", &["restore_all_shards"]),
+    ("cluster.delete_voting_config_exclusions", &["timeout"]),
+    ("cat.nodeattrs", &["full_id"]),
     (
         "search",
         &[
