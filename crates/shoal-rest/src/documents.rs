@@ -100,11 +100,6 @@ pub async fn index_doc(
     params: Params,
     body: axum::body::Bytes,
 ) -> RestResult {
-    let path = match &id {
-        Some(id) => format!("/{index}/_doc/{id}"),
-        None => format!("/{index}/_doc"),
-    };
-    crate::doc_params::INDEX.check(&path, &params)?;
     let request = doc_request(&params, create)?;
     let options = write_options(&params)?;
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -143,7 +138,6 @@ pub async fn index_doc(
 
 /// `DELETE /{index}/_doc/{id}`.
 pub async fn delete_doc(node: Arc<Node>, index: String, id: String, params: Params) -> RestResult {
-    crate::doc_params::DELETE.check(&format!("/{index}/_doc/{id}"), &params)?;
     let mut request = doc_request(&params, false)?;
     request.create_only = false;
     let options = write_options(&params)?;
@@ -198,8 +192,6 @@ pub async fn get_doc(
     head: bool,
     source_only: bool,
 ) -> RestResult {
-    let kind = if source_only { "_source" } else { "_doc" };
-    crate::doc_params::GET.check(&format!("/{index}/{kind}/{id}"), &params)?;
     let options = shoal_node::documents::GetOptions::from_params(&params.0)?;
     let id2 = id.clone();
     let (service, doc) =
@@ -265,7 +257,7 @@ pub async fn update_doc(
     params: Params,
     body: axum::body::Bytes,
 ) -> RestResult {
-    crate::doc_params::UPDATE.check(&format!("/{index}/_update/{id}"), &params)?;
+    params.refuse_unsupported(&format!("/{index}/_update/{id}"), crate::doc_params::UPDATE)?;
     let bytes = body.len() as u64;
     let body = object_body(&body)?;
     let mut request = UpdateRequest::parse(&body)?;
@@ -304,7 +296,7 @@ pub async fn mget(
         Some(index) => format!("/{index}/_mget"),
         None => "/_mget".to_string(),
     };
-    crate::doc_params::MGET.check(&path, &params)?;
+    params.refuse_unsupported(&path, crate::doc_params::MGET)?;
     let body = object_body(&body)?;
     let default_filter = source_filter(&params);
     let mut specs: Vec<(Option<String>, String, Option<String>, SourceFilter)> = Vec::new();
@@ -413,7 +405,7 @@ pub async fn bulk(
         Some(index) => format!("/{index}/_bulk"),
         None => "/_bulk".to_string(),
     };
-    crate::doc_params::BULK.check(&path, &params)?;
+    params.refuse_unsupported(&path, crate::doc_params::BULK)?;
     if params.get("pipeline").is_some_and(|p| p != "_none") {
         return Err(ApiError::bad_request(
             "ingest pipelines are not supported by Shoal yet: remove the [pipeline] parameter",
