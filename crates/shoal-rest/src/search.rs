@@ -10,68 +10,6 @@ use crate::request::{json_body, object_body, Params};
 use crate::response::{ok, RestError, RestResult};
 use crate::router::blocking;
 
-/// A search body must be a JSON object; OpenSearch names the token and position otherwise.
-/// URL parameters `_search` accepts; anything else is refused like OpenSearch does.
-const SEARCH_PARAMS: &[&str] = &[
-    "q",
-    "df",
-    "analyzer",
-    "analyze_wildcard",
-    "default_operator",
-    "lenient",
-    "from",
-    "size",
-    "sort",
-    "_source",
-    "_source_includes",
-    "_source_excludes",
-    "_source_include",
-    "_source_exclude",
-    "track_total_hits",
-    "rest_total_hits_as_int",
-    "typed_keys",
-    "track_scores",
-    "timeout",
-    "terminate_after",
-    "scroll",
-    "routing",
-    "preference",
-    "search_type",
-    "request_cache",
-    "allow_no_indices",
-    "ignore_unavailable",
-    "expand_wildcards",
-    "ignore_throttled",
-    "batched_reduce_size",
-    "max_concurrent_shard_requests",
-    "pre_filter_shard_size",
-    "allow_partial_search_results",
-    "version",
-    "seq_no_primary_term",
-    "stored_fields",
-    "docvalue_fields",
-    "explain",
-    "stats",
-    "suggest_field",
-    "suggest_mode",
-    "suggest_size",
-    "suggest_text",
-    "ccs_minimize_roundtrips",
-    "pretty",
-    "human",
-    "error_trace",
-    "filter_path",
-    "format",
-    "source",
-    "source_content_type",
-    "cancel_after_time_interval",
-    "phase_took",
-    "include_named_queries_score",
-    "search_pipeline",
-    "min_score",
-    "verbose_pipeline",
-];
-
 /// Search options OpenSearch knows that Shoal does not act on, with why: refused, not ignored.
 const UNHONOURED_SEARCH_PARAMS: &[(&str, &str)] = &[
     (
@@ -89,7 +27,6 @@ const UNHONOURED_SEARCH_PARAMS: &[(&str, &str)] = &[
     ("suggest_text", "suggesters are not supported"),
     ("search_pipeline", "search pipelines are not supported"),
     ("verbose_pipeline", "search pipelines are not supported"),
-    ("min_score", "give [min_score] in the request body"),
 ];
 
 /// By-query options OpenSearch knows that Shoal does not act on.
@@ -100,18 +37,6 @@ const UNHONOURED_BY_QUERY_PARAMS: &[(&str, &str)] = &[
         "version_type",
         "matches are written back with internal versions",
     ),
-];
-
-/// The by-query APIs' options beside the search ones.
-const BY_QUERY_PARAMS: &[&str] = &[
-    "conflicts",
-    "max_docs",
-    "refresh",
-    "wait_for_completion",
-    "requests_per_second",
-    "slices",
-    "scroll_size",
-    "wait_for_active_shards",
 ];
 
 /// Refuses a search option Shoal does not act on; a boolean one only when true.
@@ -134,38 +59,7 @@ fn refuse_unhonoured(path: &str, params: &Params) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn check_params(path: &str, params: &Params) -> Result<(), ApiError> {
-    check_known_params(path, params, &[])?;
-    refuse_unhonoured(path, params)
-}
-
-/// Refuses parameters that are neither search options nor among `more`.
-fn check_known_params(path: &str, params: &Params, more: &[&str]) -> Result<(), ApiError> {
-    let mut unknown: Vec<&str> = params
-        .0
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !SEARCH_PARAMS.contains(k) && !more.contains(k))
-        .collect();
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    unknown.sort();
-    let list = unknown
-        .iter()
-        .map(|k| format!("[{k}]"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let noun = if unknown.len() == 1 {
-        "parameter"
-    } else {
-        "parameters"
-    };
-    Err(ApiError::bad_request(format!(
-        "request [{path}] contains unrecognized {noun}: {list}"
-    )))
-}
-
+/// A search body must be a JSON object; OpenSearch names the token and position otherwise.
 fn search_body(bytes: &[u8]) -> Result<Value, ApiError> {
     if !bytes.iter().all(u8::is_ascii_whitespace)
         && serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v.is_null())
@@ -208,7 +102,8 @@ pub async fn search(
         Some(i) => format!("/{i}/_search"),
         None => "/_search".to_string(),
     };
-    check_params(&path, &params)?;
+    // Parameters `_search` does not take at all were refused by the spec check.
+    refuse_unhonoured(&path, &params)?;
     let raw = body.clone();
     let body = search_body(&body)?;
     let map = params.0.clone();
@@ -440,18 +335,8 @@ pub async fn by_query(
         "/{index}/_{}_by_query",
         if update { "update" } else { "delete" }
     );
-    for (name, why) in UNHONOURED_BY_QUERY_PARAMS {
-        if params.get(name).is_some() {
-            return Err(ApiError::bad_request(format!(
-                "request [{path}] contains [{name}], which Shoal does not support: {why}"
-            ))
-            .into());
-        }
-    }
-    check_known_params(&path, &params, BY_QUERY_PARAMS)?;
-    refuse_unhonoured(&path, &params)?;
+    refuse_unhonoured_by_query(&path, &params)?;
     let body = search_body(&body)?;
-    refuse_throttling(&params)?;
     let map = params.0.clone();
     if !params.bool_or("wait_for_completion", true)? {
         let (action, kind) = match update {
@@ -468,9 +353,18 @@ pub async fn by_query(
     ok(response, &params)
 }
 
-/// By-query requests run unthrottled and in one slice: a rate or slices asked for are
-/// refused, not ignored.
-fn refuse_throttling(params: &Params) -> Result<(), ApiError> {
+/// The by-query options Shoal does not act on, its search options' and its own: by-query
+/// requests run unthrottled and in one slice, so a rate or slices asked for are refused, not
+/// ignored.
+fn refuse_unhonoured_by_query(path: &str, params: &Params) -> Result<(), ApiError> {
+    refuse_unhonoured(path, params)?;
+    for (name, why) in UNHONOURED_BY_QUERY_PARAMS {
+        if params.get(name).is_some() {
+            return Err(ApiError::bad_request(format!(
+                "request [{path}] contains [{name}], which Shoal does not support: {why}"
+            )));
+        }
+    }
     if let Some(slices) = params.get("slices").filter(|s| *s != "1") {
         return Err(ApiError::bad_request(format!(
             "[slices={slices}] is not supported by Shoal: by-query requests run as one slice; leave it out or use 1"
