@@ -86,18 +86,18 @@ impl ChecksumCache {
         self.0.lock().get(name).copied()
     }
 
-    /// The files of an installed commit, whose lengths and checksums were checked another
-    /// way (a replica's copier checks every byte it writes and every file it keeps), and
-    /// those still on disk beside them: pre-copied merged segments, which a later checkpoint
-    /// names.
-    fn reset_to(&self, dir: &std::path::Path, files: &[StoreFile]) {
-        let mut known = self.0.lock();
-        known.retain(|name, _| dir.join(name).exists());
-        self.remember(&mut known, files);
+    /// After an install: the commit's files are known, their lengths and checksums checked
+    /// another way (a replica's copier checks every byte it writes and every file it keeps),
+    /// and of the others only those still on disk stay (pre-copied merged segments, which a
+    /// later checkpoint names).
+    fn installed(&self, dir: &std::path::Path, files: &[StoreFile]) {
+        self.remember(files);
+        let listed: HashSet<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        self.forget_deleted(dir, &listed);
     }
 
-    fn remember(&self, known: &mut HashMap<String, (u64, u32)>, files: &[StoreFile]) {
-        known.extend(
+    fn remember(&self, files: &[StoreFile]) {
+        self.0.lock().extend(
             files
                 .iter()
                 .map(|f| (f.name.clone(), (f.length, f.checksum))),
@@ -124,8 +124,7 @@ impl Engine {
     /// Files a replica received and checked before any checkpoint named them (a pre-copied
     /// merged segment): the checkpoint that does is compared without reading them again.
     pub fn remember_checksums(&self, files: &[StoreFile]) {
-        let checksums = &self.merge_hook.checksums;
-        checksums.remember(&mut checksums.0.lock(), files);
+        self.merge_hook.checksums.remember(files);
     }
 
     /// Whether this engine is a segment-replication replica (no index writer).
@@ -317,7 +316,7 @@ impl Engine {
         self.delete_files(previous.difference(&current));
         self.merge_hook
             .checksums
-            .reset_to(&self.config.index_dir(), &checkpoint.files);
+            .installed(&self.config.index_dir(), &checkpoint.files);
         self.notify_refresh_listeners();
         Ok(())
     }

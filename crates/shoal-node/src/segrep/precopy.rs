@@ -43,7 +43,6 @@ use crate::shard::lookup::LocalCopy;
 use crate::shard::segrep::Pinned;
 use crate::transfer::peer::PeerSource;
 use crate::transfer::target::{Differing, FileTransfer, Progress, TransferControl};
-use crate::transfer::FileMeta;
 
 pub const ENABLED: &str = "indices.replication.merges.warmer.enabled";
 pub const MIN_SEGMENT_SIZE: &str = "indices.replication.merges.warmer.min_segment_size_threshold";
@@ -429,15 +428,11 @@ impl SegrepService {
             ));
         }
         let index_dir = copy.engine().config().index_dir();
-        let missing: Vec<FileMeta> = request
+        let missing: Vec<StoreFile> = request
             .files
             .iter()
             .filter(|f| !same_length_here(&index_dir, f))
-            .map(|f| FileMeta {
-                name: f.name.clone(),
-                length: f.length,
-                crc32c: f.checksum,
-            })
+            .cloned()
             .collect();
         let id = request.session.rsplit('/').next().unwrap_or_default();
         let staging = Staging::create(
@@ -471,10 +466,10 @@ impl SegrepService {
             differing: Differing::Fail,
             files_in_flight: self.core.recovery_limits().concurrent_chunks,
         };
-        let stats = transfer.run(&missing)?;
+        let stats = transfer.run(&super::target::file_metas(&missing))?;
         self.link_precopied(&copy, &staging.0, &index_dir, &missing)?;
         // The transfer checked each file's crc32c against the listed one.
-        copy.engine().remember_checksums(&store_files(&missing));
+        copy.engine().remember_checksums(&missing);
         Ok(stats.bytes_copied)
     }
 
@@ -485,7 +480,7 @@ impl SegrepService {
         copy: &LocalCopy,
         staging: &Path,
         index_dir: &Path,
-        files: &[FileMeta],
+        files: &[StoreFile],
     ) -> ApiResult<()> {
         let now = Instant::now();
         copy.shard
@@ -560,17 +555,6 @@ fn abandoned_precopies(
 
 /// Whether `dir` has a file of `file`'s name and length already (a checkpoint copy got it
 /// first); its bytes are checked when a checkpoint lists it.
-fn store_files(files: &[FileMeta]) -> Vec<StoreFile> {
-    files
-        .iter()
-        .map(|f| StoreFile {
-            name: f.name.clone(),
-            length: f.length,
-            checksum: f.crc32c,
-        })
-        .collect()
-}
-
 fn same_length_here(dir: &Path, file: &StoreFile) -> bool {
     std::fs::metadata(dir.join(&file.name)).is_ok_and(|m| m.len() == file.length)
 }
