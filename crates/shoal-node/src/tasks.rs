@@ -147,6 +147,19 @@ impl TaskManager {
         finished.iter().rev().find(|t| t.task.id == id).cloned()
     }
 
+    /// Task `id` while it runs, else its kept outcome. Running is looked at first: an ending
+    /// task's outcome is kept before it stops running, so it is never in neither.
+    pub fn lookup(&self, id: u64) -> Option<TaskLookup> {
+        let filter = TaskFilter {
+            id: Some(id),
+            ..TaskFilter::default()
+        };
+        if let Some(task) = self.list(&filter).pop() {
+            return Some(TaskLookup::Running(task));
+        }
+        self.stored(id).map(TaskLookup::Ended)
+    }
+
     /// Registers a task running until the guard is dropped.
     pub fn register(
         self: &Arc<Self>,
@@ -217,12 +230,19 @@ impl shoal_transport::Action for ListTasksAction {
     type Response = Vec<TaskInfo>;
 }
 
-/// Transport action reading a node's kept outcome of an ended background task.
-pub struct StoredTaskAction;
-impl shoal_transport::Action for StoredTaskAction {
+/// A task as its node knows it: running, or ended in the background with its outcome kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum TaskLookup {
+    Running(TaskInfo),
+    Ended(StoredTask),
+}
+
+/// Transport action reading one task of a node, running or ended (`GET /_tasks/{id}`).
+pub struct TaskLookupAction;
+impl shoal_transport::Action for TaskLookupAction {
     const NAME: &'static str = "cluster:monitor/task/get[n]";
     type Request = u64;
-    type Response = Option<StoredTask>;
+    type Response = Option<TaskLookup>;
 }
 
 /// Lists the running tasks of the cluster's nodes.
@@ -234,8 +254,8 @@ pub(crate) fn register_actions(actions: &mut crate::rpc::NodeActions, service: &
     actions.register_on::<ListTasksAction, _>(Arc::downgrade(service), |service, filter| {
         Ok(service.local_tasks(&filter))
     });
-    actions.register_on::<StoredTaskAction, _>(Arc::downgrade(service), |service, id| {
-        Ok(service.core.tasks.stored(id))
+    actions.register_on::<TaskLookupAction, _>(Arc::downgrade(service), |service, id| {
+        Ok(service.core.tasks.lookup(id))
     });
 }
 
@@ -270,37 +290,18 @@ impl TasksService {
 }
 
 impl TasksService {
-    /// Task `id` of node `node_id` while it runs; `None` once it ended (nothing is stored).
-    pub fn running(
+    /// Task `id` of node `node_id`, running or ended with its outcome kept; `None` when the
+    /// node knows nothing of it.
+    pub fn lookup(
         &self,
         node_id: &str,
         id: u64,
         timeout: Duration,
-    ) -> ApiResult<Option<TaskInfo>> {
-        let filter = TaskFilter {
-            id: Some(id),
-            ..TaskFilter::default()
-        };
-        let (_, answer) = self
-            .list(&[node_id.to_string()], &filter, timeout)
-            .pop()
-            .expect("one node asked");
-        Ok(answer?.pop())
-    }
-}
-
-impl TasksService {
-    /// The kept outcome of background task `id` of node `node_id`, once it ended.
-    pub fn stored(
-        &self,
-        node_id: &str,
-        id: u64,
-        timeout: Duration,
-    ) -> ApiResult<Option<StoredTask>> {
+    ) -> ApiResult<Option<TaskLookup>> {
         let (_, answer) = self
             .core
-            .ask_each_node::<StoredTaskAction>(&[node_id.to_string()], &id, timeout, || {
-                self.core.tasks.stored(id)
+            .ask_each_node::<TaskLookupAction>(&[node_id.to_string()], &id, timeout, || {
+                self.core.tasks.lookup(id)
             })
             .pop()
             .expect("one node asked");

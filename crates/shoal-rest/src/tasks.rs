@@ -11,7 +11,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use serde_json::{json, Map, Value};
-use shoal_node::tasks::{TaskFilter, TaskInfo};
+use shoal_node::tasks::{StoredTask, TaskFilter, TaskInfo, TaskLookup};
 use shoal_node::{ApiError, ApiResult, Node};
 
 use crate::cat::{col, Cell, Column, Table};
@@ -245,14 +245,20 @@ pub async fn get(node: Arc<Node>, task_id: String, params: Params) -> RestResult
         let deadline = Instant::now() + timeout;
         let mut seen = None;
         loop {
-            match node.tasks.running(&node_id, id, timeout)? {
-                Some(task) if wait && Instant::now() < deadline => seen = Some(task),
-                Some(task) if wait => {
+            match node.tasks.lookup(&node_id, id, timeout)? {
+                Some(TaskLookup::Running(task)) if wait && Instant::now() < deadline => seen = Some(task),
+                Some(TaskLookup::Running(task)) if wait => {
                     return Err(ApiError::new(408, "timeout_exception", format!(
                         "Timed out waiting for completion of task [{}]", task.task_id())));
                 }
-                Some(task) => return Ok(json!({"completed": false, "task": task_json(&task, true)})),
-                None => return ended_task(&node, &node_id, id, seen, &task_id),
+                Some(TaskLookup::Running(task)) => return Ok(json!({"completed": false, "task": task_json(&task, true)})),
+                Some(TaskLookup::Ended(stored)) => return Ok(ended_task(stored)),
+                // Ended while waited for, without a kept outcome (a REST request's task).
+                None => match seen {
+                    Some(task) => return Ok(json!({"completed": true, "task": task_json(&task, true)})),
+                    None => return Err(ApiError::new(404, "resource_not_found_exception", format!(
+                        "task [{task_id}] isn't running and hasn't stored its results"))),
+                },
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -261,33 +267,16 @@ pub async fn get(node: Arc<Node>, task_id: String, params: Params) -> RestResult
     ok(body, &params)
 }
 
-/// A task that is not running: its kept outcome if it ran in the background, else what was
-/// seen of it while waiting, else not found.
-fn ended_task(
-    node: &Node,
-    node_id: &str,
-    id: u64,
-    seen: Option<TaskInfo>,
-    task_id: &str,
-) -> ApiResult<Value> {
-    if let Some(stored) = node.tasks.stored(node_id, id, DEFAULT_TIMEOUT)? {
-        let mut body = json!({"completed": true, "task": task_json(&stored.task, true)});
-        if let Some(response) = stored.response {
-            body["response"] = response;
-        }
-        if let Some(error) = stored.error {
-            body["error"] = error;
-        }
-        return Ok(body);
+/// An ended background task as `GET /_tasks/{id}` shows it, with its answer or error.
+fn ended_task(stored: StoredTask) -> Value {
+    let mut body = json!({"completed": true, "task": task_json(&stored.task, true)});
+    if let Some(response) = stored.response {
+        body["response"] = response;
     }
-    match seen {
-        Some(task) => Ok(json!({"completed": true, "task": task_json(&task, true)})),
-        None => Err(ApiError::new(
-            404,
-            "resource_not_found_exception",
-            format!("task [{task_id}] isn't running and hasn't stored its results"),
-        )),
+    if let Some(error) = stored.error {
+        body["error"] = error;
     }
+    body
 }
 
 /// `POST /_tasks[/{task_id}]/_cancel`: no Shoal task can be cancelled yet; a running task
@@ -305,7 +294,8 @@ pub async fn cancel(node: Arc<Node>, task_id: Option<String>, params: Params) ->
         if node.admin.view().node(&node_id).is_none() {
             return Ok(false);
         }
-        Ok(node.tasks.running(&node_id, id, DEFAULT_TIMEOUT)?.is_some())
+        let task = node.tasks.lookup(&node_id, id, DEFAULT_TIMEOUT)?;
+        Ok(matches!(task, Some(TaskLookup::Running(_))))
     })
     .await?;
     Err(match running {
