@@ -107,7 +107,26 @@ impl FileTransfer<'_> {
             }
         }
         stats.diff = diff_started.elapsed();
-        let mut queue = missing.into_iter();
+        let mut completing = Completing::default();
+        let copied = self.copy_missing(&missing, &mut completing, &mut stats);
+        // Also after a failure: no rename of this transfer may land after it returned.
+        let completed = self.finish_completions(&mut completing, &mut stats);
+        copied.and(completed)?;
+        sync_dir(self.dir)?;
+        Ok(stats)
+    }
+
+    /// Copies `missing` in order, `files_in_flight` opening at once; each verified file is
+    /// completed in the background, and the last one (a commit point) is written only once
+    /// every other is durable under its name.
+    fn copy_missing<'f>(
+        &self,
+        missing: &[&'f FileMeta],
+        completing: &mut Completing<'f>,
+        stats: &mut TransferStats,
+    ) -> ApiResult<()> {
+        let last = missing.last().copied();
+        let mut queue = missing.iter().copied();
         let mut opening: VecDeque<(&FileMeta, Opening)> = VecDeque::new();
         loop {
             while opening.len() < self.files_in_flight.max(1) {
@@ -115,15 +134,43 @@ impl FileTransfer<'_> {
                 opening.push_back((file, self.open(file, 0)));
             }
             let Some((file, opened)) = opening.pop_front() else {
-                break;
+                return Ok(());
             };
-            self.copy_file(file, opened)?;
-            self.control.progress(Progress::Copied(file));
-            stats.files_copied += 1;
-            stats.bytes_copied += file.length;
+            if Some(file) == last {
+                self.finish_completions(completing, stats)?;
+            }
+            let partial = self.copy_file(file, opened)?;
+            let path = self.dir.join(&file.name);
+            completing.push(
+                file,
+                self.runtime.spawn_blocking(move || partial.complete(&path)),
+            );
         }
-        sync_dir(self.dir)?;
-        Ok(stats)
+    }
+
+    /// Waits for the files whose fsync and rename run in the background (the next file copies
+    /// meanwhile: a round's fsyncs overlap instead of queueing one after the other).
+    fn finish_completions<'f>(
+        &self,
+        completing: &mut Completing<'f>,
+        stats: &mut TransferStats,
+    ) -> ApiResult<()> {
+        let mut outcome = Ok(());
+        // Every one is waited for, also after one failed.
+        for (file, completion) in completing.0.drain(..) {
+            let completed = self.runtime.block_on(completion).unwrap_or_else(|e| {
+                Err(ApiError::internal(format!("completing a file failed: {e}")))
+            });
+            match completed {
+                Ok(()) => {
+                    self.control.progress(Progress::Copied(file));
+                    stats.files_copied += 1;
+                    stats.bytes_copied += file.length;
+                }
+                Err(e) => outcome = outcome.and(Err(e)),
+            }
+        }
+        outcome
     }
 
     /// Whether the directory holds `file` already: same name, length and crc32c, and its
@@ -176,8 +223,8 @@ impl FileTransfer<'_> {
     }
 
     /// Writes `file` under its temporary name chunk by chunk, checking the running crc32c
-    /// against the listed one, then fsyncs it and renames it into place.
-    fn copy_file(&self, file: &FileMeta, opened: Opening) -> ApiResult<()> {
+    /// against the listed one; the caller completes it (fsync, then its name).
+    fn copy_file(&self, file: &FileMeta, opened: Opening) -> ApiResult<PartialFile> {
         let mut partial = PartialFile::create(self.dir, &file.name)?;
         let mut stream = self.wait_open(opened)?;
         let (mut written, mut crc, mut resumes) = (0u64, 0u32, 0);
@@ -216,8 +263,7 @@ impl FileTransfer<'_> {
                 file.crc32c
             )));
         }
-        partial.complete(&self.dir.join(&file.name))?;
-        Ok(())
+        Ok(partial)
     }
 
     fn length_mismatch(&self, file: &FileMeta, received: u64) -> ApiError {
@@ -242,6 +288,16 @@ impl Opening {
 impl Drop for Opening {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Verified files being made durable and given their names, in the order they were copied.
+#[derive(Default)]
+struct Completing<'f>(Vec<(&'f FileMeta, JoinHandle<ApiResult<()>>)>);
+
+impl<'f> Completing<'f> {
+    fn push(&mut self, file: &'f FileMeta, completion: JoinHandle<ApiResult<()>>) {
+        self.0.push((file, completion));
     }
 }
 

@@ -544,3 +544,72 @@ fn a_peer_source_streams_files_served_from_another_node() {
         "opened at an offset"
     );
 }
+
+/// Notes which files are under their names when the first bytes of `last` arrive.
+struct LastFileWatch {
+    dir: std::path::PathBuf,
+    last: &'static str,
+    named_then: Mutex<Option<Vec<String>>>,
+}
+
+impl TransferControl for LastFileWatch {
+    fn check(&self) -> ApiResult<()> {
+        Ok(())
+    }
+
+    fn max_bytes_per_sec(&self) -> Option<u64> {
+        None
+    }
+
+    fn progress(&self, event: Progress<'_>) {
+        if let Progress::Received { file, .. } = event {
+            let mut named = self.named_then.lock();
+            if file.name == self.last && named.is_none() {
+                *named = Some(names_in(&self.dir));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_last_listed_file_is_written_once_every_other_is_complete_under_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let bodies: Vec<Bytes> = (0..5u8).map(|n| segment_file(&[n; 6000])).collect();
+    let names = ["a.idx", "b.pos", "c.store", "d.term", "meta.json"];
+    let served: Vec<(&str, &Bytes)> = names.iter().copied().zip(bodies.iter()).collect();
+    let source = MemorySource::new(&served, 1024);
+    let files: Vec<FileMeta> = served.iter().map(|(n, b)| meta(n, b)).collect();
+    let control = LastFileWatch {
+        dir: dir.path().to_path_buf(),
+        last: "meta.json",
+        named_then: Mutex::new(None),
+    };
+    let (runtime, limiter) = (runtime(), RateLimiter::default());
+
+    let stats = FileTransfer {
+        dir: dir.path(),
+        source: &source,
+        runtime: runtime.handle(),
+        limiter: &limiter,
+        control: &control,
+        differing: Differing::Replace,
+        files_in_flight: 3,
+    }
+    .run(&files)
+    .unwrap();
+
+    assert_eq!(stats.files_copied, 5);
+    let named_then = control.named_then.lock().clone().unwrap();
+    assert_eq!(
+        named_then,
+        vec![
+            "a.idx",
+            "b.pos",
+            "c.store",
+            "d.term",
+            "meta.json.recovering"
+        ],
+        "every other file complete (fsynced, renamed) before the commit point's bytes"
+    );
+    assert_eq!(names_in(dir.path()), names.to_vec());
+}
