@@ -30,8 +30,11 @@ def summarize(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def bench_cmd(*args):
+def bench_cmd(*args, cpus=None):
+    """Runs `shoal-bench` with `args` (on the CPUs `cpus` only, when given); its JSON answer."""
     cmd = [BENCH_BIN, *[str(a) for a in args]]
+    if cpus:
+        cmd = ["taskset", "-c", ",".join(map(str, cpus)), *cmd]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")

@@ -2,6 +2,9 @@
 replication mode and system, with the replica's CPU, node-to-node bytes and replica visibility
 lag (see `visibility.py`)."""
 
+import os
+import subprocess
+
 import prep
 from common import bench_cmd, load_index_body, start_cluster, summarize, summarize_runs, with_settings
 from systems import log
@@ -33,7 +36,32 @@ def bulk_args(entry, max_docs, repeat, duration=None):
             *(["--duration", duration] if duration else [])]
 
 
-def replicated_once(nodes, body, max_docs, repeat, duration=None):
+# Modes measured a second time with each node on cores of its own (see `own_cores`).
+OWN_CORES_MODES = ("DOCUMENT, 0 replicas", "SEGMENT, 1 replica")
+OWN_CORES_SUFFIX = ", each node on its own cores"
+
+
+def own_cores():
+    """The machine's CPUs split in two: the primary's node gets the first half, the replica's
+    node and the client the second. On one machine this stands for a replica on another host,
+    the deployment segment replication's savings are about: with both nodes on the same cores,
+    every CPU second the replica spends is taken from the primary. `None` with fewer than 2."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    half = len(cpus) // 2
+    return cpus[:half], cpus[half:]
+
+
+def set_affinity(pid, cpus):
+    """Every thread of `pid` (a JVM's or Shoal's) onto `cpus`."""
+    subprocess.run(["taskset", "-a", "-p", "-c", ",".join(map(str, cpus)), str(pid)], check=True,
+                   capture_output=True)
+
+
+def replicated_once(nodes, body, max_docs, repeat, duration=None, split_cores=None):
+    """One bulk run into a fresh `repl`; with `split_cores` (from `own_cores`) the primary's
+    node, and the replica's node with the client, run on separate cores for its length."""
     nodes[0].recreate_index("repl", body)
     # The client talks to the node holding the primary, as a shard-aware client would: every
     # mode and system then measures replication alone, not forwarding that depends on where
@@ -41,7 +69,17 @@ def replicated_once(nodes, body, max_docs, repeat, duration=None):
     entry = primary_node(nodes, "repl")
     cpu0 = [n.cpu_seconds() for n in nodes]
     tx0 = sum(n.transport_tx_bytes() for n in nodes)
-    out = bench_cmd(*bulk_args(entry, max_docs, repeat, duration))
+    client_cpus = None
+    if split_cores:
+        primary_cpus, client_cpus = split_cores
+        for n in nodes:
+            set_affinity(n.pid, primary_cpus if n is entry else client_cpus)
+    try:
+        out = bench_cmd(*bulk_args(entry, max_docs, repeat, duration), cpus=client_cpus)
+    finally:
+        if split_cores:
+            for n in nodes:
+                set_affinity(n.pid, sorted(os.sched_getaffinity(0)))
     per_node = [n.cpu_seconds() - c0 for n, c0 in zip(nodes, cpu0)]
     # Node-to-node bytes per MB of documents indexed: replica operations, segment files,
     # cluster chatter.
@@ -88,6 +126,12 @@ def scenario(ctx):
                     if r >= ctx.warmup:
                         modes = result["systems"][name]["modes"]
                         modes.setdefault(label, {"runs": []})["runs"].append(row)
+                    split = own_cores() if label in OWN_CORES_MODES else None
+                    if split:
+                        row = replicated_once(clusters[name], body, ctx.debian_docs, repeat, split_cores=split)
+                        log(f"ingest-replicated {name} {label}{OWN_CORES_SUFFIX}: {row['docs_per_s']:.0f} docs/s")
+                        if r >= ctx.warmup:
+                            modes.setdefault(label + OWN_CORES_SUFFIX, {"runs": []})["runs"].append(row)
         measure_visibility(ctx, clusters, systems, base, result)
         keys = ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs", "bulk_p50_ms", "bulk_p99_ms",
                 "cpu_s_busier_node", "cpu_s_other_node", "other_over_busier_cpu", "transport_mb_per_indexed_mb"]
@@ -107,6 +151,9 @@ def scenario(ctx):
                 if "DOCUMENT, 0 replicas" in modes:
                     entry["segment_over_no_replica_docs_per_s"] = round(
                         median("SEGMENT, 1 replica") / median("DOCUMENT, 0 replicas"), 3)
+                own = [label + OWN_CORES_SUFFIX for label in OWN_CORES_MODES]
+                if all(label in modes for label in own):
+                    entry["segment_over_no_replica_own_cores_docs_per_s"] = round(median(own[1]) / median(own[0]), 3)
     finally:
         for nodes in clusters.values():
             for n in nodes:
