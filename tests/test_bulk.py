@@ -330,3 +330,19 @@ def test_update_by_query_with_script_refused_by_shoal(http, index, is_shoal):
     r = http.post(f"/{index}/_update_by_query", {"script": {"source": "ctx._source.n++"}})
     assert r.status_code == 400
     assert "script" in r.json()["error"]["reason"].lower()
+
+
+def test_by_query_writes_scroll_size_matches_per_batch(http, index):
+    _seed(http, index, 10)
+    r = http.post(f"/{index}/_update_by_query", {"query": {"match_all": {}}}, params={"scroll_size": "3"})
+    assert r.status_code == 200 and (r.json()["updated"], r.json()["batches"]) == (10, 4), r.text
+    r = http.post(f"/{index}/_delete_by_query", {"query": {"range": {"n": {"lt": 5}}}},
+                  params={"scroll_size": "5", "refresh": "true"})
+    assert r.status_code == 200 and (r.json()["deleted"], r.json()["batches"]) == (5, 1), r.text
+    assert http.get(f"/{index}/_count").json()["count"] == 5, "refresh=true after the last batch"
+    err = assert_error(http.post(f"/{index}/_delete_by_query", {"query": {"match_all": {}}},
+                                 params={"scroll_size": "0"}), 400, "action_request_validation_exception")
+    assert "[size] cannot be [0] in a scroll context" in err["reason"], err
+    assert_error(http.post(f"/{index}/_delete_by_query", {"query": {"match_all": {}}},
+                           params={"scroll_size": "many"}), 400, "illegal_argument_exception")
+    assert http.get(f"/{index}/_count").json()["count"] == 5, "a refused request deleted nothing"

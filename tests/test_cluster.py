@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -204,6 +205,12 @@ def test_forced_awareness_leaves_the_copies_of_a_lost_zone_unassigned(tmp_path):
         c.wait_for_status("green")
         assert all(row["node"] == "node-2" for row in cat_shards(c, "forced") if row["prirep"] in "pr"
                    and row["node"] not in ("node-0", "node-1")), "zone b holds one copy of every shard"
+        zones = c.get("/_cluster/health", level="awareness_attributes").json()["awareness_attributes"]
+        assert zones == {"zone": {
+            "a": {"active_shards": 4, "initializing_shards": 0, "relocating_shards": 0,
+                  "unassigned_shards": -1, "data_nodes": 2, "weight": 1.0},
+            "b": {"active_shards": 4, "initializing_shards": 0, "relocating_shards": 0,
+                  "unassigned_shards": -1, "data_nodes": 1, "weight": 1.0}}}, zones
         c.kill(2)
         survivor = 0
         c.wait_for_nodes(2, i=survivor, timeout=30)
@@ -220,6 +227,45 @@ def test_forced_awareness_leaves_the_copies_of_a_lost_zone_unassigned(tmp_path):
         reasons = [row["ur"] for row in c.get("/_cat/shards/forced", survivor, format="json", h="node,ur").json()
                    if not row["node"]]
         assert reasons == ["NODE_LEFT"] * 4, reasons
+        zones = c.get("/_cluster/health", survivor, level="awareness_attributes",
+                      awareness_attribute="zone").json()["awareness_attributes"]
+        assert list(zones["zone"]) == ["a"] and zones["zone"]["a"]["active_shards"] == 4, zones
+
+
+def test_health_levels_and_awareness_parameters_are_checked(cluster3):
+    """An unknown level, an attribute without its level, or a weighed-in check of a non-local
+    request is refused; the checks Shoal can answer are answered."""
+    bad = {"level": "bogus"}, {"awareness_attribute": "zone"}, {"ensure_node_weighed_in": "true"}
+    for params in bad:
+        r = cluster3.get("/_cluster/health", **params)
+        assert r.status_code == 400, (params, r.text)
+    assert "level=awareness_attributes is required" in cluster3.get(
+        "/_cluster/health", awareness_attribute="zone").json()["error"]["reason"]
+    # Without weighted routing or decommissioning every node is weighed in.
+    r = cluster3.get("/_cluster/health", ensure_node_weighed_in="true", local="true")
+    assert r.status_code == 200 and r.json()["status"] == "green", r.text
+    # No awareness attribute configured: nothing to break down.
+    r = cluster3.get("/_cluster/health", level="awareness_attributes")
+    assert r.json()["awareness_attributes"] == {}, r.text
+    r = cluster3.get("/_cluster/health", level="awareness_attributes", awareness_attribute="zone")
+    zones = r.json()["awareness_attributes"]["zone"]
+    assert sorted(zones) == ["a", "b", "c"] and all(z["data_nodes"] == 1 for z in zones.values()), r.text
+
+
+def test_cluster_state_waits_for_a_metadata_version(cluster3):
+    version = cluster3.get("/_cluster/state/version", 1).json()["version"]
+    # The wait ends when a later change (an index created meanwhile) reaches node-1.
+    creator = threading.Timer(0.5, lambda: cluster3.http(0).put("/later", {}))
+    creator.start()
+    r = cluster3.get("/_cluster/state/version", 1, wait_for_metadata_version=str(version + 1),
+                     wait_for_timeout="8s")
+    creator.join()
+    body = r.json()
+    assert body["wait_for_timed_out"] is False and body["version"] > version, r.text
+    # A version not reached within the timeout answers that it timed out, without a state.
+    r = cluster3.get("/_cluster/state/version", wait_for_metadata_version=str(version + 10_000),
+                     wait_for_timeout="300ms")
+    assert r.status_code == 200 and r.json() == {"wait_for_timed_out": True, "cluster_name": r.json()["cluster_name"]}
 
 
 def test_five_nodes_form_one_cluster_and_survive_losing_the_cluster_manager(tmp_path):

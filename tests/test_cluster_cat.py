@@ -86,6 +86,25 @@ def test_cluster_state_filtered(http, index):
     assert "routing_table" not in b
 
 
+def test_cluster_state_honours_flat_settings_and_index_resolution_options(http, index):
+    flat = http.get(f"/_cluster/state/metadata/{index}", params={"flat_settings": "true"}).json()
+    assert flat["metadata"]["indices"][index]["settings"]["index.number_of_shards"] == "1", flat
+    missing = f"{index}-missing"
+    assert http.get(f"/_cluster/state/metadata/{missing}").status_code == 404
+    b = http.get(f"/_cluster/state/metadata/{index},{missing}", params={"ignore_unavailable": "true"}).json()
+    assert list(b["metadata"]["indices"]) == [index], b
+    assert http.post(f"/{index}/_close").status_code == 200
+    try:
+        open_only = http.get(f"/_cluster/state/metadata/{index}*", params={"expand_wildcards": "open"}).json()
+        assert index not in open_only["metadata"]["indices"], open_only
+        closed = http.get(f"/_cluster/state/metadata/{index}*", params={"expand_wildcards": "closed"}).json()
+        assert closed["metadata"]["indices"][index]["state"] == "close", closed
+    finally:
+        http.post(f"/{index}/_open")
+    err = http.get(f"/_cluster/state/metadata/{index}*", params={"expand_wildcards": "bogus"})
+    assert err.status_code == 400 and "WildcardStates.BOGUS" in err.json()["error"]["reason"], err.text
+
+
 def test_cluster_settings_persistent_and_transient(http):
     r = http.get("/_cluster/settings")
     assert r.status_code == 200

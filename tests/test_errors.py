@@ -370,3 +370,23 @@ def test_pipelined_requests_with_bodies_keep_their_framing(base_url, numbers_ind
             assert chunk, buf[:500]
             buf += chunk
     assert buf.count(b'"total":{"value":1') >= 2, buf[:1000]
+
+
+def test_search_fan_out_options_are_taken_but_values_opensearch_refuses_are_refused(http, index):
+    """Options tuning OpenSearch's shard fan-out change no result; Shoal takes them, and
+    refuses the values OpenSearch refuses, with its messages."""
+    assert http.get(f"/{index}/_search", params={"max_concurrent_shard_requests": "3"}).status_code == 200
+    for path in (f"/{index}/_search", f"/{index}/_count"):
+        r = http.get(path, params={"ignore_throttled": "false"})
+        assert r.status_code == 200, (path, r.text)
+        assert_error(http.get(path, params={"ignore_throttled": "maybe"}), 400, "illegal_argument_exception")
+    assert http.get(f"/{index}/_search", params={"batched_reduce_size": "2", "pre_filter_shard_size": "1",
+                                                 "ccs_minimize_roundtrips": "false"}).status_code == 200
+    for param, value, reason in [("batched_reduce_size", "1", "batchedReduceSize must be >= 2"),
+                                 ("max_concurrent_shard_requests", "0", "maxConcurrentShardRequests must be >= 1"),
+                                 ("pre_filter_shard_size", "0", "preFilterShardSize must be >= 1")]:
+        err = assert_error(http.get(f"/{index}/_search", params={param: value}), 400, "illegal_argument_exception")
+        assert err["reason"] == reason, err
+    r = http.post(f"/{index}/_msearch", data="{}\n{}\n", params={"max_concurrent_shard_requests": "0"},
+                  headers={"content-type": "application/x-ndjson"})
+    assert_error(r, 400, "illegal_argument_exception")

@@ -690,3 +690,39 @@ def test_auto_create_disabled(http, index_name):
 def test_auto_create_invalid_name_refused(http):
     r = http.put("/Bad_Name/_doc/1", {"a": 1})
     assert_error(r, 400, "invalid_index_name_exception", reason="Invalid index name [Bad_Name], must be lowercase")
+
+
+def test_update_settings_with_preserve_existing_sets_only_what_is_unset(http, index):
+    r = http.put(f"/{index}/_settings", {"index": {"refresh_interval": "5s"}})
+    assert r.status_code == 200, r.text
+    r = http.put(f"/{index}/_settings", {"index": {"refresh_interval": "9s", "max_result_window": 20000}},
+                 params={"preserve_existing": "true"})
+    assert r.status_code == 200, r.text
+    got = http.get(f"/{index}/_settings", params={"flat_settings": "true"}).json()[index]["settings"]
+    assert (got["index.refresh_interval"], got["index.max_result_window"]) == ("5s", "20000"), got
+    r = http.put(f"/{index}/_settings", {"index": {"refresh_interval": "9s"}}, params={"preserve_existing": "false"})
+    assert r.status_code == 200
+    got = http.get(f"/{index}/_settings", params={"flat_settings": "true"}).json()[index]["settings"]
+    assert got["index.refresh_interval"] == "9s", got
+
+
+def test_put_mapping_with_write_index_only_changes_the_alias_write_index_alone(http, index_name):
+    old, new, alias = f"{index_name}-old", f"{index_name}-new", f"{index_name}-alias"
+    for name in (old, new):
+        assert http.put(f"/{name}", {}).status_code == 200
+    r = http.post("/_aliases", {"actions": [{"add": {"index": old, "alias": alias}},
+                                            {"add": {"index": new, "alias": alias, "is_write_index": True}}]})
+    assert r.status_code == 200, r.text
+    r = http.put(f"/{alias}/_mapping", {"properties": {"fresh": {"type": "keyword"}}},
+                 params={"write_index_only": "true"})
+    assert r.status_code == 200, r.text
+    mappings = http.get(f"/{old},{new}/_mapping").json()
+    has = {name: "fresh" in m["mappings"].get("properties", {}) for name, m in mappings.items()}
+    assert has == {old: False, new: True}, has
+    r = http.put(f"/{alias}/_mapping", {"properties": {"everywhere": {"type": "keyword"}}})
+    assert r.status_code == 200, r.text
+    mappings = http.get(f"/{old},{new}/_mapping").json()
+    assert all("everywhere" in m["mappings"]["properties"] for m in mappings.values()), mappings
+    r = http.put(f"/{index_name}-missing/_mapping", {"properties": {"x": {"type": "keyword"}}},
+                 params={"write_index_only": "true"})
+    assert r.status_code == 404, r.text

@@ -46,12 +46,12 @@ pub async fn root(node: Arc<Node>, params: Params, head: bool) -> RestResult {
 pub(crate) fn health_body(
     node: &Node,
     state: &shoal_node::admin::ClusterView,
-    index: Option<&str>,
-    level: &str,
+    (index, resolve): (Option<&str>, ResolveOptions),
+    level: &HealthLevel,
 ) -> ApiResult<(Value, Health, bool)> {
     let mut missing = false;
     let names: Option<Vec<String>> = match index {
-        Some(expr) => match node.core().resolve(expr, ResolveOptions::admin()) {
+        Some(expr) => match node.core().resolve(expr, resolve) {
             Ok(services) => Some(services.iter().map(|s| s.name()).collect()),
             // A missing index is red until it is created, like OpenSearch.
             Err(e) if e.status == 404 => {
@@ -72,14 +72,14 @@ pub(crate) fn health_body(
         })
     };
     let mut indices = Map::new();
-    if level == "indices" || level == "shards" {
+    if matches!(level, HealthLevel::Indices | HealthLevel::Shards) {
         for (name, index) in &health.indices {
             let mut entry = json!({
                 "status": index.status.as_str(), "number_of_shards": index.number_of_shards,
                 "number_of_replicas": index.number_of_replicas,
             });
             merge_into(&mut entry, counts_json(&index.counts));
-            if level == "shards" {
+            if *level == HealthLevel::Shards {
                 let shards: Map<String, Value> = index
                     .shards
                     .iter()
@@ -118,10 +118,52 @@ pub(crate) fn health_body(
         "task_max_waiting_in_queue_millis": 0,
         "active_shards_percent_as_number": health.active_shards_percent()
     });
-    if level == "indices" || level == "shards" {
-        body["indices"] = Value::Object(indices);
+    match level {
+        HealthLevel::Indices | HealthLevel::Shards => body["indices"] = Value::Object(indices),
+        HealthLevel::AwarenessAttributes(attribute) => {
+            body["awareness_attributes"] = state.awareness_health_json(attribute.as_deref())
+        }
+        HealthLevel::Cluster => {}
     }
     Ok((body, overall, missing))
+}
+
+/// How much a health answer details (`level`, with `awareness_attribute`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HealthLevel {
+    Cluster,
+    Indices,
+    Shards,
+    /// One attribute, or every awareness attribute.
+    AwarenessAttributes(Option<String>),
+}
+
+impl HealthLevel {
+    pub(crate) fn parse(params: &Params) -> ApiResult<HealthLevel> {
+        let attribute = params.get("awareness_attribute").map(str::to_string);
+        let level = match params.get("level").unwrap_or("cluster") {
+            "cluster" => HealthLevel::Cluster,
+            "indices" => HealthLevel::Indices,
+            "shards" => HealthLevel::Shards,
+            "awareness_attributes" => {
+                return Ok(HealthLevel::AwarenessAttributes(
+                    attribute.filter(|a| !a.trim().is_empty()),
+                ))
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "level [{other}] is not one of [cluster, indices, shards, awareness_attributes]"
+                )))
+            }
+        };
+        if attribute.is_some() {
+            return Err(ApiError::action_request_validation(&[
+                "level=awareness_attributes is required with awareness_attribute parameter"
+                    .to_string(),
+            ]));
+        }
+        Ok(level)
+    }
 }
 
 fn merge_into(target: &mut Value, extra: Value) {
@@ -137,19 +179,72 @@ pub async fn state(
     index: Option<String>,
     params: Params,
 ) -> RestResult {
+    let wait = MetadataVersionWait::parse(&params)?;
+    let resolve = crate::indices::options(&params, ResolveOptions::admin())?;
+    let flat_settings = params.bool_or("flat_settings", false)?;
+    // Every node answers from its own applied state, so `local` changes nothing here.
+    params.bool_or("local", false)?;
     let body = blocking(move || {
         let metrics = metrics.unwrap_or_else(|| "_all".into());
-        let state = node.admin.view();
-        let mut body = json!({"cluster_name": node.core().config.cluster_name});
-        merge_into(
-            &mut body,
-            node.admin
-                .cluster_state_json(&state, &metrics, index.as_deref())?,
-        );
+        let cluster_name = node.core().config.cluster_name.clone();
+        let mut body = json!({"cluster_name": cluster_name});
+        let state = match wait {
+            Some(wait) => match wait.wait(&node) {
+                Some(state) => {
+                    body = json!({"wait_for_timed_out": false, "cluster_name": cluster_name});
+                    state
+                }
+                None => {
+                    return Ok(json!({"wait_for_timed_out": true, "cluster_name": cluster_name}))
+                }
+            },
+            None => node.admin.view(),
+        };
+        let request = shoal_node::admin::StateRequest {
+            metrics: &metrics,
+            index: index.as_deref(),
+            resolve,
+            flat_settings,
+        };
+        merge_into(&mut body, node.admin.cluster_state_json(&state, &request)?);
         Ok(body)
     })
     .await?;
     ok(body, &params)
+}
+
+/// `wait_for_metadata_version` (and `wait_for_timeout`, 1m by default) of a cluster state
+/// request. Shoal's metadata has no version of its own: every metadata change makes a new
+/// cluster state, so the state's version, the only one a client reads, stands for it.
+struct MetadataVersionWait {
+    version: u64,
+    timeout: std::time::Duration,
+}
+
+impl MetadataVersionWait {
+    fn parse(params: &Params) -> ApiResult<Option<MetadataVersionWait>> {
+        let timeout = crate::cluster_admin::timeout_param(
+            params,
+            "wait_for_timeout",
+            std::time::Duration::from_secs(60),
+        )?;
+        let Some(text) = params.get("wait_for_metadata_version") else {
+            return Ok(None);
+        };
+        let version = text.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "Failed to parse long parameter [wait_for_metadata_version] with value [{text}]"
+            ))
+        })?;
+        Ok(Some(MetadataVersionWait { version, timeout }))
+    }
+
+    /// The first applied state at or above the version, or `None` after the timeout.
+    fn wait(&self, node: &Node) -> Option<shoal_node::admin::ClusterView> {
+        let reached = |view: &shoal_node::admin::ClusterView| view.version() >= self.version;
+        node.admin
+            .wait_for_view(self.timeout, |view| reached(view).then(|| view.clone()))
+    }
 }
 
 /// `GET /_cluster/settings`.

@@ -396,9 +396,13 @@ pub async fn reroute(node: Arc<Node>, params: Params, body: Bytes) -> RestResult
         let outcome = node
             .admin
             .reroute(commands, retry_failed, dry_run, explain)?;
-        let state = node
-            .admin
-            .cluster_state_json(&outcome.state, &metric, None)?;
+        let request = shoal_node::admin::StateRequest {
+            metrics: &metric,
+            index: None,
+            resolve: shoal_node::ResolveOptions::admin(),
+            flat_settings: false,
+        };
+        let state = node.admin.cluster_state_json(&outcome.state, &request)?;
         let mut body = json!({"acknowledged": true, "state": state});
         if explain {
             body["explanations"] = json!(outcome.explanations);

@@ -121,7 +121,14 @@ impl HealthWaits {
             }
         }
         // Every node answers from its own applied state, so `local` changes nothing here.
-        params.bool_or("local", false)?;
+        let local = params.bool_or("local", false)?;
+        // A node is weighed away or decommissioned only by weighted routing or a decommission,
+        // which Shoal does not have yet: every node is weighed in, so the check holds.
+        if params.bool_or("ensure_node_weighed_in", false)? && !local {
+            return Err(ApiError::action_request_validation(&[
+                "not a local request to ensure local node commissioned or weighed in".to_string(),
+            ]));
+        }
         Ok(HealthWaits {
             status,
             nodes,
@@ -154,12 +161,14 @@ impl HealthWaits {
 /// `GET /_cluster/health[/{index}]`: waits (on applied cluster states, no polling) until every
 /// `wait_for_*` condition holds, or answers 408 with `timed_out: true` after `timeout`.
 pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
-    let level = params.get("level").unwrap_or("cluster").to_string();
+    let level = crate::cluster::HealthLevel::parse(&params)?;
+    let resolve = crate::indices::options(&params, shoal_node::ResolveOptions::admin())?;
     let waits = HealthWaits::parse(&params)?;
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let (body, satisfied) = blocking(move || {
         let evaluate = |state: &ClusterView| -> ApiResult<(Value, bool)> {
-            let (body, status, missing) = health_body(&node, state, index.as_deref(), &level)?;
+            let (body, status, missing) =
+                health_body(&node, state, (index.as_deref(), resolve), &level)?;
             let satisfied = waits.satisfied(&body, status, missing);
             Ok((body, satisfied))
         };

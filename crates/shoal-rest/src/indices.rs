@@ -37,14 +37,13 @@ pub(crate) fn resolving(
     options(params, base)
 }
 
-fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
+pub(crate) fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
     Ok(ResolveOptions {
         ignore_unavailable: params.bool_or("ignore_unavailable", base.ignore_unavailable)?,
         allow_no_indices: params.bool_or("allow_no_indices", base.allow_no_indices)?,
-        include_closed: base.include_closed,
-        expand_hidden: base.expand_hidden,
+        ..base
     }
-    .with_expand_wildcards(params.get("expand_wildcards")))
+    .with_expand_wildcards(params.get("expand_wildcards"))?)
 }
 
 fn ack() -> Value {
@@ -216,9 +215,14 @@ pub async fn put_mapping(
             ApiError::action_request_validation(&["mapping source is empty".to_string()]).into(),
         );
     }
+    let opts = options(&params, ResolveOptions::admin())?;
+    let write_index_only = params.bool_or("write_index_only", false)?;
     blocking(move || {
         let update = shoal_mapping::Mapping::from_json(&body)?;
-        let services = node.core().resolve(&index, ResolveOptions::admin())?;
+        let services = match write_index_only {
+            true => write_indices(&node, &index)?,
+            false => node.core().resolve(&index, opts)?,
+        };
         node.core()
             .blocks()
             .check_indices(BlockLevel::MetadataWrite, &names_of(&services))?;
@@ -229,6 +233,19 @@ pub async fn put_mapping(
     })
     .await?;
     ok(ack(), &params)
+}
+
+/// `write_index_only`: each name of the expression is an index, or an alias standing for its
+/// write index.
+fn write_indices(node: &Node, expression: &str) -> ApiResult<Vec<Arc<IndexService>>> {
+    expression
+        .split(',')
+        .map(|name| {
+            node.core()
+                .resolve_write_index(name)?
+                .ok_or_else(|| ApiError::index_not_found(name))
+        })
+        .collect()
 }
 
 /// `GET /_settings`, `/{index}/_settings`, `/{index}/_settings/{name}`.
@@ -296,33 +313,63 @@ pub async fn put_settings(
             ApiError::action_request_validation(&["no settings to update".to_string()]).into(),
         );
     }
+    let opts = options(&params, ResolveOptions::admin())?;
+    let preserve_existing = params.bool_or("preserve_existing", false)?;
     blocking(move || {
         let services = node
             .core()
-            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
+            .resolve(index.as_deref().unwrap_or("_all"), opts)?;
         let keys: Vec<String> = update.keys().cloned().collect();
         node.core()
             .blocks()
             .check_index_settings_update(&keys, &names_of(&services))?;
-        for service in &services {
+        // `preserve_existing`: each index takes only the settings it does not have yet.
+        let updates: Vec<(Arc<IndexService>, FlatSettings)> = services
+            .into_iter()
+            .map(|service| {
+                let meta = service.meta();
+                let own: FlatSettings = update
+                    .iter()
+                    .filter(|(k, _)| !preserve_existing || !meta.settings.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                (service, own)
+            })
+            .collect();
+        for (service, update) in &updates {
             let meta = service.meta();
-            settings::validate_settings_update(&update, &meta.name, &meta.uuid, service.is_open())?;
+            settings::validate_settings_update(update, &meta.name, &meta.uuid, service.is_open())?;
         }
-        if let Some(replicas) = update
-            .get("index.number_of_replicas")
-            .and_then(Value::as_str)
-        {
-            let replicas = replicas.parse().unwrap_or(0);
-            node.admin
-                .check_shard_limit_for_replicas(&names_of(&services), replicas)?;
-        }
-        for service in services {
+        check_replica_limit(&node, &updates)?;
+        for (service, update) in updates {
             apply_settings_update(&service, &update)?;
         }
         Ok(())
     })
     .await?;
     ok(ack(), &params)
+}
+
+/// A new replica count must keep the cluster under its shard limit (the indices that take it).
+fn check_replica_limit(
+    node: &Node,
+    updates: &[(Arc<IndexService>, FlatSettings)],
+) -> ApiResult<()> {
+    let mut by_count: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for (service, update) in updates {
+        if let Some(replicas) = update
+            .get("index.number_of_replicas")
+            .and_then(Value::as_str)
+        {
+            let count = replicas.parse().unwrap_or(0);
+            by_count.entry(count).or_default().push(service.name());
+        }
+    }
+    for (replicas, names) in by_count {
+        node.admin
+            .check_shard_limit_for_replicas(&names, replicas)?;
+    }
+    Ok(())
 }
 
 fn apply_settings_update(service: &IndexService, update: &FlatSettings) -> ApiResult<()> {

@@ -41,6 +41,7 @@ const UNHONOURED_BY_QUERY_PARAMS: &[(&str, &str)] = &[
 
 /// Refuses a search option Shoal does not act on; a boolean one only when true.
 fn refuse_unhonoured(path: &str, params: &Params) -> Result<(), ApiError> {
+    check_fan_out_options(params)?;
     for (name, why) in UNHONOURED_SEARCH_PARAMS {
         let Some(value) = params.get(name) else {
             continue;
@@ -56,6 +57,30 @@ fn refuse_unhonoured(path: &str, params: &Params) -> Result<(), ApiError> {
             )));
         }
     }
+    Ok(())
+}
+
+/// Options that tune how OpenSearch fans a search out over shards and change no result.
+/// Shoal's fan-out has no such knobs, so it takes them, but refuses the values OpenSearch
+/// refuses, with its messages.
+fn check_fan_out_options(params: &Params) -> Result<(), ApiError> {
+    const AT_LEAST: [(&str, i64, &str); 3] = [
+        ("batched_reduce_size", 2, "batchedReduceSize"),
+        (
+            "max_concurrent_shard_requests",
+            1,
+            "maxConcurrentShardRequests",
+        ),
+        ("pre_filter_shard_size", 1, "preFilterShardSize"),
+    ];
+    for (name, min, field) in AT_LEAST {
+        if params.i64(name)?.is_some_and(|n| n < min) {
+            return Err(ApiError::bad_request(format!("{field} must be >= {min}")));
+        }
+    }
+    // No cross-cluster searches and no throttled (frozen) indices: either value holds.
+    params.bool_or("ccs_minimize_roundtrips", true)?;
+    params.bool_or("ignore_throttled", true)?;
     Ok(())
 }
 
@@ -153,6 +178,7 @@ pub async fn count(
     params: Params,
     body: Bytes,
 ) -> RestResult {
+    check_fan_out_options(&params)?;
     let body = search_body(&body)?;
     let map = params.0.clone();
     let response = blocking(move || {
@@ -170,6 +196,7 @@ pub async fn msearch(
     params: Params,
     body: Bytes,
 ) -> RestResult {
+    check_fan_out_options(&params)?;
     let started = std::time::Instant::now();
     let mut lines = body
         .split(|b| *b == b'\n')

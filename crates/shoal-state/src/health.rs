@@ -198,3 +198,99 @@ fn new_primary_not_refused(primary: &ShardRouting) -> bool {
             u.reason == UnassignedReason::IndexCreated && u.last_allocation_status != "no"
         })
 }
+
+/// One value of an awareness attribute (a zone, a rack): the copies on its data nodes
+/// (`GET /_cluster/health?level=awareness_attributes`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AwarenessValueHealth {
+    /// Copies not moving away: started, initializing and relocation targets, as OpenSearch
+    /// counts a node's "owning" shards.
+    pub active_shards: i64,
+    pub initializing_shards: i64,
+    pub relocating_shards: i64,
+    /// What this value lacks of an even share of every copy the metadata asks for; -1 when
+    /// the cluster does not balance copies over the attribute's values (see
+    /// [`ClusterState::awareness_health`]).
+    pub unassigned_shards: i64,
+    pub data_nodes: i64,
+    /// Weighted routing's weight of the value; Shoal routes every value alike.
+    pub weight: f64,
+}
+
+impl ClusterState {
+    /// Per value of `attribute` on the data nodes, the copies those nodes hold. With
+    /// `balanced` (awareness balance on and the attribute's values forced), each value's
+    /// missing share of the metadata's copies is counted as unassigned.
+    pub fn awareness_health(
+        &self,
+        attribute: &str,
+        balanced: bool,
+    ) -> BTreeMap<String, AwarenessValueHealth> {
+        let mut values: BTreeMap<String, AwarenessValueHealth> = BTreeMap::new();
+        let mut value_of_node = BTreeMap::new();
+        for node in self.nodes.values().filter(|n| n.is_data()) {
+            let Some(value) = node.attributes.get(attribute) else {
+                continue;
+            };
+            let entry = values
+                .entry(value.clone())
+                .or_insert_with(AwarenessValueHealth::empty);
+            entry.data_nodes += 1;
+            value_of_node.insert(node.id.as_str(), value.as_str());
+        }
+        let copies = self
+            .routing
+            .values()
+            .flat_map(|t| t.shards.iter().flatten());
+        for copy in copies {
+            let Some(value) = copy.node.as_deref().and_then(|n| value_of_node.get(n)) else {
+                continue;
+            };
+            let entry = values
+                .get_mut(*value)
+                .expect("every node's value has an entry");
+            match copy.state {
+                ShardState::Started => entry.active_shards += 1,
+                ShardState::Initializing => {
+                    entry.active_shards += 1;
+                    entry.initializing_shards += 1;
+                }
+                ShardState::Relocating => entry.relocating_shards += 1,
+                ShardState::Unassigned => {}
+            }
+        }
+        let share = match values.len() {
+            0 => 0,
+            n => self.total_copies() / n as i64,
+        };
+        for entry in values.values_mut() {
+            entry.unassigned_shards = match balanced {
+                true => share - entry.active_shards - entry.initializing_shards,
+                false => -1,
+            };
+        }
+        values
+    }
+
+    /// Every copy the metadata asks for: shards times (1 + replicas), over every index.
+    fn total_copies(&self) -> i64 {
+        self.metadata
+            .indices
+            .values()
+            .map(|m| (m.number_of_shards() * (1 + m.number_of_replicas())) as i64)
+            .sum()
+    }
+}
+
+impl AwarenessValueHealth {
+    fn empty() -> AwarenessValueHealth {
+        AwarenessValueHealth {
+            active_shards: 0,
+            initializing_shards: 0,
+            relocating_shards: 0,
+            unassigned_shards: 0,
+            data_nodes: 0,
+            weight: 1.0,
+        }
+    }
+}

@@ -127,3 +127,43 @@ fn plain_awareness_rebuilds_a_lost_zone_on_the_survivors() {
         assert!((1..=2).contains(&in_a));
     }
 }
+
+#[test]
+fn awareness_health_counts_each_zone_s_copies_and_its_missing_share_when_balanced() {
+    let mut state = six_nodes_three_zones();
+    set_cluster_setting(&mut state, FORCE_ZONE, json!(["a", "b", "c"]));
+    create_index(&mut state, 0, "idx", 4, 2, &[]);
+    settle(&mut state, 0);
+
+    let health = state.awareness_health("zone", false);
+    assert_eq!(health.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+    for value in health.values() {
+        assert_eq!(
+            (
+                value.active_shards,
+                value.initializing_shards,
+                value.relocating_shards
+            ),
+            (4, 0, 0),
+            "one copy of each of the 4 shards per zone"
+        );
+        assert_eq!((value.data_nodes, value.unassigned_shards), (2, -1));
+        assert_eq!(value.weight, 1.0);
+    }
+
+    node_left(&mut state, 1_000, "n5");
+    node_left(&mut state, 1_000, "n6");
+    settle(&mut state, 120_000);
+    let health = state.awareness_health("zone", true);
+    assert_eq!(
+        health.keys().collect::<Vec<_>>(),
+        ["a", "b"],
+        "a zone without data nodes has no entry"
+    );
+    // 12 copies over the 2 zones with data nodes: each lacks 6 - 4 of its share.
+    assert!(
+        health.values().all(|v| v.unassigned_shards == 2),
+        "{health:?}"
+    );
+    assert!(state.awareness_health("rack", true).is_empty());
+}

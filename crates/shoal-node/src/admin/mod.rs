@@ -78,17 +78,15 @@ impl AdminService {
     pub fn cluster_state_json(
         &self,
         view: &ClusterView,
-        metrics: &str,
-        index: Option<&str>,
+        request: &StateRequest<'_>,
     ) -> ApiResult<serde_json::Value> {
-        let services = self.core.resolve(
-            index.unwrap_or("_all"),
-            crate::core::ResolveOptions::admin(),
-        )?;
+        let services = self
+            .core
+            .resolve(request.index.unwrap_or("_all"), request.resolve)?;
         let names: Vec<String> = services.iter().map(|s| s.name()).collect();
         let blocks = || self.core.blocks().to_json(&names);
         let voting = self.voting_configs(view.state());
-        Ok(view.to_json(metrics, &services, blocks, voting))
+        Ok(view.to_json(request, &services, blocks, voting))
     }
 
     /// Whether this node knows an elected cluster manager (`discovered_cluster_manager`).
@@ -160,4 +158,13 @@ fn apply_update(target: &mut FlatSettings, update: FlatSettings) {
             target.insert(key, value);
         }
     }
+}
+
+/// What a `_cluster/state` request renders: its metrics (comma-separated, `_all` for all),
+/// the indices of its expression and how that resolves, and whether settings are flat.
+pub struct StateRequest<'a> {
+    pub metrics: &'a str,
+    pub index: Option<&'a str>,
+    pub resolve: crate::core::ResolveOptions,
+    pub flat_settings: bool,
 }

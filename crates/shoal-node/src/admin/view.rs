@@ -27,6 +27,11 @@ impl ClusterView {
         &self.0
     }
 
+    /// The cluster state's version (`wait_for_metadata_version` waits on it).
+    pub fn version(&self) -> u64 {
+        self.0.version
+    }
+
     /// Every node of the cluster, by id.
     pub fn nodes(&self) -> impl Iterator<Item = &DiscoveryNode> {
         self.0.nodes.values()
@@ -48,6 +53,27 @@ impl ClusterView {
     /// Health of the cluster, or of the given indices.
     pub fn health(&self, indices: Option<&[String]>) -> ClusterHealth {
         self.0.health(indices)
+    }
+
+    /// `awareness_attributes` of `_cluster/health?level=awareness_attributes`: for `attribute`,
+    /// or for every attribute of `cluster.routing.allocation.awareness.attributes`, each
+    /// value's copies. OpenSearch counts a value's missing share as unassigned only with
+    /// `cluster.routing.allocation.awareness.balance`, which Shoal refuses (it does not
+    /// balance replicas over zones yet), so `unassigned_shards` is -1 as OpenSearch then
+    /// reports it.
+    pub fn awareness_health_json(&self, attribute: Option<&str>) -> Value {
+        let attributes = match attribute {
+            Some(one) => vec![one.to_string()],
+            None => shoal_allocation::AllocationSettings::from_state(&self.0).awareness_attributes,
+        };
+        let health: Map<String, Value> = attributes
+            .into_iter()
+            .map(|attr| {
+                let values = self.0.awareness_health(&attr, false);
+                (attr, json!(values))
+            })
+            .collect();
+        Value::Object(health)
     }
 
     /// Every shard copy of every index.
@@ -84,13 +110,13 @@ impl ClusterView {
     /// configurations come from the node that renders it.
     pub(crate) fn to_json(
         &self,
-        metrics: &str,
+        request: &super::StateRequest<'_>,
         services: &[Arc<IndexService>],
         blocks: impl FnOnce() -> Value,
         voting_configs: (Vec<String>, Vec<String>),
     ) -> Value {
         let state = self.state();
-        let metrics: Vec<&str> = metrics.split(',').map(str::trim).collect();
+        let metrics: Vec<&str> = request.metrics.split(',').map(str::trim).collect();
         let want = |m: &str| metrics.iter().any(|x| *x == "_all" || *x == m);
         let mut body = json!({"cluster_uuid": state.cluster_uuid});
         if want("version") {
@@ -110,7 +136,7 @@ impl ClusterView {
             body["nodes"] = self.nodes_json();
         }
         if want("metadata") {
-            body["metadata"] = self.metadata_json(services, voting_configs);
+            body["metadata"] = self.metadata_json(services, voting_configs, request.flat_settings);
         }
         if want("routing_table") {
             body["routing_table"] = self.routing_table_json(services);
@@ -139,8 +165,16 @@ impl ClusterView {
         &self,
         services: &[Arc<IndexService>],
         (committed, accepted): (Vec<String>, Vec<String>),
+        flat_settings: bool,
     ) -> Value {
         let state = self.state();
+        let render = |settings: &crate::settings::FlatSettings,
+                      nest: fn(&crate::settings::FlatSettings) -> Value| {
+            match flat_settings {
+                true => json!(settings),
+                false => nest(settings),
+            }
+        };
         let indices: Map<String, Value> = services
             .iter()
             .map(|s| {
@@ -148,7 +182,7 @@ impl ClusterView {
                 (m.name.clone(), json!({
                     "version": m.version, "mapping_version": m.mapping_version, "settings_version": m.settings_version,
                     "aliases_version": m.aliases_version, "routing_num_shards": m.settings().routing_num_shards(),
-                    "state": m.state.as_str(), "settings": crate::settings::nest_settings_opensearch(&m.settings),
+                    "state": m.state.as_str(), "settings": render(&m.settings, crate::settings::nest_settings_opensearch),
                     "mappings": {"_doc": mapping.to_json()}, "aliases": m.aliases.keys().collect::<Vec<_>>(),
                     "primary_terms": m.primary_terms.iter().enumerate().map(|(i, t)| (i.to_string(), json!(t))).collect::<Map<String, Value>>(),
                     "in_sync_allocations": state.metadata.indices.get(&m.name).map(|sm| {
@@ -166,8 +200,8 @@ impl ClusterView {
         json!({"cluster_uuid": state.cluster_uuid, "cluster_uuid_committed": true,
             "cluster_coordination": {"term": state.term, "last_committed_config": committed,
                 "last_accepted_config": accepted, "voting_config_exclusions": exclusions},
-            "persistent_settings": crate::settings::nest_settings(&state.metadata.persistent_settings),
-            "transient_settings": crate::settings::nest_settings(&state.metadata.transient_settings),
+            "persistent_settings": render(&state.metadata.persistent_settings, crate::settings::nest_settings),
+            "transient_settings": render(&state.metadata.transient_settings, crate::settings::nest_settings),
             "indices": indices})
     }
 

@@ -134,9 +134,7 @@ fn resolve_part(
         out.extend(
             indices
                 .iter()
-                .filter(|(n, s)| {
-                    (options.include_closed || s.is_open()) && visible(options, part, n, s)
-                })
+                .filter(|(n, s)| options.wildcard_takes(s) && visible(options, part, n, s))
                 .map(|(n, _)| n.clone()),
         );
         if out.len() == before && !options.allow_no_indices {
@@ -188,10 +186,7 @@ fn resolve_wildcard(
     for (name, service) in indices.iter() {
         let aliases = service.with_meta(|m| m.aliases.keys().cloned().collect::<Vec<_>>());
         let matches = wildcard_match(part, name) || aliases.iter().any(|a| wildcard_match(part, a));
-        if matches
-            && (options.include_closed || service.is_open())
-            && visible(options, part, name, service)
-        {
+        if matches && options.wildcard_takes(service) && visible(options, part, name, service) {
             out.push(name.clone());
         }
     }
@@ -217,6 +212,27 @@ pub struct ResolveOptions {
     pub include_closed: bool,
     /// Wildcards also match `index.hidden` indices (`expand_wildcards=hidden|all`).
     pub expand_hidden: bool,
+    /// The index states a wildcard matches, as `expand_wildcards` asked; `None`: the API's
+    /// default (open indices, and closed ones where `include_closed`).
+    pub expand_states: Option<ExpandStates>,
+}
+
+/// Which indices a wildcard expands to by state (`expand_wildcards`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpandStates {
+    pub open: bool,
+    pub closed: bool,
+}
+
+impl ResolveOptions {
+    /// Whether a wildcard (or `_all`) takes `service`, by its state.
+    fn wildcard_takes(&self, service: &IndexService) -> bool {
+        match self.expand_states {
+            Some(states) if service.is_open() => states.open,
+            Some(states) => states.closed,
+            None => self.include_closed || service.is_open(),
+        }
+    }
 }
 
 impl ResolveOptions {
@@ -227,19 +243,40 @@ impl ResolveOptions {
             allow_no_indices: true,
             include_closed: false,
             expand_hidden: false,
+            expand_states: None,
         }
     }
 
-    /// Applies `expand_wildcards` (`open`, `closed`, `hidden`, `all`, `none`).
-    pub fn with_expand_wildcards(mut self, value: Option<&str>) -> ResolveOptions {
-        if let Some(value) = value {
-            let parts: Vec<&str> = value.split(',').map(str::trim).collect();
-            self.expand_hidden = parts.iter().any(|p| *p == "hidden" || *p == "all");
-            if parts.iter().any(|p| *p == "closed" || *p == "all") {
-                self.include_closed = true;
+    /// Applies `expand_wildcards` (`open`, `closed`, `hidden`, `all`, `none`, comma-separated):
+    /// wildcards then match exactly the states asked for.
+    pub fn with_expand_wildcards(mut self, value: Option<&str>) -> ApiResult<ResolveOptions> {
+        let Some(value) = value else {
+            return Ok(self);
+        };
+        let mut states = ExpandStates {
+            open: false,
+            closed: false,
+        };
+        let mut hidden = false;
+        for part in value.split(',').map(str::trim) {
+            match part {
+                "open" => states.open = true,
+                "closed" => states.closed = true,
+                "hidden" => hidden = true,
+                "all" => (states.open, states.closed, hidden) = (true, true, true),
+                "none" | "" => {}
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "No enum constant org.opensearch.action.support.IndicesOptions.WildcardStates.{}",
+                        other.to_ascii_uppercase()
+                    )))
+                }
             }
         }
-        self
+        self.expand_hidden = hidden;
+        self.expand_states = Some(states);
+        self.include_closed |= states.closed;
+        Ok(self)
     }
 
     /// Admin APIs on indices (get, delete, settings): closed indices included.
@@ -249,6 +286,7 @@ impl ResolveOptions {
             allow_no_indices: true,
             include_closed: true,
             expand_hidden: false,
+            expand_states: None,
         }
     }
 }

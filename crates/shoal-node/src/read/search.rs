@@ -47,8 +47,9 @@ impl SearchScope {
                 allow_no_indices: bool_param(params, "allow_no_indices", true)?,
                 include_closed: false,
                 expand_hidden: false,
+                expand_states: None,
             }
-            .with_expand_wildcards(params.get("expand_wildcards").map(String::as_str)),
+            .with_expand_wildcards(params.get("expand_wildcards").map(String::as_str))?,
         })
     }
 }

@@ -312,6 +312,7 @@ impl SnapshotService {
             allow_no_indices: true,
             include_closed: false,
             expand_hidden: false,
+            expand_states: None,
         };
         let resolved = self.core.resolve(&request.indices, options)?;
         Ok(resolved.iter().map(|s| s.name()).collect())

@@ -27,6 +27,18 @@ struct ByQuery {
     proceed: bool,
     max_docs: Option<u64>,
     refresh: Refresh,
+    /// Matches written per batch (`scroll_size`, 1,000 by default).
+    scroll_size: usize,
+}
+
+impl ByQuery {
+    /// Whether a write's result is a failure the response lists (and that ends the run).
+    fn reports(&self, result: &ApiResult<WriteOutcome>) -> bool {
+        match result {
+            Ok(_) => false,
+            Err(e) => e.status != 409 || !self.proceed,
+        }
+    }
 }
 
 /// The matches a by-query read found, with their sources when it updates.
@@ -54,14 +66,34 @@ impl WriteService {
             writes.truncate(max as usize);
         }
         let total = writes.len();
-        let results = self.execute_writes(
-            writes,
-            &WriteOptions {
-                refresh: request.refresh,
-                ..WriteOptions::default()
-            },
-        );
-        Ok(render(&request, total, results, started))
+        let (results, batches) = self.write_in_batches(&request, writes);
+        if request.refresh == Refresh::True {
+            self.broadcast.broadcast_refresh(&services)?;
+        }
+        Ok(render(&request, total, results, batches, started))
+    }
+
+    /// Runs the writes `scroll_size` at a time, as OpenSearch's scroll batches; a batch with a
+    /// failure it reports (any failure, or a version conflict unless `conflicts=proceed`)
+    /// is the last, as OpenSearch aborts there. Returns the results and the batches run.
+    fn write_in_batches(
+        &self,
+        request: &ByQuery,
+        writes: Vec<DocWrite>,
+    ) -> (Vec<ApiResult<WriteOutcome>>, usize) {
+        let (mut results, mut batches) = (Vec::with_capacity(writes.len()), 0);
+        let mut writes = writes.into_iter().peekable();
+        while writes.peek().is_some() {
+            let batch: Vec<DocWrite> = writes.by_ref().take(request.scroll_size).collect();
+            let outcomes = self.execute_writes(batch, &WriteOptions::default());
+            batches += 1;
+            let abort = outcomes.iter().any(|r| request.reports(r));
+            results.extend(outcomes);
+            if abort {
+                break;
+            }
+        }
+        (results, batches)
     }
 
     /// Every match of the query, no partial results; for an update, with its source.
@@ -121,11 +153,28 @@ impl ByQuery {
         } else {
             Refresh::False
         };
+        let scroll_size = match params.get("scroll_size") {
+            None => 1000,
+            Some(text) => match text.parse::<i64>() {
+                Ok(n) if n > 0 => n as usize,
+                Ok(n) => {
+                    return Err(ApiError::action_request_validation(&[format!(
+                        "[size] cannot be [{n}] in a scroll context"
+                    )]))
+                }
+                Err(_) => {
+                    return Err(ApiError::bad_request(format!(
+                        "Failed to parse int parameter [scroll_size] with value [{text}]"
+                    )))
+                }
+            },
+        };
         Ok(ByQuery {
             update,
             proceed: conflicts == Some("proceed"),
             max_docs,
             refresh,
+            scroll_size,
         })
     }
 }
@@ -172,6 +221,7 @@ fn render(
     request: &ByQuery,
     total: usize,
     results: Vec<ApiResult<WriteOutcome>>,
+    batches: usize,
     started: Instant,
 ) -> Value {
     let (mut done, mut conflicts, mut failures) = (0u64, 0u64, Vec::new());
@@ -197,14 +247,7 @@ fn render(
     map.insert("updated".into(), json!(if update { done } else { 0 }));
     map.insert("created".into(), json!(0));
     map.insert("deleted".into(), json!(if update { 0 } else { done }));
-    map.insert(
-        "batches".into(),
-        json!(if total == 0 {
-            0
-        } else {
-            1 + (total - 1) / 1000
-        }),
-    );
+    map.insert("batches".into(), json!(batches));
     map.insert("version_conflicts".into(), json!(conflicts));
     map.insert("noops".into(), json!(0));
     map.insert("retries".into(), json!({"bulk": 0, "search": 0}));
