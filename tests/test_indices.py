@@ -726,3 +726,19 @@ def test_put_mapping_with_write_index_only_changes_the_alias_write_index_alone(h
     r = http.put(f"/{index_name}-missing/_mapping", {"properties": {"x": {"type": "keyword"}}},
                  params={"write_index_only": "true"})
     assert r.status_code == 404, r.text
+
+
+def test_index_exists_and_get_alias_resolve_with_the_request_s_index_options(http, index_name):
+    opened, closed = f"{index_name}-open", f"{index_name}-closed"
+    for name in (opened, closed):
+        assert http.put(f"/{name}", {"aliases": {f"{index_name}-alias": {}}}).status_code == 200
+    assert http.post(f"/{closed}/_close").status_code == 200
+    assert http.head(f"/{index_name}-*", params={"expand_wildcards": "closed"}).status_code == 200
+    assert http.head(f"/{index_name}-*", params={"expand_wildcards": "none", "allow_no_indices": "false"}).status_code == 404
+    assert http.head(f"/{opened},{index_name}-gone", params={"ignore_unavailable": "true"}).status_code == 200
+    assert http.head(f"/{opened},{index_name}-gone").status_code == 404
+    got = http.get(f"/{index_name}-*/_alias", params={"expand_wildcards": "open"}).json()
+    assert list(got) == [opened], got
+    got = http.get(f"/{index_name}-*/_alias", params={"expand_wildcards": "closed"}).json()
+    assert list(got) == [closed], got
+    assert http.get(f"/{index_name}-*/_alias", params={"expand_wildcards": "sideways"}).status_code == 400

@@ -8,16 +8,15 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use shoal_node::admin::ActiveShardsWait;
-use shoal_node::admin::AliasAction;
 use shoal_node::index_service::IndexService;
-use shoal_node::metadata::{parse_alias, AliasMetadata};
+use shoal_node::metadata::AliasMetadata;
 use shoal_node::replication::active_shards::ActiveShards;
 use shoal_node::settings::{self, FlatSettings};
 use shoal_node::{ApiError, ApiResult, Node, ResolveOptions};
 
 use crate::cluster_admin::DEFAULT_TIMEOUT;
 use crate::request::{object_body, Params};
-use crate::response::{json, ok, status_only, RestResult};
+use crate::response::{ok, status_only, RestResult};
 use crate::router::blocking;
 use crate::tasks::run_as_task;
 
@@ -46,7 +45,7 @@ pub(crate) fn options(params: &Params, base: ResolveOptions) -> ApiResult<Resolv
     .with_expand_wildcards(params.get("expand_wildcards"))?)
 }
 
-fn ack() -> Value {
+pub(crate) fn ack() -> Value {
     json!({"acknowledged": true})
 }
 
@@ -124,10 +123,12 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
     ok(ack(), &params)
 }
 
-/// `HEAD /{index}`.
-pub async fn exists(node: Arc<Node>, index: String) -> RestResult {
+/// `HEAD /{index}` (`flat_settings` and `include_defaults` shape a body this answer has not).
+pub async fn exists(node: Arc<Node>, index: String, params: Params) -> RestResult {
+    let opts = options(&params, ResolveOptions::admin())?;
+    params.bool_or("local", false)?;
     let status = blocking(move || {
-        let found = match node.core().resolve(&index, ResolveOptions::admin()) {
+        let found = match node.core().resolve(&index, opts) {
             Ok(services) if !services.is_empty() => services,
             _ => return Ok(StatusCode::NOT_FOUND),
         };
@@ -562,222 +563,6 @@ fn force_merge_op(params: &Params) -> ApiResult<BroadcastOp> {
         flush: params.bool_or("flush", true)?,
         primary_only: params.bool_or("primary_only", false)?,
     })
-}
-
-/// `POST /_aliases`.
-pub async fn update_aliases(
-    node: Arc<Node>,
-    params: Params,
-    body: axum::body::Bytes,
-) -> RestResult {
-    let body = object_body(&body)?;
-    let Some(actions) = body.get("actions").and_then(Value::as_array) else {
-        return Err(
-            ApiError::action_request_validation(&["No action specified".to_string()]).into(),
-        );
-    };
-    let actions = actions.clone();
-    blocking(move || {
-        let mut expanded = Vec::new();
-        for action in &actions {
-            let Some((kind, spec)) = action.as_object().and_then(|m| m.iter().next()) else {
-                return Err(ApiError::parsing(
-                    "[aliases] failed to parse field [actions]",
-                ));
-            };
-            let list = |single: &str, plural: &str| -> Vec<String> {
-                match (spec.get(single), spec.get(plural)) {
-                    (Some(Value::String(s)), _) => vec![s.clone()],
-                    (_, Some(Value::Array(a))) => a
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect(),
-                    _ => Vec::new(),
-                }
-            };
-            let indices = list("index", "indices");
-            if indices.is_empty() {
-                return Err(ApiError::action_request_validation(&[
-                    "One of [index] or [indices] is required".to_string(),
-                ]));
-            }
-            let mut concrete = Vec::new();
-            for pattern in &indices {
-                concrete.extend(
-                    node.core()
-                        .resolve(pattern, ResolveOptions::admin())?
-                        .into_iter()
-                        .map(|s| s.name()),
-                );
-            }
-            match kind.as_str() {
-                "add" => {
-                    let aliases = list("alias", "aliases");
-                    if aliases.is_empty() {
-                        return Err(ApiError::action_request_validation(&[
-                            "One of [alias] or [aliases] is required".to_string(),
-                        ]));
-                    }
-                    let mut meta_spec = spec.clone();
-                    if let Some(m) = meta_spec.as_object_mut() {
-                        for k in ["index", "indices", "alias", "aliases", "must_exist"] {
-                            m.remove(k);
-                        }
-                    }
-                    let alias_meta = parse_alias(&meta_spec)?;
-                    for index in &concrete {
-                        for alias in &aliases {
-                            expanded.push(AliasAction::Add {
-                                index: index.clone(),
-                                alias: alias.clone(),
-                                spec: alias_meta.clone(),
-                            });
-                        }
-                    }
-                }
-                "remove" => {
-                    let aliases = list("alias", "aliases");
-                    let must_exist = spec.get("must_exist").and_then(Value::as_bool);
-                    for index in &concrete {
-                        for alias in &aliases {
-                            expanded.push(AliasAction::Remove {
-                                index: index.clone(),
-                                alias: alias.clone(),
-                                must_exist,
-                            });
-                        }
-                    }
-                }
-                "remove_index" => {
-                    for index in &concrete {
-                        expanded.push(AliasAction::RemoveIndex {
-                            index: index.clone(),
-                        });
-                    }
-                }
-                other => {
-                    return Err(ApiError::parsing(format!(
-                        "[aliases] unknown field [{other}]"
-                    )))
-                }
-            }
-        }
-        node.admin.update_aliases(&expanded)
-    })
-    .await?;
-    ok(ack(), &params)
-}
-
-/// `PUT|POST /{index}/_alias/{name}`.
-pub async fn put_alias(
-    node: Arc<Node>,
-    index: String,
-    alias: String,
-    params: Params,
-    body: axum::body::Bytes,
-) -> RestResult {
-    let body = object_body(&body)?;
-    blocking(move || {
-        let spec = parse_alias(&body)?;
-        let actions: Vec<AliasAction> = node
-            .core()
-            .resolve(&index, ResolveOptions::admin())?
-            .into_iter()
-            .map(|s| AliasAction::Add {
-                index: s.name(),
-                alias: alias.clone(),
-                spec: spec.clone(),
-            })
-            .collect();
-        node.admin.update_aliases(&actions)
-    })
-    .await?;
-    ok(ack(), &params)
-}
-
-/// `DELETE /{index}/_alias/{name}`.
-pub async fn delete_alias(
-    node: Arc<Node>,
-    index: String,
-    alias: String,
-    params: Params,
-) -> RestResult {
-    blocking(move || {
-        let actions: Vec<AliasAction> = node
-            .core()
-            .resolve(&index, ResolveOptions::admin())?
-            .into_iter()
-            .map(|s| AliasAction::Remove {
-                index: s.name(),
-                alias: alias.clone(),
-                must_exist: None,
-            })
-            .collect();
-        node.admin.update_aliases(&actions)
-    })
-    .await?;
-    ok(ack(), &params)
-}
-
-/// `GET /_alias`, `/_alias/{name}`, `/{index}/_alias`, `/{index}/_alias/{name}`, `/_aliases`.
-pub async fn get_aliases(
-    node: Arc<Node>,
-    index: Option<String>,
-    alias: Option<String>,
-    params: Params,
-) -> RestResult {
-    let alias_filter = alias.clone();
-    let (body, missing) = blocking(move || {
-        let mut out = Map::new();
-        let mut found_names = std::collections::BTreeSet::new();
-        for service in node
-            .core()
-            .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?
-        {
-            let meta = service.meta();
-            let selected: Map<String, Value> = meta
-                .aliases
-                .iter()
-                .filter(|(name, _)| {
-                    alias_filter.as_deref().is_none_or(|f| {
-                        f.split(',')
-                            .any(|p| p == "_all" || shoal_node::routing::wildcard_match(p, name))
-                    })
-                })
-                .map(|(name, spec)| {
-                    found_names.insert(name.clone());
-                    (name.clone(), spec.to_json())
-                })
-                .collect();
-            if alias_filter.is_some() && selected.is_empty() {
-                continue;
-            }
-            out.insert(meta.name.clone(), json!({"aliases": selected}));
-        }
-        let missing: Vec<String> = alias_filter
-            .map(|f| {
-                f.split(',')
-                    .filter(|p| !p.contains('*') && *p != "_all" && !found_names.contains(*p))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok((Value::Object(out), missing))
-    })
-    .await?;
-    if !missing.is_empty() {
-        let mut body = body;
-        let reason = if missing.len() == 1 {
-            format!("alias [{}] missing", missing[0])
-        } else {
-            format!("aliases [{}] missing", missing.join(","))
-        };
-        body["error"] = json!(reason);
-        body["status"] = json!(404);
-        return Ok(json(StatusCode::NOT_FOUND, body, &params));
-    }
-    ok(body, &params)
 }
 
 fn names_of(services: &[Arc<IndexService>]) -> Vec<String> {

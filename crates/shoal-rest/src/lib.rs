@@ -1,6 +1,7 @@
 //! The OpenSearch-compatible REST API (axum). Handlers are thin: they parse the request,
 //! call the node's coordinator on a blocking thread, and render OpenSearch's JSON.
 
+mod aliases;
 mod cat;
 mod cat_admin;
 mod cluster;

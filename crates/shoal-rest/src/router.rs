@@ -15,7 +15,7 @@ use shoal_node::{ApiError, ApiResult, Node};
 
 use crate::request::Params;
 use crate::response::RestError;
-use crate::{cat, cluster, documents, indices, node_stats, search};
+use crate::{aliases, cat, cluster, documents, indices, node_stats, search};
 
 type S = Arc<Node>;
 type Q = Query<HashMap<String, String>>;
@@ -534,7 +534,9 @@ fn index_routes() -> Router<S> {
             .delete(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
                 indices::delete(n, i, p(q))
             })
-            .head(|State(n): State<S>, Path(i): Path<String>| indices::exists(n, i))
+            .head(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
+                indices::exists(n, i, p(q))
+            })
             .get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| indices::get(n, i, p(q))),
         )
         .route(
@@ -612,53 +614,53 @@ fn index_routes() -> Router<S> {
         )
         .route(
             "/_aliases",
-            post(|State(n): State<S>, Query(q): Q, b: Bytes| indices::update_aliases(n, p(q), b))
-                .get(|State(n): State<S>, Query(q): Q| indices::get_aliases(n, None, None, p(q))),
+            post(|State(n): State<S>, Query(q): Q, b: Bytes| aliases::update_aliases(n, p(q), b))
+                .get(|State(n): State<S>, Query(q): Q| aliases::get_aliases(n, None, None, p(q))),
         )
         .route(
             "/_alias",
-            get(|State(n): State<S>, Query(q): Q| indices::get_aliases(n, None, None, p(q))),
+            get(|State(n): State<S>, Query(q): Q| aliases::get_aliases(n, None, None, p(q))),
         )
         .route(
             "/_alias/{name}",
             get(|State(n): State<S>, Path(a): Path<String>, Query(q): Q| {
-                indices::get_aliases(n, None, Some(a), p(q))
+                aliases::get_aliases(n, None, Some(a), p(q))
             }),
         )
         .route(
             "/{index}/_alias",
             get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
-                indices::get_aliases(n, Some(i), None, p(q))
+                aliases::get_aliases(n, Some(i), None, p(q))
             }),
         )
         .route(
             "/{index}/_aliases",
             get(|State(n): State<S>, Path(i): Path<String>, Query(q): Q| {
-                indices::get_aliases(n, Some(i), None, p(q))
+                aliases::get_aliases(n, Some(i), None, p(q))
             }),
         )
         .route(
             "/{index}/_alias/{name}",
             get(
                 |State(n): State<S>, Path((i, a)): Path<(String, String)>, Query(q): Q| {
-                    indices::get_aliases(n, Some(i), Some(a), p(q))
+                    aliases::get_aliases(n, Some(i), Some(a), p(q))
                 },
             )
             .put(
                 |State(n): State<S>,
                  Path((i, a)): Path<(String, String)>,
                  Query(q): Q,
-                 b: Bytes| indices::put_alias(n, i, a, p(q), b),
+                 b: Bytes| aliases::put_alias(n, i, a, p(q), b),
             )
             .post(
                 |State(n): State<S>,
                  Path((i, a)): Path<(String, String)>,
                  Query(q): Q,
-                 b: Bytes| indices::put_alias(n, i, a, p(q), b),
+                 b: Bytes| aliases::put_alias(n, i, a, p(q), b),
             )
             .delete(
                 |State(n): State<S>, Path((i, a)): Path<(String, String)>, Query(q): Q| {
-                    indices::delete_alias(n, i, a, p(q))
+                    aliases::delete_alias(n, i, a, p(q))
                 },
             ),
         )
