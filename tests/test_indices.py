@@ -742,3 +742,19 @@ def test_index_exists_and_get_alias_resolve_with_the_request_s_index_options(htt
     got = http.get(f"/{index_name}-*/_alias", params={"expand_wildcards": "closed"}).json()
     assert list(got) == [closed], got
     assert http.get(f"/{index_name}-*/_alias", params={"expand_wildcards": "sideways"}).status_code == 400
+
+
+def test_cat_aliases_lists_the_indices_expand_wildcards_asks_for(http, index_name):
+    opened, closed, alias = f"{index_name}-open", f"{index_name}-closed", f"{index_name}-alias"
+    for name in (opened, closed):
+        assert http.put(f"/{name}", {"aliases": {alias: {}}}).status_code == 200
+    assert http.post(f"/{closed}/_close").status_code == 200
+
+    def listed(**params):
+        rows = http.get(f"/_cat/aliases/{alias}", params={"format": "json", "h": "index", **params}).json()
+        return sorted(row["index"] for row in rows)
+
+    assert listed() == [closed, opened], "every index by default, closed ones too"
+    assert listed(expand_wildcards="open") == [opened]
+    assert listed(expand_wildcards="closed") == [closed]
+    assert http.get("/_cat/aliases", params={"expand_wildcards": "ajar"}).status_code == 400

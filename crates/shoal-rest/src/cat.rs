@@ -781,58 +781,6 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
     table.render(&params)
 }
 
-/// `GET /_cat/aliases[/{alias}]`.
-pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> RestResult {
-    let table = blocking(move || -> ApiResult<Table> {
-        let mut rows = Vec::new();
-        for service in node.core().all_indices() {
-            let meta = service.meta();
-            for (name, spec) in &meta.aliases {
-                if alias.as_deref().is_some_and(|a| {
-                    !a.split(',')
-                        .any(|p| shoal_node::routing::wildcard_match(p, name))
-                }) {
-                    continue;
-                }
-                rows.push(vec![
-                    t(name.clone()),
-                    t(meta.name.clone()),
-                    t(if spec.filter.is_some() { "*" } else { "-" }),
-                    t(spec.index_routing.clone().unwrap_or_else(|| "-".into())),
-                    t(spec.search_routing.clone().unwrap_or_else(|| "-".into())),
-                    t(spec
-                        .is_write_index
-                        .map(|w| w.to_string())
-                        .unwrap_or_else(|| "-".into())),
-                ]);
-            }
-        }
-        Ok(Table {
-            columns: vec![
-                col!("alias", ["a"], true, "alias name"),
-                col!("index", ["i", "idx"], true, "index alias points to"),
-                col!("filter", ["f", "fi"], true, "filter"),
-                col!(
-                    "routing.index",
-                    ["ri", "routingIndex"],
-                    true,
-                    "index routing"
-                ),
-                col!(
-                    "routing.search",
-                    ["rs", "routingSearch"],
-                    true,
-                    "search routing"
-                ),
-                col!("is_write_index", ["w", "isWriteIndex"], true, "write index"),
-            ],
-            rows,
-        })
-    })
-    .await?;
-    table.render(&params)
-}
-
 /// `GET /_cat`.
 pub async fn help() -> RestResult {
     let endpoints = [
@@ -860,32 +808,4 @@ pub async fn help() -> RestResult {
         StatusCode::OK,
         format!("=^.^=\n{}\n", endpoints.join("\n")),
     ))
-}
-
-/// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager.
-pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
-    let state = node.admin.view();
-    let rows = state
-        .cluster_manager()
-        .and_then(|id| state.node(id))
-        .map(|d| {
-            vec![
-                t(d.id.clone()),
-                t(d.host.clone()),
-                t(d.ip.clone()),
-                t(d.name.clone()),
-            ]
-        })
-        .into_iter()
-        .collect();
-    let table = Table {
-        columns: vec![
-            col!("id", [], true, "node id"),
-            col!("host", ["h"], true, "host name"),
-            col!("ip", [], true, "ip address"),
-            col!("node", ["n"], true, "node name"),
-        ],
-        rows,
-    };
-    table.render(&params)
 }

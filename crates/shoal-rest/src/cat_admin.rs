@@ -1,5 +1,5 @@
-//! `_cat/allocation`, `_cat/nodeattrs` and `_cat/pending_tasks`, on the column machinery of
-//! `cat.rs`.
+//! `_cat/allocation`, `_cat/nodeattrs`, `_cat/pending_tasks`, `_cat/aliases` and
+//! `_cat/cluster_manager`, on the column machinery of `cat.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::Router;
-use shoal_node::{ApiResult, Node};
+use shoal_node::{ApiResult, Node, ResolveOptions};
 
 use crate::cat::{col, n, t, Cell, Column, Table};
 use crate::request::Params;
@@ -37,6 +37,24 @@ pub fn routes() -> Router<S> {
         .route(
             "/_cat/pending_tasks",
             get(|Query(q): Q| pending_tasks(Params(q))),
+        )
+        .route(
+            "/_cat/cluster_manager",
+            get(|State(s): State<S>, Query(q): Q| cluster_manager(s, Params(q))),
+        )
+        .route(
+            "/_cat/master",
+            get(|State(s): State<S>, Query(q): Q| cluster_manager(s, Params(q))),
+        )
+        .route(
+            "/_cat/aliases",
+            get(|State(s): State<S>, Query(q): Q| aliases(s, None, Params(q))),
+        )
+        .route(
+            "/_cat/aliases/{alias}",
+            get(|State(s): State<S>, Path(a): Path<String>, Query(q): Q| {
+                aliases(s, Some(a), Params(q))
+            }),
         )
 }
 
@@ -220,4 +238,93 @@ pub async fn pending_tasks(params: Params) -> RestResult {
         rows: Vec::new(),
     }
     .render(&params)
+}
+
+/// `GET /_cat/aliases[/{alias}]`.
+pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> RestResult {
+    // Every index by default, closed and hidden ones too (OpenSearch's get-aliases options);
+    // `expand_wildcards` narrows which indices' aliases are listed.
+    let every_index = ResolveOptions {
+        expand_hidden: true,
+        ..ResolveOptions::admin()
+    };
+    let options = crate::indices::options(&params, every_index)?;
+    // Every node answers from its own applied state, so `local` changes nothing here.
+    params.bool_or("local", false)?;
+    let table = blocking(move || -> ApiResult<Table> {
+        let mut rows = Vec::new();
+        for service in node.core().resolve("_all", options)? {
+            let meta = service.meta();
+            for (name, spec) in &meta.aliases {
+                if alias.as_deref().is_some_and(|a| {
+                    !a.split(',')
+                        .any(|p| shoal_node::routing::wildcard_match(p, name))
+                }) {
+                    continue;
+                }
+                rows.push(vec![
+                    t(name.clone()),
+                    t(meta.name.clone()),
+                    t(if spec.filter.is_some() { "*" } else { "-" }),
+                    t(spec.index_routing.clone().unwrap_or_else(|| "-".into())),
+                    t(spec.search_routing.clone().unwrap_or_else(|| "-".into())),
+                    t(spec
+                        .is_write_index
+                        .map(|w| w.to_string())
+                        .unwrap_or_else(|| "-".into())),
+                ]);
+            }
+        }
+        Ok(Table {
+            columns: vec![
+                col!("alias", ["a"], true, "alias name"),
+                col!("index", ["i", "idx"], true, "index alias points to"),
+                col!("filter", ["f", "fi"], true, "filter"),
+                col!(
+                    "routing.index",
+                    ["ri", "routingIndex"],
+                    true,
+                    "index routing"
+                ),
+                col!(
+                    "routing.search",
+                    ["rs", "routingSearch"],
+                    true,
+                    "search routing"
+                ),
+                col!("is_write_index", ["w", "isWriteIndex"], true, "write index"),
+            ],
+            rows,
+        })
+    })
+    .await?;
+    table.render(&params)
+}
+
+/// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager.
+pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
+    let state = node.admin.view();
+    let rows = state
+        .cluster_manager()
+        .and_then(|id| state.node(id))
+        .map(|d| {
+            vec![
+                t(d.id.clone()),
+                t(d.host.clone()),
+                t(d.ip.clone()),
+                t(d.name.clone()),
+            ]
+        })
+        .into_iter()
+        .collect();
+    let table = Table {
+        columns: vec![
+            col!("id", [], true, "node id"),
+            col!("host", ["h"], true, "host name"),
+            col!("ip", [], true, "ip address"),
+            col!("node", ["n"], true, "node name"),
+        ],
+        rows,
+    };
+    table.render(&params)
 }

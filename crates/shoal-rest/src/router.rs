@@ -254,14 +254,6 @@ fn cat_routes() -> Router<S> {
             get(|State(n): State<S>, Query(q): Q| cat::nodes(n, p(q))),
         )
         .route(
-            "/_cat/cluster_manager",
-            get(|State(n): State<S>, Query(q): Q| cat::cluster_manager(n, p(q))),
-        )
-        .route(
-            "/_cat/master",
-            get(|State(n): State<S>, Query(q): Q| cat::cluster_manager(n, p(q))),
-        )
-        .route(
             "/_cat/segments",
             get(|State(n): State<S>, Query(q): Q| cat::segments(n, None, p(q))),
         )
@@ -279,16 +271,6 @@ fn cat_routes() -> Router<S> {
             "/_cat/thread_pool/{patterns}",
             get(|State(n): State<S>, Path(t): Path<String>, Query(q): Q| {
                 crate::thread_pools::cat(n, Some(t), p(q))
-            }),
-        )
-        .route(
-            "/_cat/aliases",
-            get(|State(n): State<S>, Query(q): Q| cat::aliases(n, None, p(q))),
-        )
-        .route(
-            "/_cat/aliases/{alias}",
-            get(|State(n): State<S>, Path(a): Path<String>, Query(q): Q| {
-                cat::aliases(n, Some(a), p(q))
             }),
         )
 }
