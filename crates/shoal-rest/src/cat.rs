@@ -255,7 +255,7 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
             ))
         })?),
     };
-    let options = ResolveOptions::admin().with_expand_wildcards(params.get("expand_wildcards"))?;
+    let options = ResolveOptions::admin().from_request(&params.0)?;
     let table = blocking(move || -> ApiResult<Table> {
         let services = node
             .core()

@@ -36,13 +36,9 @@ pub(crate) fn resolving(
     options(params, base)
 }
 
+/// `base` as the request's index options change it.
 pub(crate) fn options(params: &Params, base: ResolveOptions) -> ApiResult<ResolveOptions> {
-    Ok(ResolveOptions {
-        ignore_unavailable: params.bool_or("ignore_unavailable", base.ignore_unavailable)?,
-        allow_no_indices: params.bool_or("allow_no_indices", base.allow_no_indices)?,
-        ..base
-    }
-    .with_expand_wildcards(params.get("expand_wildcards"))?)
+    base.from_request(&params.0)
 }
 
 pub(crate) fn ack() -> Value {

@@ -1,11 +1,11 @@
 //! The indices this node holds: lookups by name, index expressions (`a,b`, `logs-*`,
 //! `-logs-old`, aliases, `_all`) and the write index of an alias.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::NodeCore;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{bool_param, ApiError, ApiResult};
 use crate::index_service::IndexService;
 use crate::metadata::IndexMetadataExt;
 use crate::routing::wildcard_match;
@@ -233,9 +233,18 @@ impl ResolveOptions {
             None => self.include_closed || service.is_open(),
         }
     }
-}
 
-impl ResolveOptions {
+    /// These options as a request's `ignore_unavailable`, `allow_no_indices` and
+    /// `expand_wildcards` change them (each absent one keeps the API's default here).
+    pub fn from_request(self, params: &HashMap<String, String>) -> ApiResult<ResolveOptions> {
+        ResolveOptions {
+            ignore_unavailable: bool_param(params, "ignore_unavailable", self.ignore_unavailable)?,
+            allow_no_indices: bool_param(params, "allow_no_indices", self.allow_no_indices)?,
+            ..self
+        }
+        .with_expand_wildcards(params.get("expand_wildcards").map(String::as_str))
+    }
+
     /// Searches: missing concrete indices fail, empty wildcards are fine.
     pub fn search() -> ResolveOptions {
         ResolveOptions {
@@ -249,7 +258,7 @@ impl ResolveOptions {
 
     /// Applies `expand_wildcards` (`open`, `closed`, `hidden`, `all`, `none`, comma-separated):
     /// wildcards then match exactly the states asked for.
-    pub fn with_expand_wildcards(mut self, value: Option<&str>) -> ApiResult<ResolveOptions> {
+    fn with_expand_wildcards(mut self, value: Option<&str>) -> ApiResult<ResolveOptions> {
         let Some(value) = value else {
             return Ok(self);
         };

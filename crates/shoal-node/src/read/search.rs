@@ -42,14 +42,7 @@ impl SearchScope {
             only_shards,
             preference,
             allow_partial_results: bool_param(params, "allow_partial_search_results", true)?,
-            options: ResolveOptions {
-                ignore_unavailable: bool_param(params, "ignore_unavailable", false)?,
-                allow_no_indices: bool_param(params, "allow_no_indices", true)?,
-                include_closed: false,
-                expand_hidden: false,
-                expand_states: None,
-            }
-            .with_expand_wildcards(params.get("expand_wildcards").map(String::as_str))?,
+            options: ResolveOptions::search().from_request(params)?,
         })
     }
 }
