@@ -321,7 +321,7 @@ pub async fn put_settings(
             .blocks()
             .check_index_settings_update(&keys, &names_of(&services))?;
         // `preserve_existing`: each index takes only the settings it does not have yet.
-        let updates: Vec<(Arc<IndexService>, FlatSettings)> = services
+        let updates = services
             .into_iter()
             .map(|service| {
                 let meta = service.meta();
@@ -330,14 +330,16 @@ pub async fn put_settings(
                     .filter(|(k, _)| !preserve_existing || !meta.settings.contains_key(*k))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                (service, own)
+                settings::validate_settings_update(
+                    &own,
+                    &meta.name,
+                    &meta.uuid,
+                    service.is_open(),
+                )?;
+                Ok((service, own))
             })
-            .collect();
-        for (service, update) in &updates {
-            let meta = service.meta();
-            settings::validate_settings_update(update, &meta.name, &meta.uuid, service.is_open())?;
-        }
-        check_replica_limit(&node, &updates)?;
+            .collect::<ApiResult<Vec<(Arc<IndexService>, FlatSettings)>>>()?;
+        check_replica_limit(&node, &update, &updates)?;
         for (service, update) in updates {
             apply_settings_update(&service, &update)?;
         }
@@ -347,26 +349,27 @@ pub async fn put_settings(
     ok(ack(), &params)
 }
 
-/// A new replica count must keep the cluster under its shard limit (the indices that take it).
+/// A new replica count must keep the cluster under its shard limit, counting the indices
+/// that take it (`preserve_existing` leaves it out of those that have one).
 fn check_replica_limit(
     node: &Node,
+    requested: &FlatSettings,
     updates: &[(Arc<IndexService>, FlatSettings)],
 ) -> ApiResult<()> {
-    let mut by_count: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
-    for (service, update) in updates {
-        if let Some(replicas) = update
-            .get("index.number_of_replicas")
-            .and_then(Value::as_str)
-        {
-            let count = replicas.parse().unwrap_or(0);
-            by_count.entry(count).or_default().push(service.name());
-        }
+    const REPLICAS: &str = "index.number_of_replicas";
+    let Some(replicas) = requested.get(REPLICAS).and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let taking: Vec<String> = updates
+        .iter()
+        .filter(|(_, own)| own.contains_key(REPLICAS))
+        .map(|(service, _)| service.name())
+        .collect();
+    if taking.is_empty() {
+        return Ok(());
     }
-    for (replicas, names) in by_count {
-        node.admin
-            .check_shard_limit_for_replicas(&names, replicas)?;
-    }
-    Ok(())
+    node.admin
+        .check_shard_limit_for_replicas(&taking, replicas.parse().unwrap_or(0))
 }
 
 fn apply_settings_update(service: &IndexService, update: &FlatSettings) -> ApiResult<()> {
