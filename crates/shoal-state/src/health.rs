@@ -208,9 +208,8 @@ pub struct AwarenessValueHealth {
     pub active_shards: i64,
     pub initializing_shards: i64,
     pub relocating_shards: i64,
-    /// What this value lacks of an even share of every copy the metadata asks for; -1 when
-    /// the cluster does not balance copies over the attribute's values (see
-    /// [`ClusterState::awareness_health`]).
+    /// -1: OpenSearch counts a value's missing share of the copies only under
+    /// `cluster.routing.allocation.awareness.balance`, which Shoal refuses.
     pub unassigned_shards: i64,
     pub data_nodes: i64,
     /// Weighted routing's weight of the value; Shoal routes every value alike.
@@ -218,14 +217,8 @@ pub struct AwarenessValueHealth {
 }
 
 impl ClusterState {
-    /// Per value of `attribute` on the data nodes, the copies those nodes hold. With
-    /// `balanced` (awareness balance on and the attribute's values forced), each value's
-    /// missing share of the metadata's copies is counted as unassigned.
-    pub fn awareness_health(
-        &self,
-        attribute: &str,
-        balanced: bool,
-    ) -> BTreeMap<String, AwarenessValueHealth> {
+    /// Per value of `attribute` on the data nodes, the copies those nodes hold.
+    pub fn awareness_health(&self, attribute: &str) -> BTreeMap<String, AwarenessValueHealth> {
         let mut values: BTreeMap<String, AwarenessValueHealth> = BTreeMap::new();
         let mut value_of_node = BTreeMap::new();
         for node in self.nodes.values().filter(|n| n.is_data()) {
@@ -259,26 +252,7 @@ impl ClusterState {
                 ShardState::Unassigned => {}
             }
         }
-        let share = match values.len() {
-            0 => 0,
-            n => self.total_copies() / n as i64,
-        };
-        for entry in values.values_mut() {
-            entry.unassigned_shards = match balanced {
-                true => share - entry.active_shards - entry.initializing_shards,
-                false => -1,
-            };
-        }
         values
-    }
-
-    /// Every copy the metadata asks for: shards times (1 + replicas), over every index.
-    fn total_copies(&self) -> i64 {
-        self.metadata
-            .indices
-            .values()
-            .map(|m| (m.number_of_shards() * (1 + m.number_of_replicas())) as i64)
-            .sum()
     }
 }
 
@@ -288,7 +262,7 @@ impl AwarenessValueHealth {
             active_shards: 0,
             initializing_shards: 0,
             relocating_shards: 0,
-            unassigned_shards: 0,
+            unassigned_shards: -1,
             data_nodes: 0,
             weight: 1.0,
         }

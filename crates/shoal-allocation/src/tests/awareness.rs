@@ -129,13 +129,13 @@ fn plain_awareness_rebuilds_a_lost_zone_on_the_survivors() {
 }
 
 #[test]
-fn awareness_health_counts_each_zone_s_copies_and_its_missing_share_when_balanced() {
+fn awareness_health_counts_each_zone_s_copies_on_its_data_nodes() {
     let mut state = six_nodes_three_zones();
     set_cluster_setting(&mut state, FORCE_ZONE, json!(["a", "b", "c"]));
     create_index(&mut state, 0, "idx", 4, 2, &[]);
     settle(&mut state, 0);
 
-    let health = state.awareness_health("zone", false);
+    let health = state.awareness_health("zone");
     assert_eq!(health.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
     for value in health.values() {
         assert_eq!(
@@ -154,16 +154,17 @@ fn awareness_health_counts_each_zone_s_copies_and_its_missing_share_when_balance
     node_left(&mut state, 1_000, "n5");
     node_left(&mut state, 1_000, "n6");
     settle(&mut state, 120_000);
-    let health = state.awareness_health("zone", true);
+    let health = state.awareness_health("zone");
     assert_eq!(
         health.keys().collect::<Vec<_>>(),
         ["a", "b"],
         "a zone without data nodes has no entry"
     );
-    // 12 copies over the 2 zones with data nodes: each lacks 6 - 4 of its share.
     assert!(
-        health.values().all(|v| v.unassigned_shards == 2),
+        health
+            .values()
+            .all(|v| (v.active_shards, v.data_nodes, v.unassigned_shards) == (4, 2, -1)),
         "{health:?}"
     );
-    assert!(state.awareness_health("rack", true).is_empty());
+    assert!(state.awareness_health("rack").is_empty());
 }

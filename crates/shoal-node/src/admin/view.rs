@@ -57,10 +57,7 @@ impl ClusterView {
 
     /// `awareness_attributes` of `_cluster/health?level=awareness_attributes`: for `attribute`,
     /// or for every attribute of `cluster.routing.allocation.awareness.attributes`, each
-    /// value's copies. OpenSearch counts a value's missing share as unassigned only with
-    /// `cluster.routing.allocation.awareness.balance`, which Shoal refuses (it does not
-    /// balance replicas over zones yet), so `unassigned_shards` is -1 as OpenSearch then
-    /// reports it.
+    /// value's copies.
     pub fn awareness_health_json(&self, attribute: Option<&str>) -> Value {
         let attributes = match attribute {
             Some(one) => vec![one.to_string()],
@@ -69,7 +66,7 @@ impl ClusterView {
         let health: Map<String, Value> = attributes
             .into_iter()
             .map(|attr| {
-                let values = self.0.awareness_health(&attr, false);
+                let values = self.0.awareness_health(&attr);
                 (attr, json!(values))
             })
             .collect();
