@@ -225,17 +225,20 @@ fn render(
     started: Instant,
 ) -> Value {
     let (mut done, mut conflicts, mut failures) = (0u64, 0u64, Vec::new());
-    for result in results {
-        match result {
-            Ok(_) => done += 1,
-            Err(e) if e.status == 409 => {
-                conflicts += 1;
-                if !request.proceed {
-                    failures.push(json!({"index": e.extra.get("index"), "id": e.reason.split(']').next().map(|s| s.trim_start_matches('[')), "cause": e.to_cause_json(), "status": 409}));
-                }
-            }
-            Err(e) => failures.push(json!({"cause": e.to_cause_json(), "status": e.status})),
+    for result in &results {
+        let Err(e) = result else {
+            done += 1;
+            continue;
+        };
+        let conflict = e.status == 409;
+        conflicts += u64::from(conflict);
+        if !request.reports(result) {
+            continue;
         }
+        failures.push(match conflict {
+            true => json!({"index": e.extra.get("index"), "id": e.reason.split(']').next().map(|s| s.trim_start_matches('[')), "cause": e.to_cause_json(), "status": 409}),
+            false => json!({"cause": e.to_cause_json(), "status": e.status}),
+        });
     }
     let update = request.update;
     let mut response = json!({
