@@ -107,7 +107,7 @@ impl FileTransfer<'_> {
             }
         }
         stats.diff = diff_started.elapsed();
-        let mut completing = Completing::default();
+        let mut completing = Completing::new();
         let copied = self.copy_missing(&missing, &mut completing, &mut stats);
         // Also after a failure: no rename of this transfer may land after it returned.
         let completed = self.finish_completions(&mut completing, &mut stats);
@@ -141,10 +141,8 @@ impl FileTransfer<'_> {
             }
             let partial = self.copy_file(file, opened)?;
             let path = self.dir.join(&file.name);
-            completing.push(
-                file,
-                self.runtime.spawn_blocking(move || partial.complete(&path)),
-            );
+            let completion = self.runtime.spawn_blocking(move || partial.complete(&path));
+            completing.push((file, completion));
         }
     }
 
@@ -157,7 +155,7 @@ impl FileTransfer<'_> {
     ) -> ApiResult<()> {
         let mut outcome = Ok(());
         // Every one is waited for, also after one failed.
-        for (file, completion) in completing.0.drain(..) {
+        for (file, completion) in completing.drain(..) {
             let completed = self.runtime.block_on(completion).unwrap_or_else(|e| {
                 Err(ApiError::internal(format!("completing a file failed: {e}")))
             });
@@ -292,14 +290,7 @@ impl Drop for Opening {
 }
 
 /// Verified files being made durable and given their names, in the order they were copied.
-#[derive(Default)]
-struct Completing<'f>(Vec<(&'f FileMeta, JoinHandle<ApiResult<()>>)>);
-
-impl<'f> Completing<'f> {
-    fn push(&mut self, file: &'f FileMeta, completion: JoinHandle<ApiResult<()>>) {
-        self.0.push((file, completion));
-    }
-}
+type Completing<'f> = Vec<(&'f FileMeta, JoinHandle<ApiResult<()>>)>;
 
 /// The temporary file a transferred file is written to; removed unless completed.
 struct PartialFile {
