@@ -129,17 +129,11 @@ pub async fn put_alias(
     let body = object_body(&body)?;
     blocking(move || {
         let spec = parse_alias(&body)?;
-        let actions: Vec<AliasAction> = node
-            .core()
-            .resolve(&index, ResolveOptions::admin())?
-            .into_iter()
-            .map(|s| AliasAction::Add {
-                index: s.name(),
-                alias: alias.clone(),
-                spec: spec.clone(),
-            })
-            .collect();
-        node.admin.update_aliases(&actions)
+        on_each_index(&node, &index, |index| AliasAction::Add {
+            index,
+            alias: alias.clone(),
+            spec: spec.clone(),
+        })
     })
     .await?;
     ok(ack(), &params)
@@ -153,20 +147,29 @@ pub async fn delete_alias(
     params: Params,
 ) -> RestResult {
     blocking(move || {
-        let actions: Vec<AliasAction> = node
-            .core()
-            .resolve(&index, ResolveOptions::admin())?
-            .into_iter()
-            .map(|s| AliasAction::Remove {
-                index: s.name(),
-                alias: alias.clone(),
-                must_exist: None,
-            })
-            .collect();
-        node.admin.update_aliases(&actions)
+        on_each_index(&node, &index, |index| AliasAction::Remove {
+            index,
+            alias: alias.clone(),
+            must_exist: None,
+        })
     })
     .await?;
     ok(ack(), &params)
+}
+
+/// Applies `action` to every index of the `index` expression, in one alias update.
+fn on_each_index(
+    node: &Node,
+    index: &str,
+    action: impl Fn(String) -> AliasAction,
+) -> shoal_node::ApiResult<()> {
+    let actions: Vec<AliasAction> = node
+        .core()
+        .resolve(index, ResolveOptions::admin())?
+        .into_iter()
+        .map(|s| action(s.name()))
+        .collect();
+    node.admin.update_aliases(&actions)
 }
 
 /// `GET /_alias`, `/_alias/{name}`, `/{index}/_alias`, `/{index}/_alias/{name}`, `/_aliases`.
