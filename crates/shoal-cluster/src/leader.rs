@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use openraft::async_runtime::watch::WatchReceiver;
 use shoal_state::{ClusterState, Command};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::actions::FollowerCheckAction;
 use crate::coordinator::{now_millis, Cluster};
@@ -44,14 +44,12 @@ pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
             })
             .await;
     }
-    if state.cluster_manager.as_deref() != Some(local.id.as_str()) || state.term != term {
-        info!(term, "elected as cluster manager");
-        let _ = cluster
-            .propose_as_leader(Command::ClusterManagerElected {
-                node_id: local.id.clone(),
-                term,
-            })
-            .await;
+    if (state.cluster_manager.as_deref() != Some(local.id.as_str()) || state.term != term)
+        && !announce_as_cluster_manager(cluster, term).await
+    {
+        // No other duty before the state names this node: a node removal committed first
+        // would leave the cluster with no cluster manager in its state until the next tick.
+        return;
     }
     if state.nodes.get(&local.id) != Some(&local) {
         let _ = cluster.propose_as_leader(Command::NodeJoin(local)).await;
@@ -68,6 +66,34 @@ pub(crate) async fn leader_duties(cluster: &Arc<Cluster>) {
     if shoal_allocation::next_delay_expiry(&state).is_some_and(|due| due <= now_millis()) {
         let _ = cluster.propose_as_leader(Command::Tick).await;
     }
+}
+
+/// Writes "this node is the cluster manager for `term`" to the state. Right after an election
+/// openraft refuses writes until a quorum has acknowledged the new leader (its lease), which
+/// takes one heartbeat: retried briefly so the state names its manager within milliseconds.
+async fn announce_as_cluster_manager(cluster: &Cluster, term: u64) -> bool {
+    const ATTEMPTS: usize = 10;
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+    info!(term, "elected as cluster manager");
+    let command = Command::ClusterManagerElected {
+        node_id: cluster.local().id.clone(),
+        term,
+    };
+    for _ in 0..ATTEMPTS {
+        match cluster.propose_as_leader(command.clone()).await {
+            Ok(_) => return true,
+            Err(e) if !cluster.raft().is_leader() => {
+                debug!(error = %e, "stepped down before announcing the election");
+                return false;
+            }
+            Err(_) => tokio::time::sleep(PAUSE).await,
+        }
+    }
+    warn!(
+        term,
+        "could not announce the election; retrying on the next tick"
+    );
+    false
 }
 
 /// Chooses the voters like OpenSearch's reconfigurator: live, non-excluded cluster-manager-

@@ -132,6 +132,16 @@ async fn killing_the_manager_elects_a_survivor_that_still_commits() {
         .await
         .expect("commit before the crash");
 
+    // Once the dead manager is out of a state, that state names its successor: the new
+    // manager announces itself before it removes anyone (seen once in CI without that order:
+    // the removal committed between a refused announcement and its retry).
+    let old_id = cluster.nodes[old].id.clone();
+    let unnamed = {
+        let old_id = old_id.clone();
+        watch_for(&cluster, move |s| {
+            !s.nodes.contains_key(&old_id) && s.cluster_manager.is_none()
+        })
+    };
     let killed_at = Instant::now();
     cluster.kill(old).await;
     let survivors: Vec<usize> = cluster.running();
@@ -162,7 +172,6 @@ async fn killing_the_manager_elects_a_survivor_that_still_commits() {
 
     // The dead manager leaves the state; its vote stays (never fewer than 3 voters while 3
     // are known), so 2 of 3 is still a majority.
-    let old_id = cluster.nodes[old].id.clone();
     let took = cluster
         .wait_until(
             "the dead manager is removed from the state",
@@ -178,6 +187,11 @@ async fn killing_the_manager_elects_a_survivor_that_still_commits() {
     println!("dead manager removed from the state {took:?} after the new election");
     cluster.wait_for_convergence(CONVERGE).await;
     assert_eq!(cluster.voters(new).len(), 3, "{}", cluster.dump());
+    assert!(
+        !unnamed.load(Ordering::SeqCst),
+        "a state without the dead manager named no cluster manager\n{}",
+        cluster.dump()
+    );
     cluster.assert_one_manager_per_term();
 }
 
