@@ -77,7 +77,9 @@ INGEST_ROWS = [("docs/s", "docs_per_s", "rate", "≥ 4× OpenSearch"),
                ("CPU s / 1k docs", "cpu_s_per_1k_docs", "cpu", ""),
                ("store after force-merge", "store_bytes", "mb", ""),
                ("RSS after ingest", "rss_after_ingest", "mib", "≤ 1/10"),
-               ("force-merge time", "force_merge_s", "s", "")]
+               ("force-merge time", "force_merge_s", "s", ""),
+               ("background merges ÷ final store (bytes)", "merged_per_stored", "ratio", ""),
+               ("segments after ingest", "segments_after_ingest", "count", "")]
 
 
 def render_ingest(doc):

@@ -117,6 +117,7 @@ def ingest_once(ctx, system, index, body, corpus, clients, max_docs=None, repeat
                            f"{out['failed_requests']} requests; sample: {out['error_sample']}")
     rss_after = system.rss()
     system.req("POST", f"/{index}/_refresh")
+    merged_bytes, segments = merge_work(system, index)
     fm = None
     store = docs = None
     if force_merge:
@@ -151,8 +152,16 @@ def ingest_once(ctx, system, index, body, corpus, clients, max_docs=None, repeat
         "cpu_s_incl_merge": round(cpu2 - cpu0, 3), "force_merge_s": fm and round(fm, 3),
         "store_bytes": store, "store_bytes_api": store_api if force_merge else None,
         "rss_after_ingest": rss_after, "peak_rss": system.peak_rss(),
+        "merged_bytes": merged_bytes, "segments_after_ingest": segments,
+        "merged_per_stored": store and round(merged_bytes / store, 2),
         "client_wall_s": round(wall, 3), "timeline": out["docs_per_second_timeline"],
     }
+
+
+def merge_work(system, index):
+    """Bytes the background merges wrote during the ingest, and the segments left after it."""
+    stats = system.req("GET", f"/{index}/_stats/merges,segments")["indices"][index]["primaries"]
+    return stats["merges"]["total_size_in_bytes"], stats["segments"]["count"]
 
 
 def raw_once(ctx, corpus, body, codec="default", level=None, max_docs=None, repeat=1):
@@ -173,7 +182,8 @@ def raw_once(ctx, corpus, body, codec="default", level=None, max_docs=None, repe
 
 
 INGEST_KEYS = ["docs_per_s", "bulk_p50_ms", "bulk_p90_ms", "bulk_p99_ms", "cpu_s_per_1k_docs", "cpu_s_bulk",
-               "store_bytes", "rss_after_ingest", "peak_rss", "force_merge_s"]
+               "store_bytes", "rss_after_ingest", "peak_rss", "force_merge_s", "merged_bytes",
+               "segments_after_ingest", "merged_per_stored"]
 
 
 def scenario_ingest_1node(ctx):

@@ -30,6 +30,8 @@ pub struct EngineConfig {
     /// Open as a segment-replication replica: no index writer; operations are only logged
     /// and segments arrive from the primary (`index.replication.type: SEGMENT`).
     pub segment_replica: bool,
+    /// `index.merge.policy.*`, shared with the writer's merge policy so updates apply at once.
+    pub merge: crate::SharedMergeSettings,
 }
 
 impl EngineConfig {
@@ -47,6 +49,7 @@ impl EngineConfig {
             version_map_limit_bytes: 64 * 1024 * 1024,
             check_on_startup: crate::store::CheckOnStartup::default(),
             segment_replica: false,
+            merge: crate::SharedMergeSettings::default(),
         }
     }
 

@@ -5,13 +5,13 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::merge_policy::TieredMergePolicy;
 use parking_lot::Mutex;
 use shoal_codec::{
     add_source_field, SegmentNumbers, SourceCodec, SourceReaderCache, SourceStorePlugin,
 };
 use shoal_mapping::{analysis, MapperError, ShardSchema};
 use shoal_translog::{Location, OpKind, Operation, Translog, TranslogConfig};
-use tantivy::indexer::LogMergePolicy;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 use tracing::{error, info, warn};
 
@@ -42,7 +42,7 @@ mod open;
 mod ops;
 
 use merged::ForceMergeSet;
-pub(crate) use merged::MergeHook;
+pub(crate) use merged::{segment_files, MergeHook};
 pub use merged::{MergedSegment, MergedSegmentListener};
 pub use nrt::{SegmentCheckpoint, StoreFile};
 use open::dir_size;
@@ -528,6 +528,13 @@ impl Engine {
 
     pub fn primary_term(&self) -> i64 {
         self.primary_term.load(Ordering::Acquire)
+    }
+
+    /// Applies changed `index.merge.policy.*` settings to the next merge decision.
+    pub fn set_merge_settings(&self, settings: crate::MergeSettings) {
+        if self.config.merge.get() != settings {
+            self.config.merge.set(settings);
+        }
     }
 
     /// Raises the primary term (promotion); the translog records it in new generations.

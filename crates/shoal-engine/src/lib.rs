@@ -14,6 +14,7 @@ mod config;
 mod engine;
 mod error;
 mod lookup;
+mod merge_policy;
 pub mod recovery;
 mod stats;
 pub mod store;
@@ -27,6 +28,7 @@ pub use engine::{
     Origin, ParseDocument, RefreshListener, SegmentCheckpoint, StoreFile, VersionType, WriteOp,
 };
 pub use error::EngineError;
+pub use merge_policy::{MergeSettings, SharedMergeSettings};
 pub use shoal_translog::{Durability, Location, OpKind, Operation};
 pub use stats::{EngineStats, FlushRequest, SegmentInfo};
 
@@ -37,6 +39,8 @@ pub const UNASSIGNED_SEQ_NO: i64 = -2;
 
 #[cfg(test)]
 mod committing_tests;
+#[cfg(test)]
+mod merge_policy_tests;
 #[cfg(test)]
 mod merged_tests;
 #[cfg(test)]

@@ -364,7 +364,8 @@ fn force_merge_waits_out_background_merges() {
     let dir = tempfile::tempdir().unwrap();
     let m = mapping();
     let engine = open(dir.path(), &m);
-    // Enough small commits for the log merge policy to start merging in the background.
+    // Enough small commits for the tiered merge policy to merge in the background (it merges
+    // ten floor-sized segments whenever there are eleven).
     for round in 0..24 {
         for i in 0..10 {
             apply_one(

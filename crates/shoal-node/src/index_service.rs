@@ -339,6 +339,7 @@ impl IndexService {
         config.flush_threshold_size = settings.flush_threshold_size();
         config.gc_deletes = settings.gc_deletes();
         config.check_on_startup = settings.check_on_startup();
+        config.merge = shoal_engine::SharedMergeSettings::new(settings.merge_settings());
         // Two cores: one indexing thread per shard beyond the first keeps merges breathing.
         config.indexing_threads = if settings.number_of_shards() > 1 {
             1
@@ -497,9 +498,13 @@ impl IndexService {
             return Ok(());
         }
         let shards = meta.settings().number_of_shards();
+        let merge = meta.settings().merge_settings();
         {
             let mut installed = self.installed.write();
             *installed = Installed::derive(meta, Some(&installed))?;
+        }
+        for (_, engine) in self.local_shards() {
+            engine.set_merge_settings(merge);
         }
         let mut engines = self.shards.write();
         if engines.len() < shards {

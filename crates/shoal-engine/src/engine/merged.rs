@@ -363,7 +363,7 @@ impl ForceMergeSet {
 }
 
 /// The files of segment `segment` in `dir` (name, length), by name.
-fn segment_files(dir: &std::path::Path, segment: &str) -> Vec<(String, u64)> {
+pub(crate) fn segment_files(dir: &std::path::Path, segment: &str) -> Vec<(String, u64)> {
     let prefix = format!("{segment}.");
     let mut files = BTreeMap::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {

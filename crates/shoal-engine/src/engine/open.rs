@@ -209,9 +209,7 @@ pub(super) fn new_writer(
     let threads = config.indexing_threads.max(1);
     let writer: IndexWriter =
         index.writer_with_num_threads(threads, config.indexing_buffer_per_thread * threads)?;
-    let mut policy = LogMergePolicy::default();
-    // Reclaim space from updated/deleted documents instead of ignoring deletes when merging.
-    policy.set_del_docs_ratio_before_merge(0.3);
+    let policy = TieredMergePolicy::new(config.merge.clone(), config.index_dir());
     writer.set_merge_policy(hook.pausable(Box::new(VerifyingMergePolicy::new(
         Box::new(policy),
         index.clone(),

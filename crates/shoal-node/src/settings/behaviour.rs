@@ -4,6 +4,7 @@
 //! accept exactly the values that describe Shoal's behaviour and refuse the others
 //! naming what Shoal does, so nothing is accepted and then ignored.
 
+use shoal_engine::MergeSettings;
 use shoal_mapping::MappingLimits;
 
 use super::{typed, IndexSettings};
@@ -20,6 +21,41 @@ impl IndexSettings<'_> {
             field_name_length: read(
                 "index.mapping.field_name_length.limit",
                 defaults.field_name_length,
+            ),
+        }
+    }
+}
+
+impl IndexSettings<'_> {
+    /// `index.merge.policy.*`: the tiered merge policy's settings (OpenSearch's defaults).
+    pub fn merge_settings(&self) -> MergeSettings {
+        let defaults = MergeSettings::default();
+        let number = |key: &str, default: f64| {
+            self.get_or_default(key)
+                .trim()
+                .parse::<f64>()
+                .unwrap_or(default)
+        };
+        let bytes = |key: &str, default: u64| {
+            super::parse_byte_size(&self.get_or_default(key)).unwrap_or(default)
+        };
+        MergeSettings {
+            segments_per_tier: number(
+                "index.merge.policy.segments_per_tier",
+                defaults.segments_per_tier,
+            ),
+            max_merge_at_once: number(
+                "index.merge.policy.max_merge_at_once",
+                defaults.max_merge_at_once as f64,
+            ) as usize,
+            floor_segment: bytes("index.merge.policy.floor_segment", defaults.floor_segment),
+            max_merged_segment: bytes(
+                "index.merge.policy.max_merged_segment",
+                defaults.max_merged_segment,
+            ),
+            deletes_pct_allowed: number(
+                "index.merge.policy.deletes_pct_allowed",
+                defaults.deletes_pct_allowed,
             ),
         }
     }
@@ -69,6 +105,12 @@ const FIXED: &[Fixed] = &[
         describes_shoal: |v| v == "false",
         accepted: "false",
         behaviour: "Shoal has no query cache: every query runs against the segments",
+    },
+    Fixed {
+        key: "index.merge.policy",
+        describes_shoal: |v| v == "default" || v == "tiered",
+        accepted: "tiered",
+        behaviour: "Shoal merges segments with the tiered merge policy (index.merge.policy.*)",
     },
     Fixed {
         key: "index.merge.scheduler.max_thread_count",

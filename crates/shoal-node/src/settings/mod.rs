@@ -2,6 +2,7 @@
 //! access to the ones Shoal acts on.
 
 pub mod behaviour;
+mod honoured;
 mod registry;
 pub mod typed;
 mod values;
