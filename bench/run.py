@@ -160,7 +160,7 @@ def ingest_once(ctx, system, index, body, corpus, clients, max_docs=None, repeat
 
 def merge_work(system, index):
     """Bytes the background merges wrote during the ingest, and the segments left after it."""
-    stats = system.req("GET", f"/{index}/_stats/merges,segments")["indices"][index]["primaries"]
+    stats = system.req("GET", f"/{index}/_stats/merge,segments")["indices"][index]["primaries"]
     return stats["merges"]["total_size_in_bytes"], stats["segments"]["count"]
 
 
