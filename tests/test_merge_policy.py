@@ -92,3 +92,52 @@ def test_a_merge_policy_shoal_does_not_have_is_refused_by_name(http, index_name,
     assert "index.merge.policy" in r.json()["error"]["reason"], r.text
     r = http.put(f"/{index_name}", {"settings": {"index.merge.policy": "tiered"}})
     assert r.status_code == 200, r.text
+
+
+def segments_by_name(http, index: str) -> dict[str, dict]:
+    rows = http.get(f"/_cat/segments/{index}", params={"format": "json"}).json()
+    return {row["segment"]: row for row in rows if row["prirep"] == "p"}
+
+
+def write_and_delete(http, index: str) -> dict[str, dict]:
+    """Three bulks of 20 documents (a segment or more each), then half of the second deleted:
+    past the 10 % of expunge_deletes_allowed. Returns the segments then."""
+    for segment in range(3):
+        lines = []
+        for n in range(segment * 20, segment * 20 + 20):
+            lines += [{"index": {"_index": index, "_id": str(n)}}, {"n": n}]
+        r = http.bulk(lines, params={"refresh": "true"})
+        assert r.status_code == 200 and not r.json()["errors"], r.text
+    lines = [{"delete": {"_index": index, "_id": str(n)}} for n in range(20, 30)]
+    assert not http.bulk(lines, params={"refresh": "true"}).json()["errors"]
+    before = segments_by_name(http, index)
+    # A segment whose every document is deleted is dropped at the refresh, so fewer may show.
+    assert any(int(s["docs.deleted"]) >= 5 for s in before.values()), before
+    return before
+
+
+def assert_only_deletes_expunged(http, index: str, before: dict[str, dict]) -> None:
+    http.post(f"/{index}/_refresh")
+    after = segments_by_name(http, index)
+    untouched = {name for name, s in before.items() if s["docs.deleted"] == "0"}
+    assert untouched and untouched <= set(after), (before, after)
+    assert all(s["docs.deleted"] == "0" for s in after.values()), after
+    assert http.get(f"/{index}/_count").json()["count"] == 50
+
+
+def test_only_expunge_deletes_rewrites_just_the_segments_with_many_deleted_documents(http, index_name):
+    create(http, index_name)
+    before = write_and_delete(http, index_name)
+    r = http.post(f"/{index_name}/_forcemerge", params={"only_expunge_deletes": "true"})
+    assert r.status_code == 200, r.text
+    assert_only_deletes_expunged(http, index_name, before)
+
+
+def test_only_expunge_deletes_with_max_num_segments_expunges_and_warns(http, index_name):
+    # OpenSearch 2.x: accepted with a deprecation warning, and max_num_segments has no effect.
+    create(http, index_name)
+    before = write_and_delete(http, index_name)
+    r = http.post(f"/{index_name}/_forcemerge", params={"only_expunge_deletes": "true", "max_num_segments": "1"})
+    assert r.status_code == 200, r.text
+    assert "only_expunge_deletes and max_num_segments at the same time is deprecated" in r.headers.get("Warning", ""), r.headers
+    assert_only_deletes_expunged(http, index_name, before)

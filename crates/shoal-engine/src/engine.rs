@@ -36,12 +36,13 @@ pub type RefreshListener = Arc<dyn Fn(&Engine) + Send + Sync>;
 
 mod apply;
 pub(crate) mod committing;
+mod force_merge;
 mod merged;
 mod nrt;
 mod open;
 mod ops;
 
-use merged::ForceMergeSet;
+pub use force_merge::ForceMergeTarget;
 pub(crate) use merged::{segment_files, MergeHook};
 pub use merged::{MergedSegment, MergedSegmentListener};
 pub use nrt::{SegmentCheckpoint, StoreFile};
@@ -422,76 +423,9 @@ impl Engine {
         self.translog.stats().uncommitted_size_in_bytes > self.config.flush_threshold_size
     }
 
-    /// Merges the segments searchable when the call starts down to at most `max_num_segments`
-    /// (blocking). As Lucene's `forceMerge`, segments later refreshes add are not its concern:
-    /// under continuous writes a loop over every segment would never end.
-    pub fn force_merge(&self, max_num_segments: usize) -> Result<(), EngineError> {
-        // A replica's segments are the primary's: it merges by copying the merged segment.
-        if self.is_writer_less() {
-            return Ok(());
-        }
-        self.refresh()?;
-        let max_num_segments = max_num_segments.max(1);
-        let _paused = self.merge_hook.pause_background_merges();
-        let mut set = ForceMergeSet::new(self.searchable_segment_ids()?);
-        // Background merges may hold some of the segments: wait for them and try again.
-        let deadline = Instant::now() + std::time::Duration::from_secs(600);
-        loop {
-            let current = self.searchable_segment_ids()?;
-            // Merges the policy started before the pause end first: racing them rewrites the
-            // same segments twice and throws one result away.
-            if self.merge_hook.background_merges_running(&current) && Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                continue;
-            }
-            set.observe(&current);
-            let mut metas: Vec<_> = self
-                .index
-                .searchable_segment_metas()?
-                .into_iter()
-                .filter(|m| set.is_target(&m.id()))
-                .collect();
-            let has_deletes = metas
-                .iter()
-                .any(|m| m.num_deleted_docs() > 0 && !set.is_own_merge(&m.id()));
-            if metas.len() <= max_num_segments && !has_deletes {
-                return Ok(());
-            }
-            // Merge the smallest segments together so that `max_num_segments` remain.
-            metas.sort_by_key(|m| m.num_docs());
-            let merge_count = if metas.len() > max_num_segments {
-                metas.len() - max_num_segments + 1
-            } else {
-                metas.len()
-            };
-            let picked = &metas[..merge_count.max(1)];
-            let ids: Vec<_> = picked.iter().map(|m| m.id()).collect();
-            self.verify_merge_inputs(picked)?;
-            let started = Instant::now();
-            Counters::add(&self.counters.merge_current, 1);
-            let future = {
-                let _commit = self.commit_lock.lock();
-                self.state.lock().writer().merge(&ids)
-            };
-            let outcome = future.wait();
-            self.counters.merge_current.fetch_sub(1, Ordering::Relaxed);
-            match outcome {
-                Ok(merged) => {
-                    set.merged(&ids, merged.map(|m| m.id()));
-                    // The merge hook counted the merge when it wrote its segment.
-                    let took = started.elapsed().as_nanos() as u64;
-                    Counters::add(&self.merge_hook.done.time_nanos, took);
-                }
-                Err(e) if is_busy_segment_error(&e) && Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                }
-                Err(e) => return Err(self.merge_failed(e)),
-            }
-            self.reader.reload()?;
-        }
-    }
-
-    fn searchable_segment_ids(&self) -> Result<Vec<tantivy::index::SegmentId>, EngineError> {
+    pub(super) fn searchable_segment_ids(
+        &self,
+    ) -> Result<Vec<tantivy::index::SegmentId>, EngineError> {
         Ok(self
             .index
             .searchable_segment_metas()?
@@ -732,14 +666,6 @@ impl VersionMap {
             v.location = Some(location);
         }
     }
-}
-
-/// tantivy refuses to merge segments that a background merge is already rewriting, or that
-/// one has just replaced (listed a moment before the merge was asked for).
-fn is_busy_segment_error(error: &tantivy::TantivyError) -> bool {
-    let text = error.to_string();
-    text.contains("could not be found in the SegmentManager")
-        || text.contains("not all uncommitted or committed")
 }
 
 /// What a closed (not failed) engine answers with.

@@ -24,8 +24,9 @@ pub use checkpoint::LocalCheckpointTracker;
 pub use commit::CommitPayload;
 pub use config::{set_node_indexing_budget, EngineConfig};
 pub use engine::{
-    DocRequest, Engine, GetResult, MergedSegment, MergedSegmentListener, OpResult, OpResultKind,
-    Origin, ParseDocument, RefreshListener, SegmentCheckpoint, StoreFile, VersionType, WriteOp,
+    DocRequest, Engine, ForceMergeTarget, GetResult, MergedSegment, MergedSegmentListener,
+    OpResult, OpResultKind, Origin, ParseDocument, RefreshListener, SegmentCheckpoint, StoreFile,
+    VersionType, WriteOp,
 };
 pub use error::EngineError;
 pub use merge_policy::{MergeSettings, SharedMergeSettings};

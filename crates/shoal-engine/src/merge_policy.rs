@@ -32,6 +32,9 @@ pub struct MergeSettings {
     pub max_merged_segment: u64,
     /// `deletes_pct_allowed`: deleted documents allowed, in percent of all documents.
     pub deletes_pct_allowed: f64,
+    /// `expunge_deletes_allowed`: `_forcemerge?only_expunge_deletes` rewrites the segments
+    /// with more deleted documents than this percent of theirs.
+    pub expunge_deletes_allowed: f64,
 }
 
 impl Default for MergeSettings {
@@ -42,6 +45,7 @@ impl Default for MergeSettings {
             floor_segment: 2 * 1024 * 1024,
             max_merged_segment: 5 * 1024 * 1024 * 1024,
             deletes_pct_allowed: 20.0,
+            expunge_deletes_allowed: 10.0,
         }
     }
 }

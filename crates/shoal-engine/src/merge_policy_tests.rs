@@ -162,4 +162,75 @@ mod on_an_engine {
         );
         assert_eq!(crate::nrt_tests::docs(&engine), 70);
     }
+
+    fn delete_as_primary(engine: &Engine, id: &str) {
+        let op = crate::WriteOp::Delete {
+            id: id.into(),
+            routing: None,
+            request: crate::DocRequest::default(),
+            seq_no: crate::UNASSIGNED_SEQ_NO,
+            primary_term: 1,
+            version: 0,
+        };
+        engine
+            .apply(vec![op], crate::Origin::Primary)
+            .pop()
+            .unwrap()
+            .unwrap();
+    }
+
+    /// The segment with `deleted` deleted documents.
+    fn with_deleted(engine: &Engine, deleted: u32) -> tantivy::index::SegmentId {
+        let metas = segments(engine);
+        let found = metas.iter().find(|m| m.num_deleted_docs() == deleted);
+        found.expect("a segment with that many deletes").id()
+    }
+
+    fn ids(engine: &Engine) -> Vec<tantivy::index::SegmentId> {
+        segments(engine).iter().map(|m| m.id()).collect()
+    }
+
+    #[test]
+    fn expunging_deletes_rewrites_only_the_segments_past_the_allowance() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open_single_threaded_primary(dir.path());
+        write_segment(&engine, 0, 20); // will lose 1 of 20: 5 %, under the 10 % allowed
+        write_segment(&engine, 20, 20); // will lose 10 of 20: 50 %
+        write_segment(&engine, 40, 20); // no deletes
+        delete_as_primary(&engine, "0");
+        for n in 20..30 {
+            delete_as_primary(&engine, &n.to_string());
+        }
+        engine.refresh().unwrap();
+        let (few, many, none) = (
+            with_deleted(&engine, 1),
+            with_deleted(&engine, 10),
+            with_deleted(&engine, 0),
+        );
+
+        engine
+            .force_merge(crate::ForceMergeTarget::ExpungeDeletes)
+            .unwrap();
+        let after = ids(&engine);
+        assert_eq!(
+            after.len(),
+            3,
+            "one segment rewritten, not merged with others"
+        );
+        assert!(after.contains(&few) && after.contains(&none), "{after:?}");
+        assert!(!after.contains(&many));
+        assert_eq!(crate::nrt_tests::docs(&engine), 49);
+
+        // A lower allowance takes the segment with 5 % deleted too.
+        engine.set_merge_settings(MergeSettings {
+            expunge_deletes_allowed: 1.0,
+            ..MergeSettings::default()
+        });
+        engine
+            .force_merge(crate::ForceMergeTarget::ExpungeDeletes)
+            .unwrap();
+        let after = ids(&engine);
+        assert!(!after.contains(&few) && after.contains(&none), "{after:?}");
+        assert_eq!(crate::nrt_tests::docs(&engine), 49);
+    }
 }

@@ -65,7 +65,7 @@ fn force_merge_held_at_its_end(
     let (reports, go) = hold_first_merge(primary);
     let merging = {
         let primary = primary.clone();
-        std::thread::spawn(move || primary.force_merge(1))
+        std::thread::spawn(move || primary.force_merge(ForceMergeTarget::MaxSegments(1)))
     };
     (merging, reports.recv().unwrap(), go)
 }
@@ -155,7 +155,9 @@ fn a_force_merge_under_continuous_writes_merges_what_was_there_and_returns() {
         })
     };
     let started = std::time::Instant::now();
-    primary.force_merge(1).unwrap();
+    primary
+        .force_merge(ForceMergeTarget::MaxSegments(1))
+        .unwrap();
     let took = started.elapsed();
     stop.store(true, std::sync::atomic::Ordering::Release);
     writer.join().unwrap();
@@ -250,7 +252,9 @@ fn segments_are_named_by_number_alike_on_every_copy_and_new_ones_are_numbered_ab
     }
     let highest = copied.iter().map(|(_, number)| *number).max().unwrap();
 
-    primary.force_merge(1).unwrap();
+    primary
+        .force_merge(ForceMergeTarget::MaxSegments(1))
+        .unwrap();
     primary.refresh().unwrap();
     let merged = segment_names(&primary);
     assert_eq!(merged.len(), 1, "{merged:?}");

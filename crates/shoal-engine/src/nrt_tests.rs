@@ -261,7 +261,9 @@ fn later_commits_are_ahead_and_files_merged_away_leave_the_replica() {
     assert!(second.is_ahead_of(&first) && !first.is_ahead_of(&second));
     assert!(second.length() > first.length());
 
-    primary.force_merge(1).unwrap();
+    primary
+        .force_merge(ForceMergeTarget::MaxSegments(1))
+        .unwrap();
     let merged = refresh_and_copy(&primary, &replica);
     assert_eq!(docs(&replica), 20);
     let on_disk: std::collections::BTreeSet<String> =

@@ -186,7 +186,9 @@ fn a_damaged_segment_is_not_merged() {
     let term = file_with_extension(&dir.path().join("index"), "term");
     flip(&term, 30);
     let engine = open(dir.path(), CheckOnStartup::False).unwrap();
-    let err = engine.force_merge(1).unwrap_err();
+    let err = engine
+        .force_merge(ForceMergeTarget::MaxSegments(1))
+        .unwrap_err();
     assert!(matches!(err, EngineError::Corrupted(_)), "{err}");
     assert!(engine.failure().is_some());
     assert!(read_marker(&dir.path().join("index")).is_some());

@@ -350,7 +350,9 @@ fn flush_trims_translog_and_force_merge_reduces_segments() {
     assert!(engine.segments().unwrap().len() >= 2);
     engine.flush(true).unwrap();
     assert_eq!(engine.stats().translog.uncommitted_operations, 0);
-    engine.force_merge(1).unwrap();
+    engine
+        .force_merge(ForceMergeTarget::MaxSegments(1))
+        .unwrap();
     assert_eq!(engine.segments().unwrap().len(), 1);
     assert_eq!(engine.searcher().num_docs(), 60);
     assert_eq!(
@@ -382,7 +384,9 @@ fn force_merge_waits_out_background_merges() {
         }
         engine.refresh().unwrap();
     }
-    engine.force_merge(1).unwrap();
+    engine
+        .force_merge(ForceMergeTarget::MaxSegments(1))
+        .unwrap();
     assert_eq!(engine.segments().unwrap().len(), 1);
     assert_eq!(engine.searcher().num_docs(), 240);
 }
@@ -417,7 +421,9 @@ fn a_pinned_commit_copied_elsewhere_opens_as_a_copy_with_its_own_translog() {
         );
         apply_one(&source, op).unwrap();
     }
-    source.force_merge(1).unwrap();
+    source
+        .force_merge(ForceMergeTarget::MaxSegments(1))
+        .unwrap();
     let config = EngineConfig::new(target_dir.path().to_path_buf());
     std::fs::create_dir_all(config.index_dir()).unwrap();
     for (name, len) in &snapshot.files {

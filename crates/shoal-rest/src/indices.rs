@@ -504,11 +504,18 @@ pub async fn maintenance(
         return ok(json!({ "task": summary }), &params);
     }
     let status = if is_merge { worst } else { 200 };
-    Ok(crate::response::json(
+    let response = crate::response::json(
         crate::response::status_of(status),
         json!({"_shards": summary}),
         &params,
-    ))
+    );
+    let both = is_merge
+        && params.bool_or("only_expunge_deletes", false)?
+        && params.get("max_num_segments").is_some();
+    Ok(match both {
+        true => crate::response::with_deprecation_warning(response, EXPUNGE_AND_MAX_SEGMENTS),
+        false => response,
+    })
 }
 
 /// The parameters `_refresh`, `_flush` and `_forcemerge` take besides the resolution ones
@@ -555,10 +562,15 @@ fn start_background_merge(
     })
 }
 
+/// OpenSearch 2.x takes both parameters, expunges deletes and warns (3.0 refuses them).
+const EXPUNGE_AND_MAX_SEGMENTS: &str = "setting only_expunge_deletes and max_num_segments at the same time is deprecated and will be rejected in a future version";
+
 fn force_merge_op(params: &Params) -> ApiResult<BroadcastOp> {
+    let max_segments = params.usize("max_num_segments")?;
+    let only_expunge_deletes = params.bool_or("only_expunge_deletes", false)?;
     Ok(BroadcastOp::ForceMerge {
-        max_segments: params.usize("max_num_segments")?,
-        only_expunge_deletes: params.bool_or("only_expunge_deletes", false)?,
+        max_segments,
+        only_expunge_deletes,
         flush: params.bool_or("flush", true)?,
         primary_only: params.bool_or("primary_only", false)?,
     })

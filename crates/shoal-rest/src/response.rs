@@ -47,6 +47,21 @@ pub fn json(status: StatusCode, body: Value, params: &Params) -> Response {
     json_response(status, &body, params.flag("pretty"))
 }
 
+/// Adds OpenSearch's deprecation `Warning` header (RFC 7234 code 299) to `response`.
+pub fn with_deprecation_warning(mut response: Response, message: &str) -> Response {
+    let value = format!(
+        "299 OpenSearch-{} \"{}\"",
+        shoal_node::OPENSEARCH_VERSION,
+        message.replace('"', "\\\"")
+    );
+    if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
+        response
+            .headers_mut()
+            .append(axum::http::header::WARNING, value);
+    }
+    response
+}
+
 pub fn ok(body: Value, params: &Params) -> RestResult {
     Ok(json(StatusCode::OK, body, params))
 }

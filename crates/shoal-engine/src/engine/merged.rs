@@ -309,59 +309,6 @@ impl Drop for MergesPaused {
     }
 }
 
-/// The segments a force merge works on: those searchable when it started, what its own merges
-/// made of them, and, when a background merge took some of them, the segments that appeared
-/// meanwhile (one of them holds their documents; tantivy does not say which).
-pub(crate) struct ForceMergeSet {
-    targets: HashSet<SegmentId>,
-    seen: HashSet<SegmentId>,
-    own_merges: HashSet<SegmentId>,
-}
-
-impl ForceMergeSet {
-    pub(crate) fn new(initial: Vec<SegmentId>) -> ForceMergeSet {
-        let targets: HashSet<SegmentId> = initial.into_iter().collect();
-        ForceMergeSet {
-            seen: targets.clone(),
-            targets,
-            own_merges: HashSet::new(),
-        }
-    }
-
-    /// The searchable segments now.
-    pub(crate) fn observe(&mut self, current: &[SegmentId]) {
-        let current: HashSet<SegmentId> = current.iter().copied().collect();
-        if self.targets.iter().any(|id| !current.contains(id)) {
-            self.targets.retain(|id| current.contains(id));
-            let newcomers = current.difference(&self.seen).copied().collect::<Vec<_>>();
-            self.targets.extend(newcomers);
-        }
-        self.seen.extend(current);
-    }
-
-    /// This force merge merged `inputs` into `output` (`None`: they held no live document).
-    pub(crate) fn merged(&mut self, inputs: &[SegmentId], output: Option<SegmentId>) {
-        for id in inputs {
-            self.targets.remove(id);
-        }
-        if let Some(id) = output {
-            self.targets.insert(id);
-            self.seen.insert(id);
-            self.own_merges.insert(id);
-        }
-    }
-
-    pub(crate) fn is_target(&self, id: &SegmentId) -> bool {
-        self.targets.contains(id)
-    }
-
-    /// Whether this force merge wrote `id`: deletes it gained since are not merged away again
-    /// (under continuous updates that would never end either).
-    pub(crate) fn is_own_merge(&self, id: &SegmentId) -> bool {
-        self.own_merges.contains(id)
-    }
-}
-
 /// The files of segment `segment` in `dir` (name, length), by name.
 pub(crate) fn segment_files(dir: &std::path::Path, segment: &str) -> Vec<(String, u64)> {
     let prefix = format!("{segment}.");

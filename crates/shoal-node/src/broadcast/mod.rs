@@ -437,9 +437,9 @@ fn run_op(engine: &shoal_engine::Engine, op: BroadcastOp) -> ApiResult<()> {
             primary_only: _,
         } => {
             let target = if only_expunge_deletes {
-                usize::MAX
+                shoal_engine::ForceMergeTarget::ExpungeDeletes
             } else {
-                max_segments.unwrap_or(1)
+                shoal_engine::ForceMergeTarget::MaxSegments(max_segments.unwrap_or(1))
             };
             engine.force_merge(target)?;
             if flush {

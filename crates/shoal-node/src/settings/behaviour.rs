@@ -57,6 +57,10 @@ impl IndexSettings<'_> {
                 "index.merge.policy.deletes_pct_allowed",
                 defaults.deletes_pct_allowed,
             ),
+            expunge_deletes_allowed: number(
+                "index.merge.policy.expunge_deletes_allowed",
+                defaults.expunge_deletes_allowed,
+            ),
         }
     }
 }

@@ -168,6 +168,7 @@ const HONOURED_INDEX: &[&str] = &[
     "index.merge.policy.floor_segment",
     "index.merge.policy.max_merged_segment",
     "index.merge.policy.deletes_pct_allowed",
+    "index.merge.policy.expunge_deletes_allowed",
     // Applied by every reroute (shoal-allocation/src/auto_expand.rs).
     "index.auto_expand_replicas",
     // The fields of query_string, simple_query_string and multi_match naming none.

@@ -80,6 +80,10 @@ fn numeric_kind(key: &str) -> Option<Kind> {
             min: 5.0,
             max: 50.0,
         },
+        "index.merge.policy.expunge_deletes_allowed" => Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
         "cluster.remote_store.index.segment_metadata.retention.max_count" => int(1),
         "remote_store.segment.pressure.consecutive_failures.limit" => int(1),
         "remote_store.segment.pressure.bytes_lag.variance_factor"
