@@ -80,6 +80,12 @@ async fn announce_as_cluster_manager(cluster: &Cluster, term: u64) -> bool {
         term,
     };
     for _ in 0..ATTEMPTS {
+        // `announce_refused`: this attempt is refused as openraft refuses it before the lease.
+        #[cfg(feature = "failpoints")]
+        if fail::eval("announce_refused", |_| ()).is_some() {
+            tokio::time::sleep(PAUSE).await;
+            continue;
+        }
         match cluster.propose_as_leader(command.clone()).await {
             Ok(_) => return true,
             Err(e) if !cluster.raft().is_leader() => {

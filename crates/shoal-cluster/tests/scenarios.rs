@@ -13,59 +13,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use shoal_state::{ClusterState, Command, VotingExclusion};
-use support::{put_setting, timed, TestCluster};
+use support::{formed, put_setting, timed, watch_for, TestCluster};
 
-const FORM: Duration = Duration::from_secs(15);
 const FAILOVER: Duration = Duration::from_secs(10);
 const CONVERGE: Duration = Duration::from_secs(10);
 
-/// Starts `n` members and waits for one manager and for every member to have joined and
-/// applied the same state.
-async fn formed(n: usize) -> (TestCluster, usize) {
-    let cluster = TestCluster::start(n).await;
-    let leader = cluster.wait_for_leader(FORM).await;
-    cluster
-        .wait_until(
-            &format!("all {n} members are in every state"),
-            FORM,
-            |states| states.iter().flatten().all(|s| s.nodes.len() == n),
-        )
-        .await;
-    cluster.wait_for_convergence(CONVERGE).await;
-    println!(
-        "{} {n} members formed a cluster managed by {}",
-        cluster.t(),
-        cluster.name(leader)
-    );
-    (cluster, leader)
-}
-
 fn setting<'a>(state: &'a ClusterState, key: &str) -> Option<&'a serde_json::Value> {
     state.metadata.persistent_settings.get(key)
-}
-
-/// Flags any state applied by any running member that matches `bad`.
-fn watch_for(
-    cluster: &TestCluster,
-    bad: impl Fn(&ClusterState) -> bool + Send + Sync + 'static,
-) -> Arc<AtomicBool> {
-    let seen = Arc::new(AtomicBool::new(false));
-    let bad = Arc::new(bad);
-    for i in cluster.running() {
-        let mut rx = cluster.cluster(i).subscribe();
-        let (seen, bad) = (seen.clone(), bad.clone());
-        tokio::spawn(async move {
-            loop {
-                if bad(&rx.borrow_and_update()) {
-                    seen.store(true, Ordering::SeqCst);
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        });
-    }
-    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,7 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -628,6 +629,55 @@ impl Drop for TestCluster {
 }
 
 /// Two states agree on everything the scenarios look at.
+/// How long forming may take.
+const FORM: Duration = Duration::from_secs(15);
+const FORM_CONVERGE: Duration = Duration::from_secs(10);
+
+/// Starts `n` members and waits for one manager and for every member to have joined and
+/// applied the same state.
+pub async fn formed(n: usize) -> (TestCluster, usize) {
+    let cluster = TestCluster::start(n).await;
+    let leader = cluster.wait_for_leader(FORM).await;
+    cluster
+        .wait_until(
+            &format!("all {n} members are in every state"),
+            FORM,
+            |states| states.iter().flatten().all(|s| s.nodes.len() == n),
+        )
+        .await;
+    cluster.wait_for_convergence(FORM_CONVERGE).await;
+    println!(
+        "{} {n} members formed a cluster managed by {}",
+        cluster.t(),
+        cluster.name(leader)
+    );
+    (cluster, leader)
+}
+
+/// Flags any state applied by any running member that matches `bad`.
+pub fn watch_for(
+    cluster: &TestCluster,
+    bad: impl Fn(&ClusterState) -> bool + Send + Sync + 'static,
+) -> Arc<AtomicBool> {
+    let seen = Arc::new(AtomicBool::new(false));
+    let bad = Arc::new(bad);
+    for i in cluster.running() {
+        let mut rx = cluster.cluster(i).subscribe();
+        let (seen, bad) = (seen.clone(), bad.clone());
+        tokio::spawn(async move {
+            loop {
+                if bad(&rx.borrow_and_update()) {
+                    seen.store(true, Ordering::SeqCst);
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    seen
+}
+
 pub fn same_state(a: &ClusterState, b: &ClusterState) -> bool {
     a.cluster_uuid == b.cluster_uuid
         && a.version == b.version
