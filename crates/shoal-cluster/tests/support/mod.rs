@@ -628,7 +628,6 @@ impl Drop for TestCluster {
     }
 }
 
-/// Two states agree on everything the scenarios look at.
 /// How long forming may take.
 const FORM: Duration = Duration::from_secs(15);
 const FORM_CONVERGE: Duration = Duration::from_secs(10);
@@ -678,6 +677,7 @@ pub fn watch_for(
     seen
 }
 
+/// Two states agree on everything the scenarios look at.
 pub fn same_state(a: &ClusterState, b: &ClusterState) -> bool {
     a.cluster_uuid == b.cluster_uuid
         && a.version == b.version
