@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::merge_policy::TieredMergePolicy;
 use parking_lot::Mutex;
 use shoal_codec::{
     add_source_field, SegmentNumbers, SourceCodec, SourceReaderCache, SourceStorePlugin,
@@ -18,6 +17,7 @@ use tracing::{error, info, warn};
 use crate::checkpoint::LocalCheckpointTracker;
 use crate::commit::CommitPayload;
 use crate::lookup::{find_doc, read_source};
+use crate::merge_policy::TieredMergePolicy;
 use crate::stats::{Counters, EngineStats, SegmentInfo};
 use crate::store::{Integrity, VerifyingMergePolicy};
 use crate::version_map::{VersionMap, VersionValue};
@@ -43,7 +43,7 @@ mod open;
 mod ops;
 
 pub use force_merge::ForceMergeTarget;
-pub(crate) use merged::{segment_files, MergeHook};
+pub(crate) use merged::MergeHook;
 pub use merged::{MergedSegment, MergedSegmentListener};
 pub use nrt::{SegmentCheckpoint, StoreFile};
 use open::dir_size;
@@ -466,9 +466,7 @@ impl Engine {
 
     /// Applies changed `index.merge.policy.*` settings to the next merge decision.
     pub fn set_merge_settings(&self, settings: crate::MergeSettings) {
-        if self.config.merge.get() != settings {
-            self.config.merge.set(settings);
-        }
+        self.config.merge.set(settings);
     }
 
     /// Raises the primary term (promotion); the translog records it in new generations.

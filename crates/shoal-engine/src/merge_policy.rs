@@ -11,7 +11,7 @@
 //! deleted documents, as in Lucene; segments under the floor count as the floor, so a shower
 //! of tiny refresh segments is merged in groups instead of one merge each.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -251,26 +251,45 @@ impl TieredMergePolicy {
     pub(crate) fn weigh(&self, segments: &[SegmentMeta]) -> Vec<Weighed> {
         let mut known = self.bytes.lock();
         // Forget segments gone from the offer (merged away, or in a merge right now).
-        known.retain(|id, _| segments.iter().any(|m| m.id() == *id));
+        let offered: HashSet<SegmentId> = segments.iter().map(|m| m.id()).collect();
+        known.retain(|id, _| offered.contains(id));
+        let unknown: HashMap<String, SegmentId> = segments
+            .iter()
+            .filter(|m| !known.contains_key(&m.id()))
+            .map(|m| (m.id().uuid_string(), m.id()))
+            .collect();
+        if !unknown.is_empty() {
+            let measured = self.bytes_on_disk(&unknown);
+            for (name, id) in unknown {
+                known.insert(id, measured.get(&name).copied().unwrap_or(0));
+            }
+        }
         segments
             .iter()
             .map(|meta| Weighed {
-                bytes: *known
-                    .entry(meta.id())
-                    .or_insert_with(|| self.bytes_on_disk(meta)),
+                bytes: known[&meta.id()],
                 max_doc: meta.max_doc(),
                 deleted: meta.num_deleted_docs(),
             })
             .collect()
     }
 
-    /// The segment's files but its deletes (which change; their share is counted apart).
-    fn bytes_on_disk(&self, meta: &SegmentMeta) -> u64 {
-        crate::engine::segment_files(&self.dir, &meta.id().uuid_string())
-            .iter()
-            .filter(|(name, _)| !name.ends_with(".del"))
-            .map(|(_, length)| length)
-            .sum()
+    /// The bytes of each of `segments` (by id) in one listing of the index directory, without
+    /// their deletes files (which change; the deleted share is counted apart).
+    fn bytes_on_disk(&self, segments: &HashMap<String, SegmentId>) -> HashMap<String, u64> {
+        let mut bytes = HashMap::new();
+        for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some((segment, _)) = name.split_once('.') else {
+                continue;
+            };
+            if name.ends_with(".del") || !segments.contains_key(segment) {
+                continue;
+            }
+            let length = entry.metadata().map_or(0, |m| m.len());
+            *bytes.entry(segment.to_string()).or_insert(0) += length;
+        }
+        bytes
     }
 }
 

@@ -310,7 +310,7 @@ impl Drop for MergesPaused {
 }
 
 /// The files of segment `segment` in `dir` (name, length), by name.
-pub(crate) fn segment_files(dir: &std::path::Path, segment: &str) -> Vec<(String, u64)> {
+fn segment_files(dir: &std::path::Path, segment: &str) -> Vec<(String, u64)> {
     let prefix = format!("{segment}.");
     let mut files = BTreeMap::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
