@@ -141,3 +141,8 @@ def test_only_expunge_deletes_with_max_num_segments_expunges_and_warns(http, ind
     assert r.status_code == 200, r.text
     assert "only_expunge_deletes and max_num_segments at the same time is deprecated" in r.headers.get("Warning", ""), r.headers
     assert_only_deletes_expunged(http, index_name, before)
+    # Run as a task, the answer warns the same.
+    r = http.post(f"/{index_name}/_forcemerge", params={"only_expunge_deletes": "true", "max_num_segments": "1",
+                                                         "wait_for_completion": "false"})
+    assert r.status_code == 200 and "task" in r.json(), r.text
+    assert "is deprecated" in r.headers.get("Warning", ""), r.headers

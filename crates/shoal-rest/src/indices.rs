@@ -484,6 +484,14 @@ pub async fn maintenance(
     };
     let is_merge = action != "refresh" && action != "flush";
     let in_background = is_merge && !params.bool_or("wait_for_completion", true)?;
+    let expunge_with_max_segments = matches!(
+        op,
+        BroadcastOp::ForceMerge {
+            only_expunge_deletes: true,
+            max_segments: Some(_),
+            ..
+        }
+    );
     let (summary, worst) = blocking(move || {
         let services = node
             .core()
@@ -500,19 +508,13 @@ pub async fn maintenance(
         Ok((summary.to_json(), summary.worst_failure_status()))
     })
     .await?;
-    if in_background {
-        return ok(json!({ "task": summary }), &params);
-    }
-    let status = if is_merge { worst } else { 200 };
-    let response = crate::response::json(
-        crate::response::status_of(status),
-        json!({"_shards": summary}),
-        &params,
-    );
-    let both = is_merge
-        && params.bool_or("only_expunge_deletes", false)?
-        && params.get("max_num_segments").is_some();
-    Ok(match both {
+    let (status, body) = match in_background {
+        true => (200, json!({ "task": summary })),
+        false if is_merge => (worst, json!({"_shards": summary})),
+        false => (200, json!({"_shards": summary})),
+    };
+    let response = crate::response::json(crate::response::status_of(status), body, &params);
+    Ok(match expunge_with_max_segments {
         true => crate::response::with_deprecation_warning(response, EXPUNGE_AND_MAX_SEGMENTS),
         false => response,
     })
@@ -566,11 +568,9 @@ fn start_background_merge(
 const EXPUNGE_AND_MAX_SEGMENTS: &str = "setting only_expunge_deletes and max_num_segments at the same time is deprecated and will be rejected in a future version";
 
 fn force_merge_op(params: &Params) -> ApiResult<BroadcastOp> {
-    let max_segments = params.usize("max_num_segments")?;
-    let only_expunge_deletes = params.bool_or("only_expunge_deletes", false)?;
     Ok(BroadcastOp::ForceMerge {
-        max_segments,
-        only_expunge_deletes,
+        max_segments: params.usize("max_num_segments")?,
+        only_expunge_deletes: params.bool_or("only_expunge_deletes", false)?,
         flush: params.bool_or("flush", true)?,
         primary_only: params.bool_or("primary_only", false)?,
     })
