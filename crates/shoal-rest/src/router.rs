@@ -27,6 +27,11 @@ pub async fn blocking<T: Send + 'static>(
 ) -> Result<T, RestError> {
     if let Ok(route) = crate::thread_pools::ROUTE.try_with(|r| r.clone()) {
         let admission = shoal_node::pressure::Admission::Normal;
+        let write = route.write;
+        let work = move || match write {
+            true => shoal_node::pressure::priority::run_as_write(work),
+            false => work(),
+        };
         return match shoal_node::pressure::run_on(&route.pool, admission, &route.task, work).await {
             Ok(result) => result.map_err(RestError),
             Err(rejected_or_panicked) => Err(RestError(rejected_or_panicked)),

@@ -23,6 +23,8 @@ use crate::router::blocking;
 pub(crate) struct Route {
     pub(crate) pool: ThreadPool,
     pub(crate) task: String,
+    /// A write's work runs at the write priority (`shoal_node::pressure::priority`).
+    pub(crate) write: bool,
 }
 
 tokio::task_local! {
@@ -43,8 +45,22 @@ pub(crate) async fn route_to_pool(
             .pool(pool_for(req.method(), &path))
             .clone(),
         task: format!("[{} {path}]", req.method()),
+        write: !matches!(*req.method(), Method::GET | Method::HEAD) && is_write(&path),
     };
     ROUTE.scope(route, next.run(req)).await
+}
+
+/// Whether a REST request that is not a `GET` or `HEAD` writes documents.
+pub fn is_write(path: &str) -> bool {
+    const WRITES: [&str; 6] = [
+        "_bulk",
+        "_doc",
+        "_create",
+        "_update",
+        "_delete_by_query",
+        "_update_by_query",
+    ];
+    path.split('/').any(|segment| WRITES.contains(&segment))
 }
 
 /// OpenSearch's executor for a REST action. The coordinating half of a write runs on
@@ -72,15 +88,7 @@ pub fn pool_for(method: &Method, path: &str) -> &'static str {
     if has("_mget") || has("_source") || (read && segments.get(1) == Some(&"_doc")) {
         return GET;
     }
-    let write = [
-        "_bulk",
-        "_doc",
-        "_create",
-        "_update",
-        "_delete_by_query",
-        "_update_by_query",
-    ];
-    if write.iter().any(|w| has(w)) {
+    if is_write(path) {
         return GENERIC;
     }
     let admin = [
