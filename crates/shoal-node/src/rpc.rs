@@ -209,12 +209,13 @@ impl NodeCore {
     }
 }
 
-/// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error in
-/// the transport's shape. Every data-layer action goes through here (see
-/// [`NodeActions::register_on`]); `service` is what the handler acts on.
 /// A primary's shard bulk and a replica's operations: write work ([`crate::pressure::priority`]).
 const WRITE_ACTION_PREFIX: &str = "indices:data/write/";
 
+/// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error in
+/// the transport's shape. Every data-layer action goes through here (see
+/// [`NodeActions::register_on`]); `service` is what the handler acts on; write actions run at
+/// the write priority.
 async fn serve_action_blocking<S: Send + Sync + 'static, T: Send + 'static>(
     service: Arc<S>,
     pressure: &crate::pressure::Pressure,
