@@ -209,13 +209,9 @@ impl NodeCore {
     }
 }
 
-/// A primary's shard bulk and a replica's operations: write work ([`crate::pressure::priority`]).
-const WRITE_ACTION_PREFIX: &str = "indices:data/write/";
-
 /// Runs a data-layer handler on its bounded pool (`pressure::pool_for_action`), its error in
 /// the transport's shape. Every data-layer action goes through here (see
-/// [`NodeActions::register_on`]); `service` is what the handler acts on; write actions run at
-/// the write priority.
+/// [`NodeActions::register_on`]); `service` is what the handler acts on.
 async fn serve_action_blocking<S: Send + Sync + 'static, T: Send + 'static>(
     service: Arc<S>,
     pressure: &crate::pressure::Pressure,
@@ -225,14 +221,10 @@ async fn serve_action_blocking<S: Send + Sync + 'static, T: Send + 'static>(
     let (pool, admission) = crate::pressure::pool_for_action(action);
     let pool = pressure.pool(pool).clone();
     let task = format!("[{action}]");
-    let write = action.starts_with(WRITE_ACTION_PREFIX);
-    crate::pressure::run_on(&pool, admission, &task, move || match write {
-        true => crate::pressure::priority::run_as_write(|| handler(&service)),
-        false => handler(&service),
-    })
-    .await
-    .and_then(|served| served)
-    .map_err(ApiError::into_remote)
+    crate::pressure::run_on(&pool, admission, &task, move || handler(&service))
+        .await
+        .and_then(|served| served)
+        .map_err(ApiError::into_remote)
 }
 
 /// The data-layer actions of a node, as each owning service registers them: every handler

@@ -3,11 +3,16 @@
 //! On a node out of CPU, a bulk load competes with the refresh that makes its documents
 //! searchable, the segment copy that brings them to the replicas, and the searches. They are
 //! short and someone waits for each; the bulk load is long and its clients are paced by its
-//! own backpressure. So a thread runs the work of a write (the coordinating half of a REST
-//! write, a primary's shard bulk from another node, a replica's operations) at a lower
-//! scheduling priority (`nice` + [`WRITE_NICE`]), and goes back to its own priority after. It
-//! is the idea of Lucene's merge thread priority, for writes: throughput is unchanged (the same
-//! work runs, and alone it gets every core), the latency-bound work goes first.
+//! own backpressure. So a thread runs the REST half of a write (parsing, and on the primary's
+//! node the shard-level apply) at a lower scheduling priority (`nice` + [`WRITE_NICE`]), and
+//! goes back to its own priority after. It is the idea of Lucene's merge thread priority, for
+//! writes: the same work runs, and alone it gets every core; the latency-bound work goes first.
+//!
+//! A replica's operations and a forwarded shard bulk keep their thread's priority: tantivy's
+//! indexing threads run at the priority of the thread that started them, so a lowered replica
+//! could be starved by the primaries of its own node and hold every write to them back (the
+//! one bench run with them lowered, on a noisy machine, had DOCUMENT with 1 replica at 0.73×
+//! OpenSearch against 0.88× in the run before; not measured apart yet).
 //!
 //! Measured on 2 cores, 2 nodes, SEGMENT, a saturating bulk load (4 runs each, alternated):
 //! the time replication adds to a document's visibility on the replica fell from p50 106 ms /
