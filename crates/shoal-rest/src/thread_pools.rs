@@ -45,13 +45,16 @@ pub(crate) async fn route_to_pool(
             .pool(pool_for(req.method(), &path))
             .clone(),
         task: format!("[{} {path}]", req.method()),
-        write: !matches!(*req.method(), Method::GET | Method::HEAD) && is_write(&path),
+        write: is_write(req.method(), &path),
     };
     ROUTE.scope(route, next.run(req)).await
 }
 
-/// Whether a REST request that is not a `GET` or `HEAD` writes documents.
-pub fn is_write(path: &str) -> bool {
+/// Whether a REST request writes documents (a `GET` or `HEAD` never does).
+pub fn is_write(method: &Method, path: &str) -> bool {
+    if matches!(*method, Method::GET | Method::HEAD) {
+        return false;
+    }
     const WRITES: [&str; 6] = [
         "_bulk",
         "_doc",
@@ -88,7 +91,7 @@ pub fn pool_for(method: &Method, path: &str) -> &'static str {
     if has("_mget") || has("_source") || (read && segments.get(1) == Some(&"_doc")) {
         return GET;
     }
-    if is_write(path) {
+    if is_write(method, path) {
         return GENERIC;
     }
     let admin = [
@@ -257,5 +260,16 @@ mod tests {
         assert_eq!(pool(Method::PUT, "/logs/_mapping"), MANAGEMENT);
         assert_eq!(pool(Method::POST, "/logs/_refresh"), MANAGEMENT);
         assert_eq!(pool(Method::GET, "/"), GENERIC);
+    }
+
+    #[test]
+    fn only_requests_that_write_documents_run_at_the_write_priority() {
+        assert!(is_write(&Method::POST, "/_bulk"));
+        assert!(is_write(&Method::PUT, "/logs/_doc/1"));
+        assert!(is_write(&Method::POST, "/logs/_update_by_query"));
+        assert!(!is_write(&Method::GET, "/logs/_doc/1"));
+        assert!(!is_write(&Method::HEAD, "/logs/_doc/1"));
+        assert!(!is_write(&Method::POST, "/logs/_search"));
+        assert!(!is_write(&Method::POST, "/logs/_refresh"));
     }
 }

@@ -11,7 +11,7 @@
 //!   fsync: a bounded pool whose threads wait on other nodes' bounded pools deadlocks.
 //! - Requests from other nodes run on `transport_shard`, replica writes and recovery on
 //!   `replication`, which never rejects: client work cannot starve a copy in sync.
-//! - The work of a write runs at a lower CPU priority than refreshes, segment copies and
+//! - The REST half of a write runs at a lower CPU priority than refreshes, segment copies and
 //!   searches ([`priority`]).
 
 pub mod executor;

@@ -16,7 +16,7 @@
 //!
 //! Measured on 2 cores, 2 nodes, SEGMENT, a saturating bulk load (4 runs each, alternated):
 //! the time replication adds to a document's visibility on the replica fell from p50 106 ms /
-//! p99 140 ms to 63 / 97 ms, at the same docs/s.
+//! p99 140 ms to 53 / 95 ms, at the same docs/s.
 //!
 //! Going back to a higher priority is only allowed with `CAP_SYS_NICE` or a high enough
 //! `RLIMIT_NICE`. Without either a pool thread could not undo the change, so writes then keep
