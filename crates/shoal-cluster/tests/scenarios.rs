@@ -7,13 +7,12 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use shoal_state::{ClusterState, Command, VotingExclusion};
-use support::{formed, put_setting, timed, watch_for, TestCluster};
+use support::{formed, put_setting, timed, watch_for};
 
 const FAILOVER: Duration = Duration::from_secs(10);
 const CONVERGE: Duration = Duration::from_secs(10);
