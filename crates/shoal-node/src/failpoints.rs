@@ -12,6 +12,8 @@
 //!   in line with the state);
 //! - `recovery_before_file_chunk`, `recovery_after_file_chunk`: a recovery target takes the next
 //!   file chunk / has written one; `recovery_before_finalize`: files done, before finalize;
+//! - `broadcast_before_copies`: a node has listed its copies for a broadcast (`_refresh`,
+//!   `_flush`, `_forcemerge`), before running the operation on them;
 //! - `search_before_fetch`: a coordinator has the query phase's answers, before the fetch phase;
 //! - `started_report_lost` (a `return` point, see [`failpoint_fails`]): a copy's started report
 //!   is about to be proposed; set, the proposal is treated as lost on the way.

@@ -174,18 +174,7 @@ impl BroadcastService {
         services: &[Arc<IndexService>],
         op: BroadcastOp,
     ) -> ApiResult<BroadcastSummary> {
-        let total = services
-            .iter()
-            .map(|s| {
-                s.with_meta(|m| {
-                    let replicas = match op.primaries_only() {
-                        true => 0,
-                        false => m.settings().number_of_replicas(),
-                    };
-                    m.settings().number_of_shards() * (1 + replicas)
-                })
-            })
-            .sum();
+        let total = self.copies_counted(services, op);
         let request = NodeRequest {
             indices: index_ids(services),
             op,
@@ -208,6 +197,40 @@ impl BroadcastService {
             summary.failures.extend(synced.failures);
         }
         Ok(summary)
+    }
+
+    /// The copies a broadcast's `_shards.total` counts: every configured copy, and the
+    /// target of a relocation besides its source (both run the operation, as in OpenSearch).
+    fn copies_counted(&self, services: &[Arc<IndexService>], op: BroadcastOp) -> usize {
+        let state = self.core.cluster_state();
+        services
+            .iter()
+            .map(|s| {
+                let configured = s.with_meta(|m| {
+                    let replicas = match op.primaries_only() {
+                        true => 0,
+                        false => m.settings().number_of_replicas(),
+                    };
+                    m.settings().number_of_shards() * (1 + replicas)
+                });
+                let relocation_targets = match op.primaries_only() {
+                    true => 0,
+                    false => state
+                        .routing
+                        .get(&s.name())
+                        .map(|table| {
+                            table
+                                .shards
+                                .iter()
+                                .flatten()
+                                .filter(|c| c.relocation_target_of().is_some())
+                                .count()
+                        })
+                        .unwrap_or(0),
+                };
+                configured + relocation_targets
+            })
+            .sum()
     }
 
     /// One round of `request` on every node holding copies of its indices.
@@ -335,7 +358,9 @@ impl BroadcastService {
 
     fn broadcast_locally(&self, request: &NodeRequest) -> NodeReply {
         let mut reply = NodeReply::default();
-        for (name, shard, engine) in self.local_copies(&request.indices) {
+        let copies = self.local_copies(&request.indices);
+        crate::failpoints::failpoint!(self.core, "broadcast_before_copies");
+        for (name, shard, engine) in copies {
             if request.op.primaries_only() && !self.is_local_primary(&name, shard) {
                 continue;
             }
@@ -350,6 +375,12 @@ impl BroadcastService {
             };
             match done {
                 Ok(()) => reply.successful += 1,
+                // A copy closing as the operation reached it (a relocation source handing
+                // off, a removed replica) is not a failure of the operation: OpenSearch
+                // leaves such shard-not-available errors out of `_shards.failed` too.
+                Err(e) if is_copy_not_available(&e) => {
+                    tracing::debug!(index = %name, shard, error = %e, "broadcast skipped a copy that is closing");
+                }
                 Err(e) => reply.failures.push(json!({
                     "shard": shard, "index": name, "status": e.status,
                     "reason": e.to_cause_json()
@@ -412,6 +443,13 @@ impl BroadcastService {
     fn handle_broadcast(&self, request: NodeRequest) -> ApiResult<NodeReply> {
         Ok(self.broadcast_locally(&request))
     }
+}
+
+/// Errors that mean the copy is gone or closing, not that the operation failed on it. A
+/// corrupted copy is a failure.
+fn is_copy_not_available(error: &crate::error::ApiError) -> bool {
+    error.error_type == "engine_closed_exception"
+        || error.kind == shoal_types::ErrorKind::Unavailable
 }
 
 fn run_op(engine: &shoal_engine::Engine, op: BroadcastOp) -> ApiResult<()> {
