@@ -177,6 +177,11 @@ impl Engine {
         self.failure().is_some_and(|reason| reason != CLOSED_REASON)
     }
 
+    /// Whether the engine was closed (its copy closing or gone), not failed.
+    pub fn is_closed(&self) -> bool {
+        self.failure.lock().as_deref() == Some(CLOSED_REASON)
+    }
+
     fn ensure_open(&self) -> Result<(), EngineError> {
         match self.failure() {
             Some(reason) => Err(EngineError::Closed(reason)),

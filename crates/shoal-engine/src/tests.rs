@@ -774,3 +774,21 @@ fn an_id_written_again_replaces_its_document_wherever_the_first_copy_is() {
         );
     }
 }
+
+#[test]
+fn a_closed_engine_says_it_is_closed_and_a_failed_one_that_it_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = mapping();
+    let closed = open(dir.path(), &m);
+    assert!(!closed.is_closed() && !closed.has_failed());
+    closed.close().unwrap();
+    assert!(closed.is_closed() && !closed.has_failed());
+    drop(closed);
+
+    let failed = open(dir.path(), &m);
+    failed.fail_engine("disk full".to_string());
+    assert!(failed.has_failed() && !failed.is_closed());
+    // Closing a failed engine keeps the failure: it must be recovered, not merely reopened.
+    let _ = failed.close();
+    assert!(failed.has_failed() && !failed.is_closed());
+}

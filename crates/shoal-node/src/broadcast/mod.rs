@@ -375,10 +375,11 @@ impl BroadcastService {
             };
             match done {
                 Ok(()) => reply.successful += 1,
-                // A copy closing as the operation reached it (a relocation source handing
-                // off, a removed replica) is not a failure of the operation: OpenSearch
-                // leaves such shard-not-available errors out of `_shards.failed` too.
-                Err(e) if is_copy_not_available(&e) => {
+                // A copy that closed as the operation reached it (a relocation source
+                // handing off, a removed replica) is not a failure of the operation:
+                // OpenSearch leaves such shard-not-available errors out of `_shards.failed`
+                // too. A failed engine, or a replica that could not sync, still counts.
+                Err(e) if engine.is_closed() => {
                     tracing::debug!(index = %name, shard, error = %e, "broadcast skipped a copy that is closing");
                 }
                 Err(e) => reply.failures.push(json!({
@@ -443,13 +444,6 @@ impl BroadcastService {
     fn handle_broadcast(&self, request: NodeRequest) -> ApiResult<NodeReply> {
         Ok(self.broadcast_locally(&request))
     }
-}
-
-/// Errors that mean the copy is gone or closing, not that the operation failed on it. A
-/// corrupted copy is a failure.
-fn is_copy_not_available(error: &crate::error::ApiError) -> bool {
-    error.error_type == "engine_closed_exception"
-        || error.kind == shoal_types::ErrorKind::Unavailable
 }
 
 fn run_op(engine: &shoal_engine::Engine, op: BroadcastOp) -> ApiResult<()> {
