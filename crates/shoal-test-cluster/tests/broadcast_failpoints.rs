@@ -40,7 +40,7 @@ fn a_broadcast_reaching_a_replica_that_is_being_removed_reports_no_failure() {
     let flush = post_in_background(&cluster, coordinator, "/copies/_flush?force=true");
     assert!(
         paused.wait_hits(1, HIT),
-        "the refresh never reached the replica's node"
+        "the flush never reached the replica's node"
     );
 
     let r = cluster

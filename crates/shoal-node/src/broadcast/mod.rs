@@ -203,34 +203,25 @@ impl BroadcastService {
     /// target of a relocation besides its source (both run the operation, as in OpenSearch).
     fn copies_counted(&self, services: &[Arc<IndexService>], op: BroadcastOp) -> usize {
         let state = self.core.cluster_state();
-        services
-            .iter()
-            .map(|s| {
-                let configured = s.with_meta(|m| {
-                    let replicas = match op.primaries_only() {
-                        true => 0,
-                        false => m.settings().number_of_replicas(),
-                    };
-                    m.settings().number_of_shards() * (1 + replicas)
-                });
-                let relocation_targets = match op.primaries_only() {
-                    true => 0,
-                    false => state
-                        .routing
-                        .get(&s.name())
-                        .map(|table| {
-                            table
-                                .shards
-                                .iter()
-                                .flatten()
-                                .filter(|c| c.relocation_target_of().is_some())
-                                .count()
-                        })
-                        .unwrap_or(0),
-                };
-                configured + relocation_targets
-            })
-            .sum()
+        let copies = |s: &Arc<IndexService>| {
+            let (shards, replicas) = s.with_meta(|m| {
+                (
+                    m.settings().number_of_shards(),
+                    m.settings().number_of_replicas(),
+                )
+            });
+            if op.primaries_only() {
+                return shards;
+            }
+            let relocation_targets = state.routing.get(&s.name()).map_or(0, |table| {
+                let copies = table.shards.iter().flatten();
+                copies
+                    .filter(|c| c.relocation_target_of().is_some())
+                    .count()
+            });
+            shards * (1 + replicas) + relocation_targets
+        };
+        services.iter().map(copies).sum()
     }
 
     /// One round of `request` on every node holding copies of its indices.
