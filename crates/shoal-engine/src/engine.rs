@@ -16,6 +16,7 @@ use tracing::{error, info, warn};
 
 use crate::checkpoint::LocalCheckpointTracker;
 use crate::commit::CommitPayload;
+use crate::id_filter::IdFilters;
 use crate::lookup::{find_doc, read_source};
 use crate::merge_policy::TieredMergePolicy;
 use crate::stats::{Counters, EngineStats, SegmentInfo};
@@ -116,6 +117,8 @@ pub struct Engine {
     source_cache: Arc<SourceReaderCache>,
     /// Keeps the warmer alive (the reader only holds a weak reference).
     _warmer: Arc<dyn tantivy::Warmer>,
+    /// Also a warmer: the `_id` bloom filter of every segment, for version lookups.
+    pub(crate) id_filters: Arc<IdFilters>,
     counters: Counters,
     /// Told after every commit (see [`RefreshListener`]).
     refresh_listeners: Mutex<Vec<RefreshListener>>,
@@ -235,7 +238,7 @@ impl Engine {
     }
 
     fn get_from(&self, searcher: &Searcher, id: &str) -> Result<Option<GetResult>, EngineError> {
-        let Some(doc) = find_doc(searcher, &self.schema, id)? else {
+        let Some(doc) = find_doc(searcher, &self.schema, &self.id_filters, id)? else {
             return Ok(None);
         };
         let source = read_source(searcher, &self.source_cache, doc.address)

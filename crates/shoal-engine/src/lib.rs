@@ -13,6 +13,7 @@ mod commit;
 mod config;
 mod engine;
 mod error;
+mod id_filter;
 mod lookup;
 mod merge_policy;
 pub mod recovery;

@@ -5,6 +5,7 @@ use shoal_mapping::ShardSchema;
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
 
+use crate::id_filter::IdFilters;
 use crate::EngineError;
 
 /// Version fields of a committed document.
@@ -18,14 +19,18 @@ pub struct DocVersion {
 
 /// Finds the live document with this `_id` in a searcher. With delete-then-add updates
 /// there is at most one; if a crash replay left two, the highest seq_no wins.
-pub fn find_doc(
+pub(crate) fn find_doc(
     searcher: &Searcher,
     schema: &ShardSchema,
+    filters: &IdFilters,
     id: &str,
 ) -> Result<Option<DocVersion>, EngineError> {
     let term = Term::from_field_text(schema.id, id);
     let mut best: Option<DocVersion> = None;
     for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+        if !filters.may_contain(segment, id)? {
+            continue;
+        }
         let inverted = segment.inverted_index(schema.id)?;
         let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic)? else {
             continue;

@@ -317,12 +317,14 @@ impl Engine {
                 deleted: v.deleted,
             }));
         }
-        Ok(find_doc(searcher, &self.schema, id)?.map(|d| Current {
-            seq_no: d.seq_no,
-            primary_term: d.primary_term,
-            version: d.version,
-            deleted: false,
-        }))
+        Ok(
+            find_doc(searcher, &self.schema, &self.id_filters, id)?.map(|d| Current {
+                seq_no: d.seq_no,
+                primary_term: d.primary_term,
+                version: d.version,
+                deleted: false,
+            }),
+        )
     }
 }
 

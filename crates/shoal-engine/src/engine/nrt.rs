@@ -427,6 +427,7 @@ impl Engine {
                 &self.segment_numbers,
             )?);
             self.segment_numbers.skip(PROMOTION_NUMBER_GAP);
+            self.id_filters.build_eagerly();
             let payload = open::commit_payload(&self.index)?;
             let committed = payload
                 .as_ref()

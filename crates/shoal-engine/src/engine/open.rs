@@ -50,10 +50,12 @@ impl Engine {
         };
         let source_cache = Arc::new(SourceReaderCache::new());
         let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
+        let id_filters = Arc::new(IdFilters::new(schema.id, writer.is_some()));
+        let id_warmer: Arc<dyn tantivy::Warmer> = id_filters.clone();
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
-            .warmers(vec![Arc::downgrade(&warmer)])
+            .warmers(vec![Arc::downgrade(&warmer), Arc::downgrade(&id_warmer)])
             .try_into()?;
         let engine = Engine {
             state: Mutex::new(WriteState {
@@ -81,6 +83,7 @@ impl Engine {
             max_seq_no_of_updates: AtomicI64::new(i64::MAX),
             source_cache,
             _warmer: warmer,
+            id_filters,
             counters: Counters::default(),
             refresh_listeners: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
