@@ -119,13 +119,12 @@ impl tantivy::Warmer for IdFilters {
 mod tests {
     use serde_json::json;
 
-    use crate::tests::{index_op, mapping, open};
-    use crate::{DocRequest, Origin};
+    use crate::tests::{apply_one, index_op, mapping, open};
+    use crate::DocRequest;
 
     fn write(engine: &crate::Engine, m: &shoal_mapping::Mapping, id: &str) -> i64 {
         let op = index_op(engine, m, id, json!({"n": 1}), DocRequest::default());
-        let result = engine.apply(vec![op], Origin::Primary).pop().unwrap();
-        result.unwrap().version
+        apply_one(engine, op).unwrap().version
     }
 
     #[test]

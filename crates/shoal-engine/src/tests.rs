@@ -54,7 +54,7 @@ fn delete_op(id: &str, seq_no: i64, primary_term: i64, version: i64) -> WriteOp 
     }
 }
 
-fn apply_one(engine: &Engine, op: WriteOp) -> Result<OpResult, EngineError> {
+pub(crate) fn apply_one(engine: &Engine, op: WriteOp) -> Result<OpResult, EngineError> {
     let result = engine.apply(vec![op], Origin::Primary).pop().unwrap()?;
     if let Some(loc) = result.location {
         engine.sync_to(&loc).unwrap();
