@@ -75,7 +75,8 @@ impl IdFilters {
     }
 
     fn read_ids(&self, segment: &SegmentReader) -> tantivy::Result<BloomFilter> {
-        let terms = segment.inverted_index(self.id_field)?.terms().clone();
+        let inverted = segment.inverted_index(self.id_field)?;
+        let terms = inverted.terms();
         let expected = terms.num_terms().max(1);
         let mut filter = BloomFilter::with_false_pos(FALSE_POSITIVE_RATE).expected_items(expected);
         let mut stream = terms.stream().map_err(TantivyError::from)?;
@@ -119,6 +120,8 @@ impl tantivy::Warmer for IdFilters {
 mod tests {
     use serde_json::json;
 
+    use shoal_mapping::Mapping;
+
     use crate::tests::{apply_one, index_op, mapping, open};
     use crate::DocRequest;
 
@@ -127,17 +130,29 @@ mod tests {
         apply_one(engine, op).unwrap().version
     }
 
-    #[test]
-    fn each_segment_filters_the_ids_it_lacks_and_never_an_id_it_holds() {
-        let dir = tempfile::tempdir().unwrap();
+    /// Writes each batch of ids and refreshes after it (a segment or more per batch).
+    fn refreshed_engine(
+        dir: &std::path::Path,
+        batches: &[Vec<String>],
+    ) -> (crate::Engine, Mapping) {
         let m = mapping();
-        let engine = open(dir.path(), &m);
-        for batch in 0..2 {
-            for n in 0..200 {
-                write(&engine, &m, &format!("doc-{batch}-{n}"));
+        let engine = open(dir, &m);
+        for batch in batches {
+            for id in batch {
+                write(&engine, &m, id);
             }
             engine.refresh().unwrap();
         }
+        (engine, m)
+    }
+
+    #[test]
+    fn each_segment_filters_the_ids_it_lacks_and_never_an_id_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let batches: Vec<Vec<String>> = (0..2)
+            .map(|b| (0..200).map(|n| format!("doc-{b}-{n}")).collect())
+            .collect();
+        let (engine, _) = refreshed_engine(dir.path(), &batches);
         let searcher = engine.searcher();
         let segments = searcher.segment_readers();
         assert!(segments.len() >= 2);
@@ -147,8 +162,8 @@ mod tests {
             "warming built every segment's filter"
         );
         // A get of a refreshed document looks it up through the filters.
-        for id in (0..2).flat_map(|b| (0..200).map(move |n| format!("doc-{b}-{n}"))) {
-            assert!(engine.get(&id).unwrap().is_some(), "{id} was filtered out");
+        for id in batches.iter().flatten() {
+            assert!(engine.get(id).unwrap().is_some(), "{id} was filtered out");
         }
         let maybe = |segment, id: &str| engine.id_filters.may_contain(segment, id).unwrap();
         let absent_maybes: usize = segments
@@ -169,12 +184,8 @@ mod tests {
     #[test]
     fn writes_find_the_documents_they_update_through_the_filters() {
         let dir = tempfile::tempdir().unwrap();
-        let m = mapping();
-        let engine = open(dir.path(), &m);
-        for n in 0..50 {
-            write(&engine, &m, &format!("doc-{n}"));
-        }
-        engine.refresh().unwrap();
+        let (engine, m) =
+            refreshed_engine(dir.path(), &[(0..50).map(|n| format!("doc-{n}")).collect()]);
         assert_eq!(
             write(&engine, &m, "doc-7"),
             2,

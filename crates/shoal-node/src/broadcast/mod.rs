@@ -214,8 +214,8 @@ impl BroadcastService {
                 return shards;
             }
             let relocation_targets = state.routing.get(&s.name()).map_or(0, |table| {
-                let copies = table.shards.iter().flatten();
-                copies
+                let assigned = table.shards.iter().flatten();
+                assigned
                     .filter(|c| c.relocation_target_of().is_some())
                     .count()
             });
