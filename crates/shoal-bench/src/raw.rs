@@ -43,8 +43,11 @@ pub struct RawArgs {
     /// tantivy memory budget per indexing thread (Shoal: 64 MB).
     #[arg(long, default_value_t = 64)]
     pub heap_mb_per_thread: usize,
-    /// `explicit`: delete-by-`_id` before each add, as Shoal does for client-given ids.
-    #[arg(long, default_value = "explicit")]
+    /// `auto`: adds only, as Shoal indexes a document whose `_id` is new. `explicit`: a tantivy
+    /// term delete of the `_id` before each add (what every write cost before Shoal deleted only
+    /// on updates, through its `_id` filters: on sstable dictionaries, a block decoded per delete
+    /// and segment at each commit).
+    #[arg(long, default_value = "auto")]
     pub ids: String,
     /// Merge to one segment afterwards and report the store size.
     #[arg(long)]

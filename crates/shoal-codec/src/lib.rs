@@ -74,7 +74,9 @@ pub use codec::{
     INDEX_CODEC_SETTING, MAX_COMPRESSION_LEVEL, MIN_COMPRESSION_LEVEL,
 };
 pub use format::SourceCorruption;
-pub use plugin::{segment_name, SegmentNumbers, SourcePluginWriter, SourceStorePlugin};
+pub use plugin::{
+    segment_name, FlushedSegments, SegmentNumbers, SourcePluginWriter, SourceStorePlugin,
+};
 pub use reader::{segment_source_bytes, SourceReader, SourceReaderCache, DEFAULT_CACHED_BLOCKS};
 use tantivy::schema::{Field, Schema, SchemaBuilder};
 

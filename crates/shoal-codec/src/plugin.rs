@@ -4,7 +4,7 @@ use std::any::Any;
 use std::io;
 
 use tantivy::directory::TerminatingWrite;
-use tantivy::index::SegmentComponent;
+use tantivy::index::{SegmentComponent, SegmentId};
 use tantivy::indexer::doc_id_mapping::{DocIdMapping, MappingType};
 use tantivy::schema::document::{ErasedDocument, ErasedValue, ReferenceValueLeaf, Value};
 use tantivy::schema::{Field, FieldType, Schema};
@@ -35,6 +35,7 @@ pub struct SourceStorePlugin {
     codec: SourceCodec,
     block_size: usize,
     numbers: SegmentNumbers,
+    flushed: FlushedSegments,
 }
 
 /// Hands out the numbers segments are named by (Lucene's `_<n>`, `n` in base 36), one per
@@ -65,6 +66,40 @@ impl SegmentNumbers {
     }
 }
 
+/// The ids of the segments the indexing threads flushed (not merged), recorded when their
+/// `_source` file is written, before tantivy applies pending deletes to them: the engine tells
+/// from it a new segment that holds only writes it has versioned (see its `_id` deletes), and
+/// forgets the ids it no longer needs ([`FlushedSegments::retain`]).
+#[derive(Clone, Debug, Default)]
+pub struct FlushedSegments(
+    std::sync::Arc<parking_lot::Mutex<std::collections::HashSet<SegmentId>>>,
+);
+
+impl FlushedSegments {
+    fn record(&self, segment: SegmentId) {
+        self.0.lock().insert(segment);
+    }
+
+    /// Whether `segment` was written by a flush.
+    pub fn contains(&self, segment: &SegmentId) -> bool {
+        self.0.lock().contains(segment)
+    }
+
+    /// Keeps only the ids `keep` says to.
+    pub fn retain(&self, keep: impl FnMut(&SegmentId) -> bool) {
+        self.0.lock().retain(keep);
+    }
+
+    /// How many ids are kept.
+    pub fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Lucene's name for segment number `n`: `_` and `n` in base 36.
 pub fn segment_name(number: u64) -> String {
     const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
@@ -88,7 +123,14 @@ impl SourceStorePlugin {
             codec,
             block_size: codec.default_block_size(),
             numbers: SegmentNumbers::default(),
+            flushed: FlushedSegments::default(),
         }
+    }
+
+    /// Records the segments flushed by the indexing threads in `flushed`.
+    pub fn with_flushed(mut self, flushed: FlushedSegments) -> SourceStorePlugin {
+        self.flushed = flushed;
+        self
     }
 
     /// Numbers new segments from `numbers` (shared with the engine that names them).
@@ -339,7 +381,9 @@ impl PluginWriter for SourcePluginWriter {
             Ok(())
         };
         this.plugin
-            .write_file(segment, num_docs, this.data.len() as u64, &mut docs, sample)
+            .write_file(segment, num_docs, this.data.len() as u64, &mut docs, sample)?;
+        this.plugin.flushed.record(segment.id());
+        Ok(())
     }
 
     fn mem_usage(&self) -> usize {

@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use shoal_codec::{
-    add_source_field, SegmentNumbers, SourceCodec, SourceReaderCache, SourceStorePlugin,
+    add_source_field, FlushedSegments, SegmentNumbers, SourceCodec, SourceReaderCache,
+    SourceStorePlugin,
 };
 use shoal_mapping::{analysis, MapperError, ShardSchema};
 use shoal_translog::{Location, OpKind, Operation, Translog, TranslogConfig};
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument};
 use tracing::{error, info, warn};
 
 use crate::checkpoint::LocalCheckpointTracker;
@@ -682,8 +683,11 @@ pub(crate) fn open_or_create_index(
     codec: SourceCodec,
     hook: &MergeHook,
     numbers: &SegmentNumbers,
+    flushed: &FlushedSegments,
 ) -> Result<(Index, ShardSchema), EngineError> {
-    let store = SourceStorePlugin::new(codec).with_numbers(numbers.clone());
+    let store = SourceStorePlugin::new(codec)
+        .with_numbers(numbers.clone())
+        .with_flushed(flushed.clone());
     let plugin = hook.plugin(Arc::new(store));
     let index = if dir.join("meta.json").exists() {
         let mut index = Index::open_in_dir(dir)?;

@@ -5,7 +5,7 @@ use shoal_mapping::ShardSchema;
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
 
-use crate::id_filter::IdFilters;
+use crate::id_filter::{IdFilters, Searched};
 use crate::EngineError;
 
 /// Version fields of a committed document.
@@ -25,9 +25,22 @@ pub(crate) fn find_doc(
     filters: &IdFilters,
     id: &str,
 ) -> Result<Option<DocVersion>, EngineError> {
+    Ok(find_live_docs(searcher, schema, filters, id)?.0)
+}
+
+/// [`find_doc`], and every live document with this `_id` it saw: what the delete of an update
+/// removes without looking again.
+pub(crate) fn find_live_docs(
+    searcher: &Searcher,
+    schema: &ShardSchema,
+    filters: &IdFilters,
+    id: &str,
+) -> Result<(Option<DocVersion>, Searched), EngineError> {
     let term = Term::from_field_text(schema.id, id);
     let mut best: Option<DocVersion> = None;
+    let mut searched = Searched::default();
     for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+        searched.segments.push(segment.segment_id());
         if !filters.may_contain(segment, id)? {
             continue;
         }
@@ -43,6 +56,7 @@ pub(crate) fn find_doc(
         let mut doc = postings.doc();
         while doc != TERMINATED {
             if alive.is_none_or(|bits| bits.is_alive(doc)) {
+                searched.live.push((segment.segment_id(), doc));
                 let candidate = DocVersion {
                     address: DocAddress::new(segment_ord as u32, doc),
                     seq_no: seq_nos.first(doc).unwrap_or(-1),
@@ -56,7 +70,7 @@ pub(crate) fn find_doc(
             doc = postings.advance();
         }
     }
-    Ok(best)
+    Ok((best, searched))
 }
 
 /// Reads the `_source` of a committed document.

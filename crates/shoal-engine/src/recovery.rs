@@ -104,7 +104,13 @@ pub fn bind_recovered_store(
     let hook = MergeHook::new(config.index_dir());
     // The commit below adds no segment: nothing is numbered.
     let numbers = shoal_codec::SegmentNumbers::default();
-    let (index, _) = open_or_create_index(&config.index_dir(), config.codec, &hook, &numbers)?;
+    let (index, _) = open_or_create_index(
+        &config.index_dir(),
+        config.codec,
+        &hook,
+        &numbers,
+        &Default::default(),
+    )?;
     let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 15_000_000)?;
     let mut commit = writer.prepare_commit()?;
     commit.set_payload(&payload.to_json());

@@ -1,6 +1,8 @@
 //! The write path: version checks, seq_no assignment, the tantivy document and the translog.
 
 use super::*;
+use crate::id_filter::{IdDeleteQuery, Searched};
+use crate::lookup::find_live_docs;
 
 impl Engine {
     /// Applies a batch of writes under one lock acquisition and one translog append.
@@ -102,8 +104,8 @@ impl Engine {
                 let append_only =
                     (request.auto_generated_id && !request.is_retry && origin == Origin::Primary)
                         || (origin == Origin::Replica && self.replica_can_append(state, seq_no));
-                let current = if append_only {
-                    None
+                let (current, searched) = if append_only {
+                    (None, None)
                 } else {
                     self.current(state, searcher, &id)?
                 };
@@ -161,7 +163,8 @@ impl Engine {
                 // tantivy a delete to look up in every segment at each commit and merge (as
                 // OpenSearch, an update only when the document may exist).
                 if current.is_some() {
-                    state.delete_id(&id, Term::from_field_text(self.schema.id, &id));
+                    let delete = IdDeleteQuery::new(&id, self.id_filters.clone(), searched);
+                    state.delete_id(&id, delete)?;
                 }
                 state.add_document(&id, doc)?;
                 state.dirty = true;
@@ -202,7 +205,7 @@ impl Engine {
                 primary_term,
                 version,
             } => {
-                let current = self.current(state, searcher, &id)?;
+                let (current, searched) = self.current(state, searcher, &id)?;
                 let (seq_no, primary_term, version) = match origin {
                     Origin::Primary => {
                         let version = resolve_version(&id, current, &request)?;
@@ -225,7 +228,8 @@ impl Engine {
                     }
                 };
                 let found = current.is_some_and(|c| !c.deleted);
-                state.delete_id(&id, Term::from_field_text(self.schema.id, &id));
+                let delete = IdDeleteQuery::new(&id, self.id_filters.clone(), searched);
+                state.delete_id(&id, delete)?;
                 state.dirty = true;
                 state.version_map.put(
                     &id,
@@ -303,28 +307,31 @@ impl Engine {
             && self.max_seq_no_of_updates.load(Ordering::Acquire) <= state.tracker.checkpoint()
     }
 
+    /// The current version of `id`: from the version map, or else from the searcher, with
+    /// what that search saw (see [`IdDeleteQuery`]).
     fn current(
         &self,
         state: &WriteState,
         searcher: &Searcher,
         id: &str,
-    ) -> Result<Option<Current>, EngineError> {
+    ) -> Result<(Option<Current>, Option<Searched>), EngineError> {
         if let Some(v) = state.version_map.get(id) {
-            return Ok(Some(Current {
+            let current = Current {
                 seq_no: v.seq_no,
                 primary_term: v.primary_term,
                 version: v.version,
                 deleted: v.deleted,
-            }));
+            };
+            return Ok((Some(current), None));
         }
-        Ok(
-            find_doc(searcher, &self.schema, &self.id_filters, id)?.map(|d| Current {
-                seq_no: d.seq_no,
-                primary_term: d.primary_term,
-                version: d.version,
-                deleted: false,
-            }),
-        )
+        let (found, searched) = find_live_docs(searcher, &self.schema, &self.id_filters, id)?;
+        let current = found.map(|d| Current {
+            seq_no: d.seq_no,
+            primary_term: d.primary_term,
+            version: d.version,
+            deleted: false,
+        });
+        Ok((current, Some(searched)))
     }
 }
 

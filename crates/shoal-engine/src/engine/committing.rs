@@ -19,6 +19,7 @@ use std::time::Duration;
 use parking_lot::MutexGuard;
 
 use super::*;
+use crate::id_filter::IdDeleteQuery;
 
 /// Documents that may wait for a commit (see the module's comment): a bulk request or so.
 /// The bound also keeps a commit slowed down (a stalled disk) from piling acknowledged
@@ -35,15 +36,14 @@ pub(super) struct Pending {
 }
 
 enum PendingOperation {
-    Delete(Term),
+    Delete(IdDeleteQuery),
     Add(TantivyDocument),
 }
 
 impl WriteState {
-    /// Deletes every document with `_id` `id` (`term`), now or after the running commit.
-    pub(super) fn delete_id(&mut self, id: &str, term: Term) {
-        self.index_op(id, PendingOperation::Delete(term))
-            .expect("a delete never fails in tantivy");
+    /// Deletes every document with `_id` `id`, now or after the running commit.
+    pub(super) fn delete_id(&mut self, id: &str, delete: IdDeleteQuery) -> tantivy::Result<()> {
+        self.index_op(id, PendingOperation::Delete(delete))
     }
 
     /// Adds `doc`, whose `_id` is `id`, now or after the running commit.
@@ -68,10 +68,7 @@ impl WriteState {
 impl PendingOperation {
     fn apply(self, writer: &IndexWriter) -> tantivy::Result<()> {
         match self {
-            PendingOperation::Delete(term) => {
-                writer.delete_term(term);
-                Ok(())
-            }
+            PendingOperation::Delete(query) => writer.delete_query(Box::new(query)).map(drop),
             PendingOperation::Add(doc) => writer.add_document(doc).map(drop),
         }
     }

@@ -14,11 +14,13 @@ impl Engine {
         std::fs::create_dir_all(config.translog_dir())?;
         let merge_hook = MergeHook::new(config.index_dir());
         let segment_numbers = SegmentNumbers::default();
+        let flushed = FlushedSegments::default();
         let (index, schema) = open_or_create_index(
             &config.index_dir(),
             config.codec,
             &merge_hook,
             &segment_numbers,
+            &flushed,
         )?;
         let payload = commit_payload(&index)?;
         let translog_config = TranslogConfig {
@@ -50,7 +52,7 @@ impl Engine {
         };
         let source_cache = Arc::new(SourceReaderCache::new());
         let warmer: Arc<dyn tantivy::Warmer> = source_cache.clone();
-        let id_filters = Arc::new(IdFilters::new(schema.id, writer.is_some()));
+        let id_filters = Arc::new(IdFilters::new(schema.id, writer.is_some(), flushed));
         let id_warmer: Arc<dyn tantivy::Warmer> = id_filters.clone();
         let reader = index
             .reader_builder()
