@@ -83,7 +83,10 @@ class Writers:
 
 
 def copy_nodes(c: ShoalCluster) -> tuple[int, int]:
-    rows = c.get(f"/_cat/shards/{INDEX}", format="json", h="prirep,state,node").json()
+    """Where the copies are, as the cluster manager sees it: a thawed node the manager removed
+    from the cluster still answers from its old state until it rejoins."""
+    manager = c.index_of(c.cluster_manager(0))
+    rows = c.get(f"/_cat/shards/{INDEX}", manager, format="json", h="prirep,state,node").json()
     primary = next(r["node"] for r in rows if r["prirep"] == "p")
     replica = next(r["node"] for r in rows if r["prirep"] == "r")
     return c.index_of(primary), c.index_of(replica)
@@ -112,7 +115,7 @@ def ids_on(c: ShoalCluster, node: int) -> set[str]:
 
 
 def assert_nothing_acknowledged_lost(c: ShoalCluster, writers: Writers) -> None:
-    c.wait_for_status("green", timeout=120)
+    c.wait_for_status("green", timeout=120, i=c.index_of(c.cluster_manager(0)))
     assert c.http(0).post(f"/{INDEX}/_refresh").status_code == 200
     primary, replica = copy_nodes(c)
     on_primary, on_replica = ids_on(c, primary), ids_on(c, replica)
