@@ -14,11 +14,11 @@ fn doc(i: usize) -> Vec<u8> {
 
 /// A file of several small blocks; returns its bytes and where the blocks end.
 fn written(codec: SourceCodec) -> (Vec<u8>, usize) {
-    let mut writer = SourceFileWriter::new(Vec::new(), codec, 512, None, 7).unwrap();
+    let mut writer = SourceFileWriter::new(Vec::new(), codec, 512, None).unwrap();
     for i in 0..DOCS {
         writer.add(Some(&doc(i))).unwrap();
     }
-    let bytes = writer.finish().unwrap();
+    let bytes = writer.finish(7).unwrap();
     let descriptor = u64::from_le_bytes(bytes[bytes.len() - FOOTER_LEN..][..8].try_into().unwrap());
     (bytes, descriptor as usize)
 }

@@ -79,7 +79,6 @@ pub(crate) struct SourceFileWriter<W: Write> {
     index: Vec<BlockMeta>,
     raw_scratch: Vec<u8>,
     out_scratch: Vec<u8>,
-    segment_number: u64,
 }
 
 impl<W: Write> SourceFileWriter<W> {
@@ -88,7 +87,6 @@ impl<W: Write> SourceFileWriter<W> {
         codec: SourceCodec,
         block_size: usize,
         dictionary: Option<Vec<u8>>,
-        segment_number: u64,
     ) -> io::Result<Self> {
         let encoder = BlockEncoder::new(codec, dictionary.as_deref())?;
         Ok(SourceFileWriter {
@@ -105,7 +103,6 @@ impl<W: Write> SourceFileWriter<W> {
             index: Vec::new(),
             raw_scratch: Vec::new(),
             out_scratch: Vec::new(),
-            segment_number,
         })
     }
 
@@ -157,8 +154,29 @@ impl<W: Write> SourceFileWriter<W> {
         Ok(())
     }
 
-    /// Writes the last block, descriptor, index and footer; returns the inner writer.
-    pub(crate) fn finish(mut self) -> io::Result<W> {
+    /// Documents added so far.
+    pub(crate) fn num_docs(&self) -> u32 {
+        self.num_docs
+    }
+
+    /// Heap bytes held besides the output.
+    pub(crate) fn buffered_bytes(&self) -> usize {
+        self.header.capacity()
+            + self.body.capacity()
+            + self.raw_scratch.capacity()
+            + self.out_scratch.capacity()
+            + self.index.capacity() * std::mem::size_of::<BlockMeta>()
+    }
+
+    /// The output written so far.
+    pub(crate) fn output(&self) -> &W {
+        &self.out
+    }
+
+    /// Writes the last block, descriptor, index and footer, naming the segment
+    /// `segment_number` (given last: a flush takes its number when its file is complete, in
+    /// the order segments are written); returns the inner writer.
+    pub(crate) fn finish(mut self, segment_number: u64) -> io::Result<W> {
         self.flush_block()?;
         let descriptor_offset = self.written;
         let mut tail = Vec::with_capacity(64 + self.index.len() * INDEX_ENTRY_LEN);
@@ -175,7 +193,7 @@ impl<W: Write> SourceFileWriter<W> {
             }
             None => tail.push(0),
         }
-        tail.extend_from_slice(&self.segment_number.to_le_bytes());
+        tail.extend_from_slice(&segment_number.to_le_bytes());
         let index_offset = descriptor_offset + tail.len() as u64;
         for block in &self.index {
             tail.extend_from_slice(&block.first_doc.to_le_bytes());

@@ -1,7 +1,7 @@
 //! [`SourceStorePlugin`]: the tantivy segment plugin that writes and merges `_source`.
 
 use std::any::Any;
-use std::io;
+use std::io::{self, Write};
 
 use tantivy::directory::TerminatingWrite;
 use tantivy::index::{SegmentComponent, SegmentId};
@@ -155,6 +155,11 @@ impl SourceStorePlugin {
         self.block_size
     }
 
+    /// Whether new files need a sample of all their documents first (a zstd dictionary).
+    fn trains_dictionary(&self) -> bool {
+        matches!(self.codec, SourceCodec::Zstd { .. })
+    }
+
     fn write_file(
         &self,
         segment: &Segment,
@@ -163,7 +168,7 @@ impl SourceStorePlugin {
         docs: &mut DocFeeder<'_>,
         sample: impl FnOnce(&mut DictTrainer, u64) -> tantivy::Result<()>,
     ) -> tantivy::Result<()> {
-        let dictionary = if matches!(self.codec, SourceCodec::Zstd { .. }) {
+        let dictionary = if self.trains_dictionary() {
             let mut trainer = DictTrainer::default();
             sample(&mut trainer, DictTrainer::stride(num_docs, total_bytes))?;
             trainer.train()
@@ -171,11 +176,9 @@ impl SourceStorePlugin {
             None
         };
         let write = segment.open_write(SegmentComponent::Custom(SOURCE_EXTENSION.to_string()))?;
-        let number = self.numbers.next();
-        let mut writer =
-            SourceFileWriter::new(write, self.codec, self.block_size, dictionary, number)?;
+        let mut writer = SourceFileWriter::new(write, self.codec, self.block_size, dictionary)?;
         docs(&mut |doc| writer.add(doc))?;
-        writer.finish()?.terminate()?;
+        writer.finish(self.numbers.next())?.terminate()?;
         Ok(())
     }
 }
@@ -213,12 +216,8 @@ impl SegmentPlugin for SourceStorePlugin {
         if settings.sort_by_field.is_some() || settings.manual_doc_id_mapping {
             return Err(remapping_unsupported());
         }
-        Ok(Box::new(SourcePluginWriter {
-            plugin: self.clone(),
-            field: find_source_field(&ctx.segment.schema()),
-            data: Vec::new(),
-            lens: Vec::new(),
-        }))
+        let field = find_source_field(&ctx.segment.schema());
+        Ok(Box::new(SourcePluginWriter::new(self.clone(), field)?))
     }
 
     fn merge(&self, ctx: PluginMergeContext) -> tantivy::Result<()> {
@@ -277,16 +276,48 @@ impl SegmentPlugin for SourceStorePlugin {
 pub struct SourcePluginWriter {
     plugin: SourceStorePlugin,
     field: Option<Field>,
-    /// Concatenated source bytes.
-    data: Vec<u8>,
-    /// Per document: source length, `u32::MAX` = no source.
-    lens: Vec<u32>,
+    collected: Collected,
+}
+
+enum Collected {
+    /// Compressed block by block as documents come, so that a flush (what a refresh waits
+    /// for) only writes them out.
+    Compressing(SourceFileWriter<Vec<u8>>),
+    /// Kept raw until the segment is flushed: a zstd dictionary is trained on a sample of
+    /// all of them first.
+    Raw {
+        /// Concatenated source bytes.
+        data: Vec<u8>,
+        /// Per document: source length, `u32::MAX` = no source.
+        lens: Vec<u32>,
+    },
 }
 
 const NO_SOURCE: u32 = u32::MAX;
 
 impl SourcePluginWriter {
+    fn new(plugin: SourceStorePlugin, field: Option<Field>) -> tantivy::Result<SourcePluginWriter> {
+        let collected = if plugin.trains_dictionary() {
+            Collected::Raw {
+                data: Vec::new(),
+                lens: Vec::new(),
+            }
+        } else {
+            let writer = SourceFileWriter::new(Vec::new(), plugin.codec, plugin.block_size, None)?;
+            Collected::Compressing(writer)
+        };
+        Ok(SourcePluginWriter {
+            plugin,
+            field,
+            collected,
+        })
+    }
+
     fn push(&mut self, source: Option<&[u8]>) -> tantivy::Result<()> {
+        let (data, lens) = match &mut self.collected {
+            Collected::Compressing(writer) => return Ok(writer.add(source)?),
+            Collected::Raw { data, lens } => (data, lens),
+        };
         match source {
             Some(bytes) => {
                 let len = u32::try_from(bytes.len())
@@ -295,18 +326,66 @@ impl SourcePluginWriter {
                     .ok_or_else(|| {
                         TantivyError::InvalidArgument("_source larger than 4 GiB".to_string())
                     })?;
-                self.data.extend_from_slice(bytes);
-                self.lens.push(len);
+                data.extend_from_slice(bytes);
+                lens.push(len);
             }
-            None => self.lens.push(NO_SOURCE),
+            None => lens.push(NO_SOURCE),
         }
         Ok(())
     }
 
     /// Number of documents collected so far.
     pub fn num_docs(&self) -> usize {
-        self.lens.len()
+        match &self.collected {
+            Collected::Compressing(writer) => writer.num_docs() as usize,
+            Collected::Raw { lens, .. } => lens.len(),
+        }
     }
+}
+
+/// Writes the raw sources collected, compressed with a dictionary trained on them.
+fn write_raw(
+    plugin: &SourceStorePlugin,
+    segment: &Segment,
+    data: &[u8],
+    lens: &[u32],
+) -> tantivy::Result<()> {
+    let doc = |i: usize, start: usize| -> (Option<&[u8]>, usize) {
+        match lens[i] {
+            NO_SOURCE => (None, start),
+            len => {
+                let end = start + len as usize;
+                (Some(&data[start..end]), end)
+            }
+        }
+    };
+    let sample = |trainer: &mut DictTrainer, stride: u64| -> tantivy::Result<()> {
+        let mut start = 0;
+        for i in 0..lens.len() {
+            let (bytes, next) = doc(i, start);
+            start = next;
+            if DictTrainer::is_sampled(i as u64, stride) {
+                if trainer.is_full() {
+                    break;
+                }
+                if let Some(bytes) = bytes {
+                    trainer.add(bytes);
+                }
+            }
+        }
+        Ok(())
+    };
+    let mut docs = |add: &mut DocSink<'_>| {
+        let mut start = 0;
+        for i in 0..lens.len() {
+            let (bytes, next) = doc(i, start);
+            start = next;
+            add(bytes)?;
+        }
+        Ok(())
+    };
+    let num_docs = lens.len() as u64;
+    plugin.write_file(segment, num_docs, data.len() as u64, &mut docs, sample)
 }
 
 /// The first custom value of `field` in a type-erased document.
@@ -324,7 +403,7 @@ impl PluginWriter for SourcePluginWriter {
         doc: &dyn ErasedDocument,
         _schema: &Schema,
     ) -> tantivy::Result<()> {
-        debug_assert_eq!(doc_id as usize, self.lens.len());
+        debug_assert_eq!(doc_id as usize, self.num_docs());
         let source = match self.field {
             None => None,
             // If a document carries several values, the first one is the source.
@@ -345,49 +424,27 @@ impl PluginWriter for SourcePluginWriter {
             return Err(remapping_unsupported());
         }
         let this = *self;
-        let doc = |i: usize, start: usize| -> (Option<&[u8]>, usize) {
-            match this.lens[i] {
-                NO_SOURCE => (None, start),
-                len => {
-                    let end = start + len as usize;
-                    (Some(&this.data[start..end]), end)
-                }
+        match this.collected {
+            Collected::Raw { data, lens } => write_raw(&this.plugin, segment, &data, &lens)?,
+            Collected::Compressing(writer) => {
+                let file = writer.finish(this.plugin.numbers.next())?;
+                let component = SegmentComponent::Custom(SOURCE_EXTENSION.to_string());
+                let mut write = segment.open_write(component)?;
+                write.write_all(&file)?;
+                write.terminate()?;
             }
-        };
-        let num_docs = this.lens.len() as u64;
-        let sample = |trainer: &mut DictTrainer, stride: u64| -> tantivy::Result<()> {
-            let mut start = 0;
-            for i in 0..this.lens.len() {
-                let (bytes, next) = doc(i, start);
-                start = next;
-                if DictTrainer::is_sampled(i as u64, stride) {
-                    if trainer.is_full() {
-                        break;
-                    }
-                    if let Some(bytes) = bytes {
-                        trainer.add(bytes);
-                    }
-                }
-            }
-            Ok(())
-        };
-        let mut docs = |add: &mut DocSink<'_>| {
-            let mut start = 0;
-            for i in 0..this.lens.len() {
-                let (bytes, next) = doc(i, start);
-                start = next;
-                add(bytes)?;
-            }
-            Ok(())
-        };
-        this.plugin
-            .write_file(segment, num_docs, this.data.len() as u64, &mut docs, sample)?;
+        }
         this.plugin.flushed.record(segment.id());
         Ok(())
     }
 
     fn mem_usage(&self) -> usize {
-        self.data.capacity() + self.lens.capacity() * std::mem::size_of::<u32>()
+        match &self.collected {
+            Collected::Compressing(writer) => writer.output().capacity() + writer.buffered_bytes(),
+            Collected::Raw { data, lens } => {
+                data.capacity() + lens.capacity() * std::mem::size_of::<u32>()
+            }
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

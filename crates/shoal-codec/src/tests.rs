@@ -644,3 +644,52 @@ fn settings_reject_like_opensearch() {
         "missing required setting [index.codec] for setting [index.codec.compression_level]"
     );
 }
+
+#[test]
+fn sources_are_compressed_while_indexing_unless_a_dictionary_needs_them_all() {
+    use tantivy::{PluginWriter, SegmentPlugin};
+
+    // Repetitive sources: every codec shrinks them severalfold.
+    let docs: Docs = (0..2_000)
+        .map(|n| {
+            let text = "the quick brown fox jumps over the lazy dog ".repeat(12);
+            let source = format!(r#"{{"n":{n},"text":"{text}"}}"#).into_bytes();
+            (format!("doc-{n}"), Some(source))
+        })
+        .collect();
+    let raw: usize = docs
+        .iter()
+        .filter_map(|(_, s)| s.as_ref())
+        .map(Vec::len)
+        .sum();
+    for (name, compressing) in [
+        ("default", true),
+        ("best_compression", true),
+        ("zstd_no_dict", true),
+        ("zstd", false),
+    ] {
+        let index = create_in_ram(codec(name, None));
+        let fields = fields_of(&index);
+        let segment = index.new_segment();
+        let context = tantivy::PluginWriterContext {
+            segment: &segment,
+            memory_budget_in_bytes: BUDGET,
+        };
+        let mut writer = plugin(codec(name, None)).create_writer(&context).unwrap();
+        let schema = index.schema();
+        for (doc_id, (id, source)) in docs.iter().enumerate() {
+            let mut doc = TantivyDocument::new();
+            doc.add_text(fields.id, id);
+            if let Some(source) = source {
+                doc.add_custom(fields.source, source);
+            }
+            writer.add_document(doc_id as u32, &doc, &schema).unwrap();
+        }
+        let held = writer.mem_usage();
+        if compressing {
+            assert!(held * 4 < raw, "{name}: {held} bytes held for {raw} raw");
+        } else {
+            assert!(held >= raw, "{name}: the dictionary samples every source");
+        }
+    }
+}
