@@ -41,6 +41,9 @@ pub(crate) struct IdFilters {
     eager: AtomicBool,
     /// The segments the indexing threads flushed and no searcher shows yet.
     flushed: FlushedSegments,
+    /// The segments of the latest searcher generation a lookup went through, shared by the
+    /// deletes it hands out (tantivy keeps each until the next commit).
+    segments: parking_lot::Mutex<Option<(u64, Arc<[SegmentId]>)>>,
     /// Segments a delete looked its `_id` up in (the filter could not rule them out).
     #[cfg(test)]
     delete_lookups: std::sync::atomic::AtomicUsize,
@@ -53,6 +56,7 @@ impl IdFilters {
             filters: RwLock::new(HashMap::new()),
             eager: AtomicBool::new(eager),
             flushed,
+            segments: Default::default(),
             #[cfg(test)]
             delete_lookups: Default::default(),
         }
@@ -61,6 +65,24 @@ impl IdFilters {
     /// Builds the filters of later generations when they are warmed (on promotion).
     pub(crate) fn build_eagerly(&self) {
         self.eager.store(true, Ordering::Relaxed);
+    }
+
+    /// The ids of the segments of `searcher`.
+    pub(crate) fn segments_of(&self, searcher: &tantivy::Searcher) -> Arc<[SegmentId]> {
+        let generation = searcher.generation().generation_id();
+        let mut cached = self.segments.lock();
+        if let Some((id, segments)) = cached.as_ref() {
+            if *id == generation {
+                return segments.clone();
+            }
+        }
+        let segments: Arc<[SegmentId]> = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| segment.segment_id())
+            .collect();
+        *cached = Some((generation, segments.clone()));
+        segments
     }
 
     /// Whether `segment` may hold a term `_id` = `id`; `false` is certain.
@@ -110,9 +132,9 @@ impl IdFilters {
 
 /// What a write's version lookup searched: the segments of its searcher and, in them, every
 /// live document with its `_id`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Searched {
-    pub(crate) segments: Vec<SegmentId>,
+    pub(crate) segments: Arc<[SegmentId]>,
     pub(crate) live: Vec<(SegmentId, DocId)>,
 }
 

@@ -38,9 +38,11 @@ pub(crate) fn find_live_docs(
 ) -> Result<(Option<DocVersion>, Searched), EngineError> {
     let term = Term::from_field_text(schema.id, id);
     let mut best: Option<DocVersion> = None;
-    let mut searched = Searched::default();
+    let mut searched = Searched {
+        segments: filters.segments_of(searcher),
+        live: Vec::new(),
+    };
     for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
-        searched.segments.push(segment.segment_id());
         if !filters.may_contain(segment, id)? {
             continue;
         }
