@@ -313,12 +313,17 @@ mod tests {
         (engine, m)
     }
 
+    /// `batches` lists of `per_batch` distinct ids (`doc-<batch>-<n>`).
+    fn id_batches(batches: usize, per_batch: usize) -> Vec<Vec<String>> {
+        (0..batches)
+            .map(|b| (0..per_batch).map(|n| format!("doc-{b}-{n}")).collect())
+            .collect()
+    }
+
     #[test]
     fn each_segment_filters_the_ids_it_lacks_and_never_an_id_it_holds() {
         let dir = tempfile::tempdir().unwrap();
-        let batches: Vec<Vec<String>> = (0..2)
-            .map(|b| (0..200).map(|n| format!("doc-{b}-{n}")).collect())
-            .collect();
+        let batches = id_batches(2, 200);
         let (engine, _) = refreshed_engine(dir.path(), &batches);
         let searcher = engine.searcher();
         let segments = searcher.segment_readers();
@@ -351,9 +356,7 @@ mod tests {
     #[test]
     fn updates_delete_their_old_versions_without_looking_them_up_again() {
         let dir = tempfile::tempdir().unwrap();
-        let batches: Vec<Vec<String>> = (0..4)
-            .map(|b| (0..100).map(|n| format!("doc-{b}-{n}")).collect())
-            .collect();
+        let batches = id_batches(4, 100);
         let (engine, m) = refreshed_engine(dir.path(), &batches);
         let lookups = || engine.id_filters.delete_lookups.load(Ordering::Relaxed);
         let updated: Vec<&String> = batches.iter().map(|batch| &batch[7]).collect();
