@@ -73,6 +73,15 @@ impl IdFilters {
         let mut cached = self.segments.lock();
         if let Some((id, segments)) = cached.as_ref() {
             if *id == generation {
+                // Generation ids are unique within one reader, and an engine keeps its reader.
+                debug_assert!(
+                    searcher
+                        .segment_readers()
+                        .iter()
+                        .map(|segment| segment.segment_id())
+                        .eq(segments.iter().copied()),
+                    "searcher generation {generation} came from another reader"
+                );
                 return segments.clone();
             }
         }
