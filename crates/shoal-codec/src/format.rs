@@ -160,17 +160,12 @@ impl<W: Write> SourceFileWriter<W> {
     }
 
     /// Heap bytes held besides the output.
-    pub(crate) fn buffered_bytes(&self) -> usize {
+    fn buffered_bytes(&self) -> usize {
         self.header.capacity()
             + self.body.capacity()
             + self.raw_scratch.capacity()
             + self.out_scratch.capacity()
             + self.index.capacity() * std::mem::size_of::<BlockMeta>()
-    }
-
-    /// The output written so far.
-    pub(crate) fn output(&self) -> &W {
-        &self.out
     }
 
     /// Writes the last block, descriptor, index and footer, naming the segment
@@ -212,6 +207,13 @@ impl<W: Write> SourceFileWriter<W> {
         tail.extend_from_slice(&MAGIC.to_le_bytes());
         self.out.write_all(&tail)?;
         Ok(self.out)
+    }
+}
+
+impl SourceFileWriter<Vec<u8>> {
+    /// Heap bytes held, the compressed output included.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.out.capacity() + self.buffered_bytes()
     }
 }
 

@@ -175,12 +175,21 @@ impl SourceStorePlugin {
         } else {
             None
         };
-        let write = segment.open_write(SegmentComponent::Custom(SOURCE_EXTENSION.to_string()))?;
-        let mut writer = SourceFileWriter::new(write, self.codec, self.block_size, dictionary)?;
+        let mut writer = SourceFileWriter::new(
+            open_source_file(segment)?,
+            self.codec,
+            self.block_size,
+            dictionary,
+        )?;
         docs(&mut |doc| writer.add(doc))?;
         writer.finish(self.numbers.next())?.terminate()?;
         Ok(())
     }
+}
+
+/// Creates the segment's `_source` file.
+fn open_source_file(segment: &Segment) -> tantivy::Result<tantivy::directory::WritePtr> {
+    Ok(segment.open_write(SegmentComponent::Custom(SOURCE_EXTENSION.to_string()))?)
 }
 
 /// Receives each document's source in doc id order.
@@ -428,8 +437,7 @@ impl PluginWriter for SourcePluginWriter {
             Collected::Raw { data, lens } => write_raw(&this.plugin, segment, &data, &lens)?,
             Collected::Compressing(writer) => {
                 let file = writer.finish(this.plugin.numbers.next())?;
-                let component = SegmentComponent::Custom(SOURCE_EXTENSION.to_string());
-                let mut write = segment.open_write(component)?;
+                let mut write = open_source_file(segment)?;
                 write.write_all(&file)?;
                 write.terminate()?;
             }
@@ -440,7 +448,7 @@ impl PluginWriter for SourcePluginWriter {
 
     fn mem_usage(&self) -> usize {
         match &self.collected {
-            Collected::Compressing(writer) => writer.output().capacity() + writer.buffered_bytes(),
+            Collected::Compressing(writer) => writer.heap_bytes(),
             Collected::Raw { data, lens } => {
                 data.capacity() + lens.capacity() * std::mem::size_of::<u32>()
             }

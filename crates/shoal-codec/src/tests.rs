@@ -647,7 +647,7 @@ fn settings_reject_like_opensearch() {
 
 #[test]
 fn sources_are_compressed_while_indexing_unless_a_dictionary_needs_them_all() {
-    use tantivy::{PluginWriter, SegmentPlugin};
+    use tantivy::SegmentPlugin;
 
     // Repetitive sources: every codec shrinks them severalfold.
     let docs: Docs = (0..2_000)

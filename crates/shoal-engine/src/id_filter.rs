@@ -144,8 +144,11 @@ impl IdFilters {
 #[derive(Debug)]
 pub(crate) struct Searched {
     pub(crate) segments: Arc<[SegmentId]>,
-    pub(crate) live: Vec<(SegmentId, DocId)>,
+    pub(crate) live: LiveDocs,
 }
+
+/// Live documents of one `_id`, by segment.
+pub(crate) type LiveDocs = Vec<(SegmentId, DocId)>;
 
 /// Deletes every document whose `_id` is `id`, without a term lookup where it can:
 /// - in a segment its write's lookup searched ([`Searched`]), the live documents it found;

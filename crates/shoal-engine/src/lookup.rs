@@ -5,7 +5,7 @@ use shoal_mapping::ShardSchema;
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocAddress, DocSet, Searcher, Term, TERMINATED};
 
-use crate::id_filter::{IdFilters, Searched};
+use crate::id_filter::{IdFilters, LiveDocs, Searched};
 use crate::EngineError;
 
 /// Version fields of a committed document.
@@ -25,23 +25,32 @@ pub(crate) fn find_doc(
     filters: &IdFilters,
     id: &str,
 ) -> Result<Option<DocVersion>, EngineError> {
-    Ok(find_live_docs(searcher, schema, filters, id)?.0)
+    Ok(search_id(searcher, schema, filters, id)?.0)
 }
 
-/// [`find_doc`], and every live document with this `_id` it saw: what the delete of an update
-/// removes without looking again.
+/// [`find_doc`], and what it searched: the searcher's segments and every live document with
+/// this `_id` in them, what the delete of an update removes without looking again.
 pub(crate) fn find_live_docs(
     searcher: &Searcher,
     schema: &ShardSchema,
     filters: &IdFilters,
     id: &str,
 ) -> Result<(Option<DocVersion>, Searched), EngineError> {
+    let (best, live) = search_id(searcher, schema, filters, id)?;
+    let segments = filters.segments_of(searcher);
+    Ok((best, Searched { segments, live }))
+}
+
+/// The live document with the highest seq_no, and every live one, by segment.
+fn search_id(
+    searcher: &Searcher,
+    schema: &ShardSchema,
+    filters: &IdFilters,
+    id: &str,
+) -> Result<(Option<DocVersion>, LiveDocs), EngineError> {
     let term = Term::from_field_text(schema.id, id);
     let mut best: Option<DocVersion> = None;
-    let mut searched = Searched {
-        segments: filters.segments_of(searcher),
-        live: Vec::new(),
-    };
+    let mut live = Vec::new();
     for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
         if !filters.may_contain(segment, id)? {
             continue;
@@ -58,7 +67,7 @@ pub(crate) fn find_live_docs(
         let mut doc = postings.doc();
         while doc != TERMINATED {
             if alive.is_none_or(|bits| bits.is_alive(doc)) {
-                searched.live.push((segment.segment_id(), doc));
+                live.push((segment.segment_id(), doc));
                 let candidate = DocVersion {
                     address: DocAddress::new(segment_ord as u32, doc),
                     seq_no: seq_nos.first(doc).unwrap_or(-1),
@@ -72,7 +81,7 @@ pub(crate) fn find_live_docs(
             doc = postings.advance();
         }
     }
-    Ok((best, searched))
+    Ok((best, live))
 }
 
 /// Reads the `_source` of a committed document.
