@@ -41,7 +41,8 @@ def run_pairs(pairs, repeat):
                 print(f"{'warm-up' if r == 0 else f'pair {r}'} {label}: {row['docs_per_s']:.0f} docs/s, "
                       f"bulk p50/p99 {row['bulk_p50_ms']}/{row['bulk_p99_ms']} ms, CPU s primary "
                       f"{row['cpu_s_busier_node']} other {row['cpu_s_other_node']}, "
-                      f"{row['cpu_s_per_1k_docs']} CPU s/1k docs, idle {row['idle_pct']} %", flush=True)
+                      f"{row['cpu_s_per_1k_docs']} CPU s/1k docs, idle {row['idle_pct']} %, "
+                      f"stolen {row['stolen_pct']} %", flush=True)
                 if r > 0:
                     rows[label].append(row)
     finally:

@@ -71,6 +71,7 @@ def replicated_once(nodes, body, max_docs, repeat, duration=None, split_cores=No
     # the primary happened to land.
     entry = primary_node(nodes, "repl")
     cpu0 = [n.cpu_seconds() for n in nodes]
+    stolen0 = stolen_jiffies()
     tx0 = sum(n.transport_tx_bytes() for n in nodes)
     client_cpus = None
     if split_cores:
@@ -84,6 +85,7 @@ def replicated_once(nodes, body, max_docs, repeat, duration=None, split_cores=No
             for n in nodes:
                 set_affinity(n.pid, sorted(os.sched_getaffinity(0)))
     per_node = [n.cpu_seconds() - c0 for n, c0 in zip(nodes, cpu0)]
+    stolen1 = stolen_jiffies()
     # Node-to-node bytes per MB of documents indexed: replica operations, segment files,
     # cluster chatter.
     source_mb = out["mb_per_s"] * out["docs"] / max(out["docs_per_s"], 1e-9)
@@ -97,7 +99,15 @@ def replicated_once(nodes, body, max_docs, repeat, duration=None, split_cores=No
             "other_over_busier_cpu": round(idle / busy, 3) if busy else None,
             "cpu_s_per_1k_docs": round(cpu / max(out["docs"], 1) * 1000, 4),
             "transport_mb_per_indexed_mb": round(tx_mb / max(source_mb, 1e-9), 3),
-            "bulk_p50_ms": out["bulk_latency_ms"].get("p50"), "bulk_p99_ms": out["bulk_latency_ms"].get("p99")}
+            "bulk_p50_ms": out["bulk_latency_ms"].get("p50"), "bulk_p99_ms": out["bulk_latency_ms"].get("p99"),
+            "stolen_pct": round(100 * (stolen1[0] - stolen0[0]) / max(stolen1[1] - stolen0[1], 1), 1)}
+
+
+def stolen_jiffies():
+    """(steal, total) jiffies of the machine's CPUs: on a virtual machine the hypervisor may
+    take CPU time away, and a run that lost a share of it is not comparable to one that did not."""
+    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    return fields[7] if len(fields) > 7 else 0, sum(fields)
 
 
 def scenario(ctx):
@@ -137,7 +147,8 @@ def scenario(ctx):
                             modes.setdefault(label + OWN_CORES_SUFFIX, {"runs": []})["runs"].append(row)
         measure_visibility(ctx, clusters, systems, base, result)
         keys = ["docs_per_s", "cpu_s_total", "cpu_s_per_1k_docs", "bulk_p50_ms", "bulk_p99_ms",
-                "cpu_s_busier_node", "cpu_s_other_node", "other_over_busier_cpu", "transport_mb_per_indexed_mb"]
+                "cpu_s_busier_node", "cpu_s_other_node", "other_over_busier_cpu", "transport_mb_per_indexed_mb",
+                "stolen_pct"]
         for entry in result["systems"].values():
             for mode in entry["modes"].values():
                 mode["summary"] = summarize_runs(mode["runs"], keys)

@@ -28,6 +28,8 @@ def n(v, kind):
         return f"{v:.3f}"
     if kind == "ratio":
         return f"{v:.2f}"
+    if kind == "pct":
+        return f"{v:.0f} %"
     return f"{v}"
 
 
@@ -196,12 +198,14 @@ def render_replicated(doc):
                      cell(s.get("bulk_p99_ms"), "ms"), cell(o.get("bulk_p99_ms"), "ms"),
                      cell(s.get("other_over_busier_cpu"), "ratio"), cell(o.get("other_over_busier_cpu"), "ratio"),
                      cell(s.get("transport_mb_per_indexed_mb"), "ratio"),
-                     cell(o.get("transport_mb_per_indexed_mb"), "ratio")])
+                     cell(o.get("transport_mb_per_indexed_mb"), "ratio"),
+                     cell(s.get("stolen_pct"), "pct"), cell(o.get("stolen_pct"), "pct")])
     if rows:
         lines += table(rows, ["mode (2 nodes, 1 shard)", "Shoal docs/s", "OS docs/s", "docs/s Shoal ÷ OS",
                               "Shoal CPU s / 1k docs", "OS CPU s / 1k docs", "Shoal bulk p99", "OS bulk p99",
                               "Shoal replica ÷ primary CPU", "OS replica ÷ primary CPU",
-                              "Shoal node-to-node MB / indexed MB", "OS node-to-node MB / indexed MB"])
+                              "Shoal node-to-node MB / indexed MB", "OS node-to-node MB / indexed MB",
+                              "CPU stolen by the hypervisor % (Shoal runs)", "(OS runs)"])
     lines += visibility_table(s_modes, o_modes)
     for name, entry in sy.items():
         if "one_replica_over_none_docs_per_s" in entry:
