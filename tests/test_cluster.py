@@ -109,6 +109,29 @@ def test_a_sigstopped_node_is_removed_and_rejoins_after_sigcont(cluster3):
     cluster3.wait_for_nodes(3, i=victim, timeout=30)
 
 
+def test_a_thawed_node_reads_the_cluster_managers_state_not_the_one_it_froze_with(cluster3):
+    """A node frozen until it was removed wakes up with the state it had (3 nodes, its copies
+    active). Reads through it without `local=true` (`_cluster/state`, `_cluster/health`,
+    `_cat/*`) answer from a state at least as new as the cluster manager's when they were asked,
+    as OpenSearch answers them on the cluster manager; `local=true` answers from its own view."""
+    manager = cluster3.index_of(cluster3.cluster_manager())
+    victim = next(i for i in range(3) if i != manager)
+    version = lambda i, **params: cluster3.get("/_cluster/state/version", i, **params).json()["version"]
+    frozen_at = version(victim)
+    cluster3.stop(victim)
+    cluster3.wait_for_nodes(2, i=manager, timeout=30)
+    removed_at = version(manager)
+    assert removed_at > frozen_at
+    cluster3.cont(victim)
+    # Its own view answers at once (the node has not rejoined yet, or has only just).
+    assert version(victim, local="true") >= frozen_at
+    assert version(victim) >= removed_at
+    health = cluster3.health(victim)
+    assert health["number_of_nodes"] == 3, health
+    assert {row["name"] for row in cluster3.get("/_cat/nodes", victim, format="json").json()} == \
+        {n.name for n in cluster3.nodes}
+
+
 def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(cluster3):
     manager = cluster3.index_of(cluster3.cluster_manager())
     keep = next(i for i in range(3) if i != manager)
@@ -124,9 +147,13 @@ def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(
         if i != keep:
             cluster3.kill(i)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and cluster3.health(keep)["discovered_cluster_manager"]:
+    while time.monotonic() < deadline and cluster3.health(keep, local="true")["discovered_cluster_manager"]:
         time.sleep(0.1)
-    assert cluster3.health(keep)["discovered_cluster_manager"] is False
+    assert cluster3.health(keep, local="true")["discovered_cluster_manager"] is False
+    # Without `local`, health is the cluster manager's answer, as in OpenSearch: none to give it.
+    r = cluster3.get("/_cluster/health", keep, cluster_manager_timeout="1s")
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["type"] == "cluster_manager_not_discovered_exception", r.text
     # Metadata changes are blocked with OpenSearch's error.
     r = cluster3.http(keep).put("/newindex", {})
     assert r.status_code == 503, r.text

@@ -72,6 +72,11 @@ impl Cluster {
             let cluster = cluster.clone();
             async move { cluster.handle_propose(command).await }
         });
+        let cluster = self.clone();
+        registry.register::<crate::read_barrier::ReadBarrierAction, _, _>(move |_, request| {
+            let answer = cluster.handle_read_barrier(&request);
+            async move { answer }
+        });
         crate::raft::network::register(&mut registry, self.raft());
         registry
     }

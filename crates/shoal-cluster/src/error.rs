@@ -17,6 +17,9 @@ pub enum ClusterError {
     /// the leader"): nothing was written, so the sender proposes again to the new one.
     #[error("the cluster manager changed before the proposal was written: {0}")]
     Moved(String),
+    /// A read that must see the cluster manager's state found none to confirm it in time.
+    #[error("{0}")]
+    ManagerNotDiscovered(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -39,6 +42,11 @@ impl ClusterError {
                 RemoteError::new(503, "not_cluster_manager", self.to_string())
                     .with_kind(ErrorKind::Moved)
             }
+            ClusterError::ManagerNotDiscovered(reason) => RemoteError::new(
+                503,
+                "cluster_manager_not_discovered_exception",
+                reason.clone(),
+            ),
             ClusterError::Internal(reason) => RemoteError::internal(reason.clone()),
         }
     }

@@ -9,6 +9,7 @@ pub mod error;
 mod leader;
 mod leave;
 pub mod raft;
+pub mod read_barrier;
 
 pub use config::{CheckSettings, ClusterConfig};
 pub use coordinator::{new_id, now_millis, Cluster, PeerInfo, PromotionAdvisor, RaftStatus};

@@ -571,3 +571,56 @@ async fn a_hung_member_is_removed_after_its_checks_time_out_then_rejoins() {
         .expect("the recovered member commits");
     cluster.assert_one_manager_per_term();
 }
+
+/// A member removed while it hung still holds the state it had (itself among the nodes). A
+/// read barrier on it never answers from that state: cut off, it fails with
+/// `ManagerNotDiscovered` after its timeout; healed, it answers once the member rejoined, with
+/// a state at least as new as the manager's when it asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_removed_while_hung_reads_the_managers_state_only_after_it_rejoined() {
+    let (mut cluster, leader) = formed(3).await;
+    let victim = (leader + 1) % 3;
+    let id = cluster.nodes[victim].id.clone();
+    cluster.hang(victim);
+    cluster
+        .wait_until("the hung member is removed", CONVERGE, |states| {
+            states
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != victim)
+                .filter_map(|(_, s)| s.as_ref())
+                .all(|s| !s.nodes.contains_key(&id))
+        })
+        .await;
+    assert!(
+        cluster.state(victim).nodes.contains_key(&id),
+        "the hung member's own state still lists it"
+    );
+    let cut_off = cluster
+        .cluster(victim)
+        .read_barrier(Duration::from_millis(600))
+        .await;
+    assert!(
+        matches!(
+            cut_off,
+            Err(shoal_cluster::ClusterError::ManagerNotDiscovered(_))
+        ),
+        "{cut_off:?}"
+    );
+
+    // A follower's hang leaves the manager in place.
+    let asked_at = cluster.state(leader).version;
+    cluster.heal();
+    let read = cluster
+        .cluster(victim)
+        .read_barrier(CONVERGE)
+        .await
+        .expect("the member reads once it rejoined");
+    assert!(
+        read.version >= asked_at,
+        "read version {} older than the manager's {asked_at}",
+        read.version
+    );
+    assert!(read.nodes.contains_key(&id), "read before it rejoined");
+    cluster.assert_one_manager_per_term();
+}

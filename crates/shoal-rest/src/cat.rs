@@ -256,7 +256,9 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
         })?),
     };
     let options = ResolveOptions::admin().from_request(&params.0)?;
+    let confirm = crate::health::cluster_manager_confirmation(&params)?;
     let table = blocking(move || -> ApiResult<Table> {
+        let confirmed = crate::health::read_view(&node, confirm)?;
         let services = node
             .core()
             .resolve(index.as_deref().unwrap_or("_all"), options)?;
@@ -265,7 +267,7 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
         node.core()
             .blocks()
             .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
-        let state = node.admin.view();
+        let state = confirmed;
         let health = state.health(None);
         let copies = node.broadcast.copy_stats(&services);
         let mut rows = Vec::new();
@@ -354,9 +356,10 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
 
 /// `GET /_cat/shards[/{index}]`.
 pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
+    let confirm = crate::health::cluster_manager_confirmation(&params)?;
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        let state = node.admin.view();
+        let state = crate::health::read_view(&node, confirm)?;
         let services = node
             .core()
             .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
@@ -444,9 +447,10 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
 
 /// `GET /_cat/health`.
 pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
+    let confirm = crate::health::cluster_manager_confirmation(&params)?;
     let table = blocking(move || -> ApiResult<Table> {
         let now = shoal_node::node::now_millis();
-        let health = node.admin.view().health(None);
+        let health = crate::health::read_view(&node, confirm)?.health(None);
         let c = &health.counts;
         let discovered = node.admin.has_cluster_manager();
         let time = chrono_time(now);
@@ -602,6 +606,11 @@ pub async fn count(node: Arc<Node>, index: Option<String>, params: Params) -> Re
 
 /// `GET /_cat/nodes`.
 pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
+    let confirm = crate::health::cluster_manager_confirmation(&params)?;
+    let state = {
+        let node = node.clone();
+        blocking(move || crate::health::read_view(&node, confirm)).await?
+    };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let loads: Vec<String> = load
         .split_whitespace()
@@ -644,7 +653,6 @@ pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
             col!("id", ["nodeId"], false, "unique node id"),
         ],
         rows: {
-            let state = node.admin.view();
             let manager = state.cluster_manager().map(str::to_string);
             state
                 .nodes()

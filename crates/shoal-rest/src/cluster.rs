@@ -182,8 +182,7 @@ pub async fn state(
     let wait = MetadataVersionWait::parse(&params)?;
     let resolve = crate::indices::options(&params, ResolveOptions::admin())?;
     let flat_settings = params.bool_or("flat_settings", false)?;
-    // Every node answers from its own applied state, so `local` changes nothing here.
-    params.bool_or("local", false)?;
+    let confirm = crate::health::cluster_manager_confirmation(&params)?;
     let body = blocking(move || {
         let metrics = metrics.unwrap_or_else(|| "_all".into());
         let cluster_name = node.core().config.cluster_name.clone();
@@ -198,7 +197,7 @@ pub async fn state(
                     return Ok(json!({"wait_for_timed_out": true, "cluster_name": cluster_name}))
                 }
             },
-            None => node.admin.view(),
+            None => crate::health::read_view(&node, confirm)?,
         };
         let request = shoal_node::admin::StateRequest {
             metrics: &metrics,

@@ -4,6 +4,7 @@
 //! `TransportClusterHealthAction`. The wait is on applied cluster states, not a poll.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -120,7 +121,6 @@ impl HealthWaits {
                 )));
             }
         }
-        // Every node answers from its own applied state, so `local` changes nothing here.
         let local = params.bool_or("local", false)?;
         // A node is weighed away or decommissioned only by weighted routing or a decommission,
         // which Shoal does not have yet: every node is weighed in, so the check holds.
@@ -165,7 +165,11 @@ pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> R
     let resolve = crate::indices::options(&params, shoal_node::ResolveOptions::admin())?;
     let waits = HealthWaits::parse(&params)?;
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
+    let confirm = cluster_manager_confirmation(&params)?;
     let (body, satisfied) = blocking(move || {
+        if let Some(manager_timeout) = confirm {
+            node.admin.confirmed_view(manager_timeout)?;
+        }
         let evaluate = |state: &ClusterView| -> ApiResult<(Value, bool)> {
             let (body, status, missing) =
                 health_body(&node, state, (index.as_deref(), resolve), &level)?;
@@ -198,6 +202,29 @@ pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> R
     let mut body = body;
     body["timed_out"] = json!(true);
     Ok(json(StatusCode::REQUEST_TIMEOUT, body, &params))
+}
+
+/// The view a read answers from: this node's applied state, first confirmed as at least the
+/// cluster manager's unless `confirm` is `None` (`local=true`).
+pub(crate) fn read_view(node: &Node, confirm: Option<Duration>) -> ApiResult<ClusterView> {
+    match confirm {
+        Some(timeout) => node.admin.confirmed_view(timeout),
+        None => Ok(node.admin.view()),
+    }
+}
+
+/// Unless `local=true`, how long a read may wait for the cluster manager to confirm this
+/// node's state (`cluster_manager_timeout`, or its old name `master_timeout`; 30s): OpenSearch
+/// answers such reads on the cluster manager, never from a node's possibly stale copy.
+pub(crate) fn cluster_manager_confirmation(params: &Params) -> ApiResult<Option<Duration>> {
+    if params.bool_or("local", false)? {
+        return Ok(None);
+    }
+    let key = match params.get("cluster_manager_timeout") {
+        Some(_) => "cluster_manager_timeout",
+        None => "master_timeout",
+    };
+    timeout_param(params, key, DEFAULT_TIMEOUT).map(Some)
 }
 
 #[cfg(test)]

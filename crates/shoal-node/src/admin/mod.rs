@@ -62,6 +62,18 @@ impl AdminService {
         ClusterView::new(self.core.cluster_state())
     }
 
+    /// The applied cluster state once it is as new as the cluster manager's when asked (see
+    /// `shoal_cluster::read_barrier`): what a read that is not `local=true` answers from. A
+    /// node removed from the cluster answers after it rejoined, or 503
+    /// `cluster_manager_not_discovered_exception` after `timeout`.
+    pub fn confirmed_view(&self, timeout: std::time::Duration) -> ApiResult<ClusterView> {
+        let state = self
+            .core
+            .runtime
+            .block_on(self.core.cluster.read_barrier(timeout))?;
+        Ok(ClusterView::new(state))
+    }
+
     /// Waits without polling until `check` accepts the applied state: it runs now and after
     /// every state this node applies. `None` when `timeout` passed first.
     pub fn wait_for_view<T>(
