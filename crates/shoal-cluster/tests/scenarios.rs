@@ -506,17 +506,10 @@ async fn a_member_restarted_on_a_new_port_rejoins_with_its_new_address() {
     cluster.assert_one_manager_per_term();
 }
 
-/// A member that hangs (still connected, but answering nothing in time) is removed once
-/// `retry_count` follower checks in a row have timed out, and comes back once it recovers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hung_member_is_removed_after_its_checks_time_out_then_rejoins() {
-    let (mut cluster, leader) = formed(3).await;
-    let victim = (leader + 1) % 3;
+/// Waits until every member but `victim` applied a state without it; returns how long it took.
+async fn removed_by_the_others(cluster: &support::TestCluster, victim: usize) -> Duration {
     let id = cluster.nodes[victim].id.clone();
-    let term_before = cluster.raft_status(leader).term;
-
-    cluster.hang(victim);
-    let removal = cluster
+    cluster
         .wait_until(
             "the hung member is removed by the others",
             CONVERGE,
@@ -529,7 +522,20 @@ async fn a_hung_member_is_removed_after_its_checks_time_out_then_rejoins() {
                     .all(|s| !s.nodes.contains_key(&id))
             },
         )
-        .await;
+        .await
+}
+
+/// A member that hangs (still connected, but answering nothing in time) is removed once
+/// `retry_count` follower checks in a row have timed out, and comes back once it recovers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_member_is_removed_after_its_checks_time_out_then_rejoins() {
+    let (mut cluster, leader) = formed(3).await;
+    let victim = (leader + 1) % 3;
+    let id = cluster.nodes[victim].id.clone();
+    let term_before = cluster.raft_status(leader).term;
+
+    cluster.hang(victim);
+    let removal = removed_by_the_others(&cluster, victim).await;
     let checks = support::FOLLOWER_CHECK;
     println!(
         "{} hung {} removed after {removal:?} (checks: every {:?}, timeout {:?}, {} retries)",
@@ -582,16 +588,7 @@ async fn a_member_removed_while_hung_reads_the_managers_state_only_after_it_rejo
     let victim = (leader + 1) % 3;
     let id = cluster.nodes[victim].id.clone();
     cluster.hang(victim);
-    cluster
-        .wait_until("the hung member is removed", CONVERGE, |states| {
-            states
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != victim)
-                .filter_map(|(_, s)| s.as_ref())
-                .all(|s| !s.nodes.contains_key(&id))
-        })
-        .await;
+    removed_by_the_others(&cluster, victim).await;
     assert!(
         cluster.state(victim).nodes.contains_key(&id),
         "the hung member's own state still lists it"
