@@ -15,14 +15,14 @@ import statistics
 
 import prep
 from common import load_index_body, start_cluster, with_settings
-from replicated import replicated_once
+from replicated import machine_jiffies, replicated_once
 
 MODES = (("0 replicas", "DOCUMENT", 0), ("SEGMENT", "SEGMENT", 1))
 
 
 def idle_jiffies():
-    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
-    return fields[3] + fields[4], sum(fields)
+    idle, _, total = machine_jiffies()
+    return idle, total
 
 
 def run_pairs(pairs, repeat):

@@ -103,11 +103,17 @@ def replicated_once(nodes, body, max_docs, repeat, duration=None, split_cores=No
             "stolen_pct": round(100 * (stolen1[0] - stolen0[0]) / max(stolen1[1] - stolen0[1], 1), 1)}
 
 
-def stolen_jiffies():
-    """(steal, total) jiffies of the machine's CPUs: on a virtual machine the hypervisor may
-    take CPU time away, and a run that lost a share of it is not comparable to one that did not."""
+def machine_jiffies():
+    """(idle incl. iowait, stolen, total) jiffies of the machine's CPUs. Stolen: on a virtual
+    machine the hypervisor may take CPU time away, and a run that lost a share of it is not
+    comparable to one that did not."""
     fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
-    return fields[7] if len(fields) > 7 else 0, sum(fields)
+    return fields[3] + fields[4], fields[7] if len(fields) > 7 else 0, sum(fields)
+
+
+def stolen_jiffies():
+    _, stolen, total = machine_jiffies()
+    return stolen, total
 
 
 def scenario(ctx):

@@ -440,7 +440,7 @@ impl Cluster {
     }
 
     /// The sender must re-resolve the cluster manager and send again there.
-    fn not_leader(&self) -> RemoteError {
+    pub(crate) fn not_leader(&self) -> RemoteError {
         RemoteError::new(
             503,
             "not_cluster_manager",

@@ -40,9 +40,6 @@ pub struct ReadBarrierResponse {
     pub version: u64,
 }
 
-/// What a node answers for an action it does not know.
-const ACTION_NOT_FOUND: &str = "action_not_found_transport_exception";
-
 /// The longest one question to the cluster manager may take (its answer is a field read).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -108,7 +105,7 @@ impl Cluster {
             Ok(answer) => Ok(answer.version),
             // A manager of an older release (a rolling upgrade) cannot confirm: this node
             // reads its own state, as every node did before the barrier existed.
-            Err(TransportError::Remote(remote)) if remote.error_type == ACTION_NOT_FOUND => {
+            Err(TransportError::Remote(remote)) if remote.is_action_not_found() => {
                 Ok(self.state().version)
             }
             Err(e) => Err(format!("the cluster manager at [{address}] answered: {e}")),
@@ -121,12 +118,7 @@ impl Cluster {
         request: &ReadBarrierRequest,
     ) -> Result<ReadBarrierResponse, RemoteError> {
         if !self.is_cluster_manager() {
-            return Err(RemoteError::new(
-                503,
-                "not_cluster_manager",
-                format!("node [{}] is not the cluster manager", self.local().name),
-            )
-            .with_kind(ErrorKind::Moved));
+            return Err(self.not_leader());
         }
         let state = self.state();
         if !state.nodes.contains_key(&request.node_id) {

@@ -258,7 +258,7 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
     let options = ResolveOptions::admin().from_request(&params.0)?;
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
     let table = blocking(move || -> ApiResult<Table> {
-        let confirmed = crate::health::read_view(&node, confirm)?;
+        let state = crate::health::read_view(&node, confirm)?;
         let services = node
             .core()
             .resolve(index.as_deref().unwrap_or("_all"), options)?;
@@ -267,7 +267,6 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
         node.core()
             .blocks()
             .check_indices(shoal_node::blocks::BlockLevel::MetadataRead, &names)?;
-        let state = confirmed;
         let health = state.health(None);
         let copies = node.broadcast.copy_stats(&services);
         let mut rows = Vec::new();

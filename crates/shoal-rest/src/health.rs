@@ -167,9 +167,8 @@ pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> R
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let confirm = cluster_manager_confirmation(&params)?;
     let (body, satisfied) = blocking(move || {
-        if let Some(manager_timeout) = confirm {
-            node.admin.confirmed_view(manager_timeout)?;
-        }
+        // Confirmed first; the waits below then read states at least as new.
+        read_view(&node, confirm)?;
         let evaluate = |state: &ClusterView| -> ApiResult<(Value, bool)> {
             let (body, status, missing) =
                 health_body(&node, state, (index.as_deref(), resolve), &level)?;

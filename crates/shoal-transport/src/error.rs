@@ -33,6 +33,9 @@ pub struct RemoteError {
     pub caused_by: Option<Box<RemoteError>>,
 }
 
+/// The error type of an action nobody registered a handler for.
+pub(crate) const ACTION_NOT_FOUND: &str = "action_not_found_transport_exception";
+
 impl RemoteError {
     /// An error whose kind follows from its status and type ([`ErrorKind::classify`]); use
     /// [`RemoteError::with_kind`] where the producer knows better.
@@ -72,9 +75,14 @@ impl RemoteError {
     pub fn action_not_found(action: &str) -> Self {
         RemoteError::new(
             400,
-            "action_not_found_transport_exception",
+            ACTION_NOT_FOUND,
             format!("No handler for action [{action}]"),
         )
+    }
+
+    /// The node asked has no handler for the action (an older release, during an upgrade).
+    pub fn is_action_not_found(&self) -> bool {
+        self.error_type == ACTION_NOT_FOUND
     }
 
     /// OpenSearch's `caused_by` object: `{"type", "reason", ...metadata, "caused_by"}`.

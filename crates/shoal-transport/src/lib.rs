@@ -79,7 +79,7 @@ pub trait Handler: Send + Sync + 'static {
     fn handle_stream(&self, req: Request) -> BoxFuture<'static, Result<ReplyStream, RemoteError>> {
         let error = RemoteError::new(
             400,
-            "action_not_found_transport_exception",
+            error::ACTION_NOT_FOUND,
             format!("unknown streaming action [{}]", req.action),
         );
         Box::pin(async move { Err(error) })
