@@ -1,10 +1,10 @@
 """Paired A/B of Shoal's replicated ingest on one 2-node cluster: DOCUMENT with 0 replicas and
-SEGMENT with 1 replica, alternated run by run, so each SEGMENT run is compared with the 0-replica
-run just before it (this machine's speed drifts by more than the differences being measured).
-Prints each run's docs/s, bulk p50/p99, CPU per node and the machine's idle share, then the
-per-pair ratios and their median.
+SEGMENT with 1 replica (and, with `--document`, DOCUMENT with 1 replica), alternated run by run,
+so each SEGMENT run is compared with the runs just around it (this machine's speed drifts by more
+than the differences being measured). Prints each run's docs/s, bulk p50/p99, CPU per node and
+the machine's idle share, then the per-round ratios and their median.
 
-    python3 bench/pairs.py [--pairs 5] [--repeat 8]
+    python3 bench/pairs.py [--pairs 5] [--repeat 8] [--document]
 
 Uses the release binary (`SHOAL_BIN` to pick another, e.g. to compare two builds) and the
 Debian corpus of `prep.py`; the first pair is a warm-up and not counted.
@@ -18,6 +18,7 @@ from common import load_index_body, start_cluster, with_settings
 from replicated import machine_jiffies, replicated_once
 
 MODES = (("0 replicas", "DOCUMENT", 0), ("SEGMENT", "SEGMENT", 1))
+DOCUMENT_1 = ("DOCUMENT 1 replica", "DOCUMENT", 1)
 
 
 def idle_jiffies():
@@ -25,14 +26,14 @@ def idle_jiffies():
     return idle, total
 
 
-def run_pairs(pairs, repeat):
+def run_pairs(pairs, repeat, modes):
     prep.ensure()
     nodes, _ = start_cluster("shoal", 2)
     base = load_index_body("debian")
-    rows = {label: [] for label, _, _ in MODES}
+    rows = {label: [] for label, _, _ in modes}
     try:
         for r in range(pairs + 1):
-            for label, kind, replicas in MODES:
+            for label, kind, replicas in modes:
                 body = with_settings(base, number_of_replicas=replicas, **{"replication.type": kind})
                 idle0, total0 = idle_jiffies()
                 row = replicated_once(nodes, body, None, repeat)
@@ -55,15 +56,24 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=8, help="passes over the Debian corpus per run")
+    ap.add_argument("--document", action="store_true", help="DOCUMENT with 1 replica in every round too")
     args = ap.parse_args()
-    rows = run_pairs(args.pairs, args.repeat)
-    none, segment = (rows[label] for label, _, _ in MODES)
-    ratios = [s["docs_per_s"] / n["docs_per_s"] for n, s in zip(none, segment)]
+    modes = MODES + ((DOCUMENT_1,) if args.document else ())
+    rows = run_pairs(args.pairs, args.repeat, modes)
     for label, runs in rows.items():
         print(f"{label}: median {statistics.median(r['docs_per_s'] for r in runs):.0f} docs/s, "
-              f"{statistics.median(r['cpu_s_per_1k_docs'] for r in runs)} CPU s/1k docs")
-    print(f"SEGMENT ÷ 0 replicas per pair: {[round(x, 3) for x in ratios]}, "
-          f"median {statistics.median(ratios):.3f} (goal ≥ 0.9)")
+              f"{statistics.median(r['cpu_s_per_1k_docs'] for r in runs)} CPU s/1k docs, "
+              f"primary {statistics.median(r['cpu_s_busier_node'] for r in runs)} s, "
+              f"other {statistics.median(r['cpu_s_other_node'] for r in runs)} s")
+    print_ratio(rows, "SEGMENT", "0 replicas", 0.9)
+    if args.document:
+        print_ratio(rows, "SEGMENT", DOCUMENT_1[0], 1.6)
+
+
+def print_ratio(rows, over, under, goal):
+    ratios = [o["docs_per_s"] / u["docs_per_s"] for o, u in zip(rows[over], rows[under])]
+    print(f"{over} ÷ {under} per round: {[round(x, 3) for x in ratios]}, "
+          f"median {statistics.median(ratios):.3f} (goal ≥ {goal})")
 
 
 if __name__ == "__main__":

@@ -229,7 +229,7 @@ impl SegrepService {
         copy.engine().install_checkpoint(checkpoint)?;
         self.forget_precopied(copy, checkpoint);
         *state.installed.lock() = Some(position(checkpoint));
-        self.report_visible(address, target, checkpoint, clock.finish());
+        let round = clock.finish();
         tracing::debug!(
             index = %target.index,
             shard = target.shard,
@@ -237,8 +237,13 @@ impl SegrepService {
             files_copied = stats.files_copied,
             bytes_copied = stats.bytes_copied,
             files_reused = stats.files_reused,
+            checkpoint_info_ms = round.get_checkpoint_info_ms,
+            files_ms = round.get_files_ms,
+            finalize_ms = round.finalize_ms,
+            round_ms = round.time_ms,
             "segment replication round done"
         );
+        self.report_visible(address, target, checkpoint, round);
         Ok(())
     }
 
