@@ -788,12 +788,14 @@ pub async fn segments(node: Arc<Node>, index: Option<String>, params: Params) ->
     table.render(&params)
 }
 
-/// `GET /_cat`.
+/// `GET /_cat`: every `_cat` endpoint this node serves (`test_cluster_cat` requests each).
 pub async fn help() -> RestResult {
     let endpoints = [
         "/_cat/aliases",
         "/_cat/aliases/{alias}",
         "/_cat/allocation",
+        "/_cat/allocation/{node_id}",
+        "/_cat/cluster_manager",
         "/_cat/count",
         "/_cat/count/{index}",
         "/_cat/health",
@@ -802,12 +804,17 @@ pub async fn help() -> RestResult {
         "/_cat/nodeattrs",
         "/_cat/nodes",
         "/_cat/pending_tasks",
+        "/_cat/recovery",
+        "/_cat/recovery/{index}",
+        "/_cat/repositories",
         "/_cat/segment_replication",
         "/_cat/segment_replication/{index}",
         "/_cat/segments",
         "/_cat/segments/{index}",
         "/_cat/shards",
         "/_cat/shards/{index}",
+        "/_cat/snapshots/{repository}",
+        "/_cat/tasks",
         "/_cat/thread_pool",
         "/_cat/thread_pool/{thread_pools}",
     ];
