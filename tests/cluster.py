@@ -167,7 +167,8 @@ class ShoalCluster:
         raise AssertionError(f"nodes did not agree on a {status} cluster state within {timeout}s: {seen}\n{self.dump_logs()}")
 
     def cluster_manager(self, i: int | None = None) -> str | None:
-        rows = self.get("/_cat/cluster_manager", i, format="json", h="node").json()
+        """The cluster manager node `i` knows of (its own view: `None` while it knows none)."""
+        rows = self.get("/_cat/cluster_manager", i, format="json", h="node", local="true").json()
         return rows[0]["node"] if rows else None
 
     def index_of(self, name: str) -> int:

@@ -151,9 +151,11 @@ def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(
         time.sleep(0.1)
     assert cluster3.health(keep, local="true")["discovered_cluster_manager"] is False
     # Without `local`, health is the cluster manager's answer, as in OpenSearch: none to give it.
-    r = cluster3.get("/_cluster/health", keep, cluster_manager_timeout="1s")
-    assert r.status_code == 503, r.text
-    assert r.json()["error"]["type"] == "cluster_manager_not_discovered_exception", r.text
+    for path in ("/_cluster/health", "/_cat/cluster_manager", "/_cat/nodeattrs", "/_cat/allocation"):
+        r = cluster3.get(path, keep, cluster_manager_timeout="1s")
+        assert r.status_code == 503, (path, r.text)
+        assert r.json()["error"]["type"] == "cluster_manager_not_discovered_exception", (path, r.text)
+    assert cluster3.get("/_cat/cluster_manager", keep, local="true").status_code == 200
     # Metadata changes are blocked with OpenSearch's error.
     r = cluster3.http(keep).put("/newindex", {})
     assert r.status_code == 503, r.text

@@ -70,8 +70,9 @@ fn list(text: &str) -> Vec<String> {
 /// names others), and the unassigned copies on a row of their own. This node's disk is
 /// measured now; the others' come from their last report to the cluster state.
 pub async fn allocation(node: Arc<Node>, nodes: Option<String>, params: Params) -> RestResult {
+    let confirm = crate::health::cluster_manager_confirmation(&params)?;
     let table = blocking(move || -> ApiResult<Table> {
-        let state = node.admin.view();
+        let state = crate::health::read_view(&node, confirm)?;
         let selectors = list(nodes.as_deref().unwrap_or("data:true"));
         let mut shards: BTreeMap<Option<&str>, i64> = BTreeMap::new();
         // Relocation targets are not in the routing table OpenSearch counts.
@@ -163,8 +164,9 @@ fn asks_for(params: &Params, name: &str, alias: &str) -> bool {
 pub async fn nodeattrs(node: Arc<Node>, params: Params) -> RestResult {
     let full_id = params.bool_or("full_id", false)?;
     let want_pid = asks_for(&params, "pid", "p");
+    let confirm = crate::health::cluster_manager_confirmation(&params)?;
     let table = blocking(move || -> ApiResult<Table> {
-        let state = node.admin.view();
+        let state = crate::health::read_view(&node, confirm)?;
         let ids: Vec<String> = state.node_ids();
         let pids: BTreeMap<String, i64> = if want_pid {
             node.admin
@@ -303,7 +305,8 @@ pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> 
 
 /// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager.
 pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
-    let state = node.admin.view();
+    let confirm = crate::health::cluster_manager_confirmation(&params)?;
+    let state = blocking(move || crate::health::read_view(&node, confirm)).await?;
     let rows = state
         .cluster_manager()
         .and_then(|id| state.node(id))
