@@ -15,7 +15,7 @@ import statistics
 
 import prep
 from common import load_index_body, start_cluster, with_settings
-from replicated import machine_jiffies, replicated_once
+from replicated import machine_jiffies, paired_ratio, replicated_once
 
 MODES = (("0 replicas", "DOCUMENT", 0), ("SEGMENT", "SEGMENT", 1))
 DOCUMENT_1 = ("DOCUMENT 1 replica", "DOCUMENT", 1)
@@ -71,9 +71,8 @@ def main():
 
 
 def print_ratio(rows, over, under, goal):
-    ratios = [o["docs_per_s"] / u["docs_per_s"] for o, u in zip(rows[over], rows[under])]
-    print(f"{over} ÷ {under} per round: {[round(x, 3) for x in ratios]}, "
-          f"median {statistics.median(ratios):.3f} (goal ≥ {goal})")
+    ratio = paired_ratio(rows[under], rows[over])
+    print(f"{over} ÷ {under} per round: {ratio['per_round']}, median {ratio['median']} (goal ≥ {goal})")
 
 
 if __name__ == "__main__":
