@@ -23,7 +23,7 @@ use tracing::{error, info, warn};
 use crate::client::CLUSTER_UUID_METADATA;
 use crate::conn::{ConnRegistry, TrackedIo};
 use crate::error::RemoteError;
-use crate::pool::{CONNECTION_WINDOW, STREAM_WINDOW};
+use crate::pool::{CONNECTION_WINDOW, MAX_FRAME, STREAM_WINDOW};
 use crate::transport::{Transport, MAX_MESSAGE_SIZE};
 use crate::wire::rpc_server::{Rpc, RpcServer};
 use crate::wire::{WireReply, WireRequest};
@@ -92,6 +92,7 @@ async fn run_server(
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(MAX_FRAME)
         .add_service(rpc)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
