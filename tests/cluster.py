@@ -166,10 +166,18 @@ class ShoalCluster:
             time.sleep(0.2)
         raise AssertionError(f"nodes did not agree on a {status} cluster state within {timeout}s: {seen}\n{self.dump_logs()}")
 
-    def cluster_manager(self, i: int | None = None) -> str | None:
-        """The cluster manager node `i` knows of (its own view: `None` while it knows none)."""
-        rows = self.get("/_cat/cluster_manager", i, format="json", h="node", local="true").json()
-        return rows[0]["node"] if rows else None
+    def cluster_manager(self, i: int | None = None, wait_s: float = 10.0) -> str | None:
+        """The cluster manager node `i` knows of (its own view), waiting up to `wait_s` while it
+        knows none (between a manager's loss and the next election); then `None`."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            rows = self.get("/_cat/cluster_manager", i, format="json", h="node", local="true").json()
+            name = rows[0]["node"] if rows else "-"
+            if name != "-":
+                return name
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
 
     def index_of(self, name: str) -> int:
         return [n.name for n in self.nodes].index(name)
