@@ -160,6 +160,11 @@ def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(
     assert r.status_code == 200, r.text
     assert r.json() == [{"id": "-", "host": "-", "ip": "-", "node": "-"}], r.text
     assert cluster3.cluster_manager(keep, wait_s=0) is None
+    # The same view everywhere: no node marked as manager, none named in the state.
+    nodes = cluster3.get("/_cat/nodes", keep, local="true", format="json", h="name,cluster_manager").json()
+    assert nodes and all(row["cluster_manager"] != "*" for row in nodes), nodes
+    state = cluster3.get("/_cluster/state/cluster_manager_node", keep, local="true").json()
+    assert state.get("cluster_manager_node") is None, state
     # Metadata changes are blocked with OpenSearch's error.
     r = cluster3.http(keep).put("/newindex", {})
     assert r.status_code == 503, r.text

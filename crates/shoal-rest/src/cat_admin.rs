@@ -303,19 +303,13 @@ pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> 
     table.render(&params)
 }
 
-/// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager. A node that
-/// knows none (`local=true` after losing it) answers as OpenSearch's applied no-manager state
-/// does, a row of `-`, not the manager its last state named.
+/// `GET /_cat/cluster_manager` (and `/_cat/master`): the elected cluster manager, or a row of
+/// `-` as OpenSearch's when the view names none (`local=true` on a node that lost it).
 pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
-    let (state, discovered) = blocking(move || {
-        let state = crate::health::read_view(&node, confirm)?;
-        Ok((state, node.admin.has_cluster_manager()))
-    })
-    .await?;
+    let state = blocking(move || crate::health::read_view(&node, confirm)).await?;
     let row = state
         .cluster_manager()
-        .filter(|_| discovered)
         .and_then(|id| state.node(id))
         .map_or_else(
             || vec![t("-"); 4],

@@ -57,9 +57,11 @@ impl AdminService {
         }
     }
 
-    /// The cluster state this node applied last, as REST may read it.
+    /// The cluster state this node applied last, as REST may read it: naming no cluster
+    /// manager while this node knows none.
     pub fn view(&self) -> ClusterView {
-        ClusterView::new(self.core.cluster_state())
+        let known = view::ManagerKnown(self.has_cluster_manager());
+        ClusterView::applied(self.core.cluster_state(), known)
     }
 
     /// The applied cluster state once it is as new as the cluster manager's when asked (see

@@ -15,11 +15,23 @@ use crate::metadata::IndexMetadataExt;
 /// A cluster state as REST may read it: the one this node applied (`AdminService::view`), or
 /// one a reroute computed (a dry run is never published).
 #[derive(Clone)]
-pub struct ClusterView(Arc<ClusterState>);
+pub struct ClusterView(Arc<ClusterState>, ManagerKnown);
+
+/// Whether the node reading a state still knows the cluster manager that state names. A node
+/// that lost it keeps its last applied state; OpenSearch's node then applies one with no
+/// manager, and every `local=true` read shows none.
+#[derive(Clone, Copy)]
+pub(crate) struct ManagerKnown(pub bool);
 
 impl ClusterView {
+    /// A state whose cluster manager is known: confirmed by it, or computed from it.
     pub(crate) fn new(state: Arc<ClusterState>) -> ClusterView {
-        ClusterView(state)
+        ClusterView(state, ManagerKnown(true))
+    }
+
+    /// This node's applied state, as it knows its cluster manager now.
+    pub(crate) fn applied(state: Arc<ClusterState>, known: ManagerKnown) -> ClusterView {
+        ClusterView(state, known)
     }
 
     /// The state itself, for the node's own code (never REST).
@@ -45,9 +57,9 @@ impl ClusterView {
         self.0.nodes.get(id)
     }
 
-    /// The elected cluster manager's id, if there is one.
+    /// The elected cluster manager's id, if there is one this node knows.
     pub fn cluster_manager(&self) -> Option<&str> {
-        self.0.cluster_manager.as_deref()
+        self.0.cluster_manager.as_deref().filter(|_| self.1 .0)
     }
 
     /// Health of the cluster, or of the given indices.
@@ -121,10 +133,10 @@ impl ClusterView {
             body["state_uuid"] = json!(format!("{}-{}", state.cluster_uuid, state.version));
         }
         if want("master_node") {
-            body["master_node"] = json!(state.cluster_manager);
+            body["master_node"] = json!(self.cluster_manager());
         }
         if want("cluster_manager_node") {
-            body["cluster_manager_node"] = json!(state.cluster_manager);
+            body["cluster_manager_node"] = json!(self.cluster_manager());
         }
         if want("blocks") {
             body["blocks"] = blocks();
