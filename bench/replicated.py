@@ -173,6 +173,8 @@ def scenario(ctx):
                         median("SEGMENT, 1 replica") / median("DOCUMENT, 0 replicas"), 3)
                     entry["segment_over_no_replica_paired"] = paired_ratio(
                         modes["DOCUMENT, 0 replicas"]["runs"], modes["SEGMENT, 1 replica"]["runs"])
+                entry["segment_over_document_paired"] = paired_ratio(
+                    modes["DOCUMENT, 1 replica"]["runs"], modes["SEGMENT, 1 replica"]["runs"])
                 own = [label + OWN_CORES_SUFFIX for label in OWN_CORES_MODES]
                 if all(label in modes for label in own):
                     entry["segment_over_no_replica_own_cores_docs_per_s"] = round(median(own[1]) / median(own[0]), 3)

@@ -217,10 +217,12 @@ def render_replicated(doc):
                       f"{entry['segment_over_document_docs_per_s']}{' (goal ≥ 1.6)' if goals else ''}; "
                       f"SEGMENT with 1 replica ÷ 0 replicas = {entry.get('segment_over_no_replica_docs_per_s')}"
                       f"{' (goal ≥ 0.9)' if goals else ''}", ""]
-            paired = entry.get("segment_over_no_replica_paired")
-            if paired:
-                lines += [f"- {name}: SEGMENT with 1 replica ÷ 0 replicas, each round's runs "
-                          f"(a few minutes apart) paired: {paired['per_round']}, median {paired['median']}", ""]
+            for key, what in (("segment_over_document_paired", "SEGMENT ÷ DOCUMENT (1 replica)"),
+                              ("segment_over_no_replica_paired", "SEGMENT with 1 replica ÷ 0 replicas")):
+                paired = entry.get(key)
+                if paired:
+                    lines += [f"- {name}: {what}, each round's runs (a few minutes apart) paired: "
+                              f"{paired['per_round']}, median {paired['median']}", ""]
         if "segment_over_no_replica_own_cores_docs_per_s" in entry:
             lines += [f"- {name}: with each node on its own cores (the primary's node on half the CPUs, the "
                       f"replica's node and the client on the other half), SEGMENT with 1 replica ÷ 0 replicas = "
