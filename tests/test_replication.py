@@ -247,22 +247,30 @@ def test_recovery_follows_max_bytes_per_sec_and_bad_values_are_refused(cluster3)
     wait_green(cluster3)
     size = cluster3.load_incompressible(0, "throttled")
 
-    def recover(rate: str) -> float:
+    def recover(rate: str) -> tuple[float, int]:
+        """Seconds to add a replica at `rate`, and the throttle time its `_recovery` reports."""
         r = http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": rate}})
         assert r.status_code == 200, r.text
         started = time.monotonic()
         http.put("/throttled/_settings", {"index": {"number_of_replicas": 1}})
         wait_green(cluster3, timeout=120)
         took = time.monotonic() - started
+        shards = http.get("/throttled/_recovery").json()["throttled"]["shards"]
+        (peer,) = [s for s in shards if s["type"] == "PEER"]
+        throttled = peer["index"]["target_throttle_time_in_millis"]
+        assert peer["index"]["source_throttle_time_in_millis"] == 0, peer
         http.put("/throttled/_settings", {"index": {"number_of_replicas": 0}})
         wait_green(cluster3)
-        return took
+        return took, throttled
 
     rate = max(size // 3, 64 << 10)  # about three seconds for the whole store
-    slow = recover(f"{rate}b")
-    fast = recover("-1")
+    slow, slow_throttled = recover(f"{rate}b")
+    fast, fast_throttled = recover("-1")
     assert slow >= 2.0, (size, slow)
     assert fast < slow / 2, (size, slow, fast)
+    # The slow copy waited for the rate most of the time it took; the unthrottled one never.
+    assert 1000 <= slow_throttled <= slow * 1000, (slow, slow_throttled)
+    assert fast_throttled == 0, fast_throttled
     http.put("/_cluster/settings", {"transient": {"indices.recovery.max_bytes_per_sec": None}})
 
 

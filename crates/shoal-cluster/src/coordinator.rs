@@ -21,7 +21,7 @@ use crate::error::ClusterError;
 use crate::raft::log_store::LogStore;
 use crate::raft::network::Network;
 use crate::raft::state_machine::StateMachine;
-use crate::raft::types::{ApplyResult, Raft, RaftId};
+use crate::raft::types::{ApplyResult, LogId, Raft, RaftId};
 
 pub const ACTION_PEERS: &str = PeersAction::NAME;
 pub const ACTION_JOIN: &str = JoinAction::NAME;
@@ -53,6 +53,19 @@ pub struct RaftStatus {
     pub learners: BTreeSet<RaftId>,
     /// Raft id → transport address, as the membership configuration records it.
     pub addresses: std::collections::BTreeMap<RaftId, String>,
+}
+
+/// `_nodes/stats` `discovery`: how this node receives cluster states (see
+/// [`crate::raft::state_machine::ReceivedStates`]) and what of the Raft log it holds but has
+/// not applied yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DiscoveryStats {
+    /// Log entries this node holds that are not committed yet.
+    pub pending: u64,
+    /// Committed entries not applied to its cluster state yet.
+    pub committed: u64,
+    pub full_states: u64,
+    pub diffs: u64,
 }
 
 pub struct Cluster {
@@ -256,6 +269,22 @@ impl Cluster {
                 .nodes()
                 .map(|(id, n)| (*id, n.addr.clone()))
                 .collect(),
+        }
+    }
+
+    pub fn discovery_stats(&self) -> DiscoveryStats {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        let index = |log_id: &Option<LogId>| log_id.as_ref().map_or(0, |id| id.index() + 1);
+        let appended = metrics.last_log_index.map_or(0, |i| i + 1);
+        let committed = index(&metrics.local_committed);
+        let applied = index(&metrics.last_applied);
+        let (full_states, diffs) = self.state_machine.received().counts();
+        DiscoveryStats {
+            pending: appended.saturating_sub(committed),
+            committed: committed.saturating_sub(applied),
+            full_states,
+            diffs,
         }
     }
 

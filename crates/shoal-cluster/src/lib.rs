@@ -12,6 +12,8 @@ pub mod raft;
 pub mod read_barrier;
 
 pub use config::{CheckSettings, ClusterConfig};
-pub use coordinator::{new_id, now_millis, Cluster, PeerInfo, PromotionAdvisor, RaftStatus};
+pub use coordinator::{
+    new_id, now_millis, Cluster, DiscoveryStats, PeerInfo, PromotionAdvisor, RaftStatus,
+};
 pub use error::ClusterError;
 pub use raft::types::raft_id_of;

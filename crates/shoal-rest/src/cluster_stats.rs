@@ -38,7 +38,11 @@ pub async fn cluster_stats(node: Arc<Node>, nodes: Option<String>, params: Param
         let mut failed = 0;
         // Only the node sections summed here: the index figures come from the copies.
         let sections = ["os", "process", "fs"].map(str::to_string);
-        for (id, answer) in node.node_stats.nodes_stats(&ids, &sections, timeout) {
+        for (id, answer) in node.node_stats.nodes_stats(
+            &ids,
+            &shoal_node::node_stats::StatsRequest::sections(&sections),
+            timeout,
+        ) {
             match (answer, state.node(&id)) {
                 (Ok(sections), Some(discovery)) => answered.push((discovery.clone(), sections)),
                 _ => failed += 1,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+use shoal_node::node_stats::StatsRequest;
 use shoal_node::{ApiError, ApiResult, Node};
 
 use crate::cluster_admin::{
@@ -27,13 +28,13 @@ const METRICS: &[&str] = &[
     "http",
     "breaker",
     "indexing_pressure",
+    "discovery",
 ];
 
 /// OpenSearch's other node metrics: sections Shoal does not have (asking for one is refused,
 /// not answered without it).
 const UNREPORTED_METRICS: &[&str] = &[
     "script",
-    "discovery",
     "ingest",
     "adaptive_selection",
     "script_cache",
@@ -80,23 +81,33 @@ pub async fn nodes_stats(
     let path = request_path(nodes.as_deref(), metric.as_deref(), index_metric.as_deref());
     params.refuse_unsupported(&path, UNSUPPORTED_PARAMS)?;
     params.refuse_unknown(&path, PARAMS)?;
-    if let Some(level) = params.get("level").filter(|l| *l != "node") {
-        return Err(ApiError::bad_request(format!(
-            "level [{level}] is not supported by Shoal's _nodes/stats: only [node] (per-index and \
-             per-shard statistics are in /_stats?level=indices|shards)"
-        ))
-        .into());
-    }
+    let by_index = match params.get("level").unwrap_or("node") {
+        "node" => false,
+        "indices" => true,
+        "shards" => return Err(ApiError::bad_request(
+            "level [shards] is not supported by Shoal's _nodes/stats: only [node] and [indices] \
+                 (per-shard statistics are in /_stats?level=shards)",
+        )
+        .into()),
+        level => {
+            return Err(ApiError::bad_request(format!(
+                "level parameter must be one of [indices] or [node] or [shards] but was [{level}]"
+            ))
+            .into())
+        }
+    };
     let selection = select(&path, nodes, metric, index_metric)?;
+    let request = StatsRequest {
+        sections: selection.sections.clone(),
+        by_index,
+    };
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let body = blocking(move || -> ApiResult<Value> {
         let state = node.admin.view();
         let ids = state.resolve_node_selectors(&node.core().node_id, &selection.nodes);
         let mut rendered = Map::new();
         let mut failures = Vec::new();
-        let asked = node
-            .node_stats
-            .nodes_stats(&ids, &selection.sections, timeout);
+        let asked = node.node_stats.nodes_stats(&ids, &request, timeout);
         for (id, answer) in asked {
             match (answer, state.node(&id)) {
                 (Ok(sections), Some(discovery)) => {
@@ -182,9 +193,21 @@ fn render(
     for key in &selection.sections {
         let mut section = sections[key.as_str()].take();
         if key == "indices" {
-            crate::index_metrics::keep(&mut section, &selection.index_metrics);
+            keep_index_metrics(&mut section, &selection.index_metrics);
         }
         out.insert(key.clone(), section);
     }
     Value::Object(out)
+}
+
+/// Keeps the index metrics asked for in the node's totals and in each index's (`level=indices`).
+fn keep_index_metrics(section: &mut Value, metrics: &[String]) {
+    let by_index = section.as_object_mut().and_then(|s| s.remove("indices"));
+    crate::index_metrics::keep(section, metrics);
+    if let (Some(Value::Object(mut each)), Some(out)) = (by_index, section.as_object_mut()) {
+        for index in each.values_mut() {
+            crate::index_metrics::keep(index, metrics);
+        }
+        out.insert("indices".into(), Value::Object(each));
+    }
 }

@@ -252,7 +252,7 @@ fn add_human_fields(shard: &mut Value, r: &RecoveryRecord) {
     size["recovered"] = json!(format_bytes(r.bytes_recovered));
     shard["index"]["total_time"] = json!(took);
     shard["index"]["source_throttle_time"] = json!(time_value(0));
-    shard["index"]["target_throttle_time"] = json!(time_value(0));
+    shard["index"]["target_throttle_time"] = json!(time_value(r.throttle_millis as i64));
     shard["translog"]["total_time"] = json!(time_value(0));
     shard["verify_index"]["check_index_time"] = json!(time_value(0));
     shard["verify_index"]["total_time"] = json!(time_value(0));
@@ -279,7 +279,7 @@ fn shard_numbers(state: &shoal_node::admin::ClusterView, r: &RecoveryRecord) -> 
                       "percent": format!("{:.1}%", percent(r.files_recovered, to_recover_files))},
             "total_time_in_millis": millis,
             "source_throttle_time_in_millis": 0,
-            "target_throttle_time_in_millis": 0
+            "target_throttle_time_in_millis": r.throttle_millis
         },
         "translog": {"recovered": r.ops_recovered, "total": r.ops_total,
                      "percent": format!("{:.1}%", percent(r.ops_recovered, r.ops_total)),

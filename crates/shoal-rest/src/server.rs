@@ -43,6 +43,7 @@ pub async fn serve(
     tracing::info!(addr = %listener.local_addr()?, "http server listening");
     let limits = limits(&node);
     let reaper = tokio::spawn(expire_search_contexts(Arc::clone(&node)));
+    let node_stats = Arc::clone(&node.node_stats);
     let app = crate::router(node);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -65,6 +66,7 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        let open = node_stats.http.opened();
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(GuardedIo::new(stream, limits));
         let service = TowerToHyperService::new(app.clone());
@@ -81,6 +83,7 @@ pub async fn serve(
                 connection.as_mut().graceful_shutdown();
                 let _ = connection.await;
             }
+            drop(open);
             drop(done);
         });
     }

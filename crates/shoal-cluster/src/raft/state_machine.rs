@@ -3,6 +3,7 @@
 
 use std::io::{self, Cursor};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::{Stream, TryStreamExt};
@@ -22,10 +23,30 @@ struct SnapshotFile {
     state: ClusterState,
 }
 
+/// How cluster states reached this node, in OpenSearch's `published_cluster_states` terms:
+/// a Raft snapshot installed is a full state, a log entry applied a diff (Raft never sends a
+/// diff a node cannot apply: a member too far behind for the log gets a snapshot).
+#[derive(Debug, Default)]
+pub struct ReceivedStates {
+    full_states: AtomicU64,
+    diffs: AtomicU64,
+}
+
+impl ReceivedStates {
+    /// (full states, diffs) received so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.full_states.load(Ordering::Relaxed),
+            self.diffs.load(Ordering::Relaxed),
+        )
+    }
+}
+
 #[derive(Clone)]
 pub struct StateMachine {
     inner: Arc<tokio::sync::Mutex<Inner>>,
     published: watch::Sender<Arc<ClusterState>>,
+    received: Arc<ReceivedStates>,
     reserve: Arc<DiskReserve>,
     /// Serializes snapshot files: a build writes without the state lock (a write waiting for
     /// disk space must not stop entries being applied), an install with it.
@@ -71,6 +92,7 @@ impl StateMachine {
         Ok(StateMachine {
             inner: Arc::new(tokio::sync::Mutex::new(inner)),
             published,
+            received: Arc::default(),
             reserve,
             snapshot_io: Arc::default(),
         })
@@ -97,6 +119,10 @@ impl StateMachine {
 
     pub fn current(&self) -> Arc<ClusterState> {
         self.published.borrow().clone()
+    }
+
+    pub fn received(&self) -> &ReceivedStates {
+        &self.received
     }
 }
 
@@ -173,6 +199,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     error: None,
                 },
                 EntryPayload::Normal(proposal) => {
+                    self.received.diffs.fetch_add(1, Ordering::Relaxed);
                     let result = apply_proposal(&mut inner.state, proposal);
                     if let Some(error) = &result.error {
                         tracing::debug!(command = proposal.command.name(), %error, "command refused");
@@ -219,6 +246,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         inner.membership = meta.last_membership.clone();
         inner.state = state;
         inner.snapshot = Some((meta.clone(), data));
+        self.received.full_states.fetch_add(1, Ordering::Relaxed);
         self.published.send_replace(Arc::new(inner.state.clone()));
         Ok(())
     }

@@ -45,6 +45,8 @@ pub struct NodeCore {
     pub pressure: Arc<crate::pressure::Pressure>,
     /// The tasks running on this node (`_tasks`).
     pub tasks: Arc<crate::tasks::TaskManager>,
+    /// The results of the document writes this node coordinated, by status class.
+    pub doc_status: crate::node_stats::DocStatusCounts,
     /// The version of the last cluster state this node applied; `applied_cond` wakes waiters
     /// after each application.
     pub(crate) applied_version: Mutex<u64>,
@@ -72,6 +74,7 @@ impl NodeCore {
         NodeCore {
             config: parts.config,
             tasks: crate::tasks::TaskManager::new(parts.node_id.clone()),
+            doc_status: Default::default(),
             node_id: parts.node_id,
             paths: parts.paths,
             started: Instant::now(),

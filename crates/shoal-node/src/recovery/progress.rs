@@ -89,6 +89,10 @@ pub struct RecoveryRecord {
     pub bytes_recovered: u64,
     pub ops_total: u64,
     pub ops_recovered: u64,
+    /// How long this copy waited for `indices.recovery.max_bytes_per_sec` (the source does
+    /// not throttle: the target paces what it asks for).
+    #[serde(default)]
+    pub throttle_millis: u64,
     /// A snapshot restore's repository and snapshot (`_cat/recovery` columns).
     #[serde(default)]
     pub snapshot: Option<(String, String)>,
@@ -168,6 +172,7 @@ impl RecoveryRecord {
             bytes_recovered: 0,
             ops_total: 0,
             ops_recovered: 0,
+            throttle_millis: 0,
             snapshot: None,
             files: Vec::new(),
         }
@@ -221,8 +226,11 @@ impl RecoveryRecord {
                     detail.reused = true;
                 }
             }
-            Progress::Received { bytes, .. } => {
+            Progress::Received {
+                bytes, throttled, ..
+            } => {
                 self.bytes_recovered += bytes;
+                self.throttle_millis += throttled.as_millis() as u64;
                 if let Some(detail) = detail {
                     detail.recovered += bytes;
                 }

@@ -125,12 +125,13 @@ impl RateLimiter {
         bytes_per_sec.map_or(Duration::ZERO, |rate| self.reserve(bytes, rate))
     }
 
-    /// Waits until `bytes` fit the rate (`None`: no limit, no wait).
-    pub fn pace(&self, bytes: u64, bytes_per_sec: Option<u64>) {
+    /// Waits until `bytes` fit the rate (`None`: no limit, no wait); returns how long.
+    pub fn pace(&self, bytes: u64, bytes_per_sec: Option<u64>) -> Duration {
         let wait = self.delay(bytes, bytes_per_sec);
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
+        wait
     }
 }
 

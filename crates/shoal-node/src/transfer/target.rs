@@ -41,8 +41,12 @@ pub enum Differing {
 pub enum Progress<'a> {
     /// A local file already matched the listed one.
     Reused(&'a FileMeta),
-    /// `bytes` more of `file` were written.
-    Received { file: &'a FileMeta, bytes: u64 },
+    /// `bytes` more of `file` were written, after waiting `throttled` for the rate limit.
+    Received {
+        file: &'a FileMeta,
+        bytes: u64,
+        throttled: std::time::Duration,
+    },
     /// `file` is complete under its name.
     Copied(&'a FileMeta),
 }
@@ -246,11 +250,15 @@ impl FileTransfer<'_> {
             if written + bytes > file.length {
                 return Err(self.length_mismatch(file, written + bytes));
             }
-            self.limiter.pace(bytes, self.control.max_bytes_per_sec());
+            let throttled = self.limiter.pace(bytes, self.control.max_bytes_per_sec());
             partial.write(&chunk)?;
             crc = crc32c::crc32c_append(crc, &chunk);
             written += bytes;
-            self.control.progress(Progress::Received { file, bytes });
+            self.control.progress(Progress::Received {
+                file,
+                bytes,
+                throttled,
+            });
             self.control.after_chunk();
         }
         if crc != file.crc32c {

@@ -40,7 +40,23 @@ pub(crate) type Targets = Vec<Option<Target>>;
 impl WriteService {
     /// Executes writes; one result per item, in order. Items that failed because their
     /// primary moved or could not be reached are rerouted until the request's `timeout`.
+    /// Every result counts in the node's `indexing.doc_status`.
     pub fn execute_writes(
+        &self,
+        items: Vec<DocWrite>,
+        options: &WriteOptions,
+    ) -> Vec<ApiResult<WriteOutcome>> {
+        let results = self.write_until_placed(items, options);
+        for result in &results {
+            self.core.doc_status.record(match result {
+                Ok(_) => 200,
+                Err(e) => e.status,
+            });
+        }
+        results
+    }
+
+    fn write_until_placed(
         &self,
         mut items: Vec<DocWrite>,
         options: &WriteOptions,
