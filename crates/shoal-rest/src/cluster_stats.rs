@@ -40,7 +40,7 @@ pub async fn cluster_stats(node: Arc<Node>, nodes: Option<String>, params: Param
         let sections = ["os", "process", "fs"].map(str::to_string);
         for (id, answer) in node.node_stats.nodes_stats(
             &ids,
-            &shoal_node::node_stats::StatsRequest::sections(&sections),
+            &shoal_node::node_stats::StatsRequest::for_sections(&sections),
             timeout,
         ) {
             match (answer, state.node(&id)) {

@@ -39,7 +39,7 @@ pub struct StatsRequest {
 }
 
 impl StatsRequest {
-    pub fn sections(sections: &[String]) -> StatsRequest {
+    pub fn for_sections(sections: &[String]) -> StatsRequest {
         StatsRequest {
             sections: sections.to_vec(),
             by_index: false,

@@ -3,7 +3,8 @@
 //! CPU percentages are what OpenSearch's probes report: the share of all the machine's CPUs
 //! used since the previous reading (the process's for `process.cpu.percent`, everyone's for
 //! `os.cpu.percent`), 0–100. The first reading covers the time since the process (or the
-//! machine) started.
+//! machine) started. Every reader starts a new window (`_cluster/stats` reads them too), as
+//! the JVM's load probes behind OpenSearch's do.
 
 use std::time::{Duration, Instant};
 
