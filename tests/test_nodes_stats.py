@@ -92,3 +92,14 @@ def test_discovery_counts_the_cluster_states_this_node_applied(http, index_name)
     after = local_stats(http, "/_nodes/_local/stats/discovery")["discovery"]
     published = lambda s: sum(s["published_cluster_states"][k] for k in ("full_states", "compatible_diffs"))
     assert published(after) > published(before), (before, after)
+
+
+def test_the_recovery_index_metric_reports_peer_recoveries_of_the_nodes_copies(http, index_name):
+    http.put(f"/{index_name}", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+    indices = local_stats(http, "/_nodes/_local/stats/indices/recovery", level="indices")["indices"]
+    assert set(indices) == {"recovery", "indices"}, set(indices)
+    for figures in (indices["recovery"], indices["indices"][index_name]["recovery"]):
+        assert set(figures) == {"current_as_source", "current_as_target", "throttle_time_in_millis"}, figures
+        assert all(isinstance(v, int) and v >= 0 for v in figures.values()), figures
+    # A node with one copy and no replica recovers nothing into or out of it.
+    assert indices["indices"][index_name]["recovery"]["current_as_target"] == 0

@@ -259,6 +259,11 @@ def test_recovery_follows_max_bytes_per_sec_and_bad_values_are_refused(cluster3)
         (peer,) = [s for s in shards if s["type"] == "PEER"]
         throttled = peer["index"]["target_throttle_time_in_millis"]
         assert peer["index"]["source_throttle_time_in_millis"] == 0, peer
+        # The nodes report the same wait in their index figures (`indices.recovery`).
+        nodes = http.get("/_nodes/stats/indices/recovery", params={"level": "indices"}).json()["nodes"]
+        reported = sum(n["indices"]["indices"].get("throttled", {}).get("recovery", {}).get("throttle_time_in_millis", 0)
+                       for n in nodes.values())
+        assert reported >= throttled, (reported, throttled, nodes)
         http.put("/throttled/_settings", {"index": {"number_of_replicas": 0}})
         wait_green(cluster3)
         return took, throttled

@@ -177,6 +177,7 @@ impl Node {
         let node_stats = Arc::new(crate::node_stats::NodeStatsService::new(
             core.clone(),
             segrep.clone(),
+            recoveries.clone(),
         ));
         let tasks = Arc::new(crate::tasks::TasksService::new(core.clone()));
         let write_parts = WriteParts {

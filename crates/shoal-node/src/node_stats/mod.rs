@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::core::NodeCore;
 use crate::error::ApiResult;
+use crate::recovery::{IndexRecoveryStats, RecoveryService};
 use crate::segrep::SegrepService;
 
 mod doc_status;
@@ -61,16 +62,23 @@ pub struct NodeStatsService {
     core: Arc<NodeCore>,
     /// Replica lag of this node's segment-replicated primaries, and the merged-segment warmer.
     segrep: Arc<SegrepService>,
+    /// Peer recoveries from and into this node's copies (`indices.recovery`).
+    recoveries: Arc<RecoveryService>,
     /// The REST server's connections, counted by the server.
     pub http: Arc<HttpStats>,
     probes: probes::Probes,
 }
 
 impl NodeStatsService {
-    pub(crate) fn new(core: Arc<NodeCore>, segrep: Arc<SegrepService>) -> NodeStatsService {
+    pub(crate) fn new(
+        core: Arc<NodeCore>,
+        segrep: Arc<SegrepService>,
+        recoveries: Arc<RecoveryService>,
+    ) -> NodeStatsService {
         NodeStatsService {
             core,
             segrep,
+            recoveries,
             http: Arc::default(),
             probes: probes::Probes::new(),
         }
@@ -122,10 +130,12 @@ impl NodeStatsService {
     /// under `segments` and the merged-segment warmer under `merges`.
     fn indices_section(&self, by_index: bool) -> Value {
         let mut indices = crate::stats::zero_section();
+        indices["recovery"] = recovery_json(IndexRecoveryStats::default());
         let mut each = serde_json::Map::new();
         for service in self.core.all_indices() {
             let summed = crate::stats::sum_engine_stats(&service);
-            let section = crate::stats::stats_section(&service, &summed);
+            let mut section = crate::stats::stats_section(&service, &summed);
+            section["recovery"] = recovery_json(self.recoveries.index_recovery_stats(&service));
             crate::stats::add_sections(&mut indices, &section);
             if by_index {
                 each.insert(service.name(), section);
@@ -196,4 +206,12 @@ impl NodeStatsService {
             "tx_count": counts.tx_count, "tx_size_in_bytes": counts.tx_bytes,
         })
     }
+}
+
+fn recovery_json(stats: IndexRecoveryStats) -> Value {
+    json!({
+        "current_as_source": stats.current_as_source,
+        "current_as_target": stats.current_as_target,
+        "throttle_time_in_millis": stats.throttle_time_in_millis,
+    })
 }

@@ -44,6 +44,8 @@ mod files;
 pub mod ops_recovery;
 pub mod progress;
 mod records;
+
+pub use records::IndexRecoveryStats;
 mod source;
 mod target;
 pub mod throttle;

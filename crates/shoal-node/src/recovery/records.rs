@@ -124,3 +124,40 @@ impl RecoveryService {
         Ok(self.local_recoveries(&indices))
     }
 }
+
+/// `indices.recovery` of `_nodes/stats` for one index on this node, as OpenSearch's
+/// `RecoveryStats`: peer recoveries running from and into its copies here, and how long its
+/// copies here waited for the recovery rate limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexRecoveryStats {
+    pub current_as_source: u64,
+    pub current_as_target: u64,
+    pub throttle_time_in_millis: u64,
+}
+
+impl RecoveryService {
+    pub fn index_recovery_stats(
+        &self,
+        service: &crate::index_service::IndexService,
+    ) -> IndexRecoveryStats {
+        let index = service.name();
+        let kept = service.recovery_records();
+        let running: Vec<RecoveryRecord> = self
+            .targets
+            .lock()
+            .values()
+            .map(RecoveryProgress::snapshot)
+            .filter(|r| r.index == index)
+            .collect();
+        // A running recovery's record is also its copy's once the copy opened: count it once.
+        let not_kept = running
+            .iter()
+            .filter(|r| !kept.iter().any(|k| k.allocation_id == r.allocation_id));
+        let throttled = kept.iter().chain(not_kept).map(|r| r.throttle_millis).sum();
+        IndexRecoveryStats {
+            current_as_source: self.outgoing_for(&index),
+            current_as_target: running.len() as u64,
+            throttle_time_in_millis: throttled,
+        }
+    }
+}

@@ -396,6 +396,15 @@ impl RecoveryService {
     pub fn outgoing_count(&self) -> usize {
         self.outgoing.lock().len()
     }
+
+    /// Peer recoveries this node serves from copies of `index`.
+    pub(super) fn outgoing_for(&self, index: &str) -> u64 {
+        let outgoing = self.outgoing.lock();
+        outgoing
+            .values()
+            .filter(|o| o.service.name() == index)
+            .count() as u64
+    }
 }
 
 /// Pins the engine's last commit under `dir` and lists its files, each verified against the
