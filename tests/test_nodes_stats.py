@@ -103,3 +103,24 @@ def test_the_recovery_index_metric_reports_peer_recoveries_of_the_nodes_copies(h
         assert all(isinstance(v, int) and v >= 0 for v in figures.values()), figures
     # A node with one copy and no replica recovers nothing into or out of it.
     assert indices["indices"][index_name]["recovery"]["current_as_target"] == 0
+
+
+def test_segment_file_sizes_are_listed_by_extension_only_when_asked_for(http, index_name):
+    http.put(f"/{index_name}", {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+    for i in range(20):
+        http.put(f"/{index_name}/_doc/{i}", {"t": f"some text {i}", "n": i})
+    http.post(f"/{index_name}/_refresh")
+    asked = {"include_segment_file_sizes": "true", "level": "indices"}
+    sizes = local_stats(http, "/_nodes/_local/stats/indices/segments", **asked)["indices"]["indices"][index_name][
+        "segments"]["file_sizes"]
+    assert sizes, sizes
+    for entry in sizes.values():
+        assert entry["size_in_bytes"] > 0 and entry["description"], sizes
+    store = http.get(f"/{index_name}/_stats/store").json()["indices"][index_name]["primaries"]["store"]
+    assert sum(e["size_in_bytes"] for e in sizes.values()) <= store["size_in_bytes"], (sizes, store)
+    # _stats lists the same files when asked, and neither API does by default.
+    stats = http.get(f"/{index_name}/_stats/segments", params={"include_segment_file_sizes": "true"}).json()
+    assert stats["indices"][index_name]["primaries"]["segments"]["file_sizes"] == sizes
+    assert http.get(f"/{index_name}/_stats/segments").json()["_all"]["primaries"]["segments"]["file_sizes"] == {}
+    default = local_stats(http, "/_nodes/_local/stats/indices/segments")["indices"]["segments"]
+    assert default["file_sizes"] == {}, default

@@ -616,6 +616,14 @@ impl Engine {
             docs_deleted,
             // Like OpenSearch, the store is the index files; the translog is reported apart.
             store_size_in_bytes: dir_size(&self.config.index_dir()),
+            // The last commit's files: what a refresh made searchable.
+            segment_file_sizes: crate::stats::segment_file_sizes(
+                &self.config.index_dir(),
+                self.index
+                    .load_metas()
+                    .map(|metas| metas.list_segment_files())
+                    .unwrap_or_default(),
+            ),
             index_total: load(&c.index_total),
             index_time_in_millis: load(&c.index_time_nanos) / 1_000_000,
             index_current: load(&c.index_current),

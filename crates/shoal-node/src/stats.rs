@@ -68,6 +68,12 @@ pub fn sum_stats<'a>(shards: impl IntoIterator<Item = &'a EngineStats>) -> Engin
         total.version_map_memory_in_bytes += s.version_map_memory_in_bytes;
         total.get_total += s.get_total;
         total.get_exists += s.get_exists;
+        for (extension, bytes) in &s.segment_file_sizes {
+            *total
+                .segment_file_sizes
+                .entry(extension.clone())
+                .or_insert(0) += bytes;
+        }
         total.translog.operations += s.translog.operations;
         total.translog.size_in_bytes += s.translog.size_in_bytes;
         total.translog.uncommitted_operations += s.translog.uncommitted_operations;
@@ -122,8 +128,24 @@ fn section(s: &EngineStats, search: &SearchCounters) -> Value {
                      "term_vectors_memory_in_bytes": 0, "norms_memory_in_bytes": 0, "points_memory_in_bytes": 0,
                      "doc_values_memory_in_bytes": 0, "index_writer_memory_in_bytes": 0,
                      "version_map_memory_in_bytes": s.version_map_memory_in_bytes, "fixed_bit_set_memory_in_bytes": 0,
-                     "max_unsafe_auto_id_timestamp": -1, "file_sizes": {}},
+                     "max_unsafe_auto_id_timestamp": -1, "file_sizes": file_sizes(s)},
     })
+}
+
+/// `segments.file_sizes`: bytes by segment file extension, with what each holds.
+fn file_sizes(s: &EngineStats) -> Value {
+    let sizes: serde_json::Map<String, Value> = s
+        .segment_file_sizes
+        .iter()
+        .map(|(extension, bytes)| {
+            let description = shoal_engine::segment_file_description(extension);
+            (
+                extension.clone(),
+                json!({"size_in_bytes": bytes, "description": description}),
+            )
+        })
+        .collect();
+    Value::Object(sizes)
 }
 
 /// Adds two `_stats` sections (numbers summed recursively).

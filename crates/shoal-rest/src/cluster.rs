@@ -339,13 +339,12 @@ fn shard_sections(
 }
 
 /// `_stats` parameters of OpenSearch for sections Shoal does not have (fielddata, completion,
-/// search groups, per-file segment sizes).
+/// search groups, unloaded segments).
 const UNSUPPORTED_STATS_PARAMS: &[&str] = &[
     "completion_fields",
     "fielddata_fields",
     "fields",
     "groups",
-    "include_segment_file_sizes",
     "include_unloaded_segments",
     "forbid_closed_indices",
 ];
@@ -365,8 +364,14 @@ pub async fn index_stats(
 ) -> RestResult {
     let path = stats_path(index.as_deref(), metric.as_deref());
     params.refuse_unsupported(&path, UNSUPPORTED_STATS_PARAMS)?;
-    let opts = crate::indices::resolving(&params, &path, &["level"], ResolveOptions::search())?;
+    let opts = crate::indices::resolving(
+        &params,
+        &path,
+        &["level", "include_segment_file_sizes"],
+        ResolveOptions::search(),
+    )?;
     let metrics = crate::index_metrics::parse(&path, "metric", metric.as_deref())?;
+    let file_sizes = params.bool_or("include_segment_file_sizes", false)?;
     let level = params.get("level").unwrap_or("indices");
     if !["cluster", "indices", "shards"].contains(&level) {
         return Err(ApiError::bad_request(format!(
@@ -410,6 +415,7 @@ pub async fn index_stats(
         if index_level {
             body["indices"] = Value::Object(indices);
         }
+        crate::index_metrics::file_sizes_only_if(&mut body, file_sizes);
         Ok(body)
     })
     .await?;

@@ -105,7 +105,7 @@ fn indices_section(
         "shards": shards_section(total, primaries, &per_index),
         "docs": docs,
         "store": sections["store"].take(),
-        "segments": sections["segments"].take(),
+        "segments": without_file_sizes(sections["segments"].take()),
         "fielddata": {"memory_size_in_bytes": 0, "evictions": 0},
         "query_cache": {"memory_size_in_bytes": 0, "total_count": 0, "hit_count": 0, "miss_count": 0,
                         "cache_size": 0, "cache_count": 0, "evictions": 0},
@@ -249,4 +249,12 @@ fn nodes_section(answered: &[(DiscoveryNode, Value)], discovery_type: &str) -> V
         "packaging_types": [{"type": "tar", "count": n}],
         "ingest": {"number_of_pipelines": 0, "processor_stats": {}},
     })
+}
+
+/// OpenSearch's `_cluster/stats` lists no segment files by extension.
+fn without_file_sizes(mut segments: Value) -> Value {
+    if let Some(sizes) = segments.get_mut("file_sizes") {
+        *sizes = Value::Object(Default::default());
+    }
+    segments
 }

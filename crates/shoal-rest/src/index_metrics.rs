@@ -69,3 +69,56 @@ pub fn keep(section: &mut Value, metrics: &[String]) {
         });
     }
 }
+
+/// Empties every `segments.file_sizes` in `body` unless the request asked for them
+/// (`include_segment_file_sizes=true`): OpenSearch lists them only then, an empty object
+/// otherwise.
+pub fn file_sizes_only_if(body: &mut Value, include: bool) {
+    if include {
+        return;
+    }
+    match body {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match (key.as_str(), value) {
+                    ("segments", Value::Object(segments)) => {
+                        if let Some(sizes) = segments.get_mut("file_sizes") {
+                            *sizes = Value::Object(Default::default());
+                        }
+                    }
+                    (_, value) => file_sizes_only_if(value, include),
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| file_sizes_only_if(v, include)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod file_sizes_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn file_sizes_are_emptied_everywhere_unless_asked_for() {
+        let sizes = json!({"store": {"size_in_bytes": 10, "description": "Stored Fields"}});
+        let body = json!({"_all": {"total": {"segments": {"count": 1, "file_sizes": sizes}}},
+                          "indices": {"i": {"shards": {"0": [{"segments": {"file_sizes": sizes}}]}}}});
+        let mut kept = body.clone();
+        file_sizes_only_if(&mut kept, true);
+        assert_eq!(kept, body);
+        let mut emptied = body;
+        file_sizes_only_if(&mut emptied, false);
+        assert_eq!(
+            emptied["_all"]["total"]["segments"],
+            json!({"count": 1, "file_sizes": {}})
+        );
+        assert_eq!(
+            emptied["indices"]["i"]["shards"]["0"][0]["segments"]["file_sizes"],
+            json!({})
+        );
+    }
+}

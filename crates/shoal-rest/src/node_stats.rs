@@ -53,14 +53,13 @@ const UNREPORTED_METRICS: &[&str] = &[
     "remote_store",
 ];
 
-const PARAMS: &[&str] = &["timeout", "level"];
+const PARAMS: &[&str] = &["timeout", "level", "include_segment_file_sizes"];
 const UNSUPPORTED_PARAMS: &[&str] = &[
     "completion_fields",
     "fielddata_fields",
     "fields",
     "groups",
     "types",
-    "include_segment_file_sizes",
 ];
 
 /// What one request asks for.
@@ -96,6 +95,7 @@ pub async fn nodes_stats(
             .into())
         }
     };
+    let file_sizes = params.bool_or("include_segment_file_sizes", false)?;
     let selection = select(&path, nodes, metric, index_metric)?;
     let request = StatsRequest {
         sections: selection.sections.clone(),
@@ -118,7 +118,9 @@ pub async fn nodes_stats(
             }
         }
         let cluster_name = &node.core().config.cluster_name;
-        Ok(nodes_response(cluster_name, ids.len(), rendered, failures))
+        let mut body = nodes_response(cluster_name, ids.len(), rendered, failures);
+        crate::index_metrics::file_sizes_only_if(&mut body, file_sizes);
+        Ok(body)
     })
     .await?;
     ok(body, &params)
