@@ -48,7 +48,7 @@ pub use force_merge::ForceMergeTarget;
 pub(crate) use merged::MergeHook;
 pub use merged::{MergedSegment, MergedSegmentListener};
 pub use nrt::{SegmentCheckpoint, StoreFile};
-use open::dir_size;
+use open::store_usage;
 pub use ops::{DocRequest, GetResult, OpResult, OpResultKind, Origin, VersionType, WriteOp};
 
 /// The latest state of an id, from the version map or the index.
@@ -610,20 +610,14 @@ impl Engine {
         let c = &self.counters;
         let merges = &self.merge_hook.done;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let (store_size_in_bytes, segment_file_sizes) = store_usage(&self.config.index_dir());
         let state = self.state.lock();
         EngineStats {
             docs_count,
             docs_deleted,
             // Like OpenSearch, the store is the index files; the translog is reported apart.
-            store_size_in_bytes: dir_size(&self.config.index_dir()),
-            // The last commit's files: what a refresh made searchable.
-            segment_file_sizes: crate::stats::segment_file_sizes(
-                &self.config.index_dir(),
-                self.index
-                    .load_metas()
-                    .map(|metas| metas.list_segment_files())
-                    .unwrap_or_default(),
-            ),
+            store_size_in_bytes,
+            segment_file_sizes,
             index_total: load(&c.index_total),
             index_time_in_millis: load(&c.index_time_nanos) / 1_000_000,
             index_current: load(&c.index_current),

@@ -85,31 +85,12 @@ pub struct EngineStats {
     pub get_total: u64,
     pub get_exists: u64,
     pub translog: shoal_translog::TranslogStats,
-    /// Bytes of the searched segments' files by file extension (`segments.file_sizes`).
+    /// Bytes of the store's segment files by file extension (`segments.file_sizes`).
     #[serde(default)]
     pub segment_file_sizes: std::collections::BTreeMap<String, u64>,
     pub max_seq_no: i64,
     pub local_checkpoint: i64,
     pub global_checkpoint: i64,
-}
-
-/// Bytes of the segment `files` under `dir`, by extension (tantivy names a segment's files
-/// `<segment id>.<component>`, its deletes `<segment id>.<opstamp>.del`).
-pub fn segment_file_sizes(
-    dir: &std::path::Path,
-    files: impl IntoIterator<Item = std::path::PathBuf>,
-) -> std::collections::BTreeMap<String, u64> {
-    let mut sizes = std::collections::BTreeMap::new();
-    for file in files {
-        let Some(extension) = file.extension().and_then(|e| e.to_str()) else {
-            continue;
-        };
-        // A listed file may be gone (a segment without deletes lists a .del file).
-        if let Ok(meta) = std::fs::metadata(dir.join(&file)) {
-            *sizes.entry(extension.to_string()).or_insert(0) += meta.len();
-        }
-    }
-    sizes
 }
 
 /// What a segment file extension holds, as OpenSearch describes Lucene's in `file_sizes`.

@@ -33,7 +33,9 @@ pub async fn cluster_stats(node: Arc<Node>, nodes: Option<String>, params: Param
         let ids = state.resolve_node_selectors(&node.core().node_id, &selectors);
         let selected: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
         let services = node.core().resolve("_all", ResolveOptions::search())?;
-        let indices = indices_section(&node, &state, &services, &selected);
+        let mut indices = indices_section(&node, &state, &services, &selected);
+        // OpenSearch's `_cluster/stats` lists no segment files by extension.
+        crate::index_metrics::file_sizes_only_if(&mut indices, false);
         let mut answered = Vec::new();
         let mut failed = 0;
         // Only the node sections summed here: the index figures come from the copies.
@@ -105,7 +107,7 @@ fn indices_section(
         "shards": shards_section(total, primaries, &per_index),
         "docs": docs,
         "store": sections["store"].take(),
-        "segments": without_file_sizes(sections["segments"].take()),
+        "segments": sections["segments"].take(),
         "fielddata": {"memory_size_in_bytes": 0, "evictions": 0},
         "query_cache": {"memory_size_in_bytes": 0, "total_count": 0, "hit_count": 0, "miss_count": 0,
                         "cache_size": 0, "cache_count": 0, "evictions": 0},
@@ -249,12 +251,4 @@ fn nodes_section(answered: &[(DiscoveryNode, Value)], discovery_type: &str) -> V
         "packaging_types": [{"type": "tar", "count": n}],
         "ingest": {"number_of_pipelines": 0, "processor_stats": {}},
     })
-}
-
-/// OpenSearch's `_cluster/stats` lists no segment files by extension.
-fn without_file_sizes(mut segments: Value) -> Value {
-    if let Some(sizes) = segments.get_mut("file_sizes") {
-        *sizes = Value::Object(Default::default());
-    }
-    segments
 }

@@ -1,6 +1,7 @@
 //! Opening a store: the last commit, the translog, and the replay of what the commit lacks.
 
 use super::*;
+use std::collections::BTreeMap;
 
 impl Engine {
     /// [`Engine::open`] once the store is checked (see [`crate::store`]).
@@ -240,17 +241,62 @@ pub(super) fn stored_segment_number(
         .flatten()
 }
 
-pub(super) fn dir_size(path: &Path) -> u64 {
+/// The bytes of the store under `path` (subdirectories included), and of its segment files by
+/// extension: one walk for `store.size_in_bytes` and `segments.file_sizes`.
+pub(super) fn store_usage(path: &Path) -> (u64, BTreeMap<String, u64>) {
+    let mut by_extension = BTreeMap::new();
+    let total = walk_store(path, &mut by_extension);
+    (total, by_extension)
+}
+
+fn walk_store(path: &Path, by_extension: &mut BTreeMap<String, u64>) -> u64 {
     let Ok(entries) = std::fs::read_dir(path) else {
         return 0;
     };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_size(&e.path()),
-            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
-        })
-        .sum()
+    let mut total = 0;
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            // Pinned commits and the like: store bytes, not this commit's segment files.
+            total += dir_bytes(&entry.path());
+            continue;
+        }
+        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        total += len;
+        if let Some(extension) = segment_file_extension(&entry.file_name().to_string_lossy()) {
+            *by_extension.entry(extension.to_string()).or_insert(0) += len;
+        }
+    }
+    total
+}
+
+fn dir_bytes(path: &Path) -> u64 {
+    walk_store(path, &mut BTreeMap::new())
+}
+
+/// tantivy names a segment's files `<32 hex digits of its id>.<component>` (its deletes
+/// `<id>.<opstamp>.del`); `meta.json`, locks and the like are not segment files.
+fn segment_file_extension(name: &str) -> Option<&str> {
+    let (id, rest) = name.split_once('.')?;
+    let is_segment = id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
+    is_segment.then(|| rest.rsplit('.').next()).flatten()
+}
+
+#[cfg(test)]
+mod store_usage_tests {
+    use super::segment_file_extension;
+
+    #[test]
+    fn segment_files_are_told_by_their_id_and_grouped_by_their_last_extension() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            segment_file_extension(&format!("{id}.store")),
+            Some("store")
+        );
+        assert_eq!(segment_file_extension(&format!("{id}.42.del")), Some("del"));
+        assert_eq!(segment_file_extension("meta.json"), None);
+        assert_eq!(segment_file_extension(".tantivy-writer.lock"), None);
+        assert_eq!(segment_file_extension("0123.store"), None);
+    }
 }
 
 /// The Shoal payload of the index's last commit (`None`: a new index).

@@ -6,7 +6,7 @@
 //! machine) started. Every reader starts a new window (`_cluster/stats` reads them too), as
 //! the JVM's load probes behind OpenSearch's do.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -16,14 +16,16 @@ const TICKS_PER_SECOND: u64 = 100;
 
 /// The previous readings the CPU percentages are computed from.
 pub(super) struct Probes {
-    process: Mutex<Option<(Instant, u64)>>,
-    machine: Mutex<Option<MachineTicks>>,
+    process: Mutex<Option<CpuTime>>,
+    machine: Mutex<Option<CpuTime>>,
     peak_threads: Mutex<u64>,
 }
 
-/// `/proc/stat`'s first line: jiffies spent busy, and in all.
+/// CPU time counted since a fixed start: spent busy, and available in all (both only grow).
+/// The machine's from `/proc/stat` in jiffies; the process's in milliseconds, its capacity
+/// the node's uptime times the CPUs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct MachineTicks {
+struct CpuTime {
     busy: u64,
     total: u64,
 }
@@ -45,7 +47,14 @@ impl Probes {
         let virt = pages.next().unwrap_or(0) * PAGE;
         let rss = pages.next().unwrap_or(0) * PAGE;
         let cpu_ms = process_cpu_ticks() * 1000 / TICKS_PER_SECOND;
-        let percent = self.process_cpu_percent(cpu_ms, uptime);
+        let capacity_ms = uptime.as_millis() as u64 * processors();
+        let percent = percent_since(
+            &self.process,
+            CpuTime {
+                busy: cpu_ms,
+                total: capacity_ms,
+            },
+        );
         let open_fds = std::fs::read_dir("/proc/self/fd")
             .map(|d| d.count())
             .unwrap_or(0);
@@ -53,18 +62,6 @@ impl Probes {
             "max_file_descriptors": max_file_descriptors(),
             "cpu": {"percent": percent, "total_in_millis": cpu_ms},
             "mem": {"total_virtual_in_bytes": virt, "resident_in_bytes": rss}})
-    }
-
-    /// This process's CPU time since the previous reading over the wall time of all CPUs.
-    fn process_cpu_percent(&self, cpu_ms: u64, uptime: Duration) -> u64 {
-        let now = Instant::now();
-        let previous = self.process.lock().replace((now, cpu_ms));
-        let (wall, used) = match previous {
-            Some((at, ms)) => (now.duration_since(at), cpu_ms.saturating_sub(ms)),
-            None => (uptime, cpu_ms),
-        };
-        let capacity_ms = wall.as_millis() as u64 * processors();
-        (used * 100).checked_div(capacity_ms).unwrap_or(0).min(100)
     }
 
     pub(super) fn os_section(&self, now: i64) -> Value {
@@ -88,19 +85,10 @@ impl Probes {
         let percent = |part: u64| (part * 100).checked_div(total).unwrap_or(0);
         // `available_processors` is not in OpenSearch's section: `_cluster/stats` sums it.
         json!({"timestamp": now, "available_processors": processors(),
-            "cpu": {"percent": self.machine_cpu_percent(),
+            "cpu": {"percent": machine_ticks().map_or(0, |now| percent_since(&self.machine, now)),
                     "load_average": {"1m": load.first(), "5m": load.get(1), "15m": load.get(2)}},
             "mem": {"total_in_bytes": total, "free_in_bytes": free, "used_in_bytes": total.saturating_sub(free),
                     "free_percent": percent(free), "used_percent": percent(total.saturating_sub(free))}})
-    }
-
-    /// The machine's busy share of its CPU time since the previous reading.
-    fn machine_cpu_percent(&self) -> u64 {
-        let Some(current) = machine_ticks() else {
-            return 0;
-        };
-        let previous = self.machine.lock().replace(current);
-        busy_percent(previous, current)
     }
 
     /// There is no JVM; the section is there because tools (opensearch-benchmark) read it.
@@ -123,7 +111,14 @@ impl Probes {
     }
 }
 
-fn busy_percent(previous: Option<MachineTicks>, current: MachineTicks) -> u64 {
+/// The busy share of the CPU time between the reading `last` holds and `current`, which
+/// replaces it (the first reading: since the counters started).
+fn percent_since(last: &Mutex<Option<CpuTime>>, current: CpuTime) -> u64 {
+    let previous = last.lock().replace(current);
+    busy_percent(previous, current)
+}
+
+fn busy_percent(previous: Option<CpuTime>, current: CpuTime) -> u64 {
     let (busy, total) = match previous {
         Some(p) => (
             current.busy.saturating_sub(p.busy),
@@ -135,7 +130,7 @@ fn busy_percent(previous: Option<MachineTicks>, current: MachineTicks) -> u64 {
 }
 
 fn processors() -> u64 {
-    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+    crate::pressure::settings::allocated_processors() as u64
 }
 
 /// utime + stime of this process, in clock ticks.
@@ -149,13 +144,13 @@ fn process_cpu_ticks() -> u64 {
     fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0)
 }
 
-fn machine_ticks() -> Option<MachineTicks> {
+fn machine_ticks() -> Option<CpuTime> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     parse_machine_ticks(stat.lines().next()?)
 }
 
 /// `cpu  user nice system idle iowait irq softirq steal …`: idle and iowait are not busy.
-fn parse_machine_ticks(line: &str) -> Option<MachineTicks> {
+fn parse_machine_ticks(line: &str) -> Option<CpuTime> {
     let mut fields = line.split_whitespace();
     if fields.next()? != "cpu" {
         return None;
@@ -166,7 +161,7 @@ fn parse_machine_ticks(line: &str) -> Option<MachineTicks> {
     }
     let total: u64 = values.iter().sum();
     let idle = values[3] + values[4];
-    Some(MachineTicks {
+    Some(CpuTime {
         busy: total - idle,
         total,
     })
@@ -195,13 +190,14 @@ fn max_file_descriptors() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn machine_ticks_count_idle_and_iowait_as_not_busy() {
         let ticks = parse_machine_ticks("cpu  100 0 50 800 50 0 0 0 0 0").unwrap();
         assert_eq!(
             ticks,
-            MachineTicks {
+            CpuTime {
                 busy: 150,
                 total: 1000
             }
@@ -211,11 +207,11 @@ mod tests {
 
     #[test]
     fn the_machine_percent_covers_the_time_since_the_previous_reading() {
-        let before = MachineTicks {
+        let before = CpuTime {
             busy: 150,
             total: 1000,
         };
-        let after = MachineTicks {
+        let after = CpuTime {
             busy: 225,
             total: 1100,
         };
