@@ -89,6 +89,23 @@ class ShoalCluster:
         assert not body["errors"], [item for item in body["items"] if "error" in next(iter(item.values()))][:3]
         return body
 
+    def every_hit(self, index: str, i: int = 0, *, source: bool = True, params: dict | None = None) -> list[dict]:
+        """Every hit of a match_all on `index` through node i, read with a scroll so no count
+        caps it (a plain search stops at 10,000 hits, which once looked like lost writes)."""
+        http = self.http(i)
+        r = http.post(f"/{index}/_search", {"size": 5000, "_source": source, "track_total_hits": True,
+                                                 "query": {"match_all": {}}},
+                      params={**(params or {}), "scroll": "1m"})
+        assert r.status_code == 200, r.text
+        hits, total = [], r.json()["hits"]["total"]["value"]
+        while r.json()["hits"]["hits"]:
+            hits += r.json()["hits"]["hits"]
+            r = http.post("/_search/scroll", {"scroll": "1m", "scroll_id": r.json()["_scroll_id"]})
+            assert r.status_code == 200, r.text
+        http.delete("/_search/scroll", {"scroll_id": [r.json()["_scroll_id"]]})
+        assert len(hits) == total, f"the scroll returned {len(hits)} hits of {total}"
+        return hits
+
     def load_incompressible(self, i: int, index: str, docs: int = 1500) -> int:
         """Indexes `docs` documents of 2 kB of random hex through node i (about 3 MB for 1500:
         nothing compression can shrink), flushes, and returns the primaries' store bytes."""

@@ -106,9 +106,7 @@ def write_under_load(c: ShoalCluster, index: str, seconds: float, writers: int =
 
 
 def ids_in(c: ShoalCluster, index: str) -> set[str]:
-    r = c.http(0).post(f"/{index}/_search", {"size": 10000, "_source": False, "query": {"match_all": {}}})
-    assert r.status_code == 200, r.text
-    return {hit["_id"] for hit in r.json()["hits"]["hits"]}
+    return {hit["_id"] for hit in c.every_hit(index, source=False)}
 
 
 def node_ids(c: ShoalCluster) -> set[str]:

@@ -73,7 +73,5 @@ def test_a_primary_moved_while_its_uploads_lag_keeps_every_write_and_its_old_nod
                      key=lambda m: (m["checkpoint"]["primary_term"], m["checkpoint"]["version"], m["uploaded_at_millis"]))
         assert newest["node"] == ids["node-2"], "the newest checkpoint in the repository is not the new primary's"
         assert len(acked) > 100, f"too few writes acknowledged: {len(acked)}"
-        count = c.get(f"/{INDEX}/_count", 0).json()["count"]
-        assert count <= 10000, f"{count} documents: more than one search returns"
         lost = acked - ids_in(c, INDEX)
         assert not lost, f"{len(lost)} of {len(acked)} acknowledged writes lost in the move, e.g. {sorted(lost)[:5]}"

@@ -106,9 +106,7 @@ def restore(c: ShoalCluster) -> None:
 
 def assert_every_acknowledged_write(c: ShoalCluster, acked: dict) -> None:
     assert c.http(0).post(f"/{INDEX}/_refresh").status_code == 200
-    r = c.http(0).post(f"/{INDEX}/_search", {"size": 10000, "query": {"match_all": {}}})
-    assert r.status_code == 200, r.text
-    hits = r.json()["hits"]["hits"]
+    hits = c.every_hit(INDEX)
     found = {hit["_id"]: hit["_source"]["era"] for hit in hits}
     assert len(found) == len(hits), "a document is found more than once"
     wrong = {doc_id: (era, found.get(doc_id)) for doc_id, era in acked.items() if found.get(doc_id) != era}

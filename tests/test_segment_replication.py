@@ -37,10 +37,7 @@ def node_ids(c: ShoalCluster) -> dict[str, str]:
 
 
 def ids_on_node(c: ShoalCluster, index: str, node_id: str) -> list[str]:
-    r = c.http(0).post(f"/{index}/_search", {"size": 1000, "_source": False, "sort": ["_doc"]},
-                       params={"preference": f"_only_nodes:{node_id}"})
-    assert r.status_code == 200, r.text
-    return sorted(hit["_id"] for hit in r.json()["hits"]["hits"])
+    return sorted(hit["_id"] for hit in c.every_hit(index, source=False, params={"preference": f"_only_nodes:{node_id}"}))
 
 
 def shard_indexing(c: ShoalCluster, index: str) -> list[tuple[bool, int]]:

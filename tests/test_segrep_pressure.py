@@ -108,10 +108,7 @@ def create_pressed_index(c: ShoalCluster) -> tuple[int, int]:
 
 def ids_on(c: ShoalCluster, node: int) -> set[str]:
     node_id = next(k for k, n in c.get("/_nodes").json()["nodes"].items() if n["name"] == c.nodes[node].name)
-    r = c.http(0).post(f"/{INDEX}/_search", {"size": 10000, "_source": False},
-                       params={"preference": f"_only_nodes:{node_id}"})
-    assert r.status_code == 200, r.text
-    return {hit["_id"] for hit in r.json()["hits"]["hits"]}
+    return {hit["_id"] for hit in c.every_hit(INDEX, source=False, params={"preference": f"_only_nodes:{node_id}"})}
 
 
 def assert_nothing_acknowledged_lost(c: ShoalCluster, writers: Writers) -> None:

@@ -28,9 +28,7 @@ def cluster(tmp_path: Path, n: int = 3) -> ShoalCluster:
 
 def documents(c: ShoalCluster, index: str) -> dict[str, dict]:
     """Every document of an index: id → source."""
-    r = c.http(0).post(f"/{index}/_search", {"size": 10000, "query": {"match_all": {}}})
-    assert r.status_code == 200, r.text
-    return {hit["_id"]: hit["_source"] for hit in r.json()["hits"]["hits"]}
+    return {hit["_id"]: hit["_source"] for hit in c.every_hit(index)}
 
 
 def load(c: ShoalCluster, index: str, start: int, count: int) -> None:
