@@ -377,6 +377,25 @@ impl TestCluster {
             .add_filter(Arc::new(DropActionFilter::new(prefix)));
     }
 
+    /// Node `i` drops the next `count` messages it sends whose action starts with `prefix`,
+    /// then lets them through: a link that loses a burst of messages, not every one (a
+    /// filter that drops forever also fails every replacement copy, until
+    /// `index.allocation.max_retries` stops allocating it).
+    pub fn drop_next(&self, i: usize, prefix: &str, count: usize) {
+        let (prefix, left) = (prefix.to_string(), AtomicUsize::new(count));
+        self.transport(i)
+            .add_filter(Arc::new(move |_: &str, action: &str| {
+                let lose = action.starts_with(prefix.as_str())
+                    && left
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .is_ok();
+                match lose {
+                    true => FilterDecision::Drop,
+                    false => FilterDecision::Pass,
+                }
+            }));
+    }
+
     /// Node `i` delays every message it sends (whose action starts with `prefix`, if given).
     pub fn delay(&self, i: usize, delay: Duration, prefix: Option<&str>) {
         let filter = match prefix {
@@ -458,10 +477,25 @@ impl TestCluster {
                 && health["initializing_shards"] == 0
                 && health["relocating_shards"] == 0;
             if !green {
-                return Err(format!("node {i}: {health}"));
+                return Err(format!(
+                    "node {i}: {health}{}",
+                    self.why_unassigned(i, &health)
+                ));
             }
         }
         Ok(versions.first().copied().unwrap_or_default())
+    }
+
+    /// What `_cluster/allocation/explain` says about the first unassigned copy, when there is
+    /// one: a wait for green that times out should say why the copy stayed where it is.
+    fn why_unassigned(&self, i: usize, health: &Value) -> String {
+        if health["unassigned_shards"].as_u64().unwrap_or(0) == 0 {
+            return String::new();
+        }
+        match self.client(i).get("/_cluster/allocation/explain") {
+            Ok(explain) => format!("; allocation explain: {}", explain.body),
+            Err(e) => format!("; allocation explain failed: {e}"),
+        }
     }
 
     /// The temp directory holding every node's data.
