@@ -155,6 +155,22 @@ def test_without_a_cluster_manager_writes_continue_and_metadata_changes_get_503(
         r = cluster3.get(path, keep, cluster_manager_timeout="1s")
         assert r.status_code == 503, (path, r.text)
         assert r.json()["error"]["type"] == "cluster_manager_not_discovered_exception", (path, r.text)
+    # Monitoring that keeps asking holds no thread while its reads wait for a manager: the
+    # management pool (5 threads) still answers local reads at once.
+    waiting: list[int] = []
+    readers = [threading.Thread(target=lambda: waiting.append(
+        cluster3.http(keep).get("/_cat/nodes", params={"cluster_manager_timeout": "6s"}, timeout=30).status_code))
+        for _ in range(8)]
+    for t in readers:
+        t.start()
+    time.sleep(1)
+    for path in ("/_cat/cluster_manager?local=true", "/_cluster/health?local=true", "/_nodes/_local/stats/thread_pool"):
+        started = time.monotonic()
+        r = cluster3.http(keep).get(path, timeout=10)
+        assert r.status_code == 200 and time.monotonic() - started < 2, (path, r.text)
+    for t in readers:
+        t.join(30)
+    assert waiting == [503] * 8, waiting
     # Its own view names no cluster manager, as OpenSearch's no-manager state: a row of "-".
     r = cluster3.get("/_cat/cluster_manager", keep, local="true", format="json")
     assert r.status_code == 200, r.text

@@ -421,6 +421,38 @@ def test_health_bad_wait_parameters_are_400(http):
                  "illegal_argument_exception")
 
 
+def test_health_waits_hold_no_thread_while_they_wait(node_factory):
+    """Eight clients waiting for green on a yellow cluster: the management pool (5 threads)
+    keeps answering other cluster requests, and every wait answers once the state turns green."""
+    node = node_factory()
+    http = node.http()
+    assert http.put("/waited", {"settings": {"number_of_shards": 1, "number_of_replicas": 1}}).status_code == 200
+    answers: list = []
+
+    def wait_for_green() -> None:
+        r = node.http().get("/_cluster/health", params={"wait_for_status": "green", "timeout": "30s"}, timeout=60)
+        answers.append((r.status_code, r.json().get("status"), time.monotonic()))
+
+    waiters = [threading.Thread(target=wait_for_green) for _ in range(8)]
+    for t in waiters:
+        t.start()
+    time.sleep(1)
+    for path in ["/_cat/health", "/_cluster/settings", "/_cat/indices", "/_nodes/stats/thread_pool"]:
+        started = time.monotonic()
+        r = http.get(path, timeout=10)
+        assert r.status_code == 200 and time.monotonic() - started < 2, (path, r.status_code, r.text[:200])
+    management = http.get("/_nodes/_local/stats/thread_pool").json()["nodes"].popitem()[1]["thread_pool"]["management"]
+    assert management["active"] <= 2, management
+    assert not answers, answers
+    turned_green = time.monotonic()
+    r = http.put("/waited/_settings", {"index": {"number_of_replicas": 0}})
+    assert r.status_code == 200, r.text
+    for t in waiters:
+        t.join(30)
+    assert sorted(a[:2] for a in answers) == [(200, "green")] * 8, answers
+    assert max(a[2] for a in answers) - turned_green < 5, answers
+
+
 @pytest.mark.cluster
 def test_health_wait_for_nodes_returns_when_the_third_node_joins(tmp_path):
     c = ShoalCluster(tmp_path, 3)

@@ -257,8 +257,8 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
     };
     let options = ResolveOptions::admin().from_request(&params.0)?;
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
+    let state = crate::health::read_view(&node, confirm).await?;
     let table = blocking(move || -> ApiResult<Table> {
-        let state = crate::health::read_view(&node, confirm)?;
         let services = node
             .core()
             .resolve(index.as_deref().unwrap_or("_all"), options)?;
@@ -356,9 +356,9 @@ pub async fn indices(node: Arc<Node>, index: Option<String>, params: Params) -> 
 /// `GET /_cat/shards[/{index}]`.
 pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
+    let state = crate::health::read_view(&node, confirm).await?;
     let table = blocking(move || -> ApiResult<Table> {
         let mut rows = Vec::new();
-        let state = crate::health::read_view(&node, confirm)?;
         let services = node
             .core()
             .resolve(index.as_deref().unwrap_or("_all"), ResolveOptions::admin())?;
@@ -447,9 +447,10 @@ pub async fn shards(node: Arc<Node>, index: Option<String>, params: Params) -> R
 /// `GET /_cat/health`.
 pub async fn health(node: Arc<Node>, params: Params) -> RestResult {
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
+    let view = crate::health::read_view(&node, confirm).await?;
     let table = blocking(move || -> ApiResult<Table> {
         let now = shoal_node::node::now_millis();
-        let health = crate::health::read_view(&node, confirm)?.health(None);
+        let health = view.health(None);
         let c = &health.counts;
         let discovered = node.admin.has_cluster_manager();
         let time = chrono_time(now);
@@ -606,10 +607,7 @@ pub async fn count(node: Arc<Node>, index: Option<String>, params: Params) -> Re
 /// `GET /_cat/nodes`.
 pub async fn nodes(node: Arc<Node>, params: Params) -> RestResult {
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
-    let state = {
-        let node = node.clone();
-        blocking(move || crate::health::read_view(&node, confirm)).await?
-    };
+    let state = crate::health::read_view(&node, confirm).await?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let loads: Vec<String> = load
         .split_whitespace()

@@ -71,8 +71,8 @@ fn list(text: &str) -> Vec<String> {
 /// measured now; the others' come from their last report to the cluster state.
 pub async fn allocation(node: Arc<Node>, nodes: Option<String>, params: Params) -> RestResult {
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
+    let state = crate::health::read_view(&node, confirm).await?;
     let table = blocking(move || -> ApiResult<Table> {
-        let state = crate::health::read_view(&node, confirm)?;
         let selectors = list(nodes.as_deref().unwrap_or("data:true"));
         let mut shards: BTreeMap<Option<&str>, i64> = BTreeMap::new();
         // Relocation targets are not in the routing table OpenSearch counts.
@@ -165,8 +165,8 @@ pub async fn nodeattrs(node: Arc<Node>, params: Params) -> RestResult {
     let full_id = params.bool_or("full_id", false)?;
     let want_pid = asks_for(&params, "pid", "p");
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
+    let state = crate::health::read_view(&node, confirm).await?;
     let table = blocking(move || -> ApiResult<Table> {
-        let state = crate::health::read_view(&node, confirm)?;
         let ids: Vec<String> = state.node_ids();
         let pids: BTreeMap<String, i64> = if want_pid {
             node.admin
@@ -307,7 +307,7 @@ pub async fn aliases(node: Arc<Node>, alias: Option<String>, params: Params) -> 
 /// `-` as OpenSearch's when the view names none (`local=true` on a node that lost it).
 pub async fn cluster_manager(node: Arc<Node>, params: Params) -> RestResult {
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
-    let state = blocking(move || crate::health::read_view(&node, confirm)).await?;
+    let state = crate::health::read_view(&node, confirm).await?;
     let row = state
         .cluster_manager()
         .and_then(|id| state.node(id))

@@ -183,22 +183,25 @@ pub async fn state(
     let resolve = crate::indices::options(&params, ResolveOptions::admin())?;
     let flat_settings = params.bool_or("flat_settings", false)?;
     let confirm = crate::health::cluster_manager_confirmation(&params)?;
+    let cluster_name = node.core().config.cluster_name.clone();
+    let (mut body, state) = match wait {
+        Some(wait) => match wait.wait(&node).await {
+            Some(state) => (
+                json!({"wait_for_timed_out": false, "cluster_name": cluster_name}),
+                state,
+            ),
+            None => {
+                let body = json!({"wait_for_timed_out": true, "cluster_name": cluster_name});
+                return ok(body, &params);
+            }
+        },
+        None => (
+            json!({"cluster_name": cluster_name}),
+            crate::health::read_view(&node, confirm).await?,
+        ),
+    };
     let body = blocking(move || {
         let metrics = metrics.unwrap_or_else(|| "_all".into());
-        let cluster_name = node.core().config.cluster_name.clone();
-        let mut body = json!({"cluster_name": cluster_name});
-        let state = match wait {
-            Some(wait) => match wait.wait(&node) {
-                Some(state) => {
-                    body = json!({"wait_for_timed_out": false, "cluster_name": cluster_name});
-                    state
-                }
-                None => {
-                    return Ok(json!({"wait_for_timed_out": true, "cluster_name": cluster_name}))
-                }
-            },
-            None => crate::health::read_view(&node, confirm)?,
-        };
         let request = shoal_node::admin::StateRequest {
             metrics: &metrics,
             index: index.as_deref(),
@@ -238,11 +241,20 @@ impl MetadataVersionWait {
         Ok(Some(MetadataVersionWait { version, timeout }))
     }
 
-    /// The first applied state at or above the version, or `None` after the timeout.
-    fn wait(&self, node: &Node) -> Option<shoal_node::admin::ClusterView> {
-        let reached = |view: &shoal_node::admin::ClusterView| view.version() >= self.version;
-        node.admin
-            .wait_for_view(self.timeout, |view| reached(view).then(|| view.clone()))
+    /// The first applied state at or above the version, or `None` after the timeout; no
+    /// thread is held while it waits.
+    async fn wait(&self, node: &Node) -> Option<shoal_node::admin::ClusterView> {
+        let mut wakeups = crate::state_wait::StateWakeups::new(node, self.timeout);
+        loop {
+            wakeups.mark_seen();
+            let view = node.admin.view();
+            if view.version() >= self.version {
+                return Some(view);
+            }
+            if !wakeups.next().await {
+                return None;
+            }
+        }
     }
 }
 

@@ -159,55 +159,69 @@ impl HealthWaits {
 }
 
 /// `GET /_cluster/health[/{index}]`: waits (on applied cluster states, no polling) until every
-/// `wait_for_*` condition holds, or answers 408 with `timed_out: true` after `timeout`.
+/// `wait_for_*` condition holds, or answers 408 with `timed_out: true` after `timeout`. The
+/// wait holds no thread (`crate::state_wait`): a `management` thread evaluates each newly
+/// applied state and is released in between.
 pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> RestResult {
     let level = crate::cluster::HealthLevel::parse(&params)?;
     let resolve = crate::indices::options(&params, shoal_node::ResolveOptions::admin())?;
     let waits = HealthWaits::parse(&params)?;
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let confirm = cluster_manager_confirmation(&params)?;
-    let (body, satisfied) = blocking(move || {
-        // Confirmed first; the waits below then read states at least as new.
-        read_view(&node, confirm)?;
-        let evaluate = |state: &ClusterView| -> ApiResult<(Value, bool)> {
-            let (body, status, missing) =
-                health_body(&node, state, (index.as_deref(), resolve), &level)?;
-            let satisfied = waits.satisfied(&body, status, missing);
-            Ok((body, satisfied))
+    let mut wakeups = crate::state_wait::StateWakeups::new(&node, timeout);
+    // Confirmed first; each evaluation then reads a state at least as new.
+    read_view(&node, confirm).await?;
+    let body = loop {
+        wakeups.mark_seen();
+        let request = HealthRequest {
+            node: node.clone(),
+            index: index.clone(),
+            resolve,
+            level: level.clone(),
+            waits: waits.clone(),
         };
-        let mut failure = None;
-        let done = node
-            .admin
-            .wait_for_view(timeout, |state| match evaluate(state) {
-                Ok((body, true)) => Some(body),
-                Ok(_) => None,
-                Err(e) => {
-                    failure = Some(e);
-                    Some(Value::Null)
-                }
-            });
-        if let Some(e) = failure {
-            return Err(e);
+        let (body, satisfied) = blocking(move || request.evaluate()).await?;
+        if satisfied {
+            return ok(body, &params);
         }
-        match done {
-            Some(body) => Ok((body, true)),
-            None => evaluate(&node.admin.view()),
+        if !wakeups.next().await {
+            break body;
         }
-    })
-    .await?;
-    if satisfied {
-        return ok(body, &params);
-    }
+    };
     let mut body = body;
     body["timed_out"] = json!(true);
     Ok(json(StatusCode::REQUEST_TIMEOUT, body, &params))
 }
 
+/// One evaluation of a health request against the node's applied state.
+struct HealthRequest {
+    node: Arc<Node>,
+    index: Option<String>,
+    resolve: shoal_node::ResolveOptions,
+    level: crate::cluster::HealthLevel,
+    waits: HealthWaits,
+}
+
+impl HealthRequest {
+    /// The answer's body and whether every `wait_for_*` condition holds.
+    fn evaluate(&self) -> ApiResult<(Value, bool)> {
+        let view = self.node.admin.view();
+        let (body, status, missing) = health_body(
+            &self.node,
+            &view,
+            (self.index.as_deref(), self.resolve),
+            &self.level,
+        )?;
+        let satisfied = self.waits.satisfied(&body, status, missing);
+        Ok((body, satisfied))
+    }
+}
+
 /// The view a read answers from: this node's applied state, first confirmed as at least the
 /// cluster manager's unless `confirm` is `None` (`local=true`).
-pub(crate) fn read_view(node: &Node, confirm: Option<Duration>) -> ApiResult<ClusterView> {
+pub(crate) async fn read_view(node: &Node, confirm: Option<Duration>) -> ApiResult<ClusterView> {
     match confirm {
-        Some(timeout) => node.admin.confirmed_view(timeout),
+        Some(timeout) => node.admin.confirmed_view(timeout).await,
         None => Ok(node.admin.view()),
     }
 }

@@ -26,6 +26,7 @@ mod server;
 mod snapshot;
 mod spec_params;
 mod spec_params_table;
+mod state_wait;
 mod tasks;
 mod thread_pools;
 

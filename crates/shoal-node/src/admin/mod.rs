@@ -68,23 +68,18 @@ impl AdminService {
     /// `shoal_cluster::read_barrier`): what a read that is not `local=true` answers from. A
     /// node removed from the cluster answers after it rejoined, or 503
     /// `cluster_manager_not_discovered_exception` after `timeout`.
-    pub fn confirmed_view(&self, timeout: std::time::Duration) -> ApiResult<ClusterView> {
+    /// Holds no thread while it waits (a lost cluster manager makes every such read wait
+    /// for its whole timeout).
+    pub async fn confirmed_view(&self, timeout: std::time::Duration) -> ApiResult<ClusterView> {
+        let cluster = self.core.cluster.clone();
+        // On the node's runtime, where its transport connections live.
         let state = self
             .core
             .runtime
-            .block_on(self.core.cluster.read_barrier(timeout))?;
+            .spawn(async move { cluster.read_barrier(timeout).await })
+            .await
+            .map_err(|e| crate::ApiError::internal(format!("read barrier task: {e}")))??;
         Ok(ClusterView::new(state))
-    }
-
-    /// Waits without polling until `check` accepts the applied state: it runs now and after
-    /// every state this node applies. `None` when `timeout` passed first.
-    pub fn wait_for_view<T>(
-        &self,
-        timeout: std::time::Duration,
-        mut check: impl FnMut(&ClusterView) -> Option<T>,
-    ) -> Option<T> {
-        // The check sees the state the wait was woken for, or a newer one.
-        self.core.wait_for_state(timeout, |_| check(&self.view()))
     }
 
     /// `_cluster/state` of `view` for the comma-separated `metrics`, its metadata and routing

@@ -196,7 +196,7 @@ impl Applier {
     fn publish_applied(&self, version: u64) {
         let mut applied = self.core.applied_version.lock();
         *applied = version;
-        self.core.applied_cond.notify_all();
+        self.core.notify_applied_waiters();
     }
 
     /// Queues one copy's action; a close or delete with nothing to act on is skipped (most

@@ -51,6 +51,9 @@ pub struct NodeCore {
     /// after each application.
     pub(crate) applied_version: Mutex<u64>,
     pub(crate) applied_cond: Condvar,
+    /// Counts the wake-ups of `applied_cond`, for waits that must not hold a thread (a
+    /// `_cluster/health` wait for green can last its whole timeout).
+    applied_wakeups: tokio::sync::watch::Sender<u64>,
     /// Set by [`Node::kill_for_test`](crate::node::Node::kill_for_test): waits on the cluster
     /// state give up at once.
     pub(crate) killed: AtomicBool,
@@ -86,6 +89,7 @@ impl NodeCore {
             pressure: parts.pressure,
             applied_version: Mutex::new(0),
             applied_cond: Condvar::new(),
+            applied_wakeups: tokio::sync::watch::Sender::new(0),
             killed: AtomicBool::new(false),
             copy_tasks: Default::default(),
         }
@@ -129,7 +133,22 @@ impl NodeCore {
     pub(crate) fn mark_killed(&self) {
         let _applied = self.applied_version.lock();
         self.killed.store(true, Ordering::Release);
+        self.notify_applied_waiters();
+    }
+
+    /// Wakes every wait on the cluster state, blocking and async. The caller holds
+    /// `applied_version`'s lock, so a blocking waiter cannot miss it between check and wait.
+    pub(crate) fn notify_applied_waiters(&self) {
         self.applied_cond.notify_all();
+        self.applied_wakeups.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes each time waits on the cluster state are woken: a state applied, a copy's
+    /// work for one settled, the node stopped. A caller marks the current value seen, checks
+    /// the state, and awaits `changed()` if the check failed; nothing applied after the mark
+    /// is missed. The sender lives as long as the node's core.
+    pub fn state_wakeups(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.applied_wakeups.subscribe()
     }
 
     /// Waits without polling: `check` runs now and again after every cluster state this node

@@ -40,7 +40,7 @@ impl NodeCore {
     /// Wakes the threads waiting in `wait_until_applied` to check again.
     pub(crate) fn wake_applied_waiters(&self) {
         let _applied = self.applied_version.lock();
-        self.applied_cond.notify_all();
+        self.notify_applied_waiters();
     }
 
     fn copy_tasks_settled(&self, indices: &[String], version: u64) -> bool {
