@@ -94,14 +94,17 @@ class ShoalCluster:
         caps it (a plain search stops at 10,000 hits, which once looked like lost writes)."""
         http = self.http(i)
         r = http.post(f"/{index}/_search", {"size": 5000, "_source": source, "track_total_hits": True,
-                                                 "query": {"match_all": {}}},
+                                                 "sort": ["_doc"], "query": {"match_all": {}}},
                       params={**(params or {}), "scroll": "1m"})
-        assert r.status_code == 200, r.text
-        hits, total = [], r.json()["hits"]["total"]["value"]
-        while r.json()["hits"]["hits"]:
+        hits, total = [], None
+        while True:
+            # A failed shard would leave its documents out of the total as well as the hits.
+            assert r.status_code == 200 and r.json()["_shards"]["failed"] == 0, r.text
+            total = r.json()["hits"]["total"]["value"] if total is None else total
+            if not r.json()["hits"]["hits"]:
+                break
             hits += r.json()["hits"]["hits"]
             r = http.post("/_search/scroll", {"scroll": "1m", "scroll_id": r.json()["_scroll_id"]})
-            assert r.status_code == 200, r.text
         http.delete("/_search/scroll", {"scroll_id": [r.json()["_scroll_id"]]})
         assert len(hits) == total, f"the scroll returned {len(hits)} hits of {total}"
         return hits

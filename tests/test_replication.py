@@ -264,6 +264,12 @@ def test_recovery_follows_max_bytes_per_sec_and_bad_values_are_refused(cluster3)
         reported = sum(n["indices"]["indices"].get("throttled", {}).get("recovery", {}).get("throttle_time_in_millis", 0)
                        for n in nodes.values())
         assert reported >= throttled, (reported, throttled, nodes)
+        # `_stats` sums the same figure over the copies, each read on the node holding it.
+        copies = http.get("/throttled/_stats/recovery", params={"level": "shards"}).json()["indices"]["throttled"]
+        assert copies["total"]["recovery"]["throttle_time_in_millis"] >= throttled, copies
+        replica = next(c for c in copies["shards"]["0"] if not c["routing"]["primary"])
+        assert replica["recovery"]["throttle_time_in_millis"] >= throttled, copies
+        assert set(copies["total"]) == {"recovery"}, copies
         http.put("/throttled/_settings", {"index": {"number_of_replicas": 0}})
         wait_green(cluster3)
         return took, throttled

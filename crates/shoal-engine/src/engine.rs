@@ -644,6 +644,7 @@ impl Engine {
             max_seq_no: state.tracker.max_seq_no(),
             local_checkpoint: state.tracker.checkpoint(),
             global_checkpoint: self.global_checkpoint(),
+            recovery: Default::default(),
         }
     }
 

@@ -32,7 +32,7 @@ pub use engine::{
 pub use error::EngineError;
 pub use merge_policy::{MergeSettings, SharedMergeSettings};
 pub use shoal_translog::{Durability, Location, OpKind, Operation};
-pub use stats::{segment_file_description, EngineStats, FlushRequest, SegmentInfo};
+pub use stats::{segment_file_description, EngineStats, FlushRequest, RecoveryStats, SegmentInfo};
 
 /// Sequence number of "no operation yet" (OpenSearch's `NO_OPS_PERFORMED`).
 pub const NO_OPS_PERFORMED: i64 = -1;

@@ -91,6 +91,27 @@ pub struct EngineStats {
     pub max_seq_no: i64,
     pub local_checkpoint: i64,
     pub global_checkpoint: i64,
+    /// Peer recoveries from and into this copy. The engine knows none: the node holding the
+    /// copy fills this in (`RecoveryService::recovery_stats`).
+    #[serde(default)]
+    pub recovery: RecoveryStats,
+}
+
+/// OpenSearch's `RecoveryStats` of a copy (or summed): peer recoveries running from it and
+/// into it, and how long its recoveries waited for `indices.recovery.max_bytes_per_sec`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryStats {
+    pub current_as_source: u64,
+    pub current_as_target: u64,
+    pub throttle_time_in_millis: u64,
+}
+
+impl RecoveryStats {
+    pub fn add(&mut self, other: &RecoveryStats) {
+        self.current_as_source += other.current_as_source;
+        self.current_as_target += other.current_as_target;
+        self.throttle_time_in_millis += other.throttle_time_in_millis;
+    }
 }
 
 /// What a segment file extension holds, as OpenSearch describes Lucene's in `file_sizes`.

@@ -173,6 +173,7 @@ impl Node {
             core.clone(),
             segrep.clone(),
             remote.clone(),
+            recoveries.clone(),
         ));
         let node_stats = Arc::new(crate::node_stats::NodeStatsService::new(
             core.clone(),

@@ -74,6 +74,7 @@ pub fn sum_stats<'a>(shards: impl IntoIterator<Item = &'a EngineStats>) -> Engin
                 .entry(extension.clone())
                 .or_insert(0) += bytes;
         }
+        total.recovery.add(&s.recovery);
         total.translog.operations += s.translog.operations;
         total.translog.size_in_bytes += s.translog.size_in_bytes;
         total.translog.uncommitted_operations += s.translog.uncommitted_operations;
@@ -121,6 +122,8 @@ fn section(s: &EngineStats, search: &SearchCounters) -> Value {
         "refresh": {"total": s.refresh_total, "total_time_in_millis": s.refresh_time_in_millis, "external_total": s.external_refresh_total,
                     "external_total_time_in_millis": s.refresh_time_in_millis, "listeners": 0},
         "flush": {"total": s.flush_total, "periodic": s.flush_periodic, "total_time_in_millis": s.flush_time_in_millis},
+        "recovery": {"current_as_source": s.recovery.current_as_source, "current_as_target": s.recovery.current_as_target,
+                     "throttle_time_in_millis": s.recovery.throttle_time_in_millis},
         "translog": {"operations": s.translog.operations, "size_in_bytes": s.translog.size_in_bytes,
                      "uncommitted_operations": s.translog.uncommitted_operations, "uncommitted_size_in_bytes": s.translog.uncommitted_size_in_bytes,
                      "earliest_last_modified_age": s.translog.earliest_last_modified_age_ms},

@@ -244,16 +244,15 @@ impl MetadataVersionWait {
     /// The first applied state at or above the version, or `None` after the timeout; no
     /// thread is held while it waits.
     async fn wait(&self, node: &Node) -> Option<shoal_node::admin::ClusterView> {
-        let mut wakeups = crate::state_wait::StateWakeups::new(node, self.timeout);
-        loop {
-            wakeups.mark_seen();
+        let reached = crate::state_wait::until(node, self.timeout, || {
             let view = node.admin.view();
-            if view.version() >= self.version {
-                return Some(view);
-            }
-            if !wakeups.next().await {
-                return None;
-            }
+            let reached = view.version() >= self.version;
+            std::future::ready(Ok::<_, std::convert::Infallible>((view, reached)))
+        })
+        .await;
+        match reached {
+            Ok((view, true)) => Some(view),
+            _ => None,
         }
     }
 }

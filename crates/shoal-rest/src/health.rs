@@ -168,26 +168,24 @@ pub async fn health(node: Arc<Node>, index: Option<String>, params: Params) -> R
     let waits = HealthWaits::parse(&params)?;
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
     let confirm = cluster_manager_confirmation(&params)?;
-    let mut wakeups = crate::state_wait::StateWakeups::new(&node, timeout);
-    // Confirmed first; each evaluation then reads a state at least as new.
+    // Confirmed first; each evaluation then reads a state at least as new. The timeout counts
+    // from there, as OpenSearch's does from the cluster manager's operation.
     read_view(&node, confirm).await?;
-    let body = loop {
-        wakeups.mark_seen();
-        let request = HealthRequest {
-            node: node.clone(),
-            index: index.clone(),
-            resolve,
-            level: level.clone(),
-            waits: waits.clone(),
-        };
-        let (body, satisfied) = blocking(move || request.evaluate()).await?;
-        if satisfied {
-            return ok(body, &params);
-        }
-        if !wakeups.next().await {
-            break body;
-        }
-    };
+    let request = Arc::new(HealthRequest {
+        node: node.clone(),
+        index,
+        resolve,
+        level,
+        waits,
+    });
+    let (body, satisfied) = crate::state_wait::until(&node, timeout, || {
+        let request = request.clone();
+        blocking(move || request.evaluate())
+    })
+    .await?;
+    if satisfied {
+        return ok(body, &params);
+    }
     let mut body = body;
     body["timed_out"] = json!(true);
     Ok(json(StatusCode::REQUEST_TIMEOUT, body, &params))

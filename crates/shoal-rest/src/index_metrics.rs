@@ -8,11 +8,11 @@ use shoal_node::ApiError;
 /// The metrics whose sections Shoal reports.
 const REPORTED: &[&str] = &[
     "docs", "store", "indexing", "get", "search", "merge", "refresh", "flush", "translog",
-    "segments",
+    "segments", "recovery",
 ];
 
 /// OpenSearch's other index metrics: sections Shoal does not have (caches, fielddata,
-/// completion, warmers, recoveries). Asking for one is refused, not answered without it.
+/// completion, warmers). Asking for one is refused, not answered without it.
 const UNREPORTED: &[&str] = &[
     "warmer",
     "query_cache",
@@ -20,39 +20,16 @@ const UNREPORTED: &[&str] = &[
     "completion",
     "suggest",
     "request_cache",
-    "recovery",
 ];
 
 /// The comma-separated metrics of `path` (`None`: all), refusing names OpenSearch does not
 /// have (with suggestions) and sections Shoal does not report.
 pub fn parse(path: &str, noun: &str, metrics: Option<&str>) -> Result<Vec<String>, ApiError> {
-    parse_among(path, noun, metrics, REPORTED, UNREPORTED)
-}
-
-/// [`parse`] for `_nodes/stats`, whose index figures also have `recovery` (each node knows the
-/// peer recoveries from and into its copies; `_stats` sums copy statistics, which lack it).
-pub fn parse_node_metrics(path: &str, metrics: Option<&str>) -> Result<Vec<String>, ApiError> {
-    let reported: Vec<&str> = REPORTED.iter().copied().chain(["recovery"]).collect();
-    let unreported: Vec<&str> = UNREPORTED
-        .iter()
-        .copied()
-        .filter(|m| *m != "recovery")
-        .collect();
-    parse_among(path, "index metric", metrics, &reported, &unreported)
-}
-
-fn parse_among(
-    path: &str,
-    noun: &str,
-    metrics: Option<&str>,
-    reported: &[&str],
-    unreported: &[&str],
-) -> Result<Vec<String>, ApiError> {
     let Some(metrics) = metrics else {
         return Ok(vec!["_all".to_string()]);
     };
     let metrics: Vec<String> = metrics.split(',').map(|m| m.trim().to_string()).collect();
-    crate::request::refuse_names(path, noun, &metrics, reported, unreported)?;
+    crate::request::refuse_names(path, noun, &metrics, REPORTED, UNREPORTED)?;
     Ok(metrics)
 }
 

@@ -165,7 +165,7 @@ fn select(
             index_metric.unwrap_or_default()
         )));
     }
-    let index_metrics = crate::index_metrics::parse_node_metrics(path, index_metric.as_deref())?;
+    let index_metrics = crate::index_metrics::parse(path, "index metric", index_metric.as_deref())?;
     let wanted = |m: &str| metrics.iter().any(|x| x == "_all" || x == m);
     let sections = METRICS
         .iter()

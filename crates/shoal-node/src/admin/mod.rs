@@ -71,14 +71,8 @@ impl AdminService {
     /// Holds no thread while it waits (a lost cluster manager makes every such read wait
     /// for its whole timeout).
     pub async fn confirmed_view(&self, timeout: std::time::Duration) -> ApiResult<ClusterView> {
-        let cluster = self.core.cluster.clone();
-        // On the node's runtime, where its transport connections live.
-        let state = self
-            .core
-            .runtime
-            .spawn(async move { cluster.read_barrier(timeout).await })
-            .await
-            .map_err(|e| crate::ApiError::internal(format!("read barrier task: {e}")))??;
+        // Awaited in the request's task: a client that goes away cancels it.
+        let state = self.core.cluster.read_barrier(timeout).await?;
         Ok(ClusterView::new(state))
     }
 

@@ -56,6 +56,8 @@ pub struct BroadcastService {
     segrep: Arc<SegrepService>,
     /// A refresh of a remote-backed primary uploads what it made searchable.
     remote: Arc<RemoteStoreService>,
+    /// Each copy's statistics carry its peer recoveries.
+    recoveries: Arc<crate::recovery::RecoveryService>,
 }
 
 /// The segments of every active copy of some indices, by `(index, shard, node id)`.
@@ -160,11 +162,13 @@ impl BroadcastService {
         core: Arc<NodeCore>,
         segrep: Arc<SegrepService>,
         remote: Arc<RemoteStoreService>,
+        recoveries: Arc<crate::recovery::RecoveryService>,
     ) -> BroadcastService {
         BroadcastService {
             core,
             segrep,
             remote,
+            recoveries,
         }
     }
 
@@ -330,7 +334,13 @@ impl BroadcastService {
     fn local_copy_stats(&self, indices: &IndexIds) -> CopyStats {
         self.local_copies(indices)
             .into_iter()
-            .map(|(name, shard, engine)| ((name, shard, self.core.node_id.clone()), engine.stats()))
+            .map(|(name, shard, engine)| {
+                let mut stats = engine.stats();
+                if let Some(service) = self.core.index(&name) {
+                    stats.recovery = self.recoveries.recovery_stats(&service, Some(shard));
+                }
+                ((name, shard, self.core.node_id.clone()), stats)
+            })
             .collect()
     }
 

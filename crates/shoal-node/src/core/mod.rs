@@ -124,7 +124,7 @@ impl NodeCore {
     }
 
     /// Whether [`Node::kill_for_test`](crate::node::Node::kill_for_test) stopped this node.
-    pub(crate) fn is_killed(&self) -> bool {
+    pub fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Acquire)
     }
 

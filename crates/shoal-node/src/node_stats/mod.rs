@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::core::NodeCore;
 use crate::error::ApiResult;
-use crate::recovery::{IndexRecoveryStats, RecoveryService};
+use crate::recovery::RecoveryService;
 use crate::segrep::SegrepService;
 
 mod doc_status;
@@ -130,12 +130,11 @@ impl NodeStatsService {
     /// under `segments` and the merged-segment warmer under `merges`.
     fn indices_section(&self, by_index: bool) -> Value {
         let mut indices = crate::stats::zero_section();
-        indices["recovery"] = recovery_json(IndexRecoveryStats::default());
         let mut each = serde_json::Map::new();
         for service in self.core.all_indices() {
-            let summed = crate::stats::sum_engine_stats(&service);
-            let mut section = crate::stats::stats_section(&service, &summed);
-            section["recovery"] = recovery_json(self.recoveries.index_recovery_stats(&service));
+            let mut summed = crate::stats::sum_engine_stats(&service);
+            summed.recovery = self.recoveries.recovery_stats(&service, None);
+            let section = crate::stats::stats_section(&service, &summed);
             crate::stats::add_sections(&mut indices, &section);
             if by_index {
                 each.insert(service.name(), section);
@@ -206,12 +205,4 @@ impl NodeStatsService {
             "tx_count": counts.tx_count, "tx_size_in_bytes": counts.tx_bytes,
         })
     }
-}
-
-fn recovery_json(stats: IndexRecoveryStats) -> Value {
-    json!({
-        "current_as_source": stats.current_as_source,
-        "current_as_target": stats.current_as_target,
-        "throttle_time_in_millis": stats.throttle_time_in_millis,
-    })
 }

@@ -45,7 +45,6 @@ pub mod ops_recovery;
 pub mod progress;
 mod records;
 
-pub use records::IndexRecoveryStats;
 mod source;
 mod target;
 pub mod throttle;

@@ -125,37 +125,36 @@ impl RecoveryService {
     }
 }
 
-/// `indices.recovery` of `_nodes/stats` for one index on this node, as OpenSearch's
-/// `RecoveryStats`: peer recoveries running from and into its copies here, and how long its
-/// copies here waited for the recovery rate limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IndexRecoveryStats {
-    pub current_as_source: u64,
-    pub current_as_target: u64,
-    pub throttle_time_in_millis: u64,
-}
-
 impl RecoveryService {
-    pub fn index_recovery_stats(
+    /// OpenSearch's `RecoveryStats` of an index's copies on this node, or (`shard`) of one of
+    /// them: peer recoveries running from and into them, and how long they waited for the
+    /// recovery rate limit (running and finished recoveries, each counted once).
+    pub fn recovery_stats(
         &self,
         service: &crate::index_service::IndexService,
-    ) -> IndexRecoveryStats {
+        shard: Option<usize>,
+    ) -> shoal_engine::RecoveryStats {
         let index = service.name();
-        let kept = service.recovery_records();
+        let ours = |r: &RecoveryRecord| r.index == index && shard.is_none_or(|s| r.shard == s);
+        let kept: Vec<RecoveryRecord> = service
+            .recovery_records()
+            .into_iter()
+            .filter(|r| ours(r))
+            .collect();
         let running: Vec<RecoveryRecord> = self
             .targets
             .lock()
             .values()
             .map(RecoveryProgress::snapshot)
-            .filter(|r| r.index == index)
+            .filter(|r| ours(r))
             .collect();
         // A running recovery's record is also its copy's once the copy opened: count it once.
         let not_kept = running
             .iter()
             .filter(|r| !kept.iter().any(|k| k.allocation_id == r.allocation_id));
         let throttled = kept.iter().chain(not_kept).map(|r| r.throttle_millis).sum();
-        IndexRecoveryStats {
-            current_as_source: self.outgoing_for(&index),
+        shoal_engine::RecoveryStats {
+            current_as_source: self.outgoing_for(&index, shard),
             current_as_target: running.len() as u64,
             throttle_time_in_millis: throttled,
         }

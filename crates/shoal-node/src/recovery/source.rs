@@ -398,11 +398,11 @@ impl RecoveryService {
     }
 
     /// Peer recoveries this node serves from copies of `index`.
-    pub(super) fn outgoing_for(&self, index: &str) -> u64 {
+    pub(super) fn outgoing_for(&self, index: &str, shard: Option<usize>) -> u64 {
         let outgoing = self.outgoing.lock();
         outgoing
             .values()
-            .filter(|o| o.service.name() == index)
+            .filter(|o| o.service.name() == index && shard.is_none_or(|s| o.shard == s))
             .count() as u64
     }
 }
