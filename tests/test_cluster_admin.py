@@ -451,6 +451,40 @@ def test_health_waits_hold_no_thread_while_they_wait(node_factory):
     assert max(a[2] for a in answers) - turned_green < 5, answers
 
 
+def test_index_creations_waiting_for_copies_hold_no_thread(node_factory):
+    """Eight creations waiting for replicas a single node cannot hold: each answers
+    shards_acknowledged false at its timeout, and cluster requests meanwhile answer at once."""
+    node = node_factory()
+    http = node.http()
+    answers: list = []
+
+    def create(k: int) -> None:
+        r = node.http().put(f"/waiting-{k}", {"settings": {"number_of_shards": 1, "number_of_replicas": 1}},
+                            params={"wait_for_active_shards": "all", "timeout": "4s"}, timeout=60)
+        answers.append((r.status_code, r.json().get("shards_acknowledged"), r.json().get("acknowledged")))
+
+    creators = [threading.Thread(target=create, args=(k,)) for k in range(8)]
+    for t in creators:
+        t.start()
+    time.sleep(1.5)
+    for path in ["/_cat/health", "/_cat/indices", "/_cluster/settings"]:
+        started = time.monotonic()
+        r = http.get(path, timeout=10)
+        assert r.status_code == 200 and time.monotonic() - started < 2, (path, r.status_code, r.text[:200])
+    for t in creators:
+        t.join(30)
+    assert answers == [(200, False, True)] * 8, answers
+    # The primaries alone are there at once: the same wait for one copy is acknowledged.
+    r = http.put("/waiting-one", {"settings": {"number_of_shards": 1, "number_of_replicas": 1}},
+                 params={"wait_for_active_shards": "1", "timeout": "10s"})
+    assert r.status_code == 200 and r.json()["shards_acknowledged"] is True, r.text
+    assert http.post("/waiting-one/_close").status_code == 200
+    r = http.post("/waiting-one/_open", params={"wait_for_active_shards": "all", "timeout": "1s"})
+    assert r.status_code == 200 and r.json()["shards_acknowledged"] is False, r.text
+    r = http.post("/waiting-one/_open", params={"wait_for_active_shards": "1", "timeout": "10s"})
+    assert r.status_code == 200 and r.json() == {"acknowledged": True, "shards_acknowledged": True}, r.text
+
+
 @pytest.mark.cluster
 def test_health_wait_for_nodes_returns_when_the_third_node_joins(tmp_path):
     c = ShoalCluster(tmp_path, 3)

@@ -56,11 +56,41 @@ pub async fn create(
     let wait = active_shards_wait(&params, "timeout", DEFAULT_TIMEOUT)?;
     let body = object_body(&body)?;
     let name = index.clone();
-    let (_, acknowledged) = blocking(move || node.admin.create_index(&name, &body, wait)).await?;
+    let created = node.clone();
+    let (_, started) =
+        blocking(move || created.admin.create_index(&name, &body, no_wait(wait))).await?;
+    let acknowledged = started || copies_started(&node, &[index.clone()], wait).await?;
     ok(
         json!({"acknowledged": true, "shards_acknowledged": acknowledged, "index": index}),
         &params,
     )
+}
+
+/// `wait` without its timeout: a REST request waits for the copies with
+/// [`copies_started`], which holds no thread (an index whose copies cannot be allocated
+/// would hold a `management` thread for the whole timeout).
+fn no_wait(wait: ActiveShardsWait) -> ActiveShardsWait {
+    ActiveShardsWait {
+        timeout: Duration::ZERO,
+        ..wait
+    }
+}
+
+/// Waits, holding no thread, until every shard of `indices` has the copies `wait` asks for,
+/// at most its timeout; whether they did.
+async fn copies_started(
+    node: &Node,
+    indices: &[String],
+    wait: ActiveShardsWait,
+) -> ApiResult<bool> {
+    let (_, started) = crate::state_wait::until(node, wait.timeout, || {
+        let started = indices.iter().try_fold(true, |all, index| {
+            Ok::<_, ApiError>(all && node.admin.copies_started(index, wait.wanted)?)
+        });
+        std::future::ready(started.map(|started| ((), started)))
+    })
+    .await?;
+    Ok(started)
 }
 
 /// What index creation and open take besides the indices: OpenSearch's waits. The cluster
@@ -412,10 +442,13 @@ pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Para
         true => active_shards_wait(&params, "task_execution_timeout", Duration::from_secs(3600))?,
         false => active_shards_wait(&params, "timeout", DEFAULT_TIMEOUT)?,
     };
-    let body = blocking(move || {
+    let opening = node.clone();
+    let (body, opened) = blocking(move || {
+        let node = opening;
         let services = node.core().resolve(&index, opts)?;
-        let description = format!("open indices [{}]", names_of(&services).join(", "));
-        let open_all = move |node: &Node| {
+        let names = names_of(&services);
+        let description = format!("open indices [{}]", names.join(", "));
+        let open_all = move |node: &Node, wait: ActiveShardsWait| {
             let mut acknowledged = true;
             for service in &services {
                 acknowledged &= node.admin.open_index(service, wait)?;
@@ -424,15 +457,19 @@ pub async fn open_close(node: Arc<Node>, index: String, open: bool, params: Para
         };
         if in_background {
             let task = run_as_task(&node, "indices:admin/open", description, move |node| {
-                let acknowledged = open_all(node)?;
+                let acknowledged = open_all(node, wait)?;
                 Ok(json!({"acknowledged": true, "shards_acknowledged": acknowledged}))
             });
-            return Ok(json!({ "task": task }));
+            return Ok((json!({ "task": task }), None));
         }
-        let acknowledged = open_all(&node)?;
-        Ok(json!({"acknowledged": true, "shards_acknowledged": acknowledged}))
+        let started = open_all(&node, no_wait(wait))?;
+        Ok((json!({"acknowledged": true}), Some((started, names))))
     })
     .await?;
+    let mut body = body;
+    if let Some((started, names)) = opened {
+        body["shards_acknowledged"] = json!(started || copies_started(&node, &names, wait).await?);
+    }
     ok(body, &params)
 }
 

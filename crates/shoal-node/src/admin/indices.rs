@@ -232,14 +232,23 @@ impl AdminService {
     /// Waits until every shard of `index` has `needed` active copies, at most `timeout`
     /// (OpenSearch's `shards_acknowledged`); whether they did.
     fn wait_for_copies(&self, index: &str, needed: usize, timeout: Duration) -> bool {
-        let started = self.core.wait_until_applied(timeout, |state, _| {
-            let table = state.routing.get(index)?;
-            let active = |copies: &Vec<shoal_state::ShardRouting>| {
-                copies.iter().filter(|c| c.is_active()).count() >= needed
-            };
-            table.shards.iter().all(active).then_some(())
-        });
-        started.is_some()
+        self.core
+            .wait_until_applied(timeout, |state, _| {
+                copies_active(state, index, needed).then_some(())
+            })
+            .is_some()
+    }
+
+    /// Whether every shard of `index` has the active copies `wanted` asks for (`None`: the
+    /// index's `index.write.wait_for_active_shards`) in the applied state: what a REST wait
+    /// re-checks after each state without holding a thread.
+    pub fn copies_started(&self, index: &str, wanted: Option<ActiveShards>) -> ApiResult<bool> {
+        // Deleted meanwhile: its copies never start.
+        let Ok(service) = self.core.require_index(index) else {
+            return Ok(false);
+        };
+        let needed = service.with_meta(|m| needed_copies(index, wanted, &m.settings()))?;
+        Ok(copies_active(&self.core.cluster_state(), index, needed))
     }
 
     /// Applies `POST /_aliases` actions atomically: every action is checked before any
@@ -374,6 +383,17 @@ fn validate_alias_name(alias: &str, index: &str) -> ApiResult<()> {
 
 /// The active copies per shard `wanted` asks of index `index` with these settings, refused as
 /// OpenSearch refuses more than a shard has.
+/// Every shard of `index` has at least `needed` active copies in `state`.
+fn copies_active(state: &shoal_state::ClusterState, index: &str, needed: usize) -> bool {
+    let Some(table) = state.routing.get(index) else {
+        return false;
+    };
+    table
+        .shards
+        .iter()
+        .all(|copies| copies.iter().filter(|c| c.is_active()).count() >= needed)
+}
+
 fn needed_copies(
     index: &str,
     wanted: Option<ActiveShards>,
