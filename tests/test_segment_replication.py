@@ -37,7 +37,8 @@ def node_ids(c: ShoalCluster) -> dict[str, str]:
 
 
 def ids_on_node(c: ShoalCluster, index: str, node_id: str) -> list[str]:
-    return sorted(hit["_id"] for hit in c.every_hit(index, source=False, params={"preference": f"_only_nodes:{node_id}"}))
+    hits = c.every_hit(index, source=False, params={"preference": f"_only_nodes:{node_id}"}, only_held=True)
+    return sorted(hit["_id"] for hit in hits)
 
 
 def shard_indexing(c: ShoalCluster, index: str) -> list[tuple[bool, int]]:

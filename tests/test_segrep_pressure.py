@@ -108,7 +108,8 @@ def create_pressed_index(c: ShoalCluster) -> tuple[int, int]:
 
 def ids_on(c: ShoalCluster, node: int) -> set[str]:
     node_id = next(k for k, n in c.get("/_nodes").json()["nodes"].items() if n["name"] == c.nodes[node].name)
-    return {hit["_id"] for hit in c.every_hit(INDEX, source=False, params={"preference": f"_only_nodes:{node_id}"})}
+    return {hit["_id"] for hit in c.every_hit(INDEX, source=False, params={"preference": f"_only_nodes:{node_id}"},
+                                                only_held=True)}
 
 
 def assert_nothing_acknowledged_lost(c: ShoalCluster, writers: Writers) -> None:
