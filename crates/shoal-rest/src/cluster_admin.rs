@@ -473,11 +473,20 @@ fn described_eligible_nodes(node: &Node, description: &str) -> ApiResult<Vec<Str
 pub async fn clear_exclusions(node: Arc<Node>, params: Params) -> RestResult {
     let wait_for_removal = params.bool_or("wait_for_removal", true)?;
     let timeout = timeout_param(&params, "timeout", DEFAULT_TIMEOUT)?;
-    blocking(move || {
-        node.admin
-            .clear_voting_exclusions(wait_for_removal, timeout)
-    })
-    .await?;
+    let exclusions = node.admin.voting_exclusions();
+    if wait_for_removal && !exclusions.is_empty() {
+        // Awaited without a thread: the excluded nodes may take the whole timeout to leave.
+        let (_, gone) = crate::state_wait::until(&node, timeout, || {
+            let gone = node.admin.excluded_nodes_gone(&exclusions);
+            std::future::ready(Ok::<_, std::convert::Infallible>(((), gone)))
+        })
+        .await
+        .unwrap_or_else(|never| match never {});
+        if !gone {
+            return Err(shoal_node::admin::AdminService::removal_timed_out(&exclusions).into());
+        }
+    }
+    blocking(move || node.admin.clear_voting_exclusions()).await?;
     Ok(empty_ok())
 }
 

@@ -200,35 +200,36 @@ impl AdminService {
         Ok(())
     }
 
-    /// `DELETE /_cluster/voting_config_exclusions`: with `wait_for_removal`, first waits until
-    /// every excluded node has left the cluster.
-    pub fn clear_voting_exclusions(
-        &self,
-        wait_for_removal: bool,
-        timeout: Duration,
-    ) -> ApiResult<()> {
-        let initial = self
-            .core
+    /// The voting configuration exclusions of the applied state.
+    pub fn voting_exclusions(&self) -> Vec<VotingExclusion> {
+        self.core
             .cluster_state()
             .metadata
             .voting_config_exclusions
-            .clone();
-        if initial.is_empty() {
+            .clone()
+    }
+
+    /// Whether every node of `exclusions` has left the cluster (`DELETE
+    /// /_cluster/voting_config_exclusions` waits for it unless `wait_for_removal=false`).
+    pub fn excluded_nodes_gone(&self, exclusions: &[VotingExclusion]) -> bool {
+        let state = self.core.cluster_state();
+        exclusions
+            .iter()
+            .all(|e| !state.nodes.contains_key(&e.node_id))
+    }
+
+    /// OpenSearch's answer when the excluded nodes did not leave in time.
+    pub fn removal_timed_out(exclusions: &[VotingExclusion]) -> ApiError {
+        timeout_error(format!(
+            "timed out waiting for removal of nodes; if nodes should not be removed, set waitForRemoval to false. {}",
+            describe_exclusions(exclusions)
+        ))
+    }
+
+    /// `DELETE /_cluster/voting_config_exclusions`, once any wait for removal is over.
+    pub fn clear_voting_exclusions(&self) -> ApiResult<()> {
+        if self.voting_exclusions().is_empty() {
             return Ok(());
-        }
-        if wait_for_removal {
-            let gone = self.core.wait_for_state(timeout, |state| {
-                initial
-                    .iter()
-                    .all(|e| !state.nodes.contains_key(&e.node_id))
-                    .then_some(())
-            });
-            if gone.is_none() {
-                return Err(timeout_error(format!(
-                    "timed out waiting for removal of nodes; if nodes should not be removed, set waitForRemoval to false. {}",
-                    describe_exclusions(&initial)
-                )));
-            }
         }
         self.core
             .propose(Command::SetVotingExclusions(Vec::new()))?;
