@@ -244,16 +244,11 @@ impl MetadataVersionWait {
     /// The first applied state at or above the version, or `None` after the timeout; no
     /// thread is held while it waits.
     async fn wait(&self, node: &Node) -> Option<shoal_node::admin::ClusterView> {
-        let reached = crate::state_wait::until(node, self.timeout, || {
-            let view = node.admin.view();
-            let reached = view.version() >= self.version;
-            std::future::ready(Ok::<_, std::convert::Infallible>((view, reached)))
-        })
-        .await;
-        match reached {
-            Ok((view, true)) => Some(view),
-            _ => None,
-        }
+        let reached = || node.admin.view().version() >= self.version;
+        // Versions only grow: the view read after the wait is at least the one that held.
+        crate::state_wait::until_true(node, self.timeout, reached)
+            .await
+            .then(|| node.admin.view())
     }
 }
 

@@ -476,13 +476,8 @@ pub async fn clear_exclusions(node: Arc<Node>, params: Params) -> RestResult {
     let exclusions = node.admin.voting_exclusions();
     if wait_for_removal && !exclusions.is_empty() {
         // Awaited without a thread: the excluded nodes may take the whole timeout to leave.
-        let (_, gone) = crate::state_wait::until(&node, timeout, || {
-            let gone = node.admin.excluded_nodes_gone(&exclusions);
-            std::future::ready(Ok::<_, std::convert::Infallible>(((), gone)))
-        })
-        .await
-        .unwrap_or_else(|never| match never {});
-        if !gone {
+        let gone = || node.admin.excluded_nodes_gone(&exclusions);
+        if !crate::state_wait::until_true(&node, timeout, gone).await {
             return Err(shoal_node::admin::AdminService::removal_timed_out(&exclusions).into());
         }
     }

@@ -37,6 +37,21 @@ where
     }
 }
 
+/// [`until`] for a condition that cannot fail: whether it held before `timeout`.
+pub(crate) async fn until_true(
+    node: &Node,
+    timeout: Duration,
+    mut holds: impl FnMut() -> bool,
+) -> bool {
+    let checked = until(node, timeout, || {
+        std::future::ready(Ok::<_, std::convert::Infallible>(((), holds())))
+    });
+    match checked.await {
+        Ok(((), held)) => held,
+        Err(never) => match never {},
+    }
+}
+
 /// The wake-ups of one request's wait, until its deadline.
 struct StateWakeups {
     core: Arc<NodeCore>,

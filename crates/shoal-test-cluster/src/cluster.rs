@@ -382,18 +382,8 @@ impl TestCluster {
     /// filter that drops forever also fails every replacement copy, until
     /// `index.allocation.max_retries` stops allocating it).
     pub fn drop_next(&self, i: usize, prefix: &str, count: usize) {
-        let (prefix, left) = (prefix.to_string(), AtomicUsize::new(count));
         self.transport(i)
-            .add_filter(Arc::new(move |_: &str, action: &str| {
-                let lose = action.starts_with(prefix.as_str())
-                    && left
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                        .is_ok();
-                match lose {
-                    true => FilterDecision::Drop,
-                    false => FilterDecision::Pass,
-                }
-            }));
+            .add_filter(Arc::new(DropActionFilter::next(prefix, count)));
     }
 
     /// Node `i` delays every message it sends (whose action starts with `prefix`, if given).

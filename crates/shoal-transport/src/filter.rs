@@ -79,23 +79,41 @@ impl Filter for PartitionFilter {
     }
 }
 
-/// Drops every message whose action starts with a prefix, to any address.
-#[derive(Debug, Clone)]
+/// Drops every message whose action starts with a prefix (or the next few), to any address.
+#[derive(Debug)]
 pub struct DropActionFilter {
     action_prefix: String,
+    /// How many more matching messages to drop (`None`: every one).
+    left: Option<std::sync::atomic::AtomicUsize>,
 }
 
 impl DropActionFilter {
     pub fn new(action_prefix: impl Into<String>) -> Self {
         DropActionFilter {
             action_prefix: action_prefix.into(),
+            left: None,
+        }
+    }
+
+    /// Drops the next `count` matching messages, then lets them through.
+    pub fn next(action_prefix: impl Into<String>, count: usize) -> Self {
+        DropActionFilter {
+            action_prefix: action_prefix.into(),
+            left: Some(std::sync::atomic::AtomicUsize::new(count)),
         }
     }
 }
 
 impl Filter for DropActionFilter {
     fn before_send(&self, _to_addr: &str, action: &str) -> FilterDecision {
-        if action.starts_with(&self.action_prefix) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counted = |left: &std::sync::atomic::AtomicUsize| {
+            left.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+        };
+        let drop =
+            action.starts_with(&self.action_prefix) && self.left.as_ref().is_none_or(counted);
+        if drop {
             FilterDecision::Drop
         } else {
             FilterDecision::Pass
@@ -163,6 +181,25 @@ mod tests {
         );
         assert_eq!(
             decide(&[], "10.0.0.1:9300", "indices:data"),
+            FilterDecision::Pass
+        );
+    }
+
+    #[test]
+    fn a_counted_drop_loses_only_the_next_matching_messages() {
+        let filter = DropActionFilter::next("indices:data/write/bulk[s][r]", 2);
+        let decide = |action| filter.before_send("a:1", action);
+        assert_eq!(decide("internal:ping"), FilterDecision::Pass);
+        assert_eq!(
+            decide("indices:data/write/bulk[s][r]"),
+            FilterDecision::Drop
+        );
+        assert_eq!(
+            decide("indices:data/write/bulk[s][r]"),
+            FilterDecision::Drop
+        );
+        assert_eq!(
+            decide("indices:data/write/bulk[s][r]"),
             FilterDecision::Pass
         );
     }

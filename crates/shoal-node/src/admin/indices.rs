@@ -381,8 +381,6 @@ fn validate_alias_name(alias: &str, index: &str) -> ApiResult<()> {
     })
 }
 
-/// The active copies per shard `wanted` asks of index `index` with these settings, refused as
-/// OpenSearch refuses more than a shard has.
 /// Every shard of `index` has at least `needed` active copies in `state`.
 fn copies_active(state: &shoal_state::ClusterState, index: &str, needed: usize) -> bool {
     let Some(table) = state.routing.get(index) else {
@@ -394,6 +392,8 @@ fn copies_active(state: &shoal_state::ClusterState, index: &str, needed: usize) 
         .all(|copies| copies.iter().filter(|c| c.is_active()).count() >= needed)
 }
 
+/// The active copies per shard `wanted` asks of index `index` with these settings, refused as
+/// OpenSearch refuses more than a shard has.
 fn needed_copies(
     index: &str,
     wanted: Option<ActiveShards>,

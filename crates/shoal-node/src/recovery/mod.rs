@@ -44,7 +44,6 @@ mod files;
 pub mod ops_recovery;
 pub mod progress;
 mod records;
-
 mod source;
 mod target;
 pub mod throttle;

@@ -123,9 +123,7 @@ impl RecoveryService {
     ) -> ApiResult<Vec<RecoveryRecord>> {
         Ok(self.local_recoveries(&indices))
     }
-}
 
-impl RecoveryService {
     /// OpenSearch's `RecoveryStats` of an index's copies on this node, or (`shard`) of one of
     /// them: peer recoveries running from and into them, and how long they waited for the
     /// recovery rate limit (running and finished recoveries, each counted once).
