@@ -11,8 +11,10 @@ of a shard disagree. Later fault tests reuse it.
 One exception to "older than its last acknowledged one": a write that got no answer at all (its
 coordinator was killed with it in flight, or the connection broke). It is still pending, as in
 any linearizability checker: the primary may receive and apply it after writes the client sent
-later, as OpenSearch does. Such values are counted (`applied_late`), never hidden. A write the
-cluster answered as failed must never be applied after a later acknowledged one.
+later, as OpenSearch does. Such values are accepted only where the copy shows exactly that (the
+held value sits after the acknowledged one in the shard's history, by term and seq_no) and are
+counted (`applied_late`), never hidden. A write the cluster answered as failed must never be
+applied after a later acknowledged one.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class History:
                 lost.append(doc_id)
                 continue
             value = doc["_source"]["value"]
-            if value < ack.value and self.was_unanswered(doc_id, value):
+            if value < ack.value and self.was_unanswered(doc_id, value) and sits_after(doc, ack):
                 applied_late += 1
             elif value < ack.value:
                 outcome = self.outcomes.get((doc_id, value), "never sent")
@@ -133,6 +135,11 @@ class History:
 def utc_now() -> str:
     """The time as node logs print it, to find a write's end in them."""
     return datetime.now(timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+
+
+def sits_after(doc: dict, ack: Ack) -> bool:
+    """Whether a held document was written after the acknowledged write `ack` (term, then seq_no)."""
+    return (doc.get("_primary_term", -1), doc.get("_seq_no", -1)) > (ack.primary_term, ack.seq_no)
 
 
 def held(doc: dict) -> str:

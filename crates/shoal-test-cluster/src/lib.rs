@@ -26,6 +26,6 @@ mod load;
 pub use cluster::{NodeSlot, Options, TestCluster};
 #[cfg(feature = "failpoints")]
 pub use failpoints::Pause;
-pub use history::{CopyContents, DocState, History, Summary};
+pub use history::{CopyContents, DocState, Failure, History, Summary};
 pub use http::{Client, Response};
 pub use load::Load;

@@ -10,7 +10,7 @@ use parking_lot::{Mutex, RwLock};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use crate::{Client, History, TestCluster};
+use crate::{Client, Failure, History, TestCluster};
 
 /// Ids each writer owns (writer k of W owns k, k+W, k+2W, …).
 const IDS_PER_WRITER: usize = 200;
@@ -180,7 +180,8 @@ impl Writer {
                 .filter_map(|(_, client)| client.clone())
                 .collect();
             if live.is_empty() {
-                self.history.record_failure(&sent);
+                let never_sent = Failure::Answered("no running node to send it to".into());
+                self.history.record_failure(&sent, never_sent);
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
@@ -201,8 +202,20 @@ impl Writer {
                         self.successes.lock().push(sent_at);
                     }
                 }
-                _ => {
-                    self.history.record_failure(&sent);
+                failed => {
+                    let failure = match failed {
+                        Ok(r) => Failure::Answered(format!(
+                            "HTTP {} from {}: {}",
+                            r.status,
+                            client.addr(),
+                            r.body["error"]["type"]
+                        )),
+                        Err(e) => Failure::NoAnswer(format!(
+                            "{e} ({:?} after it was sent)",
+                            sent_at.elapsed()
+                        )),
+                    };
+                    self.history.record_failure(&sent, failure);
                     // A shard without a primary answers at once: do not spin on it.
                     std::thread::sleep(Duration::from_millis(20));
                 }
