@@ -123,24 +123,24 @@ pub async fn delete(node: Arc<Node>, index: String, params: Params) -> RestResul
         &params,
         ResolveOptions {
             include_closed: true,
+            ignore_aliases: true,
             ..ResolveOptions::search()
         },
     )?;
     blocking(move || {
-        let destructive = index.split(',').any(|p| p == "_all" || p == "*" || (p.contains('*') && !p.starts_with('-')));
-        if destructive && node.core().cluster_setting("action.destructive_requires_name").as_deref() == Some("true") {
-            return Err(ApiError::bad_request("Wildcard expressions or all indices are not allowed"));
-        }
-        // Deleting through an alias is refused, like OpenSearch.
-        for part in index.split(',') {
-            if !part.contains('*') && part != "_all" && node.core().index(part).is_none() {
-                let via_alias = node.core().resolve(part, ResolveOptions::admin()).map(|r| !r.is_empty()).unwrap_or(false);
-                if via_alias {
-                    return Err(ApiError::bad_request(format!(
-                        "The provided expression [{part}] matches an alias, specify the corresponding concrete indices instead."
-                    )));
-                }
-            }
+        let destructive = index
+            .split(',')
+            .any(|p| p == "_all" || p == "*" || (p.contains('*') && !p.starts_with('-')));
+        if destructive
+            && node
+                .core()
+                .cluster_setting("action.destructive_requires_name")
+                .as_deref()
+                == Some("true")
+        {
+            return Err(ApiError::bad_request(
+                "Wildcard expressions or all indices are not allowed",
+            ));
         }
         let services = node.core().resolve(&index, opts)?;
         node.admin.delete_indices(&services)

@@ -83,6 +83,10 @@ impl NodeCore {
         }
         out.sort();
         out.dedup();
+        // Names skipped as unavailable can leave nothing, which `allow_no_indices=false` refuses.
+        if out.is_empty() && !options.allow_no_indices {
+            return Err(ApiError::index_not_found(expression));
+        }
         let resolved: Vec<Arc<IndexService>> =
             out.iter().filter_map(|n| indices.get(n).cloned()).collect();
         if !options.include_closed && !options.ignore_unavailable {
@@ -165,7 +169,12 @@ fn resolve_part(
         .filter(|(_, s)| s.with_meta(|m| m.aliases.contains_key(part)))
         .map(|(n, _)| n.clone())
         .collect();
-    if !aliased.is_empty() {
+    if !aliased.is_empty() && options.ignore_aliases && !options.ignore_unavailable {
+        return Err(ApiError::bad_request(format!(
+            "The provided expression [{part}] matches an alias, specify the corresponding concrete indices instead."
+        )));
+    }
+    if !aliased.is_empty() && !options.ignore_aliases {
         out.extend(aliased);
         return Ok(());
     }
@@ -184,8 +193,11 @@ fn resolve_wildcard(
 ) -> ApiResult<()> {
     let before = out.len();
     for (name, service) in indices.iter() {
-        let aliases = service.with_meta(|m| m.aliases.keys().cloned().collect::<Vec<_>>());
-        let matches = wildcard_match(part, name) || aliases.iter().any(|a| wildcard_match(part, a));
+        let by_alias = || {
+            !options.ignore_aliases
+                && service.with_meta(|m| m.aliases.keys().any(|a| wildcard_match(part, a)))
+        };
+        let matches = wildcard_match(part, name) || by_alias();
         if matches && options.wildcard_takes(service) && visible(options, part, name, service) {
             out.push(name.clone());
         }
@@ -215,6 +227,9 @@ pub struct ResolveOptions {
     /// The index states a wildcard matches, as `expand_wildcards` asked; `None`: the API's
     /// default (open indices, and closed ones where `include_closed`).
     pub expand_states: Option<ExpandStates>,
+    /// Names and wildcards stand for indices only (OpenSearch's `ignore_aliases`, which index
+    /// deletion sets): a wildcard does not match an alias, and naming one is refused.
+    pub ignore_aliases: bool,
 }
 
 /// Which indices a wildcard expands to by state (`expand_wildcards`).
@@ -253,6 +268,7 @@ impl ResolveOptions {
             include_closed: false,
             expand_hidden: false,
             expand_states: None,
+            ignore_aliases: false,
         }
     }
 
@@ -296,6 +312,7 @@ impl ResolveOptions {
             include_closed: true,
             expand_hidden: false,
             expand_states: None,
+            ignore_aliases: false,
         }
     }
 }

@@ -313,6 +313,7 @@ impl SnapshotService {
             include_closed: false,
             expand_hidden: false,
             expand_states: None,
+            ignore_aliases: false,
         };
         let resolved = self.core.resolve(&request.indices, options)?;
         Ok(resolved.iter().map(|s| s.name()).collect())
