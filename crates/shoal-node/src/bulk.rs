@@ -108,6 +108,11 @@ fn parse_action_line(
             token_name(line)
         )));
     };
+    if action_map.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "Malformed action/metadata line [{line_number}], expected FIELD_NAME but found [END_OBJECT]"
+        )));
+    }
     if action_map.len() != 1 {
         return Err(ApiError::bad_request(format!(
             "Malformed action/metadata line [{}], expected a simple value for field [{}] but found [START_OBJECT]",
@@ -179,7 +184,7 @@ fn parse_metadata(
             "version_type" | "_version_type" => {
                 item.request.version_type = parse_version_type(&text())?;
             }
-            "op_type" => item.request.create_only = text() == "create",
+            "op_type" => set_op_type(&mut item, &text())?,
             "require_alias" => item.require_alias = value.as_bool(),
             "retry_on_conflict" | "_retry_on_conflict" => item.retry_on_conflict = int().unwrap_or(0).max(0) as u32,
             "_source" => item.source_option = Some(value.clone()),
@@ -195,6 +200,25 @@ fn parse_metadata(
         }
     }
     Ok(item)
+}
+
+/// `op_type` in an `index` action's metadata: `create` makes it a create (answered as one).
+fn set_op_type(item: &mut BulkItem, op_type: &str) -> ApiResult<()> {
+    match op_type {
+        "create" => {
+            item.request.create_only = true;
+            if item.action == BulkAction::Index {
+                item.action = BulkAction::Create;
+            }
+        }
+        "index" => item.request.create_only = item.action == BulkAction::Create,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "opType must be 'create' or 'index', found: [{other}]"
+            )))
+        }
+    }
+    Ok(())
 }
 
 pub fn parse_version_type(text: &str) -> ApiResult<VersionType> {
