@@ -6,7 +6,7 @@
 pub(crate) const UPDATE: &[&str] = &["lang"];
 
 /// `_mget` reads every document in real time from its primary.
-pub(crate) const MGET: &[&str] = &["realtime", "refresh", "stored_fields"];
+pub(crate) const MGET: &[&str] = &["realtime", "refresh"];
 
 /// `_bulk`: the source filters apply to update items' answers, `batch_size` to ingest
 /// pipelines, `type` to mapping types; Shoal has none of them.

@@ -16,6 +16,7 @@ use shoal_query::search::{filter_source, SourceFilter};
 use crate::request::{object_body, Params};
 use crate::response::{json, ok, status_of, status_only, RestResult};
 use crate::router::blocking;
+use crate::stored_fields::StoredFields;
 
 fn write_options(params: &Params) -> ApiResult<WriteOptions> {
     let timeout = match params.get("timeout") {
@@ -229,8 +230,12 @@ pub async fn get_doc(
     }
     let source: Value = serde_json::from_slice(&doc.source).unwrap_or(Value::Null);
     let mut filter = source_filter(&params);
-    // Stored fields asked for: `_source` only if asked for too (no other field is stored).
-    if !source_only && params.get("stored_fields").is_some() && params.get("_source").is_none() {
+    let stored = params.get("stored_fields").map(StoredFields::from_param);
+    // Stored fields listed: `_source` only if listed too or asked for itself.
+    if !source_only
+        && stored.as_ref().is_some_and(|f| !f.wants_source())
+        && params.get("_source").is_none()
+    {
         filter.fetch = false;
     }
     if source_only {
@@ -242,6 +247,9 @@ pub async fn get_doc(
         .or_else(|| params.get("routing").map(str::to_string))
     {
         body["_routing"] = json!(routing);
+    }
+    if let Some(fields) = stored.and_then(|f| f.render(&service.mapping(), &source)) {
+        body["fields"] = fields;
     }
     if filter.fetch {
         body["_source"] = filter_source(&source, &filter);
@@ -299,7 +307,8 @@ pub async fn mget(
     params.refuse_unsupported(&path, crate::doc_params::MGET)?;
     let body = object_body(&body)?;
     let default_filter = source_filter(&params);
-    let mut specs: Vec<(Option<String>, String, Option<String>, SourceFilter)> = Vec::new();
+    let default_stored = params.get("stored_fields").map(StoredFields::from_param);
+    let mut specs: Vec<MgetSpec> = Vec::new();
     let no_documents = || ApiError::action_request_validation(&["no documents to get".to_string()]);
     if body
         .get("docs")
@@ -325,9 +334,13 @@ pub async fn mget(
                 ])
                 .into());
             };
+            let stored = match doc.get("stored_fields") {
+                Some(listed) => Some(StoredFields::from_json(listed)?),
+                None => default_stored.clone(),
+            };
             let filter = match doc.get("_source") {
                 Some(spec) => SourceFilter::from_json(spec).map_err(ApiError::from)?,
-                None => default_filter.clone(),
+                None => source_unless_stored_only(&default_filter, stored.as_ref(), &params),
             };
             let routing = doc
                 .get("routing")
@@ -342,6 +355,7 @@ pub async fn mget(
                 id,
                 routing,
                 filter,
+                stored,
             ));
         }
     } else if let Some(ids) = body.get("ids").and_then(Value::as_array) {
@@ -352,7 +366,8 @@ pub async fn mget(
                     .map(str::to_string)
                     .unwrap_or_else(|| id.to_string()),
                 params.get("routing").map(str::to_string),
-                default_filter.clone(),
+                source_unless_stored_only(&default_filter, default_stored.as_ref(), &params),
+                default_stored.clone(),
             ));
         }
     } else {
@@ -369,7 +384,7 @@ pub async fn mget(
     let docs = blocking(move || -> ApiResult<Vec<Value>> {
         Ok(specs
             .into_iter()
-            .map(|(index, id, routing, filter)| {
+            .map(|(index, id, routing, filter, stored)| {
                 let index = index.expect("checked");
                 match node.reads.get_document(&index, &id, routing.as_deref()) {
                     Ok((service, Some(doc))) => {
@@ -377,8 +392,11 @@ pub async fn mget(
                         if let Some(routing) = doc.routing.clone().or_else(|| routing.clone()) {
                             body["_routing"] = json!(routing);
                         }
+                        let source: Value = serde_json::from_slice(&doc.source).unwrap_or(Value::Null);
+                        if let Some(fields) = stored.and_then(|f| f.render(&service.mapping(), &source)) {
+                            body["fields"] = fields;
+                        }
                         if filter.fetch {
-                            let source: Value = serde_json::from_slice(&doc.source).unwrap_or(Value::Null);
                             body["_source"] = filter_source(&source, &filter);
                         }
                         body
@@ -391,6 +409,29 @@ pub async fn mget(
     })
     .await?;
     ok(json!({"docs": docs}), &params)
+}
+
+/// One document of an `_mget`: index, id, routing, source filter, stored fields.
+type MgetSpec = (
+    Option<String>,
+    String,
+    Option<String>,
+    SourceFilter,
+    Option<StoredFields>,
+);
+
+/// An `_mget` document's source filter: the request's, off when stored fields are listed
+/// without `_source` and the request did not ask for `_source` itself.
+fn source_unless_stored_only(
+    filter: &SourceFilter,
+    stored: Option<&StoredFields>,
+    params: &Params,
+) -> SourceFilter {
+    let mut filter = filter.clone();
+    if stored.is_some_and(|f| !f.wants_source()) && params.get("_source").is_none() {
+        filter.fetch = false;
+    }
+    filter
 }
 
 /// `POST /_bulk` and `/{index}/_bulk`.

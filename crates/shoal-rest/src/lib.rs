@@ -27,6 +27,7 @@ mod snapshot;
 mod spec_params;
 mod spec_params_table;
 mod state_wait;
+mod stored_fields;
 mod tasks;
 mod thread_pools;
 

@@ -150,9 +150,11 @@ fn render_hit(
     let reports_scores = req.sorts_by_score() || req.track_scores;
     let mut h = Map::new();
     h.insert("_index".into(), json!(index_name_of_shard(shard)));
-    h.insert("_id".into(), json!(hit.id));
-    if let Some(routing) = &hit.routing {
-        h.insert("_routing".into(), json!(routing));
+    if !req.hide_id {
+        h.insert("_id".into(), json!(hit.id));
+        if let Some(routing) = &hit.routing {
+            h.insert("_routing".into(), json!(routing));
+        }
     }
     if req.version {
         h.insert("_version".into(), json!(hit.version));

@@ -54,6 +54,13 @@ pub struct SearchRequest {
     pub typed_keys: bool,
     /// `search.max_buckets` (a cluster setting the node fills in; not part of the body).
     pub max_buckets: usize,
+    /// `stored_fields: "_none_"`: hits carry no `_id` (nor `_source`).
+    pub hide_id: bool,
+    /// The `stored_fields` asked for, applied once the whole request is read (they turn
+    /// `_source` off unless it is listed or asked for itself).
+    stored_fields: Option<Vec<String>>,
+    /// Whether `_source` was set in the body or the URL.
+    source_asked: bool,
 }
 
 impl Default for SearchRequest {
@@ -78,7 +85,28 @@ impl Default for SearchRequest {
             seq_no_primary_term: false,
             typed_keys: false,
             max_buckets: crate::search::aggs::render::MAX_BUCKETS,
+            hide_id: false,
+            stored_fields: None,
+            source_asked: false,
         }
+    }
+}
+
+/// `search_type`: Shoal runs `query_then_fetch`. DFS would change scores (index-wide term
+/// statistics) and is refused rather than ignored; the `*_and_fetch` types are refused by
+/// OpenSearch's REST layer too.
+fn check_search_type(search_type: &str) -> Result<(), QueryError> {
+    match search_type {
+        "query_then_fetch" => Ok(()),
+        "dfs_query_then_fetch" => Err(QueryError::IllegalArgument(
+            "[search_type=dfs_query_then_fetch] is not supported by Shoal yet: scores use each shard's own term statistics; remove search_type".into(),
+        )),
+        "query_and_fetch" | "dfs_query_and_fetch" => Err(QueryError::IllegalArgument(format!(
+            "Unsupported search type [{search_type}]"
+        ))),
+        other => Err(QueryError::IllegalArgument(format!(
+            "No search type for [{other}]"
+        ))),
     }
 }
 
@@ -105,6 +133,7 @@ impl SearchRequest {
             }
         }
         req.apply_params(params)?;
+        req.settle_stored_fields();
         if req.search_after.is_some() && req.sort.is_empty() {
             return Err(QueryError::IllegalArgument(
                 "Sort must contain at least one field.".into(),
@@ -123,7 +152,10 @@ impl SearchRequest {
                 "from" => self.from = non_negative(key, value)?,
                 "size" => self.size = non_negative(key, value)?,
                 "sort" => self.sort = parse_sort(value)?,
-                "_source" => self.source = SourceFilter::from_json(value)?,
+                "_source" => {
+                    self.source = SourceFilter::from_json(value)?;
+                    self.source_asked = true;
+                }
                 "track_total_hits" => self.track_total_hits = parse_track_total_hits(value)?,
                 "track_scores" => self.track_scores = boolean(key, value)?,
                 "search_after" => match value {
@@ -197,22 +229,38 @@ impl SearchRequest {
         Ok(())
     }
 
+    /// `stored_fields`: Shoal stores no field apart from `_source`, so only the metadata names
+    /// (and `_none_`) are accepted; any other name is refused rather than left out of hits.
     fn apply_stored_fields(&mut self, value: &Value) -> Result<(), QueryError> {
-        let names: Vec<&str> = match value {
-            Value::String(s) => vec![s.as_str()],
-            Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+        let names: Vec<String> = match value {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(items) if items.iter().all(Value::is_string) => items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
             _ => return Err(refuse("stored_fields")),
         };
-        if names == ["_none_"] {
-            self.source.fetch = false;
-            Ok(())
-        } else if names
+        let metadata_only = names
             .iter()
-            .all(|n| *n == "_source" || *n == "_id" || *n == "_routing")
-        {
-            Ok(())
-        } else {
-            Err(refuse("stored_fields"))
+            .all(|n| matches!(n.as_str(), "_source" | "_id" | "_routing"));
+        if names != ["_none_"] && !metadata_only {
+            return Err(refuse("stored_fields"));
+        }
+        self.stored_fields = Some(names);
+        Ok(())
+    }
+
+    /// As OpenSearch: listed stored fields leave `_source` out unless it is among them or was
+    /// asked for; `_none_` leaves out `_id` too.
+    fn settle_stored_fields(&mut self) {
+        let Some(names) = &self.stored_fields else {
+            return;
+        };
+        if names == &["_none_"] {
+            self.source.fetch = false;
+            self.hide_id = true;
+        } else if !names.iter().any(|n| n == "_source") && !self.source_asked {
+            self.source.fetch = false;
         }
     }
 
@@ -249,6 +297,9 @@ impl SearchRequest {
             self.sort = parse_sort_param(v)?;
         }
         self.source.apply_params(params);
+        self.source_asked |= ["_source", "_source_includes", "_source_excludes"]
+            .iter()
+            .any(|k| params.contains_key(*k));
         if let Some(v) = params.get("track_total_hits") {
             let value = match v.as_str() {
                 "true" => json!(true),
@@ -290,6 +341,9 @@ impl SearchRequest {
         }
         if params.get("explain").is_some_and(|v| v == "true") {
             return Err(refuse("explain"));
+        }
+        if let Some(search_type) = params.get("search_type") {
+            check_search_type(search_type)?;
         }
         if let Some(v) = params.get("stored_fields") {
             self.apply_stored_fields(&Value::Array(
@@ -471,6 +525,46 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn search_type_query_then_fetch_is_run_and_every_other_type_refused() {
+        let with = |t: &str| {
+            SearchRequest::parse(
+                &Value::Null,
+                &HashMap::from([("search_type".to_string(), t.to_string())]),
+            )
+        };
+        assert!(with("query_then_fetch").is_ok());
+        for refused in [
+            "dfs_query_then_fetch",
+            "query_and_fetch",
+            "dfs_query_and_fetch",
+            "junk",
+        ] {
+            assert!(
+                matches!(with(refused), Err(QueryError::IllegalArgument(_))),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn listed_stored_fields_leave_source_out_unless_asked_and_none_hides_the_id() {
+        let listed = SearchRequest::parse(&json!({"stored_fields": []}), &HashMap::new()).unwrap();
+        assert!(!listed.source.fetch && !listed.hide_id);
+        let asked = SearchRequest::parse(
+            &json!({"stored_fields": ["_id"], "_source": true}),
+            &HashMap::new(),
+        )
+        .unwrap();
+        assert!(asked.source.fetch);
+        let none =
+            SearchRequest::parse(&json!({"stored_fields": "_none_"}), &HashMap::new()).unwrap();
+        assert!(!none.source.fetch && none.hide_id);
+        assert!(
+            SearchRequest::parse(&json!({"stored_fields": ["title"]}), &HashMap::new()).is_err()
+        );
     }
 
     #[test]
