@@ -251,10 +251,20 @@ def test_mget_source_filtering_and_routing(http, index):
     assert r.json()["docs"][0]["_source"] == {"a": 1}
 
 
-def test_mget_is_realtime(http, index_name):
+def test_mget_is_realtime_unless_asked_not_to_be(http, index_name):
     http.put(f"/{index_name}", {"settings": {"number_of_replicas": 0, "refresh_interval": "-1"}})
     http.put(f"/{index_name}/_doc/1", {"a": 1})
-    assert http.post(f"/{index_name}/_mget", {"ids": ["1"]}).json()["docs"][0]["found"] is True
+    found = lambda **params: http.post(f"/{index_name}/_mget", {"ids": ["1"]}, params=params).json()["docs"][0]["found"]
+    assert found() is True
+    assert found(realtime="false") is False  # the last refreshed searcher: never refreshed
+    assert found(realtime="false", refresh="true") is True
+
+
+def test_mget_documents_take_only_what_shoal_reads(http, index):
+    http.put(f"/{index}/_doc/1", {"a": 1})
+    for doc, kind in [({"_id": "1", "_routing": "r"}, "parse_exception"),
+                      ({"_id": "1", "version": 1}, "illegal_argument_exception")]:
+        assert_error(http.post(f"/{index}/_mget", {"docs": [doc]}), 400, kind)
 
 
 def test_mget_without_docs_refused(http, index):

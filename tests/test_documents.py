@@ -442,7 +442,6 @@ def test_document_apis_refuse_parameters_they_do_not_know_or_do_not_act_on(http,
             f"request [{path}] contains unrecognized parameter: [{param}]"), err
     for method, path, body, param, value in [
         ("post", f"/{index}/_update/1", {"doc": {"a": 4}}, "lang", "painless"),
-        ("post", f"/{index}/_mget", {"ids": ["1"]}, "realtime", "false"),
         ("post", f"/{index}/_bulk", bulk, "type", "_doc"),
     ]:
         err = assert_error(getattr(http, method)(path, body, params={param: value}), 400,

@@ -20,6 +20,10 @@ pub enum MapperError {
     /// A mapping update conflicts with the existing mapping (`illegal_argument_exception`).
     #[error("{0}")]
     Conflict(String),
+    /// A mapping definition OpenSearch refuses with `illegal_argument_exception` rather than
+    /// as unparsable (a field with an empty name).
+    #[error("{0}")]
+    IllegalArgument(String),
     /// The document is not a JSON object or not valid JSON (`mapper_parsing_exception`
     /// caused by a `json_parse_exception`).
     #[error("failed to parse")]
@@ -35,7 +39,9 @@ impl MapperError {
             | MapperError::NotJson(_)
             | MapperError::FieldValue { .. } => "mapper_parsing_exception",
             MapperError::StrictDynamic { .. } => "strict_dynamic_mapping_exception",
-            MapperError::Conflict(_) => "illegal_argument_exception",
+            MapperError::Conflict(_) | MapperError::IllegalArgument(_) => {
+                "illegal_argument_exception"
+            }
         }
     }
 }

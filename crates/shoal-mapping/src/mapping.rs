@@ -47,7 +47,7 @@ impl ObjectMapping {
         })?;
         for (name, body) in props {
             if name.is_empty() || name.trim().is_empty() {
-                return Err(MapperError::InvalidMapping(
+                return Err(MapperError::IllegalArgument(
                     "name cannot be empty string".to_string(),
                 ));
             }

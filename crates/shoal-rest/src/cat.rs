@@ -126,19 +126,21 @@ impl Table {
             })
             .collect();
         let mut out = String::new();
+        let last = widths.len().saturating_sub(1);
         for row in table {
+            // As OpenSearch's table: every cell padded to its column's width but a left-aligned
+            // last one, so empty trailing cells still leave their separators.
             let line: Vec<String> = row
                 .iter()
                 .zip(&widths)
-                .map(|((s, right), w)| {
-                    if *right {
-                        format!("{s:>w$}")
-                    } else {
-                        format!("{s:<w$}")
-                    }
+                .enumerate()
+                .map(|(c, ((s, right), w))| match (*right, c == last) {
+                    (true, _) => format!("{s:>w$}"),
+                    (false, true) => s.clone(),
+                    (false, false) => format!("{s:<w$}"),
                 })
                 .collect();
-            out.push_str(line.join(" ").trim_end());
+            out.push_str(&line.join(" "));
             out.push('\n');
         }
         Ok(text(StatusCode::OK, out))

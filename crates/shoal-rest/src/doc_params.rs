@@ -5,9 +5,6 @@
 /// `lang` names a script language; updates take no scripts yet.
 pub(crate) const UPDATE: &[&str] = &["lang"];
 
-/// `_mget` reads every document in real time from its primary.
-pub(crate) const MGET: &[&str] = &["realtime", "refresh"];
-
 /// `_bulk`: the source filters apply to update items' answers, `batch_size` to ingest
 /// pipelines, `type` to mapping types; Shoal has none of them.
 pub(crate) const BULK: &[&str] = &["_source_excludes", "_source_includes", "batch_size", "type"];

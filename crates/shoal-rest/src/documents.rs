@@ -300,11 +300,6 @@ pub async fn mget(
     params: Params,
     body: axum::body::Bytes,
 ) -> RestResult {
-    let path = match &index {
-        Some(index) => format!("/{index}/_mget"),
-        None => "/_mget".to_string(),
-    };
-    params.refuse_unsupported(&path, crate::doc_params::MGET)?;
     let body = object_body(&body)?;
     let default_filter = source_filter(&params);
     let default_stored = params.get("stored_fields").map(StoredFields::from_param);
@@ -323,6 +318,7 @@ pub async fn mget(
     }
     if let Some(docs) = body.get("docs").and_then(Value::as_array) {
         for doc in docs {
+            check_mget_doc_keys(doc)?;
             let id = doc.get("_id").map(|v| {
                 v.as_str()
                     .map(str::to_string)
@@ -342,11 +338,12 @@ pub async fn mget(
                 Some(spec) => SourceFilter::from_json(spec).map_err(ApiError::from)?,
                 None => source_unless_stored_only(&default_filter, stored.as_ref(), &params),
             };
-            let routing = doc
-                .get("routing")
-                .or(doc.get("_routing"))
-                .and_then(Value::as_str)
-                .map(str::to_string);
+            // A number is a routing value too (`routing: 5`).
+            let routing = doc.get("routing").and_then(|r| match r {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            });
             specs.push((
                 doc.get("_index")
                     .and_then(Value::as_str)
@@ -381,12 +378,15 @@ pub async fn mget(
         ])
         .into());
     }
+    // realtime, refresh and preference apply to every document; routing is per document.
+    let base = shoal_node::documents::GetOptions::from_params(&params.0)?;
     let docs = blocking(move || -> ApiResult<Vec<Value>> {
         Ok(specs
             .into_iter()
             .map(|(index, id, routing, filter, stored)| {
                 let index = index.expect("checked");
-                match node.reads.get_document(&index, &id, routing.as_deref()) {
+                let options = shoal_node::documents::GetOptions { routing: routing.clone(), ..base.clone() };
+                match node.reads.get_document_with(&index, &id, &options) {
                     Ok((service, Some(doc))) => {
                         let mut body = json!({"_index": service.name(), "_id": id, "_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": doc.primary_term, "found": true});
                         if let Some(routing) = doc.routing.clone().or_else(|| routing.clone()) {
@@ -402,13 +402,40 @@ pub async fn mget(
                         body
                     }
                     Ok((service, None)) => json!({"_index": service.name(), "_id": id, "found": false}),
-                    Err(e) => json!({"_index": index, "_id": id, "error": e.to_cause_json()}),
+                    // OpenSearch's failure shape: root causes, type and reason.
+                    Err(e) => json!({"_index": index, "_id": id, "error": e.to_response_json()["error"]}),
                 }
             })
             .collect())
     })
     .await?;
     ok(json!({"docs": docs}), &params)
+}
+
+/// An `_mget` document names only what Shoal reads: an unknown key is refused as OpenSearch
+/// refuses it, and `version` (a conflict check Shoal does not make on reads) by name.
+fn check_mget_doc_keys(doc: &Value) -> ApiResult<()> {
+    let Some(doc) = doc.as_object() else {
+        return Err(ApiError::parse_exception(
+            "failed to parse multi get request. expected an object for each document",
+        ));
+    };
+    for key in doc.keys() {
+        match key.as_str() {
+            "_index" | "_id" | "routing" | "_source" | "stored_fields" => {}
+            "version" | "version_type" => {
+                return Err(ApiError::bad_request(format!(
+                    "[{key}] in an _mget document is not supported by Shoal yet; leave it out"
+                )))
+            }
+            other => {
+                return Err(ApiError::parse_exception(format!(
+                    "failed to parse multi get request. unknown field [{other}]"
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One document of an `_mget`: index, id, routing, source filter, stored fields.

@@ -229,6 +229,12 @@ pub async fn get_mapping(node: Arc<Node>, index: Option<String>, params: Params)
     ok(body, &params)
 }
 
+/// A mapping wrapped in its type (`{"_doc": {...}}`), which OpenSearch 2 refuses.
+fn is_typed_mapping(body: &Value) -> bool {
+    body.as_object()
+        .is_some_and(|m| m.len() == 1 && m.contains_key("_doc"))
+}
+
 /// `PUT|POST /{index}/_mapping`.
 pub async fn put_mapping(
     node: Arc<Node>,
@@ -240,6 +246,11 @@ pub async fn put_mapping(
     if body.is_null() {
         return Err(
             ApiError::action_request_validation(&["mapping source is empty".to_string()]).into(),
+        );
+    }
+    if is_typed_mapping(&body) {
+        return Err(
+            ApiError::bad_request("Types cannot be provided in put mapping requests").into(),
         );
     }
     let opts = options(&params, ResolveOptions::admin())?;

@@ -128,9 +128,7 @@ impl ReadService {
             Some(keep_alive) => Some(parse_keep_alive(keep_alive)?),
             None => None,
         };
-        if scroll.is_none() {
-            check_result_window(&request, &shards)?;
-        }
+        check_result_window(&request, &shards, scroll.is_some())?;
         let needs_fetch = scroll.is_some() || request.size > 0 || request.aggs.is_some();
         let mut phase = QueryPhase::first_page(
             body,
@@ -244,14 +242,21 @@ impl ReadService {
     }
 }
 
-/// Refuses a page beyond `index.max_result_window` of any index searched (scrolls page past it).
-fn check_result_window(request: &SearchRequest, shards: &[PlannedShard]) -> ApiResult<()> {
+/// Refuses a page beyond `index.max_result_window` of any index searched; a scroll pages past
+/// it, but each of its pages must fit in it.
+fn check_result_window(
+    request: &SearchRequest,
+    shards: &[PlannedShard],
+    scroll: bool,
+) -> ApiResult<()> {
     for shard in shards {
-        request.check_result_window(
-            shard
-                .service
-                .with_meta(|m| m.settings().max_result_window()),
-        )?;
+        let max = shard
+            .service
+            .with_meta(|m| m.settings().max_result_window());
+        match scroll {
+            true => request.check_scroll_batch(max)?,
+            false => request.check_result_window(max)?,
+        }
     }
     Ok(())
 }

@@ -61,6 +61,8 @@ pub struct SearchRequest {
     stored_fields: Option<Vec<String>>,
     /// Whether `_source` was set in the body or the URL.
     source_asked: bool,
+    /// Whether `track_total_hits` was set in the body or the URL.
+    track_total_hits_asked: bool,
 }
 
 impl Default for SearchRequest {
@@ -88,6 +90,7 @@ impl Default for SearchRequest {
             hide_id: false,
             stored_fields: None,
             source_asked: false,
+            track_total_hits_asked: false,
         }
     }
 }
@@ -156,7 +159,10 @@ impl SearchRequest {
                     self.source = SourceFilter::from_json(value)?;
                     self.source_asked = true;
                 }
-                "track_total_hits" => self.track_total_hits = parse_track_total_hits(value)?,
+                "track_total_hits" => {
+                    self.track_total_hits = parse_track_total_hits(value)?;
+                    self.track_total_hits_asked = true;
+                }
                 "track_scores" => self.track_scores = boolean(key, value)?,
                 "search_after" => match value {
                     Value::Array(items) => self.search_after = Some(items.clone()),
@@ -311,14 +317,11 @@ impl SearchRequest {
                 })?),
             };
             self.track_total_hits = parse_track_total_hits(&value)?;
+            self.track_total_hits_asked = true;
         }
         if let Some(v) = params.get("rest_total_hits_as_int") {
             self.total_hits_as_int = v == "true" || v.is_empty();
-            if self.total_hits_as_int
-                && self.track_total_hits == TrackTotalHits::UpTo(DEFAULT_TRACK_TOTAL_HITS)
-            {
-                self.track_total_hits = TrackTotalHits::Exact;
-            }
+            self.count_hits_exactly_for_an_int_total()?;
         }
         if let Some(v) = params.get("typed_keys") {
             self.typed_keys = v == "true" || v.is_empty();
@@ -354,6 +357,41 @@ impl SearchRequest {
             return Err(refuse("docvalue_fields"));
         }
         Ok(())
+    }
+
+    /// `rest_total_hits_as_int` reports a plain number, so it counts every hit; a bound asked
+    /// for cannot be honoured with it and is refused, as OpenSearch does.
+    fn count_hits_exactly_for_an_int_total(&mut self) -> Result<(), QueryError> {
+        if !self.total_hits_as_int {
+            return Ok(());
+        }
+        match self.track_total_hits {
+            TrackTotalHits::UpTo(n) if self.track_total_hits_asked => {
+                Err(QueryError::IllegalArgument(format!(
+                    "[rest_total_hits_as_int] cannot be used if the tracking of total hits is not accurate, got {n}"
+                )))
+            }
+            TrackTotalHits::UpTo(_) => {
+                self.track_total_hits = TrackTotalHits::Exact;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A scroll's page size must not exceed `index.max_result_window` (checked per index).
+    pub fn check_scroll_batch(&self, max_result_window: usize) -> Result<(), QueryError> {
+        if self.size <= max_result_window {
+            return Ok(());
+        }
+        Err(QueryError::SearchPhase {
+            reason: "all shards failed".into(),
+            cause_type: "illegal_argument_exception".into(),
+            cause_reason: format!(
+                "Batch size is too large, size must be less than or equal to: [{max_result_window}] but was [{}]. Scroll batch sizes cost as much memory as result windows so they are controlled by the [index.max_result_window] index level setting.",
+                self.size
+            ),
+        })
     }
 
     /// `from + size` must not exceed `index.max_result_window` (checked per index).
