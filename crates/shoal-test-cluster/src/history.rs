@@ -485,6 +485,10 @@ mod tests {
         );
     }
 
+    fn assert_reported(found: Vec<String>, needle: &str) {
+        assert!(found.iter().any(|p| p.contains(needle)), "{found:?}");
+    }
+
     /// `a` = 5 acknowledged at seq_no 3, then `a` = 4 sent again in a request that ended as
     /// `failure`.
     fn history_with_an_older_write_that(failure: Failure) -> History {
@@ -506,17 +510,15 @@ mod tests {
     fn an_older_value_before_the_acknowledged_one_or_from_an_answered_failure_is_reported() {
         let unanswered = history_with_an_older_write_that(Failure::NoAnswer("reset".into()));
         let before_the_ack = copy(&[("a", doc(2, 1, 4))], 3);
-        let found = problems(&unanswered, vec![before_the_ack]);
-        assert!(
-            found.iter().any(|p| p.contains("acknowledged 5 later")),
-            "{found:?}"
+        assert_reported(
+            problems(&unanswered, vec![before_the_ack]),
+            "acknowledged 5 later",
         );
         let answered = history_with_an_older_write_that(Failure::Answered("HTTP 503".into()));
         let applied_after = copy(&[("a", doc(6, 3, 4))], 6);
-        let found = problems(&answered, vec![applied_after]);
-        assert!(
-            found.iter().any(|p| p.contains("answered: HTTP 503")),
-            "{found:?}"
+        assert_reported(
+            problems(&answered, vec![applied_after]),
+            "answered: HTTP 503",
         );
     }
 
