@@ -251,6 +251,17 @@ def test_mget_source_filtering_and_routing(http, index):
     assert r.json()["docs"][0]["_source"] == {"a": 1}
 
 
+def test_mget_documents_without_routing_take_the_urls(http, index_name):
+    http.put(f"/{index_name}", {"settings": {"number_of_shards": 5, "number_of_replicas": 0}})
+    for n in range(10):
+        http.put(f"/{index_name}/_doc/{n}", {"n": n}, params={"routing": "r"})
+    docs = {"docs": [{"_id": str(n)} for n in range(10)]}
+    found = lambda **params: sum(d["found"] for d in http.post(f"/{index_name}/_mget", docs, params=params).json()["docs"])
+    # Routed by their ids, most land on shards that do not hold them.
+    assert found() < 10
+    assert found(routing="r") == 10
+
+
 def test_mget_is_realtime_unless_asked_not_to_be(http, index_name):
     http.put(f"/{index_name}", {"settings": {"number_of_replicas": 0, "refresh_interval": "-1"}})
     http.put(f"/{index_name}/_doc/1", {"a": 1})

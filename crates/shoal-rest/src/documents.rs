@@ -378,13 +378,15 @@ pub async fn mget(
         ])
         .into());
     }
-    // realtime, refresh and preference apply to every document; routing is per document.
+    // realtime, refresh and preference apply to every document; the URL's routing to each
+    // that names none.
     let base = shoal_node::documents::GetOptions::from_params(&params.0)?;
     let docs = blocking(move || -> ApiResult<Vec<Value>> {
         Ok(specs
             .into_iter()
             .map(|(index, id, routing, filter, stored)| {
                 let index = index.expect("checked");
+                let routing = routing.or_else(|| base.routing.clone());
                 let options = shoal_node::documents::GetOptions { routing: routing.clone(), ..base.clone() };
                 match node.reads.get_document_with(&index, &id, &options) {
                     Ok((service, Some(doc))) => {
