@@ -229,18 +229,11 @@ pub async fn get_doc(
         return Ok(status_only(StatusCode::OK));
     }
     let source: Value = serde_json::from_slice(&doc.source).unwrap_or(Value::Null);
-    let mut filter = source_filter(&params);
-    let stored = params.get("stored_fields").map(StoredFields::from_param);
-    // Stored fields listed: `_source` only if listed too or asked for itself.
-    if !source_only
-        && stored.as_ref().is_some_and(|f| !f.wants_source())
-        && params.get("_source").is_none()
-    {
-        filter.fetch = false;
-    }
     if source_only {
-        return ok(filter_source(&source, &filter), &params);
+        return ok(filter_source(&source, &source_filter(&params)), &params);
     }
+    let stored = params.get("stored_fields").map(StoredFields::from_param);
+    let filter = source_unless_stored_only(&source_filter(&params), stored.as_ref(), &params);
     let mut body = json!({"_index": index_name, "_id": id, "_version": doc.version, "_seq_no": doc.seq_no, "_primary_term": doc.primary_term, "found": true});
     if let Some(routing) = doc
         .routing
@@ -303,7 +296,7 @@ pub async fn mget(
     let body = object_body(&body)?;
     let default_filter = source_filter(&params);
     let default_stored = params.get("stored_fields").map(StoredFields::from_param);
-    let mut specs: Vec<MgetSpec> = Vec::new();
+    let mut specs: Vec<MgetDoc> = Vec::new();
     let no_documents = || ApiError::action_request_validation(&["no documents to get".to_string()]);
     if body
         .get("docs")
@@ -344,8 +337,9 @@ pub async fn mget(
                 Value::Number(n) => Some(n.to_string()),
                 _ => None,
             });
-            specs.push((
-                doc.get("_index")
+            specs.push(MgetDoc {
+                index: doc
+                    .get("_index")
                     .and_then(Value::as_str)
                     .map(str::to_string)
                     .or(index.clone()),
@@ -353,26 +347,31 @@ pub async fn mget(
                 routing,
                 filter,
                 stored,
-            ));
+            });
         }
     } else if let Some(ids) = body.get("ids").and_then(Value::as_array) {
         for id in ids {
-            specs.push((
-                index.clone(),
-                id.as_str()
+            specs.push(MgetDoc {
+                index: index.clone(),
+                id: id
+                    .as_str()
                     .map(str::to_string)
                     .unwrap_or_else(|| id.to_string()),
-                params.get("routing").map(str::to_string),
-                source_unless_stored_only(&default_filter, default_stored.as_ref(), &params),
-                default_stored.clone(),
-            ));
+                routing: None,
+                filter: source_unless_stored_only(
+                    &default_filter,
+                    default_stored.as_ref(),
+                    &params,
+                ),
+                stored: default_stored.clone(),
+            });
         }
     } else {
         return Err(
             ApiError::action_request_validation(&["no documents to get".to_string()]).into(),
         );
     }
-    if specs.iter().any(|(i, ..)| i.is_none()) {
+    if specs.iter().any(|doc| doc.index.is_none()) {
         return Err(ApiError::action_request_validation(&[
             "index is missing for doc 0".to_string()
         ])
@@ -384,7 +383,7 @@ pub async fn mget(
     let docs = blocking(move || -> ApiResult<Vec<Value>> {
         Ok(specs
             .into_iter()
-            .map(|(index, id, routing, filter, stored)| {
+            .map(|MgetDoc { index, id, routing, filter, stored }| {
                 let index = index.expect("checked");
                 let routing = routing.or_else(|| base.routing.clone());
                 let options = shoal_node::documents::GetOptions { routing: routing.clone(), ..base.clone() };
@@ -440,17 +439,19 @@ fn check_mget_doc_keys(doc: &Value) -> ApiResult<()> {
     Ok(())
 }
 
-/// One document of an `_mget`: index, id, routing, source filter, stored fields.
-type MgetSpec = (
-    Option<String>,
-    String,
-    Option<String>,
-    SourceFilter,
-    Option<StoredFields>,
-);
+/// One document of an `_mget`, as the request names it.
+struct MgetDoc {
+    /// `None` until checked: each document names one, or the URL does.
+    index: Option<String>,
+    id: String,
+    /// `None`: the URL's routing, if any.
+    routing: Option<String>,
+    filter: SourceFilter,
+    stored: Option<StoredFields>,
+}
 
-/// An `_mget` document's source filter: the request's, off when stored fields are listed
-/// without `_source` and the request did not ask for `_source` itself.
+/// A get's source filter: the request's, off when stored fields are listed without `_source`
+/// and the request did not ask for `_source` itself (GET and each `_mget` document).
 fn source_unless_stored_only(
     filter: &SourceFilter,
     stored: Option<&StoredFields>,
